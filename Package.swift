@@ -1,0 +1,48 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "ifmeter",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "ifmeter", targets: ["ifmeter"]),
+        .library(name: "IfmeterCore", targets: ["IfmeterCore"]),
+        .library(name: "IfmeterSampling", targets: ["IfmeterSampling"]),
+    ],
+    targets: [
+        // libnl-3 and libnl-route-3, found through pkg-config.
+        .systemLibrary(
+            name: "CNetlink",
+            pkgConfig: "libnl-3.0 libnl-route-3.0",
+            providers: [.apt(["libnl-3-dev", "libnl-route-3-dev"])]
+        ),
+        // C shims for kernel macros and inline structures Swift cannot import,
+        // and the raw C loops the benchmark compares against.
+        .target(
+            name: "CIfmeterLinux",
+            cSettings: [.define("_GNU_SOURCE")]
+        ),
+        // Platform-neutral: model, classifier rules, delta engine, trace format,
+        // report model and renderers. No Linux-only import.
+        .target(name: "IfmeterCore"),
+        // The only library that touches C: netlink, getifaddrs, sysfs facts.
+        .target(
+            name: "IfmeterSampling",
+            dependencies: [
+                "IfmeterCore",
+                .target(name: "CNetlink", condition: .when(platforms: [.linux])),
+                .target(name: "CIfmeterLinux", condition: .when(platforms: [.linux])),
+            ]
+        ),
+        .target(name: "IfmeterCLI", dependencies: ["IfmeterCore", "IfmeterSampling"]),
+        .executableTarget(name: "ifmeter", dependencies: ["IfmeterCLI"]),
+        .executableTarget(
+            name: "ifmeter-bench",
+            dependencies: ["IfmeterCore", "IfmeterSampling", "CIfmeterLinux"]
+        ),
+        .testTarget(name: "IfmeterCoreTests", dependencies: ["IfmeterCore"]),
+        .testTarget(name: "IfmeterSamplingTests", dependencies: ["IfmeterSampling", "IfmeterCore"]),
+        .testTarget(name: "IfmeterCLITests", dependencies: ["IfmeterCLI", "IfmeterCore"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,68 @@
+// C shims for ifmeter: kernel macros and inline helpers Swift cannot import,
+// and the raw loops `make bench` compares the Swift samplers against.
+// Every name is prefixed `cifm_`.
+#ifndef CIFMETER_LINUX_H
+#define CIFMETER_LINUX_H
+
+#ifdef __linux__
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/if_link.h>
+#include <linux/if_arp.h>
+#include <linux/if_tun.h>
+#include <linux/if.h>
+#include <linux/if_packet.h>
+#include <ifaddrs.h>
+
+/// IFLA_STATS_FILTER_BIT(IFLA_STATS_LINK_64): the filter mask of an
+/// RTM_GETSTATS request that asks for 64-bit link counters only.
+static inline uint32_t cifm_stats_filter_link64(void) {
+    return IFLA_STATS_FILTER_BIT(IFLA_STATS_LINK_64);
+}
+
+/// The 32-bit link statistics getifaddrs attaches to AF_PACKET entries.
+typedef struct cifm_stats32 {
+    uint32_t rx_packets, tx_packets, rx_bytes, tx_bytes;
+    uint32_t rx_errors, tx_errors, rx_dropped, tx_dropped;
+} cifm_stats32;
+
+/// Reads `ifa_data` of an AF_PACKET getifaddrs entry (a `struct
+/// rtnl_link_stats`). Returns 0 on success, -1 when the entry has none.
+int cifm_ifaddrs_stats32(const struct ifaddrs *ifa, cifm_stats32 *out);
+
+/// The interface index and ARPHRD type of an AF_PACKET entry's address.
+/// Returns 0 on success, -1 when the address is not AF_PACKET.
+int cifm_ifaddrs_packet_info(const struct ifaddrs *ifa, int *ifindex, int *hatype);
+
+/// Opens a tun (or tap, when `tap` is non-zero) device named `name` in the
+/// calling thread's network namespace. Returns the descriptor, or -1 with
+/// errno set. Used by the tests, which push packets through it.
+int cifm_tun_open(const char *name, int tap);
+
+/// setns(fd, CLONE_NEWNET) for the calling thread. Returns 0 or -1 and errno.
+int cifm_setns_net(int fd);
+
+// ---- raw loops for `make bench` -------------------------------------------
+
+/// One full RTM_GETSTATS (IFLA_STATS_LINK_64) dump on netlink socket `fd`,
+/// parsed the minimal way: the number of interfaces, and the sum of their
+/// rx_bytes in *sum. Returns -1 with errno set on failure.
+long cifm_raw_getstats_dump(int fd, void *buf, size_t len, uint32_t seq, uint64_t *sum);
+
+/// One full RTM_GETLINK dump, reading IFLA_STATS64 the same way.
+long cifm_raw_getlink_dump(int fd, void *buf, size_t len, uint32_t seq, uint64_t *sum);
+
+/// Reads and parses /proc/thread-self/net/dev (the calling thread's
+/// namespace): the number of interfaces and the sum of receive bytes.
+long cifm_raw_proc_net_dev(char *buf, size_t len, uint64_t *sum);
+
+/// Opens a NETLINK_ROUTE socket for the raw loops, with a receive buffer
+/// of `rcvbuf` bytes. Returns the descriptor or -1.
+int cifm_raw_netlink_open(int rcvbuf);
+#endif
+
+#endif

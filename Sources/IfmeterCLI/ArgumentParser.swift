@@ -1,0 +1,247 @@
+/// A small command-line parser in swift-argument-parser's style: declared
+/// options, generated `USAGE:`/`OPTIONS:` help, validation before running,
+/// and errors as `Error: ...` with a hint.
+
+/// How a command ended badly. The exit codes are sysexits': 64 for usage,
+/// 65 for bad data, 1 for a runtime failure.
+public enum CLIError: Error, Sendable, Equatable {
+    /// A flag, an option's value or an argument is wrong.
+    case usage(String, command: String)
+    /// An input's content is wrong (a trace line, a file's data).
+    case data(String)
+    /// Something failed while running (a system call, a write).
+    case runtime(String)
+
+    public var exitCode: Int32 {
+        switch self {
+        case .usage: 64
+        case .data: 65
+        case .runtime: 1
+        }
+    }
+
+    /// The one line printed on stderr.
+    public var line: String {
+        switch self {
+        case .usage(let message, let command):
+            "Error: \(message). See '\(command) --help'."
+        case .data(let message):
+            "Error: \(message)"
+        case .runtime(let message):
+            "Error: \(message)"
+        }
+    }
+}
+
+/// One option or flag a command accepts.
+public struct OptionSpec: Sendable {
+    /// `--interval`; a short name like `-o` goes in `short`.
+    public var long: String
+    public var short: String?
+    /// `duration` for `--interval <duration>`; nil for a flag.
+    public var valueName: String?
+    public var help: String
+    /// Shown as `(default: ...)`.
+    public var defaultText: String?
+    /// May be given more than once (values are collected).
+    public var repeatable: Bool
+    /// Left out of `--help` (test and benchmark knobs).
+    public var hidden: Bool
+
+    public init(
+        _ long: String, short: String? = nil, value: String? = nil, help: String, default defaultText: String? = nil,
+        repeatable: Bool = false, hidden: Bool = false
+    ) {
+        self.long = long
+        self.short = short
+        self.valueName = value
+        self.help = help
+        self.defaultText = defaultText
+        self.repeatable = repeatable
+        self.hidden = hidden
+    }
+
+    var isFlag: Bool { valueName == nil }
+
+    var synopsis: String {
+        let name = short.map { "\($0)|\(long)" } ?? long
+        return valueName.map { "\(name) <\($0)>" } ?? name
+    }
+}
+
+/// A positional argument.
+public struct PositionalSpec: Sendable {
+    public var name: String
+    public var help: String
+    public var optional: Bool
+
+    public init(_ name: String, help: String, optional: Bool = false) {
+        self.name = name
+        self.help = help
+        self.optional = optional
+    }
+}
+
+/// What a command accepts, and how to describe it.
+public struct CommandSpec: Sendable {
+    /// The full command name, `ifmeter sample`.
+    public var name: String
+    public var abstract: String
+    public var discussion: String?
+    public var options: [OptionSpec]
+    public var positionals: [PositionalSpec]
+
+    public init(
+        name: String, abstract: String, discussion: String? = nil, options: [OptionSpec],
+        positionals: [PositionalSpec] = []
+    ) {
+        self.name = name
+        self.abstract = abstract
+        self.discussion = discussion
+        self.options = options + [OptionSpec("--help", short: "-h", help: "Show help information.")]
+        self.positionals = positionals
+    }
+
+    /// The `--help` text.
+    public var help: String {
+        var lines = ["OVERVIEW: \(abstract)", ""]
+        if let discussion {
+            lines.append(discussion)
+            lines.append("")
+        }
+        var usage = "USAGE: \(name)"
+        for p in positionals { usage += p.optional ? " [<\(p.name)>]" : " <\(p.name)>" }
+        let visible = options.filter { !$0.hidden }
+        if visible.count > 1 { usage += " [<options>]" }
+        lines.append(usage)
+        lines.append("")
+        if !positionals.isEmpty {
+            lines.append("ARGUMENTS:")
+            for p in positionals { lines += Self.row("<\(p.name)>", p.help) }
+            lines.append("")
+        }
+        lines.append("OPTIONS:")
+        for o in visible {
+            var help = o.help
+            if let d = o.defaultText { help += " (default: \(d))" }
+            if o.repeatable { help += " Repeat or separate with commas." }
+            let name = o.short.map { "\($0), \(o.long)" } ?? o.long
+            lines += Self.row(o.valueName.map { "\(name) <\($0)>" } ?? name, help)
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    private static func row(_ left: String, _ help: String) -> [String] {
+        let width = 28
+        let words = help.split(separator: " ")
+        var out: [String] = []
+        var current = ""
+        for word in words {
+            if current.count + word.count + 1 > 50, !current.isEmpty {
+                out.append(current)
+                current = String(word)
+            } else {
+                current += current.isEmpty ? String(word) : " " + word
+            }
+        }
+        if !current.isEmpty { out.append(current) }
+        if out.isEmpty { out = [""] }
+        var lines: [String] = []
+        if left.count + 2 >= width {
+            lines.append("  \(left)")
+            lines += out.map { String(repeating: " ", count: width) + $0 }
+        } else {
+            lines.append("  " + left + String(repeating: " ", count: width - 2 - left.count) + out[0])
+            lines += out.dropFirst().map { String(repeating: " ", count: width) + $0 }
+        }
+        return lines
+    }
+}
+
+/// Arguments after parsing, before a command validates them.
+public struct ParsedArguments: Sendable {
+    public let spec: CommandSpec
+    var values: [String: [String]] = [:]
+    var flags: Set<String> = []
+    public var positionals: [String] = []
+    /// `--help` or `-h` was given.
+    public var wantsHelp: Bool { flags.contains("--help") }
+
+    init(spec: CommandSpec) { self.spec = spec }
+
+    public func flag(_ long: String) -> Bool { flags.contains(long) }
+
+    /// The last value given for `long`.
+    public func value(_ long: String) -> String? { values[long]?.last }
+
+    /// Every value given for a repeatable option, comma-separated ones split.
+    public func list(_ long: String) -> [String] {
+        (values[long] ?? []).flatMap { $0.split(separator: ",").map(String.init) }.filter { !$0.isEmpty }
+    }
+
+    public func has(_ long: String) -> Bool { values[long] != nil || flags.contains(long) }
+
+    public func usage(_ message: String) -> CLIError { .usage(message, command: spec.name) }
+
+    /// Parses `arguments` (without the command's own name) against `spec`.
+    public static func parse(_ arguments: [String], spec: CommandSpec) throws(CLIError) -> ParsedArguments {
+        var parsed = ParsedArguments(spec: spec)
+        var i = 0
+        var onlyPositionals = false
+        func find(_ name: String) -> OptionSpec? {
+            spec.options.first { $0.long == name || $0.short == name }
+        }
+        while i < arguments.count {
+            let arg = arguments[i]
+            i += 1
+            if onlyPositionals || arg == "-" || !arg.hasPrefix("-") {
+                parsed.positionals.append(arg)
+                continue
+            }
+            if arg == "--" {
+                onlyPositionals = true
+                continue
+            }
+            var name = arg
+            var inline: String?
+            if arg.hasPrefix("--"), let eq = arg.firstIndex(of: "=") {
+                name = String(arg[..<eq])
+                inline = String(arg[arg.index(after: eq)...])
+            }
+            guard let option = find(name) else {
+                throw parsed.usage("unknown option '\(name)'")
+            }
+            if option.isFlag {
+                if inline != nil { throw parsed.usage("'\(option.long)' takes no value") }
+                parsed.flags.insert(option.long)
+                continue
+            }
+            let value: String
+            if let inline {
+                value = inline
+            } else {
+                guard i < arguments.count else {
+                    throw parsed.usage("missing value for '\(option.synopsis)'")
+                }
+                value = arguments[i]
+                i += 1
+                if value.hasPrefix("--"), find(value) != nil {
+                    throw parsed.usage("missing value for '\(option.synopsis)'")
+                }
+            }
+            if !option.repeatable, parsed.values[option.long] != nil {
+                throw parsed.usage("'\(option.long)' given more than once")
+            }
+            parsed.values[option.long, default: []].append(value)
+        }
+        if parsed.wantsHelp { return parsed }
+        let required = spec.positionals.filter { !$0.optional }
+        if parsed.positionals.count < required.count {
+            throw parsed.usage("missing argument <\(required[parsed.positionals.count].name)>")
+        }
+        if parsed.positionals.count > spec.positionals.count {
+            throw parsed.usage("unexpected argument '\(parsed.positionals[spec.positionals.count])'")
+        }
+        return parsed
+    }
+}

@@ -1,0 +1,100 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Synchronization
+
+/// Writes whole strings to a file descriptor, retrying partial writes, so a
+/// line is never left half-written by an interrupted call.
+enum Output {
+    static func put(_ text: String, to fd: Int32 = 1) throws(CLIError) {
+        var bytes = Array(text.utf8)
+        if bytes.isEmpty { return }
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw .runtime("write failed: \(String(cString: strerror(errno)))")
+            }
+            offset += n
+        }
+        bytes.removeAll()
+    }
+
+    /// stderr: one line, errors ignored (there is nowhere else to report).
+    static func error(_ line: String) {
+        try? put(line + "\n", to: 2)
+    }
+
+    static func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }
+}
+
+/// SIGINT and SIGTERM ask the running command to stop at its next wait.
+enum StopSignal {
+    static let received = Atomic<Int32>(0)
+
+    static func install() {
+        for sig in [SIGINT, SIGTERM] {
+            var action = sigaction()
+            #if canImport(Glibc)
+            action.__sigaction_handler.sa_handler = { signal in StopSignal.received.store(signal, ordering: .relaxed) }
+            #else
+            action.__sigaction_u.__sa_handler = { signal in StopSignal.received.store(signal, ordering: .relaxed) }
+            #endif
+            sigemptyset(&action.sa_mask)
+            action.sa_flags = 0  // no SA_RESTART: a sleep returns at once
+            sigaction(sig, &action, nil)
+        }
+    }
+
+    static var requested: Bool { received.load(ordering: .relaxed) != 0 }
+}
+
+/// Sleeps until `deadline` on the monotonic clock; returns false when a stop
+/// signal came first.
+func sleepUntil(_ deadline: Double) -> Bool {
+    var ts = timespec(tv_sec: Int(deadline), tv_nsec: Int((deadline - Double(Int(deadline))) * 1e9))
+    while !StopSignal.requested {
+        let rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil)
+        if rc == 0 { return !StopSignal.requested }
+        if rc != EINTR { return !StopSignal.requested }
+    }
+    return false
+}
+
+/// The machine's host name.
+func hostName() -> String {
+    var buffer = [CChar](repeating: 0, count: 256)
+    guard gethostname(&buffer, buffer.count - 1) == 0 else { return "unknown" }
+    return buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+}
+
+/// Reads a whole file as bytes. Missing files are usage errors (the argument
+/// names nothing); other failures are runtime errors.
+func readWholeFile(_ path: String, command: String) throws(CLIError) -> [UInt8] {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    if fd < 0 {
+        let code = errno
+        if code == ENOENT { throw .usage("no such file '\(path)'", command: command) }
+        throw .runtime("cannot open '\(path)': \(String(cString: strerror(code)))")
+    }
+    defer { close(fd) }
+    var st = stat()
+    if fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR {
+        throw .usage("'\(path)' is a folder, not a file", command: command)
+    }
+    var data: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 1 << 16)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+        if n < 0 {
+            if errno == EINTR { continue }
+            throw .runtime("cannot read '\(path)': \(String(cString: strerror(errno)))")
+        }
+        if n == 0 { break }
+        data.append(contentsOf: chunk[..<n])
+    }
+    return data
+}

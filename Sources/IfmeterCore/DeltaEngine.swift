@@ -1,0 +1,426 @@
+/// How much a total can be trusted, best first. The worst interval decides an
+/// interface's quality over the window.
+public enum Quality: Int, Sendable, Hashable, Comparable, CaseIterable {
+    /// Every byte the counters saw is in the total.
+    case exact
+    /// A 32-bit wrap was inferred and corrected.
+    case wrapCorrected
+    /// Some traffic could not be seen: the true value is at least the total.
+    case lowerBound
+
+    public var name: String {
+        switch self {
+        case .exact: "exact"
+        case .wrapCorrected: "wrap-corrected"
+        case .lowerBound: "lower-bound"
+        }
+    }
+
+    public init?(name: String) {
+        guard let quality = Quality.allCases.first(where: { $0.name == name }) else { return nil }
+        self = quality
+    }
+
+    public static func < (lhs: Quality, rhs: Quality) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// What happened to an interface in one interval (trace v1, delta rules).
+public enum DeltaChange: String, Sendable, Hashable {
+    /// Present in the first sample: counts nothing (rule 1).
+    case baseline
+    /// First seen in a later sample: created since, counted in full (rule 2).
+    case appeared
+    /// Counters grew (rule 3).
+    case steady
+    /// A 32-bit counter wrapped and was corrected (rule 5).
+    case wrap
+    /// Counters went down for a reason other than a wrap (rule 5).
+    case reset
+    /// A new instance under the same name (rule 4).
+    case recreated
+    /// A deletion event with final counters.
+    case deleted
+}
+
+/// How many times each kind of discontinuity happened to an interface.
+public struct EventCounts: Sendable, Hashable {
+    public var wraps = 0
+    public var resets = 0
+    public var recreations = 0
+    public var deletions = 0
+
+    public init(wraps: Int = 0, resets: Int = 0, recreations: Int = 0, deletions: Int = 0) {
+        self.wraps = wraps
+        self.resets = resets
+        self.recreations = recreations
+        self.deletions = deletions
+    }
+}
+
+/// One interface's traffic over one interval.
+public struct InterfaceDelta: Sendable, Hashable {
+    public var name: String
+    public var classification: Classification
+    public var index: Int?
+    public var change: DeltaChange
+    /// The traffic counted for this interval.
+    public var counters: Counters
+    /// Seconds the delta covers; nil for a baseline.
+    public var seconds: Double?
+    public var quality: Quality
+    /// When the interval ended (the sample's or event's time).
+    public var time: Double
+
+    /// Bytes or packets per second, when the interval has a length.
+    public func rate(_ key: CounterKey) -> Double? {
+        guard let seconds, seconds > 0 else { return nil }
+        return Double(counters.value(key)) / seconds
+    }
+}
+
+/// One interface's totals since the engine began.
+public struct InterfaceTotals: Sendable, Hashable {
+    public var name: String
+    public var classification: Classification
+    public var index: Int?
+    public var width: CounterWidth
+    public var speedBps: UInt64?
+    public var attributes: LinkAttributes?
+    /// Traffic counted since the engine began (or since the last `zeroTotals`).
+    public var totals: Counters
+    public var quality: Quality
+    public var events: EventCounts
+    /// The kernel counters when the interface was first seen in the baseline
+    /// sample; zero for an interface that appeared later (counted in full).
+    /// `baseline + totals` continues the kernel's counter without ever going
+    /// down, which is what a Prometheus counter needs.
+    public var baseline: Counters
+    /// The last counters known: a sample's, or a deletion's final ones.
+    public var lastCounters: Counters?
+    /// When the interface was first and last seen (sample or event).
+    public var firstSeen: Double
+    public var lastSeen: Double
+    /// In the most recent sample.
+    public var present: Bool
+    /// Set when the instance last sampled was deleted and nothing came back.
+    public var deletedAt: Double?
+    /// The last interval's change.
+    public var lastChange: DeltaChange
+}
+
+/// Engine settings. The wrap slack (1.25) and the packet ceiling (R / 40)
+/// are fixed by the contract.
+public struct EngineConfiguration: Sendable, Hashable {
+    /// The byte-rate ceiling when a link's speed is unknown: 1.25e9 bytes/s
+    /// (10 Gbit/s).
+    public var defaultMaxBytesPerSecond: Double
+    /// Name rules for interfaces whose sample carries no kind.
+    public var platform: Platform
+
+    public init(defaultMaxBytesPerSecond: Double = 1.25e9, platform: Platform = .linux) {
+        self.defaultMaxBytesPerSecond = defaultMaxBytesPerSecond
+        self.platform = platform
+    }
+}
+
+/// Turns samples and deletion events into per-interval deltas and totals.
+///
+/// Pure and deterministic: feed it the same records and it returns the same
+/// results. Its rules are `trace-v1.md`'s, per interface name.
+public struct DeltaEngine: Sendable {
+    public let configuration: EngineConfiguration
+    private var series: [String: Series] = [:]
+    /// When the first and the latest record came.
+    public private(set) var firstTime: Double?
+    public private(set) var lastTime: Double?
+    /// The latest sample's time.
+    public private(set) var lastSampleTime: Double?
+    public private(set) var samplesSeen = 0
+
+    public init(configuration: EngineConfiguration = EngineConfiguration()) {
+        self.configuration = configuration
+    }
+
+    private struct Series: Sendable {
+        var state: InterfaceTotals
+        /// The last sampled instance, and when it was sampled.
+        var prev: InterfaceSample?
+        var prevTime: Double = 0
+        /// The index of the instance whose deletion was last accounted for;
+        /// set only while no later sample has shown the name again.
+        var deletedIndex: Int??
+
+    mutating func absorb(_ sample: InterfaceSample, classification: Classification, at t: Double) {
+        state.classification = classification
+        state.index = sample.index
+        state.width = sample.width
+        state.speedBps = sample.speedBps
+        state.attributes = sample.attributes
+        state.lastCounters = sample.counters
+        state.lastSeen = t
+        state.present = true
+        state.deletedAt = nil
+    }
+    }
+
+    /// Applies one trace record.
+    @discardableResult
+    public mutating func apply(_ record: TraceRecord) -> [InterfaceDelta] {
+        switch record {
+        case .sample(let sample): return apply(sample)
+        case .deleted(let event): return apply(event).map { [$0] } ?? []
+        }
+    }
+
+    /// Applies a sample: every interface seen at one instant.
+    @discardableResult
+    public mutating func apply(_ sample: Sample) -> [InterfaceDelta] {
+        let t = sample.time
+        let isFirst = lastSampleTime == nil
+        let previousSampleTime = lastSampleTime
+        noteTime(t)
+        var deltas: [InterfaceDelta] = []
+        deltas.reserveCapacity(sample.interfaces.count)
+        var seen = Set<String>(minimumCapacity: sample.interfaces.count)
+
+        for current in sample.interfaces {
+            guard seen.insert(current.name).inserted else { continue }
+            let classification = current.classification ?? NameRules.classify(current.name, platform: configuration.platform)
+            let delta: InterfaceDelta
+            if var s = series[current.name] {
+                var counters: Counters
+                var change: DeltaChange
+                var quality = Quality.exact
+                var seconds: Double?
+                if s.deletedIndex != nil {
+                    // The instance last sampled was deleted and its final
+                    // counters counted: whatever is here now is new (rule 4).
+                    counters = current.counters
+                    change = .recreated
+                    s.state.events.recreations += 1
+                    seconds = previousSampleTime.map { t - $0 }
+                } else if let prev = s.prev {
+                    seconds = t - s.prevTime
+                    if let oldIndex = prev.index, let newIndex = current.index, oldIndex != newIndex {
+                        // Recreated without a deletion event: the old instance's
+                        // traffic after `prev` is lost (rule 4).
+                        counters = current.counters
+                        change = .recreated
+                        quality = .lowerBound
+                        s.state.events.recreations += 1
+                    } else {
+                        (counters, change) = Self.difference(
+                            from: prev.counters, to: current.counters, width: current.width,
+                            seconds: t - s.prevTime, ceiling: ceiling(for: current))
+                        switch change {
+                        case .wrap:
+                            quality = .wrapCorrected
+                            s.state.events.wraps += 1
+                        case .reset:
+                            quality = .lowerBound
+                            s.state.events.resets += 1
+                        default: break
+                        }
+                    }
+                } else {
+                    // Known so far only from deletion events.
+                    if isFirst {
+                        counters = Self.zero(like: current.counters)
+                        change = .baseline
+                        s.state.baseline = current.counters
+                    } else {
+                        counters = current.counters
+                        change = s.state.events.deletions > 0 ? .recreated : .appeared
+                        if change == .recreated { s.state.events.recreations += 1 }
+                        seconds = previousSampleTime.map { t - $0 }
+                    }
+                }
+                s.state.totals.add(counters)
+                s.state.quality = max(s.state.quality, quality)
+                s.state.lastChange = change
+                s.absorb(current, classification: classification, at: t)
+                s.prev = current
+                s.prevTime = t
+                s.deletedIndex = nil
+                series[current.name] = s
+                delta = InterfaceDelta(
+                    name: current.name, classification: classification, index: current.index, change: change,
+                    counters: counters, seconds: seconds, quality: quality, time: t)
+            } else {
+                let counters = isFirst ? Self.zero(like: current.counters) : current.counters
+                let change: DeltaChange = isFirst ? .baseline : .appeared
+                let state = InterfaceTotals(
+                    name: current.name, classification: classification, index: current.index,
+                    width: current.width, speedBps: current.speedBps, attributes: current.attributes,
+                    totals: counters, quality: .exact, events: EventCounts(),
+                    baseline: isFirst ? current.counters : Self.zero(like: current.counters),
+                    lastCounters: current.counters, firstSeen: t, lastSeen: t, present: true,
+                    deletedAt: nil, lastChange: change)
+                series[current.name] = Series(state: state, prev: current, prevTime: t, deletedIndex: nil)
+                delta = InterfaceDelta(
+                    name: current.name, classification: classification, index: current.index, change: change,
+                    counters: counters, seconds: isFirst ? nil : previousSampleTime.map { t - $0 },
+                    quality: .exact, time: t)
+            }
+            deltas.append(delta)
+        }
+        // Rule 6: an interface missing from this sample pauses its series.
+        if seen.count != series.count {
+            for i in series.indices where series.values[i].state.present && !seen.contains(series.keys[i]) {
+                series.values[i].state.present = false
+            }
+        }
+        lastSampleTime = t
+        samplesSeen += 1
+        return deltas
+    }
+
+    /// Applies a deletion event with the interface's final counters.
+    @discardableResult
+    public mutating func apply(_ event: DeletionEvent) -> InterfaceDelta? {
+        let t = event.time
+        let final = event.interface
+        let name = final.name
+        noteTime(t)
+        var s = series[name] ?? Series(
+            state: InterfaceTotals(
+                name: name,
+                classification: final.classification ?? NameRules.classify(name, platform: configuration.platform),
+                index: final.index, width: final.width, speedBps: final.speedBps, attributes: final.attributes,
+                totals: Self.zero(like: final.counters), quality: .exact, events: EventCounts(),
+                baseline: Self.zero(like: final.counters), lastCounters: nil, firstSeen: t, lastSeen: t,
+                present: false, deletedAt: nil, lastChange: .deleted))
+
+        var counters: Counters
+        var quality = Quality.exact
+        var seconds: Double?
+        if let deletedIndex = s.deletedIndex, let index = final.index, deletedIndex == index {
+            // The same deletion reported twice: already counted.
+            return nil
+        } else if s.deletedIndex == nil, let prev = s.prev {
+            if let oldIndex = prev.index, let index = final.index, oldIndex != index {
+                // An instance created after `prev` and deleted before any
+                // sample saw it: counted in full. The instance that `prev`
+                // saw went away without a deletion event: lost traffic.
+                counters = final.counters
+                quality = .lowerBound
+                s.state.events.recreations += 1
+            } else {
+                // The sampled instance's traffic after `prev` (rule 4).
+                let width = prev.width
+                var change: DeltaChange
+                (counters, change) = Self.difference(
+                    from: prev.counters, to: final.counters, width: width,
+                    seconds: t - s.prevTime, ceiling: ceiling(for: prev))
+                if change == .wrap {
+                    quality = .wrapCorrected
+                    s.state.events.wraps += 1
+                } else if change == .reset {
+                    quality = .lowerBound
+                    s.state.events.resets += 1
+                }
+            }
+            seconds = t - s.prevTime
+        } else {
+            // Never sampled since its creation: a whole instance. Before the
+            // first sample it is outside the window and counts nothing.
+            if lastSampleTime == nil {
+                counters = Self.zero(like: final.counters)
+            } else {
+                counters = final.counters
+                seconds = lastSampleTime.map { t - $0 }
+            }
+            if s.state.events.deletions > 0 || s.prev != nil { s.state.events.recreations += 1 }
+        }
+        s.state.events.deletions += 1
+        s.state.totals.add(counters)
+        s.state.quality = max(s.state.quality, quality)
+        s.state.lastChange = .deleted
+        s.state.lastCounters = final.counters
+        s.state.lastSeen = t
+        s.state.present = false
+        s.state.deletedAt = t
+        if let classification = final.classification { s.state.classification = classification }
+        s.deletedIndex = .some(final.index)
+        series[name] = s
+        return InterfaceDelta(
+            name: name, classification: s.state.classification, index: final.index, change: .deleted,
+            counters: counters, seconds: seconds, quality: quality, time: t)
+    }
+
+    /// Every interface seen so far, sorted by name.
+    public var interfaces: [InterfaceTotals] {
+        series.values.map(\.state).sorted { $0.name < $1.name }
+    }
+
+    /// One interface's totals.
+    public func totals(for name: String) -> InterfaceTotals? { series[name]?.state }
+
+    /// Starts the totals again from zero, keeping the series' last counters so
+    /// the next interval is measured as before. Quality and event counts start
+    /// over with the totals, because they describe the totals.
+    public mutating func zeroTotals() {
+        for name in series.keys {
+            series[name]!.state.totals = Self.zero(like: series[name]!.state.totals)
+            series[name]!.state.quality = .exact
+            series[name]!.state.events = EventCounts()
+        }
+    }
+
+    /// Forgets interfaces not seen since `time` (neither sampled nor deleted),
+    /// so that interface churn does not grow the engine's memory forever.
+    public mutating func forget(notSeenSince time: Double) {
+        series = series.filter { $0.value.state.present || $0.value.state.lastSeen >= time }
+    }
+
+    // MARK: - Rules
+
+    private mutating func noteTime(_ t: Double) {
+        if firstTime == nil { firstTime = t }
+        lastTime = t
+    }
+
+    /// R: the byte-rate ceiling (rule 5).
+    private func ceiling(for sample: InterfaceSample) -> Double {
+        if let speed = sample.speedBps, speed > 0 { return Double(speed) / 8 }
+        return configuration.defaultMaxBytesPerSecond
+    }
+
+    /// Rules 3 and 5: the difference between two readings of one instance.
+    static func difference(
+        from prev: Counters, to cur: Counters, width: CounterWidth, seconds: Double, ceiling: Double
+    ) -> (Counters, DeltaChange) {
+        var delta = Counters()
+        var decreased: [CounterKey] = []
+        for key in cur.keys {
+            guard let old = prev[key] else {
+                // A counter the earlier reading lacked: nothing to compare.
+                delta[key] = 0
+                continue
+            }
+            let new = cur.value(key)
+            if new >= old { delta[key] = new - old } else { decreased.append(key) }
+        }
+        if decreased.isEmpty { return (delta, .steady) }
+        let plausible = width == .bits32 && decreased.allSatisfy { key in
+            let old = prev.value(key), new = cur.value(key)
+            guard old < 1 << 32, new < 1 << 32 else { return false }
+            let wrapped = Double(new) + width.modulus - Double(old)
+            let rate = key.countsBytes ? ceiling : ceiling / 40
+            return wrapped <= rate * seconds * 1.25
+        }
+        if plausible {
+            for key in decreased {
+                delta[key] = cur.value(key) &+ (1 << 32) &- prev.value(key)
+            }
+            return (delta, .wrap)
+        }
+        return (cur, .reset)
+    }
+
+    private static func zero(like counters: Counters) -> Counters {
+        var zero = Counters.zero
+        for key in counters.keys { zero[key] = 0 }
+        return zero
+    }
+}

@@ -1,0 +1,102 @@
+/// Which interfaces a command shows: `--include`/`--exclude` glob patterns
+/// on the name and `--kind`.
+public struct InterfaceFilter: Sendable, Hashable {
+    /// An interface must match one of these when any are given.
+    public var include: [String]
+    /// An interface matching any of these is left out.
+    public var exclude: [String]
+    /// When given, only these kinds.
+    public var kinds: Set<InterfaceKind>?
+
+    public init(include: [String] = [], exclude: [String] = [], kinds: Set<InterfaceKind>? = nil) {
+        self.include = include
+        self.exclude = exclude
+        self.kinds = kinds
+    }
+
+    public var isEmpty: Bool { include.isEmpty && exclude.isEmpty && kinds == nil }
+
+    /// Whether a name passes the glob patterns.
+    public func admits(name: String) -> Bool {
+        if !include.isEmpty, !include.contains(where: { Glob.matches($0, name) }) { return false }
+        return !exclude.contains(where: { Glob.matches($0, name) })
+    }
+
+    public func admits(name: String, kind: InterfaceKind) -> Bool {
+        if let kinds, !kinds.contains(kind) { return false }
+        return admits(name: name)
+    }
+}
+
+/// Shell-style glob matching: `*`, `?` and `[...]` classes (`[!...]` negates).
+public enum Glob {
+    public static func matches(_ pattern: String, _ text: String) -> Bool {
+        let p = Array(pattern.unicodeScalars), t = Array(text.unicodeScalars)
+        var pi = 0, ti = 0
+        var starP = -1, starT = 0
+        while ti < t.count {
+            if pi < p.count {
+                switch p[pi] {
+                case "*":
+                    starP = pi
+                    starT = ti
+                    pi += 1
+                    continue
+                case "?":
+                    pi += 1
+                    ti += 1
+                    continue
+                case "[":
+                    if let (matched, next) = matchClass(p, pi, t[ti]) {
+                        if matched {
+                            pi = next
+                            ti += 1
+                            continue
+                        }
+                    } else if p[pi] == t[ti] {
+                        pi += 1
+                        ti += 1
+                        continue
+                    }
+                default:
+                    if p[pi] == t[ti] {
+                        pi += 1
+                        ti += 1
+                        continue
+                    }
+                }
+            }
+            guard starP >= 0 else { return false }
+            pi = starP + 1
+            starT += 1
+            ti = starT
+        }
+        while pi < p.count, p[pi] == "*" { pi += 1 }
+        return pi == p.count
+    }
+
+    /// Matches `c` against the class starting at `p[start] == "["`. Returns
+    /// nil when the class is not closed (then `[` is a literal).
+    private static func matchClass(_ p: [Unicode.Scalar], _ start: Int, _ c: Unicode.Scalar) -> (Bool, Int)? {
+        var i = start + 1
+        var negate = false
+        if i < p.count, p[i] == "!" || p[i] == "^" {
+            negate = true
+            i += 1
+        }
+        var matched = false
+        var first = true
+        while i < p.count, p[i] != "]" || first {
+            first = false
+            if i + 2 < p.count, p[i + 1] == "-", p[i + 2] != "]" {
+                if p[i].value <= c.value && c.value <= p[i + 2].value { matched = true }
+                i += 3
+            } else {
+                if p[i] == c { matched = true }
+                i += 1
+            }
+        }
+        guard i < p.count else { return nil }
+        return (matched != negate, i + 1)
+    }
+}

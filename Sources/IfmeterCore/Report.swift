@@ -1,0 +1,191 @@
+/// What every output says about its figures.
+public enum Caveats {
+    /// Interface counters are not an accounting of applications' traffic.
+    public static let estimate =
+        "Estimates from interface counters: they include protocol overhead (headers, retransmissions) and are not per-app accounting."
+    public static let lowerBound =
+        "≥ marks a lower bound: some traffic could not be seen (a counter reset, or an interface recreated without a deletion event); the true value is at least the figure."
+    public static let wrapCorrected =
+        "~ marks a figure corrected for a 32-bit counter wrap; ≈ marks an exact reading of the counters."
+    public static let all = [estimate, lowerBound, wrapCorrected]
+
+    /// The mark printed before a figure of this quality.
+    public static func mark(_ quality: Quality) -> String {
+        switch quality {
+        case .exact: "≈"
+        case .wrapCorrected: "~"
+        case .lowerBound: "≥"
+        }
+    }
+}
+
+/// Totals over a window: what `replay` prints and what a finished `sample`
+/// or `record` run sums up.
+public struct Report: Sendable {
+    public var start: Double?
+    public var end: Double?
+    public var header: TraceHeader
+    public var interfaces: [InterfaceTotals]
+
+    public init(start: Double?, end: Double?, header: TraceHeader = TraceHeader(), interfaces: [InterfaceTotals]) {
+        self.start = start
+        self.end = end
+        self.header = header
+        self.interfaces = interfaces
+    }
+
+    /// The engine's totals, filtered, sorted by name.
+    public init(engine: DeltaEngine, header: TraceHeader = TraceHeader(), filter: InterfaceFilter = InterfaceFilter()) {
+        self.init(
+            start: engine.firstTime, end: engine.lastTime, header: header,
+            interfaces: engine.interfaces.filter { filter.admits(name: $0.name, kind: $0.classification.kind) })
+    }
+}
+
+/// Turns a report into text of one format.
+public protocol ReportRenderer: Sendable {
+    func render(_ report: Report) -> String
+}
+
+/// The contract's JSON report (trace v1), with sorted keys and extra detail.
+public struct JSONReportRenderer: ReportRenderer {
+    public var indent: Int
+
+    public init(indent: Int = 2) { self.indent = indent }
+
+    public func render(_ report: Report) -> String {
+        JSONWriter(indent: indent).string(value(report)) + "\n"
+    }
+
+    public func value(_ report: Report) -> JSONValue {
+        var window: [String: JSONValue] = [
+            "start": report.start.map(JSONValue.number) ?? .null,
+            "end": report.end.map(JSONValue.number) ?? .null,
+        ]
+        if let start = report.start, let end = report.end { window["seconds"] = .number(end - start) }
+        var o: [String: JSONValue] = [
+            "estimate": .bool(true),
+            "caveats": .array(Caveats.all.map(JSONValue.string)),
+            "window": .object(window),
+            "interfaces": .array(report.interfaces.map(Self.interface)),
+            "platform": .string(report.header.platform.rawValue),
+        ]
+        if let source = report.header.source { o["source"] = .string(source) }
+        if let host = report.header.host { o["host"] = .string(host) }
+        return .object(o)
+    }
+
+    static func counters(_ counters: Counters) -> JSONValue {
+        var o: [String: JSONValue] = [:]
+        for key in CounterKey.required { o[key.jsonKey] = .number(counters.value(key)) }
+        for key in CounterKey.extras where counters[key] != nil { o[key.jsonKey] = .number(counters.value(key)) }
+        return .object(o)
+    }
+
+    static func events(_ events: EventCounts) -> JSONValue {
+        .object([
+            "wraps": .number(events.wraps), "resets": .number(events.resets),
+            "recreations": .number(events.recreations), "deletions": .number(events.deletions),
+        ])
+    }
+
+    static func interface(_ i: InterfaceTotals) -> JSONValue {
+        var o: [String: JSONValue] = [
+            "name": .string(i.name),
+            "kind": .string(i.classification.kind.rawValue),
+            "evidence": .string(i.classification.evidence),
+            "totals": counters(i.totals),
+            "quality": .string(i.quality.name),
+            "lower_bound": .bool(i.quality == .lowerBound),
+            "events": events(i.events),
+            "width": .number(i.width.rawValue),
+            "present": .bool(i.present),
+        ]
+        if let index = i.index { o["index"] = .number(index) }
+        if let deletedAt = i.deletedAt { o["deleted_at"] = .number(deletedAt) }
+        return .object(o)
+    }
+}
+
+/// An aligned table in IEC units, with quality marks and the caveats.
+public struct TextReportRenderer: ReportRenderer {
+    public var bits: Bool
+
+    public init(bits: Bool = false) { self.bits = bits }
+
+    public func render(_ report: Report) -> String {
+        var lines: [String] = []
+        var title = "ifmeter report"
+        if let start = report.start, let end = report.end {
+            title += ": \(Units.duration(end - start)) (t \(Units.fixed(start, 3)) to \(Units.fixed(end, 3)))"
+        }
+        if let source = report.header.source { title += ", source \(source)" }
+        if let host = report.header.host { title += ", host \(host)" }
+        lines.append(title)
+        lines.append("")
+        var table = TextTable(
+            headers: ["INTERFACE", "KIND", "RX", "TX", "RX PKTS", "TX PKTS", "QUALITY", "EVENTS"],
+            rightAligned: [2, 3, 4, 5])
+        for i in report.interfaces {
+            let mark = Caveats.mark(i.quality)
+            let rx = bits ? Units.fixed(Double(i.totals.rxBytes) * 8, 0) + " bit" : Units.bytes(i.totals.rxBytes)
+            let tx = bits ? Units.fixed(Double(i.totals.txBytes) * 8, 0) + " bit" : Units.bytes(i.totals.txBytes)
+            table.add([
+                i.name, i.classification.kind.rawValue, "\(mark) \(rx)", "\(mark) \(tx)",
+                "\(mark) \(Units.grouped(i.totals.rxPackets))", "\(mark) \(Units.grouped(i.totals.txPackets))",
+                i.quality.name, Self.describe(i.events),
+            ])
+        }
+        lines += table.lines()
+        if report.interfaces.isEmpty { lines.append("(no interfaces)") }
+        lines.append("")
+        lines += Caveats.all
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// `1 wrap, 2 recreations`, or `-`.
+    public static func describe(_ events: EventCounts) -> String {
+        var parts: [String] = []
+        func add(_ n: Int, _ one: String, _ many: String) { if n > 0 { parts.append("\(n) \(n == 1 ? one : many)") } }
+        add(events.wraps, "wrap", "wraps")
+        add(events.resets, "reset", "resets")
+        add(events.recreations, "recreation", "recreations")
+        add(events.deletions, "deletion", "deletions")
+        return parts.isEmpty ? "-" : parts.joined(separator: ", ")
+    }
+}
+
+/// Columns padded to their widest cell.
+public struct TextTable: Sendable {
+    public var headers: [String]
+    public var rightAligned: Set<Int>
+    public private(set) var rows: [[String]] = []
+
+    public init(headers: [String], rightAligned: Set<Int> = []) {
+        self.headers = headers
+        self.rightAligned = rightAligned
+    }
+
+    public mutating func add(_ row: [String]) { rows.append(row) }
+
+    public func lines() -> [String] {
+        var widths = headers.map(Self.width)
+        for row in rows {
+            for (c, cell) in row.enumerated() where c < widths.count { widths[c] = max(widths[c], Self.width(cell)) }
+        }
+        return ([headers] + rows).map { row in
+            var line = ""
+            for (c, cell) in row.enumerated() {
+                let pad = String(repeating: " ", count: widths[c] - Self.width(cell))
+                if c > 0 { line += "  " }
+                line += rightAligned.contains(c) ? pad + cell : cell + pad
+            }
+            while line.last == " " { line.removeLast() }
+            return line
+        }
+    }
+
+    /// Columns a cell takes in a terminal: one per scalar, which holds for the
+    /// names, digits and marks ifmeter prints.
+    public static func width(_ s: String) -> Int { s.unicodeScalars.count }
+}

@@ -1,0 +1,112 @@
+/// Link attributes a live sampler knows besides the counters. Absent in traces.
+public struct LinkAttributes: Sendable, Hashable {
+    /// RFC 2863 operational state as the kernel names it: `up`, `down`,
+    /// `dormant`, `lowerlayerdown`, `notpresent`, `testing`, `unknown`.
+    public var operstate: String?
+    /// `IFF_UP` is set.
+    public var adminUp: Bool?
+    public var mtu: UInt32?
+    public var arphrdType: Int?
+    /// The speed the driver reports, in bits per second, whether or not it is a
+    /// real ceiling (veth reports 10 Gbit/s, tun 10 Mbit/s).
+    public var reportedSpeedBps: UInt64?
+    /// Backed by real hardware (a `device` link in sysfs).
+    public var isHardware: Bool?
+
+    public init(
+        operstate: String? = nil, adminUp: Bool? = nil, mtu: UInt32? = nil, arphrdType: Int? = nil,
+        reportedSpeedBps: UInt64? = nil, isHardware: Bool? = nil
+    ) {
+        self.operstate = operstate
+        self.adminUp = adminUp
+        self.mtu = mtu
+        self.arphrdType = arphrdType
+        self.reportedSpeedBps = reportedSpeedBps
+        self.isHardware = isHardware
+    }
+}
+
+/// One interface's counters at one instant.
+public struct InterfaceSample: Sendable, Hashable {
+    public var name: String
+    /// The kernel's interface index; nil when unknown.
+    public var index: Int?
+    /// The kind and the evidence for it; nil when the trace gave none (the
+    /// engine then applies the name rules).
+    public var classification: Classification?
+    /// The counter width of the source: 32-bit counters wrap at 4 GiB.
+    public var width: CounterWidth
+    /// The link speed in bits per second, when it is a real ceiling on the
+    /// counters' growth (hardware links only).
+    public var speedBps: UInt64?
+    public var counters: Counters
+    /// Live samplers only.
+    public var attributes: LinkAttributes?
+
+    public init(
+        name: String, index: Int? = nil, classification: Classification? = nil,
+        width: CounterWidth = .bits64, speedBps: UInt64? = nil, counters: Counters,
+        attributes: LinkAttributes? = nil
+    ) {
+        self.name = name
+        self.index = index
+        self.classification = classification
+        self.width = width
+        self.speedBps = speedBps
+        self.counters = counters
+        self.attributes = attributes
+    }
+
+    public var kind: InterfaceKind? { classification?.kind }
+}
+
+/// Every interface seen at one instant. `time` is seconds on a monotonic
+/// clock with any origin.
+public struct Sample: Sendable, Hashable {
+    public var time: Double
+    public var interfaces: [InterfaceSample]
+
+    public init(time: Double, interfaces: [InterfaceSample]) {
+        self.time = time
+        self.interfaces = interfaces
+    }
+}
+
+/// An interface was deleted; `interface.counters` are its final counters
+/// (netlink's RTM_DELLINK carries IFLA_STATS64).
+public struct DeletionEvent: Sendable, Hashable {
+    public var time: Double
+    public var interface: InterfaceSample
+
+    public init(time: Double, interface: InterfaceSample) {
+        self.time = time
+        self.interface = interface
+    }
+}
+
+/// One line of a trace after its header.
+public enum TraceRecord: Sendable, Hashable {
+    case sample(Sample)
+    case deleted(DeletionEvent)
+
+    public var time: Double {
+        switch self {
+        case .sample(let sample): sample.time
+        case .deleted(let event): event.time
+        }
+    }
+}
+
+/// A trace's optional first line.
+public struct TraceHeader: Sendable, Hashable {
+    public var platform: Platform
+    public var source: String?
+    /// More keys a writer may add (host, start time); kept for display only.
+    public var host: String?
+
+    public init(platform: Platform = .linux, source: String? = nil, host: String? = nil) {
+        self.platform = platform
+        self.source = source
+        self.host = host
+    }
+}

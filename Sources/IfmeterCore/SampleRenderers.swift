@@ -1,0 +1,173 @@
+/// Renders what `ifmeter list` shows: metadata, no traffic.
+public struct ListRenderer: Sendable {
+    public init() {}
+
+    public func text(_ sample: Sample, source: String) -> String {
+        var table = TextTable(
+            headers: ["INDEX", "INTERFACE", "KIND", "EVIDENCE", "WIDTH", "SPEED", "OPERSTATE", "MTU"],
+            rightAligned: [0, 4, 7])
+        for i in sample.interfaces.sorted(by: { $0.name < $1.name }) {
+            let attributes = i.attributes
+            var speed = "-"
+            if let ceiling = i.speedBps {
+                speed = Units.rate(bytesPerSecond: Double(ceiling) / 8, bits: true)
+            } else if let reported = attributes?.reportedSpeedBps {
+                speed = "(" + Units.rate(bytesPerSecond: Double(reported) / 8, bits: true) + ")"
+            }
+            table.add([
+                i.index.map(String.init) ?? "-", i.name, i.kind?.rawValue ?? "-",
+                i.classification?.evidence ?? "-", "\(i.width.rawValue)-bit", speed,
+                attributes?.operstate ?? "-", attributes?.mtu.map(String.init) ?? "-",
+            ])
+        }
+        var lines = table.lines()
+        lines.append("")
+        lines.append("Source: \(source). SPEED in parentheses is what the driver reports but is no limit (not hardware).")
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    public func json(_ sample: Sample, source: String) -> JSONValue {
+        .object([
+            "source": .string(source),
+            "interfaces": .array(sample.interfaces.sorted(by: { $0.name < $1.name }).map(Self.describe)),
+        ])
+    }
+
+    /// Everything a sample knows about one interface, counters aside.
+    static func describe(_ i: InterfaceSample) -> JSONValue {
+        var o: [String: JSONValue] = ["name": .string(i.name), "width": .number(i.width.rawValue)]
+        if let index = i.index { o["index"] = .number(index) }
+        if let c = i.classification {
+            o["kind"] = .string(c.kind.rawValue)
+            o["evidence"] = .string(c.evidence)
+        }
+        o["speed_bps"] = i.speedBps.map { .number($0) } ?? .null
+        if let a = i.attributes {
+            if let s = a.operstate { o["operstate"] = .string(s) }
+            if let up = a.adminUp { o["admin_up"] = .bool(up) }
+            if let mtu = a.mtu { o["mtu"] = .number(mtu) }
+            if let t = a.arphrdType { o["arphrd_type"] = .number(t) }
+            if let r = a.reportedSpeedBps { o["reported_speed_bps"] = .number(r) }
+            if let h = a.isHardware { o["hardware"] = .bool(h) }
+        }
+        return .object(o)
+    }
+}
+
+/// Renders one sample's raw counters: what `ifmeter sample` prints without
+/// `--count`.
+public struct SnapshotRenderer: Sendable {
+    public var bits: Bool
+
+    public init(bits: Bool = false) { self.bits = bits }
+
+    public func text(_ sample: Sample, source: String) -> String {
+        var table = TextTable(
+            headers: ["INTERFACE", "INDEX", "KIND", "RX", "TX", "RX PKTS", "TX PKTS", "WIDTH"],
+            rightAligned: [1, 3, 4, 5, 6])
+        for i in sample.interfaces.sorted(by: { $0.name < $1.name }) {
+            let c = i.counters
+            table.add([
+                i.name, i.index.map(String.init) ?? "-", i.kind?.rawValue ?? "-",
+                "≈ " + size(c.rxBytes), "≈ " + size(c.txBytes),
+                Units.grouped(c.rxPackets), Units.grouped(c.txPackets), "\(i.width.rawValue)-bit",
+            ])
+        }
+        var lines = table.lines()
+        lines.append("")
+        lines.append("Counters since each interface was created, read by \(source). A 32-bit counter wraps at 4 GiB.")
+        lines.append(Caveats.estimate)
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    private func size(_ bytes: UInt64) -> String {
+        bits ? Units.fixed(Double(bytes) * 8, 0) + " bit" : Units.bytes(bytes)
+    }
+
+    public func json(_ sample: Sample, source: String) -> JSONValue {
+        .object([
+            "estimate": .bool(true),
+            "caveats": .array([.string(Caveats.estimate)]),
+            "source": .string(source),
+            "t": .number(sample.time),
+            "interfaces": .array(sample.interfaces.sorted(by: { $0.name < $1.name }).map { i in
+                guard case .object(var o) = ListRenderer.describe(i) else { return .null }
+                o["counters"] = JSONReportRenderer.counters(i.counters)
+                return .object(o)
+            }),
+        ])
+    }
+}
+
+/// Renders one interval: each interface's delta, rate and running total.
+public struct IntervalRenderer: Sendable {
+    public var bits: Bool
+
+    public init(bits: Bool = false) { self.bits = bits }
+
+    public func text(deltas: [InterfaceDelta], totals: (String) -> InterfaceTotals?, time: Double, seconds: Double?) -> String {
+        var table = TextTable(
+            headers: ["INTERFACE", "KIND", "RX RATE", "TX RATE", "RX", "TX", "TOTAL RX", "TOTAL TX", "NOTE"],
+            rightAligned: [2, 3, 4, 5, 6, 7])
+        for d in deltas.sorted(by: { $0.name < $1.name }) {
+            let mark = Caveats.mark(d.quality)
+            let rx = d.rate(.rxBytes).map { mark + " " + Units.rate(bytesPerSecond: $0, bits: bits) } ?? "-"
+            let tx = d.rate(.txBytes).map { mark + " " + Units.rate(bytesPerSecond: $0, bits: bits) } ?? "-"
+            var totalRx = "-", totalTx = "-"
+            if let t = totals(d.name) {
+                let m = Caveats.mark(t.quality)
+                totalRx = m + " " + Units.bytes(t.totals.rxBytes)
+                totalTx = m + " " + Units.bytes(t.totals.txBytes)
+            }
+            table.add([
+                d.name, d.classification.kind.rawValue, rx, tx,
+                mark + " " + Units.bytes(d.counters.rxBytes), mark + " " + Units.bytes(d.counters.txBytes),
+                totalRx, totalTx, Self.note(d.change),
+            ])
+        }
+        var head = "t=\(Units.fixed(time, 3))"
+        if let seconds { head += " (interval \(Units.duration(seconds)))" }
+        return ([head] + table.lines()).joined(separator: "\n") + "\n"
+    }
+
+    /// What the NOTE column says about an interval's change.
+    public static func note(_ change: DeltaChange) -> String {
+        switch change {
+        case .baseline: "baseline"
+        case .steady: ""
+        case .appeared: "new"
+        case .wrap: "32-bit wrap corrected"
+        case .reset: "counter reset"
+        case .recreated: "recreated"
+        case .deleted: "deleted"
+        }
+    }
+
+    public func json(deltas: [InterfaceDelta], totals: (String) -> InterfaceTotals?, time: Double, seconds: Double?) -> JSONValue {
+        .object([
+            "estimate": .bool(true),
+            "t": .number(time),
+            "seconds": seconds.map(JSONValue.number) ?? .null,
+            "interfaces": .array(deltas.sorted(by: { $0.name < $1.name }).map { d in
+                var o: [String: JSONValue] = [
+                    "name": .string(d.name),
+                    "kind": .string(d.classification.kind.rawValue),
+                    "evidence": .string(d.classification.evidence),
+                    "change": .string(d.change.rawValue),
+                    "quality": .string(d.quality.name),
+                    "delta": JSONReportRenderer.counters(d.counters),
+                    "seconds": d.seconds.map(JSONValue.number) ?? .null,
+                ]
+                if let index = d.index { o["index"] = .number(index) }
+                var rates: [String: JSONValue] = [:]
+                for key in d.counters.keys { rates[key.jsonKey + "_per_second"] = d.rate(key).map(JSONValue.number) ?? .null }
+                o["rates"] = .object(rates)
+                if let t = totals(d.name) {
+                    o["totals"] = JSONReportRenderer.counters(t.totals)
+                    o["totals_quality"] = .string(t.quality.name)
+                }
+                return .object(o)
+            }),
+        ])
+    }
+}

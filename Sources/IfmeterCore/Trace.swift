@@ -1,0 +1,187 @@
+/// A problem in a trace, with the line it is on.
+public struct TraceError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// 1-based line number.
+    public var line: Int
+    public var message: String
+
+    public init(line: Int, message: String) {
+        self.line = line
+        self.message = message
+    }
+
+    public var description: String { "line \(line): \(message)" }
+}
+
+/// Reads trace v1 (JSON Lines) one line at a time, validating as it goes.
+public struct TraceReader: Sendable {
+    public private(set) var header = TraceHeader()
+    public private(set) var lineNumber = 0
+    private var sawContent = false
+    private var lastTime: Double?
+
+    public init() {}
+
+    /// Parses the next line (without its `\n`). Returns nil for a blank line,
+    /// the header, and informational events this version does not count.
+    public mutating func read(line: some Collection<UInt8>) throws(TraceError) -> TraceRecord? {
+        lineNumber += 1
+        var bytes = Array(line)
+        if bytes.last == 0x0D { bytes.removeLast() }
+        if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return nil }
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(bytes)
+        } catch {
+            throw fail("not valid JSON: \(error)")
+        }
+        guard case .object(let object) = value else { throw fail("expected a JSON object") }
+        let isFirst = !sawContent
+        sawContent = true
+
+        if let trace = object["trace"] {
+            guard isFirst else { throw fail("a header line (\"trace\") may only be the first line") }
+            guard trace.stringValue == "ifmeter/1" else {
+                throw fail("unsupported trace version \(JSONWriter().string(trace)); this ifmeter reads \"ifmeter/1\"")
+            }
+            if let platform = object["platform"] {
+                guard let name = platform.stringValue, let p = Platform(rawValue: name) else {
+                    throw fail("\"platform\" must be \"linux\" or \"darwin\"")
+                }
+                header.platform = p
+            }
+            header.source = object["source"]?.stringValue
+            header.host = object["host"]?.stringValue
+            return nil
+        }
+
+        guard let tValue = object["t"] else { throw fail("missing required key \"t\"") }
+        guard let t = tValue.doubleValue, t.isFinite else { throw fail("\"t\" must be a number of seconds") }
+        if let lastTime, t < lastTime {
+            throw fail("\"t\" \(t) is earlier than the previous line's \(lastTime); lines must be in non-decreasing t order")
+        }
+        lastTime = t
+
+        if let interfaces = object["interfaces"] {
+            guard case .array(let list) = interfaces else { throw fail("\"interfaces\" must be an array") }
+            var samples: [InterfaceSample] = []
+            samples.reserveCapacity(list.count)
+            var names = Set<String>()
+            for (position, entry) in list.enumerated() {
+                let sample = try interface(entry, at: "interfaces[\(position)]")
+                guard names.insert(sample.name).inserted else {
+                    throw fail("interface \"\(sample.name)\" appears twice in one sample")
+                }
+                samples.append(sample)
+            }
+            return .sample(Sample(time: t, interfaces: samples))
+        }
+        if let event = object["event"] {
+            guard let kind = event.stringValue else { throw fail("\"event\" must be a string") }
+            switch kind {
+            case "deleted":
+                guard let entry = object["interface"] else { throw fail("a \"deleted\" event needs an \"interface\" object") }
+                return .deleted(DeletionEvent(time: t, interface: try interface(entry, at: "interface")))
+            case "created":
+                // Informational: the next sample shows the new interface.
+                return nil
+            default:
+                throw fail("unknown event \"\(kind)\"; v1 events are \"deleted\" (and informational \"created\")")
+            }
+        }
+        throw fail("a line needs \"interfaces\" (a sample) or \"event\" (an event)")
+    }
+
+    private func fail(_ message: String) -> TraceError { TraceError(line: lineNumber, message: message) }
+
+    private func interface(_ value: JSONValue, at path: String) throws(TraceError) -> InterfaceSample {
+        guard case .object(let o) = value else { throw fail("\(path) must be an object") }
+        guard let name = o["name"]?.stringValue, !name.isEmpty else {
+            throw fail("\(path) lacks a \"name\" string")
+        }
+        let at = "\(path) (\"\(name)\")"
+        var width = CounterWidth.bits64
+        if let w = o["width"] {
+            switch w.uint64Value {
+            case 32: width = .bits32
+            case 64: width = .bits64
+            default: throw fail("\(at): \"width\" must be 32 or 64")
+            }
+        }
+        var counters = Counters()
+        for key in CounterKey.allCases {
+            guard let raw = o[key.jsonKey] else {
+                if CounterKey.required.contains(key) { throw fail("\(at) lacks required counter \"\(key.jsonKey)\"") }
+                continue
+            }
+            guard let v = raw.uint64Value else {
+                throw fail("\(at): counter \"\(key.jsonKey)\" must be an unsigned integer up to 2^64-1, got \(JSONWriter().string(raw))")
+            }
+            if width == .bits32, v > UInt64(UInt32.max) {
+                throw fail("\(at): counter \"\(key.jsonKey)\" is \(v), too large for a 32-bit counter (\"width\": 32)")
+            }
+            counters[key] = v
+        }
+        var index: Int?
+        if let raw = o["index"], raw != .null {
+            guard let v = raw.uint64Value, v <= UInt64(Int32.max) else {
+                throw fail("\(at): \"index\" must be a non-negative integer")
+            }
+            index = Int(v)
+        }
+        var classification: Classification?
+        if let raw = o["kind"], raw != .null {
+            guard let name = raw.stringValue, let kind = InterfaceKind(rawValue: name) else {
+                throw fail("\(at): \"kind\" must be one of \(InterfaceKind.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            classification = Classification(kind: kind, evidence: o["evidence"]?.stringValue ?? "trace:kind")
+        }
+        var speed: UInt64?
+        if let raw = o["speed_bps"], raw != .null {
+            guard let v = raw.uint64Value else { throw fail("\(at): \"speed_bps\" must be an unsigned integer") }
+            speed = v
+        }
+        return InterfaceSample(
+            name: name, index: index, classification: classification, width: width, speedBps: speed,
+            counters: counters)
+    }
+}
+
+/// Writes trace v1 lines (without the trailing `\n`).
+public enum TraceWriter {
+    public static func headerLine(_ header: TraceHeader, extra: [String: JSONValue] = [:]) -> String {
+        var o = extra
+        o["trace"] = .string("ifmeter/1")
+        o["platform"] = .string(header.platform.rawValue)
+        if let source = header.source { o["source"] = .string(source) }
+        if let host = header.host { o["host"] = .string(host) }
+        return JSONWriter().string(.object(o))
+    }
+
+    public static func line(_ record: TraceRecord) -> String {
+        switch record {
+        case .sample(let sample):
+            return JSONWriter().string(.object([
+                "t": .number(sample.time),
+                "interfaces": .array(sample.interfaces.map(object)),
+            ]))
+        case .deleted(let event):
+            return JSONWriter().string(.object([
+                "t": .number(event.time),
+                "event": .string("deleted"),
+                "interface": object(event.interface),
+            ]))
+        }
+    }
+
+    static func object(_ sample: InterfaceSample) -> JSONValue {
+        var o: [String: JSONValue] = ["name": .string(sample.name), "width": .number(sample.width.rawValue)]
+        for key in sample.counters.keys { o[key.jsonKey] = .number(sample.counters.value(key)) }
+        if let index = sample.index { o["index"] = .number(index) }
+        if let c = sample.classification {
+            o["kind"] = .string(c.kind.rawValue)
+            o["evidence"] = .string(c.evidence)
+        }
+        if let speed = sample.speedBps { o["speed_bps"] = .number(speed) }
+        return .object(o)
+    }
+}

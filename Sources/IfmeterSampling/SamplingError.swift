@@ -1,0 +1,93 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A failed system or library call, with the call and the system's words for
+/// what went wrong (as swift-system's `Errno` does).
+public struct SamplingError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The C call that failed, such as `getifaddrs` or `nl_connect`.
+    public var call: String
+    /// errno, when the failure has one.
+    public var errno: Int32?
+    public var message: String
+
+    public init(call: String, errno: Int32? = nil, message: String) {
+        self.call = call
+        self.errno = errno
+        self.message = message
+    }
+
+    /// From errno as the call left it.
+    public static func system(_ call: String) -> SamplingError {
+        system(call, code: currentErrno())
+    }
+
+    public static func system(_ call: String, code: Int32) -> SamplingError {
+        SamplingError(call: call, errno: code, message: String(cString: strerror(code)))
+    }
+
+    public var description: String {
+        if let errno { return "\(call): \(message) (errno \(errno))" }
+        return "\(call): \(message)"
+    }
+}
+
+/// errno, read through a function so that `SamplingError.errno` does not
+/// shadow it.
+func currentErrno() -> Int32 { errno }
+
+/// Seconds on the monotonic clock, the time base of samples and traces.
+public func monotonicSeconds() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+/// Reads a small text file whole (sysfs, procfs). Nil when it cannot be read.
+func readSmallFile(_ path: String, limit: Int = 4096) -> String? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var buffer = [UInt8](repeating: 0, count: limit)
+    var used = 0
+    while used < limit {
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress! + used, limit - used) }
+        if n < 0 {
+            if errno == EINTR { continue }
+            return nil
+        }
+        if n == 0 { break }
+        used += n
+    }
+    return String(decoding: buffer[..<used], as: UTF8.self)
+}
+
+/// Whether something exists at `path`, without following a final symlink.
+func pathExists(_ path: String) -> Bool {
+    var st = stat()
+    return lstat(path, &st) == 0
+}
+
+/// The target of a symlink, or nil.
+func readLink(_ path: String) -> String? {
+    var buffer = [CChar](repeating: 0, count: 4096)
+    let n = readlink(path, &buffer, buffer.count - 1)
+    guard n > 0 else { return nil }
+    return buffer.withUnsafeBufferPointer { String(decoding: UnsafeRawBufferPointer($0).prefix(n), as: UTF8.self) }
+}
+
+/// Entry names of a folder, without `.` and `..`.
+func listDirectory(_ path: String) -> [String] {
+    guard let dir = opendir(path) else { return [] }
+    defer { closedir(dir) }
+    var names: [String] = []
+    while let entry = readdir(dir) {
+        let name = withUnsafePointer(to: entry.pointee.d_name) {
+            $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+        }
+        if name != "." && name != ".." { names.append(name) }
+    }
+    return names
+}

@@ -1,0 +1,69 @@
+import IfmeterCore
+
+/// What `/sys/class/net/NAME/` says about one interface.
+public struct SysfsFacts: Sendable, Hashable {
+    public var facts = KernelFacts()
+    public var ifindex: Int?
+    public var operstate: String?
+    public var mtu: UInt32?
+    /// The driver's reported speed in bits per second, when it reports one.
+    public var speedBps: UInt64?
+
+    public init() {}
+}
+
+/// Reads interface facts from a sysfs tree. The root is a parameter so tests
+/// read fake trees under `Fixtures/sysfs/`.
+public struct SysfsReader: Sendable, Hashable {
+    /// The folder holding one folder per interface (`/sys/class/net`).
+    public var root: String
+
+    public init(root: String = "/sys/class/net") { self.root = root }
+
+    /// Reads what the tree holds for `name`; absent files leave fields empty.
+    public func read(_ name: String) -> SysfsFacts {
+        let dir = root + "/" + name
+        var out = SysfsFacts()
+        out.facts.sysfsWireless = pathExists(dir + "/wireless")
+        out.facts.sysfsPhy80211 = pathExists(dir + "/phy80211")
+        out.facts.sysfsTunFlags = pathExists(dir + "/tun_flags")
+        out.facts.hasDevice = pathExists(dir + "/device")
+        if out.facts.hasDevice, let target = readLink(dir + "/device/driver") {
+            out.facts.driver = target.split(separator: "/").last.map(String.init)
+        }
+        if let uevent = readSmallFile(dir + "/uevent") {
+            for line in uevent.split(separator: "\n") where line.hasPrefix("DEVTYPE=") {
+                out.facts.devtype = String(line.dropFirst("DEVTYPE=".count))
+            }
+        }
+        out.facts.arphrdType = readInt(dir + "/type")
+        out.ifindex = readInt(dir + "/ifindex")
+        out.operstate = readSmallFile(dir + "/operstate").map { $0.trimmingNewline() }
+        out.mtu = readInt(dir + "/mtu").flatMap { UInt32(exactly: $0) }
+        if let mbps = readInt(dir + "/speed"), mbps > 0 { out.speedBps = UInt64(mbps) * 1_000_000 }
+        return out
+    }
+
+    /// Only the speed (for a periodic re-read of hardware links).
+    public func speedBps(_ name: String) -> UInt64? {
+        guard let mbps = readInt(root + "/" + name + "/speed"), mbps > 0 else { return nil }
+        return UInt64(mbps) * 1_000_000
+    }
+
+    /// Interface names in the tree, sorted.
+    public func names() -> [String] {
+        listDirectory(root).sorted()
+    }
+
+    private func readInt(_ path: String) -> Int? {
+        readSmallFile(path).flatMap { Int($0.trimmingNewline()) }
+    }
+}
+
+extension String {
+    func trimmingNewline() -> String {
+        var s = Substring(self)
+        while let last = s.last, last == "\n" || last == " " || last == "\r" { s = s.dropLast() }
+        return String(s)
+    }
+}
