@@ -130,7 +130,8 @@ public struct EngineConfiguration: Sendable, Hashable {
 public struct DeltaEngine: Sendable {
     public let configuration: EngineConfiguration
     private var series: [String: Series] = [:]
-    /// When the first and the latest record came.
+    /// The window: from the first sample (the baseline; events before it
+    /// count nothing) to the latest record.
     public private(set) var firstTime: Double?
     public private(set) var lastTime: Double?
     /// The latest sample's time.
@@ -178,6 +179,7 @@ public struct DeltaEngine: Sendable {
         let t = sample.time
         let isFirst = lastSampleTime == nil
         let previousSampleTime = lastSampleTime
+        if isFirst { firstTime = t }
         noteTime(t)
         var deltas: [InterfaceDelta] = []
         deltas.reserveCapacity(sample.interfaces.count)
@@ -376,7 +378,6 @@ public struct DeltaEngine: Sendable {
     // MARK: - Rules
 
     private mutating func noteTime(_ t: Double) {
-        if firstTime == nil { firstTime = t }
         lastTime = t
     }
 
