@@ -41,7 +41,7 @@ let package = Package(
             dependencies: ["IfmeterCore", "IfmeterSampling", "CIfmeterLinux"]
         ),
         .testTarget(name: "IfmeterCoreTests", dependencies: ["IfmeterCore"]),
-        .testTarget(name: "IfmeterSamplingTests", dependencies: ["IfmeterSampling", "IfmeterCore"]),
+        .testTarget(name: "IfmeterSamplingTests", dependencies: ["IfmeterSampling", "IfmeterCore", "CIfmeterLinux"]),
         .testTarget(name: "IfmeterCLITests", dependencies: ["IfmeterCLI", "IfmeterCore"]),
     ],
     swiftLanguageModes: [.v6]

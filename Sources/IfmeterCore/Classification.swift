@@ -114,9 +114,10 @@ public struct KernelFacts: Sendable, Hashable {
 
 /// Kernel facts first, names last. Pure: the facts are gathered elsewhere.
 ///
-/// Order of evidence: netlink link kind, decisive ARPHRD types, sysfs
-/// (wireless, phy80211, uevent DEVTYPE, tun_flags, a hardware device), then
-/// the name rules.
+/// Order of evidence: netlink link kind, decisive ARPHRD types (loopback,
+/// raw IP, 802.11, IP tunnels), sysfs (wireless, phy80211, uevent DEVTYPE,
+/// tun_flags, the driver, a hardware device), the ambiguous ARPHRD types
+/// (NONE, PPP), then the name rules.
 public enum Classifier {
     static let linkKinds: [String: InterfaceKind] = [
         // Tunnels: their packets ride inside another interface's.
@@ -139,8 +140,6 @@ public enum Classifier {
     static let arphrdTypes: [Int: (name: String, kind: InterfaceKind)] = [
         772: ("loopback", .loopback),
         519: ("rawip", .cellular),
-        65534: ("none", .tunnel),
-        512: ("ppp", .tunnel),
         768: ("tunnel", .tunnel),
         769: ("tunnel6", .tunnel),
         776: ("sit", .tunnel),
@@ -149,6 +148,14 @@ public enum Classifier {
         801: ("ieee80211", .wifi),
         802: ("ieee80211-prism", .wifi),
         803: ("ieee80211-radiotap", .wifi),
+    ]
+
+    /// ARPHRD types that say little on their own: tun and WireGuard use
+    /// NONE, but so does a qmi_wwan modem in raw-IP mode, and PPP carries
+    /// VPNs as well as modems. They are weighed after sysfs.
+    static let weakArphrdTypes: [Int: (name: String, kind: InterfaceKind)] = [
+        65534: ("none", .tunnel),
+        512: ("ppp", .tunnel),
     ]
 
     static let cellularDrivers: Set<String> = [
@@ -184,6 +191,13 @@ public enum Classifier {
         }
         if facts.hasDevice, facts.arphrdType == nil || facts.arphrdType == 1 {
             return Classification(kind: .ethernet, evidence: "sysfs:device")
+        }
+        if let type = facts.arphrdType, let entry = weakArphrdTypes[type] {
+            // Hardware with no link-layer header is a modem's data channel.
+            if facts.hasDevice, type == 65534 {
+                return Classification(kind: .cellular, evidence: "sysfs:device+arphrd:none(65534)")
+            }
+            return Classification(kind: entry.kind, evidence: "arphrd:\(entry.name)(\(type))")
         }
         if let kind = facts.linkKind, !kind.isEmpty {
             // A link kind this table does not know: still a software link.

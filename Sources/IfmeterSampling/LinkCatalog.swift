@@ -82,12 +82,7 @@ final class LinkCatalog {
                 // trust sysfs only when it names the same index.
                 if fromSysfs.ifindex == index {
                     keptFacts[key] = fromSysfs
-                    facts.sysfsWireless = fromSysfs.facts.sysfsWireless
-                    facts.sysfsPhy80211 = fromSysfs.facts.sysfsPhy80211
-                    facts.devtype = fromSysfs.facts.devtype
-                    facts.sysfsTunFlags = fromSysfs.facts.sysfsTunFlags
-                    facts.hasDevice = fromSysfs.facts.hasDevice
-                    facts.driver = fromSysfs.facts.driver
+                    facts = fromSysfs.merged(linkKind: linkKind, arphrdType: arphrd)
                     hardware = fromSysfs.facts.hasDevice
                     // The speed may change (renegotiation): read it again.
                     reportedSpeed = sysfs.speedBps(name)

@@ -10,6 +10,15 @@ public struct SysfsFacts: Sendable, Hashable {
     public var speedBps: UInt64?
 
     public init() {}
+
+    /// These facts with what netlink said: netlink's link kind and ARPHRD
+    /// type win over sysfs's `type` file.
+    public func merged(linkKind: String?, arphrdType: Int?) -> KernelFacts {
+        var merged = facts
+        merged.linkKind = linkKind
+        if let arphrdType { merged.arphrdType = arphrdType }
+        return merged
+    }
 }
 
 /// Reads interface facts from a sysfs tree. The root is a parameter so tests

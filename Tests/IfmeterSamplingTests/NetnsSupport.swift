@@ -1,0 +1,214 @@
+import Foundation
+import IfmeterSampling
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Integration tests need root to make network namespaces. Without root
+/// they skip with this reason, unless IFMETER_REQUIRE_NETNS=1 (set by
+/// `.ci/run`), which makes them run and fail instead.
+enum Netns {
+    static let isRoot = geteuid() == 0
+    static let required = ProcessInfo.processInfo.environment["IFMETER_REQUIRE_NETNS"] == "1"
+    static let enabled = isRoot || required
+    static let reason: Comment =
+        "skipped: creating network namespaces needs root (run as root; IFMETER_REQUIRE_NETNS=1 turns this skip into a failure)"
+
+    /// Fails the test when it must run but cannot.
+    static func requireRoot() throws {
+        if !isRoot {
+            throw TestFailure("IFMETER_REQUIRE_NETNS=1 but not running as root: network namespace tests cannot run")
+        }
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Runs a program and returns its stdout; throws with its stderr when it fails.
+@discardableResult
+func run(_ arguments: [String], input: String? = nil, allowFailure: Bool = false) throws -> (out: String, err: String, status: Int32) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = arguments
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    if let input {
+        let inPipe = Pipe()
+        process.standardInput = inPipe
+        try process.run()
+        inPipe.fileHandleForWriting.write(input.data(using: .utf8)!)
+        try inPipe.fileHandleForWriting.close()
+    } else {
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    let errData = err.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    let result = (String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self), process.terminationStatus)
+    if !allowFailure, result.2 != 0 {
+        throw TestFailure("\(arguments.joined(separator: " ")) exited \(result.2): \(result.1)")
+    }
+    return result
+}
+
+/// A network namespace of the test's own, with a unique name, removed when
+/// the value goes away (also when the test fails). Namespaces left by a
+/// crashed test run are removed by the next run.
+final class TestNamespace: @unchecked Sendable {
+    let name: String
+    private static let counter = Counter()
+    private static let cleaned: Void = removeStale()
+
+    init() throws {
+        _ = Self.cleaned
+        name = "ifmt-\(getpid())-\(Self.counter.next())-\(UInt16.random(in: 0...UInt16.max))"
+        try run(["ip", "netns", "add", name])
+        // No IPv6: no router or neighbour solicitations to blur the counts.
+        try exec(["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"])
+        try exec(["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"])
+        try ip("link", "set", "lo", "up")
+    }
+
+    deinit { remove() }
+
+    func remove() {
+        _ = try? run(["ip", "netns", "del", name], allowFailure: true)
+    }
+
+    /// `ip -n NAME ...`
+    @discardableResult
+    func ip(_ arguments: String...) throws -> String {
+        try run(["ip", "-n", name] + arguments).out
+    }
+
+    /// `ip netns exec NAME ...`: a command inside, with sysfs remounted for it.
+    @discardableResult
+    func exec(_ arguments: [String], allowFailure: Bool = false) throws -> (out: String, err: String, status: Int32) {
+        try run(["ip", "netns", "exec", name] + arguments, allowFailure: allowFailure)
+    }
+
+    func ifindex(_ interface: String) throws -> Int {
+        let text = try ip("-o", "link", "show", "dev", interface)
+        guard let index = Int(text.split(separator: ":").first ?? "") else { throw TestFailure("no index in \(text)") }
+        return index
+    }
+
+    /// Namespaces named by a test process that no longer runs.
+    static func removeStale() {
+        guard let list = try? run(["ip", "netns", "list"], allowFailure: true).out else { return }
+        for line in list.split(separator: "\n") {
+            let name = String(line.split(separator: " ").first ?? "")
+            let parts = name.split(separator: "-")
+            guard parts.count == 4, parts[0] == "ifmt", let pid = Int32(parts[1]) else { continue }
+            if kill(pid, 0) != 0, errno == ESRCH {
+                _ = try? run(["ip", "netns", "del", name], allowFailure: true)
+            }
+        }
+    }
+
+    final class Counter: @unchecked Sendable {
+        private var value = 0
+        private let lock = NSLock()
+        func next() -> Int {
+            lock.lock()
+            defer { lock.unlock() }
+            value += 1
+            return value
+        }
+    }
+}
+
+/// Two namespaces joined by a veth pair, quiet: no IPv6, static neighbours
+/// (no ARP), so the only frames are the ones a test sends.
+final class VethPair: @unchecked Sendable {
+    let a: TestNamespace, b: TestNamespace
+    let nameA = "vA", nameB = "vB"
+    let ipA = "10.77.0.1", ipB = "10.77.0.2"
+    let macA = "02:00:00:00:77:01", macB = "02:00:00:00:77:02"
+
+    init() throws {
+        a = try TestNamespace()
+        b = try TestNamespace()
+        try a.ip("link", "add", nameA, "address", macA, "type", "veth", "peer", "name", nameB, "address", macB, "netns", b.name)
+        try a.ip("addr", "add", ipA + "/30", "dev", nameA)
+        try b.ip("addr", "add", ipB + "/30", "dev", nameB)
+        try a.ip("neigh", "add", ipB, "lladdr", macB, "dev", nameA, "nud", "permanent")
+        try b.ip("neigh", "add", ipA, "lladdr", macA, "dev", nameB, "nud", "permanent")
+        try a.ip("link", "set", nameA, "up")
+        try b.ip("link", "set", nameB, "up")
+    }
+
+    /// Bytes a veth counts for one UDP datagram: Ethernet, IPv4, UDP headers.
+    static func frameBytes(payload: Int) -> UInt64 { UInt64(14 + 20 + 8 + payload) }
+
+    /// Opens a UDP socket bound to B's address (so no ICMP comes back), sends
+    /// `count` datagrams of `payload` bytes from A, and closes both.
+    func sendUDP(count: Int, payload: Int, port: UInt16 = 9999) throws {
+        let receiver = try NetworkNamespace.perform(in: b.name) { () throws -> Int32 in
+            try udpSocket(bindTo: self.ipB, port: port)
+        }
+        defer { close(receiver) }
+        try NetworkNamespace.perform(in: a.name) { () throws in
+            let fd = try udpSocket(bindTo: nil, port: 0)
+            defer { close(fd) }
+            var to = sockaddrIn(self.ipB, port)
+            let data = [UInt8](repeating: 0x5A, count: payload)
+            for _ in 0..<count {
+                let n = withUnsafePointer(to: &to) { ptr in
+                    ptr.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        sendto(fd, data, data.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                }
+                guard n == payload else { throw TestFailure("sendto: \(String(cString: strerror(errno)))") }
+            }
+        }
+    }
+}
+
+func sockaddrIn(_ ip: String, _ port: UInt16) -> sockaddr_in {
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_port = port.bigEndian
+    inet_pton(AF_INET, ip, &addr.sin_addr)
+    return addr
+}
+
+func udpSocket(bindTo ip: String?, port: UInt16) throws -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+    guard fd >= 0 else { throw TestFailure("socket: \(String(cString: strerror(errno)))") }
+    if let ip {
+        var addr = sockaddrIn(ip, port)
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard rc == 0 else { throw TestFailure("bind: \(String(cString: strerror(errno)))") }
+    }
+    return fd
+}
+
+/// An IPv4/UDP packet from 10.88.0.2 to 10.99.99.99 (no route, dropped
+/// quietly after the tun counts it), `payload` bytes of data.
+func ipv4Packet(payload: Int) -> [UInt8] {
+    let total = 20 + 8 + payload
+    var p = [UInt8](repeating: 0, count: total)
+    p[0] = 0x45
+    p[2] = UInt8(total >> 8); p[3] = UInt8(total & 0xFF)
+    p[8] = 64; p[9] = 17
+    p[12...15] = [10, 88, 0, 2]
+    p[16...19] = [10, 99, 99, 99]
+    var sum: UInt32 = 0
+    for i in stride(from: 0, to: 20, by: 2) { sum += UInt32(p[i]) << 8 | UInt32(p[i + 1]) }
+    while sum > 0xFFFF { sum = (sum & 0xFFFF) + (sum >> 16) }
+    let checksum = ~UInt16(sum)
+    p[10] = UInt8(checksum >> 8); p[11] = UInt8(checksum & 0xFF)
+    p[20] = 0x30; p[21] = 0x39; p[22] = 0x00; p[23] = 0x09  // ports 12345 → 9
+    p[24] = UInt8((8 + payload) >> 8); p[25] = UInt8((8 + payload) & 0xFF)
+    return p
+}
