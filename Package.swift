@@ -40,9 +40,13 @@ let package = Package(
             name: "ifmeter-bench",
             dependencies: ["IfmeterCore", "IfmeterSampling", "CIfmeterLinux"]
         ),
+        // Namespaces, veth pairs and traffic for the integration tests.
+        .target(name: "IfmeterTestSupport", dependencies: ["IfmeterSampling", "CIfmeterLinux"]),
         .testTarget(name: "IfmeterCoreTests", dependencies: ["IfmeterCore"]),
-        .testTarget(name: "IfmeterSamplingTests", dependencies: ["IfmeterSampling", "IfmeterCore", "CIfmeterLinux"]),
-        .testTarget(name: "IfmeterCLITests", dependencies: ["IfmeterCLI", "IfmeterCore"]),
+        .testTarget(
+            name: "IfmeterSamplingTests",
+            dependencies: ["IfmeterSampling", "IfmeterCore", "CIfmeterLinux", "IfmeterTestSupport"]),
+        .testTarget(name: "IfmeterCLITests", dependencies: ["IfmeterCLI", "IfmeterCore", "IfmeterTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

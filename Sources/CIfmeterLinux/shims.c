@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 int cifm_ifaddrs_stats32(const struct ifaddrs *ifa, cifm_stats32 *out) {
@@ -51,6 +53,27 @@ int cifm_tun_open(const char *name, int tap) {
 }
 
 int cifm_setns_net(int fd) { return setns(fd, CLONE_NEWNET); }
+
+int cifm_run_peak_rss(char *const argv[], long *peak_kib) {
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0)
+            dup2(null, 1);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    int status = 0;
+    struct rusage usage;
+    while (wait4(pid, &status, 0, &usage) < 0) {
+        if (errno != EINTR)
+            return -1;
+    }
+    *peak_kib = usage.ru_maxrss;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
 
 int cifm_raw_netlink_open(int rcvbuf) {
     int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);

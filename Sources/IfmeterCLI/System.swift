@@ -36,6 +36,13 @@ enum StopSignal {
     static let received = Atomic<Int32>(0)
 
     static func install() {
+        // A parent may have started us with these blocked (threads of
+        // Dispatch-based programs block them, and exec keeps the mask).
+        var unblock = sigset_t()
+        sigemptyset(&unblock)
+        sigaddset(&unblock, SIGINT)
+        sigaddset(&unblock, SIGTERM)
+        pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
         for sig in [SIGINT, SIGTERM] {
             var action = sigaction()
             #if canImport(Glibc)

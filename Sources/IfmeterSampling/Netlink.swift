@@ -53,15 +53,18 @@ final class NetlinkSocket {
 
     /// Sends `request` and calls `visit` for every message of the answer.
     /// A dump the kernel marks as interrupted (NLM_F_DUMP_INTR: the set of
-    /// links changed under it) is run again, up to three times.
+    /// links changed under it) is run again, up to three times; `restart`
+    /// is called first, so the caller can forget what it collected.
     func dump(
-        _ request: OpaquePointer, name: String, _ visit: (UnsafeMutablePointer<nlmsghdr>) -> Void
+        _ request: OpaquePointer, name: String, restart: () -> Void = {},
+        _ visit: (UnsafeMutablePointer<nlmsghdr>) -> Void
     ) throws(SamplingError) {
         var attempt = 0
         while true {
             attempt += 1
             let interrupted = try dumpOnce(request, name: name, visit)
             if !interrupted || attempt >= 3 { return }
+            restart()
         }
     }
 
@@ -122,13 +125,17 @@ final class NetlinkSocket {
 }
 
 /// Reads a `struct rtnl_link_stats64` from an attribute, which netlink
-/// aligns to 4 bytes only.
+/// aligns to 4 bytes only. Only the eight counters ifmeter keeps are loaded
+/// (the struct has 24 and more), field by field at their C offsets.
 func linkStats64(_ attr: UnsafeMutablePointer<nlattr>) -> Counters? {
     guard nla_len(attr) >= Int32(MemoryLayout<rtnl_link_stats64>.size) else { return nil }
-    let s = UnsafeRawPointer(nla_data(attr)!).loadUnaligned(as: rtnl_link_stats64.self)
+    let p = UnsafeRawPointer(nla_data(attr)!)
+    func field(_ key: KeyPath<rtnl_link_stats64, UInt64>) -> UInt64 {
+        p.loadUnaligned(fromByteOffset: MemoryLayout<rtnl_link_stats64>.offset(of: key)!, as: UInt64.self)
+    }
     return Counters(
-        rxBytes: s.rx_bytes, txBytes: s.tx_bytes, rxPackets: s.rx_packets, txPackets: s.tx_packets,
-        rxErrors: s.rx_errors, txErrors: s.tx_errors, rxDropped: s.rx_dropped, txDropped: s.tx_dropped)
+        all: field(\.rx_bytes), field(\.tx_bytes), field(\.rx_packets), field(\.tx_packets),
+        field(\.rx_errors), field(\.tx_errors), field(\.rx_dropped), field(\.tx_dropped))
 }
 
 /// Reads the 32-bit `struct rtnl_link_stats` (IFLA_STATS), for kernels whose

@@ -23,8 +23,14 @@ public final class NetlinkSampler: CounterSource {
     private let catalog: LinkCatalog
     private let statsRequest: OpaquePointer
     private let linkRequest: OpaquePointer
+    private typealias Raw = (index: Int, counters: Counters, width: CounterWidth)
     /// Reused between samples.
-    private var raw: [(index: Int, counters: Counters, width: CounterWidth)] = []
+    private var rawBuffer: [Raw] = []
+    /// The last sample's interfaces in dump order. The kernel dumps links in
+    /// the same order every time, so the next sample finds each link's
+    /// name and kind by position, without hashing.
+    private var order: [Int] = []
+    private var templates: [InterfaceSample] = []
 
     public init(options: SamplerOptions = SamplerOptions()) throws(SamplingError) {
         self.options = options
@@ -57,65 +63,163 @@ public final class NetlinkSampler: CounterSource {
     /// How many times the link catalog was refilled (for tests and benchmarks).
     public var catalogRefreshes: Int { catalog.refreshes }
 
+    /// Refills the link catalog now (libnl-route link cache refill plus the
+    /// sysfs facts of new links).
+    public func refreshCatalog() throws(SamplingError) { try catalog.refresh() }
+
     public func sample() throws(SamplingError) -> Sample {
         let t = monotonicSeconds()
-        try readCounters()
-        var needsRefresh = catalog.byIndex.count != raw.count
-            || t - catalog.refreshedAt >= options.catalogRefreshSeconds
-        if !needsRefresh {
-            for entry in raw where catalog.byIndex[entry.index] == nil {
-                needsRefresh = true
-                break
-            }
+        var raw = rawBuffer
+        rawBuffer = []
+        defer {
+            raw.removeAll(keepingCapacity: true)
+            rawBuffer = raw
         }
-        if needsRefresh { try catalog.refresh() }
-
         var interfaces: [InterfaceSample] = []
-        interfaces.reserveCapacity(raw.count)
-        let links = catalog.byIndex
-        for entry in raw {
-            // A link created between the two dumps is left for the next
-            // sample, which counts it in full: nothing is lost.
-            guard let link = links[entry.index] else { continue }
-            interfaces.append(InterfaceSample(
-                name: link.name, index: entry.index, classification: link.classification, width: entry.width,
-                speedBps: link.speedCeilingBps, counters: entry.counters, attributes: link.attributes))
+        var aligned = !order.isEmpty && t - catalog.refreshedAt < options.catalogRefreshSeconds
+        if aligned {
+            // The common case: the links are the ones of the last sample, in
+            // the same order. Each element is built in place from its
+            // template as the dump is parsed: one copy, no hashing.
+            interfaces = try [InterfaceSample](unsafeUninitializedCapacity: order.count) { buffer, built throws(SamplingError) in
+                var assembler = Assembler(order: order, templates: templates, base: buffer.baseAddress!, raw: raw)
+                try readCounters(into: &assembler)
+                assembler.finish()
+                built = assembler.built
+                aligned = assembler.aligned
+                raw = assembler.raw
+            }
+        } else {
+            var collector = Collector(raw: raw)
+            try readCounters(into: &collector)
+            raw = collector.raw
+        }
+        if !aligned {
+            // Links came, went or moved, or the periodic refresh is due.
+            interfaces = []
+            interfaces.reserveCapacity(raw.count)
+            try catalog.refresh()
+            let links = catalog.byIndex
+            for entry in raw {
+                // A link created between the two dumps is left for the next
+                // sample, which counts it in full: nothing is lost.
+                guard let link = links[entry.index] else { continue }
+                interfaces.append(InterfaceSample(
+                    name: link.name, index: entry.index, classification: link.classification, width: entry.width,
+                    speedBps: link.speedCeilingBps, counters: entry.counters, attributes: link.attributes))
+            }
+            if interfaces.count == raw.count {
+                order = raw.map(\.index)
+                templates = interfaces
+            } else {
+                order = []
+                templates = []
+            }
         }
         return Sample(time: t, interfaces: interfaces)
     }
 
-    private func readCounters() throws(SamplingError) {
-        raw.removeAll(keepingCapacity: true)
+    /// Dumps every link's counters into `sink`, in dump order.
+    private func readCounters<Sink: CounterSink>(into sink: inout Sink) throws(SamplingError) {
         if mode == .stats {
             do {
-                try socket.dump(statsRequest, name: "RTM_GETSTATS") { nh in
+                try socket.dump(statsRequest, name: "RTM_GETSTATS", restart: { sink.restart() }) { nh in
                     let header = Int32(MemoryLayout<if_stats_msg>.size)
                     let message = nlmsg_data(nh).assumingMemoryBound(to: if_stats_msg.self)
                     guard let attr = nla_find(nlmsg_attrdata(nh, header), nlmsg_attrlen(nh, header),
                                               Int32(IFLA_STATS_LINK_64)),
                           let counters = linkStats64(attr)
                     else { return }
-                    raw.append((Int(message.pointee.ifindex), counters, .bits64))
+                    sink.emit(Int(message.pointee.ifindex), counters, .bits64)
                 }
                 return
             } catch let error where error.errno == EOPNOTSUPP || error.errno == EINVAL {
                 // No RTM_GETSTATS on this kernel: use the link dump from now on.
                 mode = .link
-                raw.removeAll(keepingCapacity: true)
+                sink.restart()
             }
         }
-        try socket.dump(linkRequest, name: "RTM_GETLINK") { nh in
+        try socket.dump(linkRequest, name: "RTM_GETLINK", restart: { sink.restart() }) { nh in
             guard Int32(nh.pointee.nlmsg_type) == Int32(RTM_NEWLINK) else { return }
             let header = Int32(MemoryLayout<ifinfomsg>.size)
             let message = nlmsg_data(nh).assumingMemoryBound(to: ifinfomsg.self)
             let attrs = nlmsg_attrdata(nh, header), length = nlmsg_attrlen(nh, header)
             let index = Int(message.pointee.ifi_index)
             if let attr = nla_find(attrs, length, Int32(IFLA_STATS64)), let counters = linkStats64(attr) {
-                raw.append((index, counters, .bits64))
+                sink.emit(index, counters, .bits64)
             } else if let attr = nla_find(attrs, length, Int32(IFLA_STATS)), let counters = linkStats32(attr) {
-                raw.append((index, counters, .bits32))
+                sink.emit(index, counters, .bits32)
             }
         }
+    }
+}
+
+/// Receives each link's counters as a dump is parsed.
+private protocol CounterSink {
+    mutating func emit(_ index: Int, _ counters: Counters, _ width: CounterWidth)
+    /// The dump starts over (it was interrupted): forget what came.
+    mutating func restart()
+}
+
+/// Collects every link's counters, for the slow path.
+private struct Collector: CounterSink {
+    var raw: [(index: Int, counters: Counters, width: CounterWidth)]
+
+    mutating func emit(_ index: Int, _ counters: Counters, _ width: CounterWidth) {
+        raw.append((index, counters, width))
+    }
+
+    mutating func restart() { raw.removeAll(keepingCapacity: true) }
+}
+
+/// Builds samples in place while the links come in the last sample's order;
+/// from the first surprise on, collects them into `raw` instead.
+private struct Assembler: CounterSink {
+    let order: [Int]
+    let templates: [InterfaceSample]
+    let base: UnsafeMutablePointer<InterfaceSample>
+    var raw: [(index: Int, counters: Counters, width: CounterWidth)]
+    var built = 0
+    var aligned = true
+
+    init(order: [Int], templates: [InterfaceSample], base: UnsafeMutablePointer<InterfaceSample>,
+         raw: [(index: Int, counters: Counters, width: CounterWidth)]) {
+        self.order = order
+        self.templates = templates
+        self.base = base
+        self.raw = raw
+    }
+
+    mutating func emit(_ index: Int, _ counters: Counters, _ width: CounterWidth) {
+        if aligned {
+            if built < order.count, order[built] == index {
+                (base + built).initialize(to: templates[built])
+                base[built].counters = counters
+                base[built].width = width
+                built += 1
+                return
+            }
+            spill()
+        }
+        raw.append((index, counters, width))
+    }
+
+    mutating func restart() {
+        base.deinitialize(count: built)
+        built = 0
+        aligned = true
+        raw.removeAll(keepingCapacity: true)
+    }
+
+    /// Ends the dump: fewer links than last time is a surprise too.
+    mutating func finish() {
+        if aligned, built != order.count { spill() }
+    }
+
+    /// Moves what was built into `raw`, for the slow path.
+    private mutating func spill() {
+        aligned = false
+        for k in 0..<built { raw.append((order[k], base[k].counters, base[k].width)) }
     }
 }
 #endif

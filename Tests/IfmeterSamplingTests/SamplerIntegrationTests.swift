@@ -2,6 +2,7 @@ import CIfmeterLinux
 import Foundation
 import IfmeterCore
 import IfmeterSampling
+import IfmeterTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -10,7 +11,7 @@ import Glibc
 
 /// Real interfaces in the test's own namespaces: veth pairs, tun devices,
 /// real traffic, checked against the bytes sent.
-@Suite(.enabled(if: Netns.enabled, Netns.reason), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
 struct SamplerIntegrationTests {
     func counters(_ sample: Sample, _ name: String) throws -> Counters {
         guard let i = sample.interfaces.first(where: { $0.name == name }) else {

@@ -1,6 +1,7 @@
+// Helpers shared by the test targets: namespaces, veth pairs, traffic,
+// running the ifmeter binary. Linked by tests only.
 import Foundation
 import IfmeterSampling
-import Testing
 
 #if canImport(Glibc)
 import Glibc
@@ -9,29 +10,29 @@ import Glibc
 /// Integration tests need root to make network namespaces. Without root
 /// they skip with this reason, unless IFMETER_REQUIRE_NETNS=1 (set by
 /// `.ci/run`), which makes them run and fail instead.
-enum Netns {
-    static let isRoot = geteuid() == 0
-    static let required = ProcessInfo.processInfo.environment["IFMETER_REQUIRE_NETNS"] == "1"
-    static let enabled = isRoot || required
-    static let reason: Comment =
+public enum Netns {
+    public static let isRoot = geteuid() == 0
+    public static let required = ProcessInfo.processInfo.environment["IFMETER_REQUIRE_NETNS"] == "1"
+    public static let enabled = isRoot || required
+    public static let reason =
         "skipped: creating network namespaces needs root (run as root; IFMETER_REQUIRE_NETNS=1 turns this skip into a failure)"
 
     /// Fails the test when it must run but cannot.
-    static func requireRoot() throws {
+    public static func requireRoot() throws {
         if !isRoot {
             throw TestFailure("IFMETER_REQUIRE_NETNS=1 but not running as root: network namespace tests cannot run")
         }
     }
 }
 
-struct TestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
+public struct TestFailure: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
 }
 
 /// Runs a program and returns its stdout; throws with its stderr when it fails.
 @discardableResult
-func run(_ arguments: [String], input: String? = nil, allowFailure: Bool = false) throws -> (out: String, err: String, status: Int32) {
+public func run(_ arguments: [String], input: String? = nil, allowFailure: Bool = false) throws -> (out: String, err: String, status: Int32) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = arguments
@@ -61,12 +62,12 @@ func run(_ arguments: [String], input: String? = nil, allowFailure: Bool = false
 /// A network namespace of the test's own, with a unique name, removed when
 /// the value goes away (also when the test fails). Namespaces left by a
 /// crashed test run are removed by the next run.
-final class TestNamespace: @unchecked Sendable {
-    let name: String
+public final class TestNamespace: @unchecked Sendable {
+    public let name: String
     private static let counter = Counter()
     private static let cleaned: Void = removeStale()
 
-    init() throws {
+    public init() throws {
         _ = Self.cleaned
         name = "ifmt-\(getpid())-\(Self.counter.next())-\(UInt16.random(in: 0...UInt16.max))"
         try run(["ip", "netns", "add", name])
@@ -78,23 +79,23 @@ final class TestNamespace: @unchecked Sendable {
 
     deinit { remove() }
 
-    func remove() {
+    public func remove() {
         _ = try? run(["ip", "netns", "del", name], allowFailure: true)
     }
 
     /// `ip -n NAME ...`
     @discardableResult
-    func ip(_ arguments: String...) throws -> String {
+    public func ip(_ arguments: String...) throws -> String {
         try run(["ip", "-n", name] + arguments).out
     }
 
     /// `ip netns exec NAME ...`: a command inside, with sysfs remounted for it.
     @discardableResult
-    func exec(_ arguments: [String], allowFailure: Bool = false) throws -> (out: String, err: String, status: Int32) {
+    public func exec(_ arguments: [String], allowFailure: Bool = false) throws -> (out: String, err: String, status: Int32) {
         try run(["ip", "netns", "exec", name] + arguments, allowFailure: allowFailure)
     }
 
-    func ifindex(_ interface: String) throws -> Int {
+    public func ifindex(_ interface: String) throws -> Int {
         let text = try ip("-o", "link", "show", "dev", interface)
         guard let index = Int(text.split(separator: ":").first ?? "") else { throw TestFailure("no index in \(text)") }
         return index
@@ -127,13 +128,13 @@ final class TestNamespace: @unchecked Sendable {
 
 /// Two namespaces joined by a veth pair, quiet: no IPv6, static neighbours
 /// (no ARP), so the only frames are the ones a test sends.
-final class VethPair: @unchecked Sendable {
-    let a: TestNamespace, b: TestNamespace
-    let nameA = "vA", nameB = "vB"
-    let ipA = "10.77.0.1", ipB = "10.77.0.2"
-    let macA = "02:00:00:00:77:01", macB = "02:00:00:00:77:02"
+public final class VethPair: @unchecked Sendable {
+    public let a: TestNamespace, b: TestNamespace
+    public let nameA = "vA", nameB = "vB"
+    public let ipA = "10.77.0.1", ipB = "10.77.0.2"
+    public let macA = "02:00:00:00:77:01", macB = "02:00:00:00:77:02"
 
-    init() throws {
+    public init() throws {
         a = try TestNamespace()
         b = try TestNamespace()
         try a.ip("link", "add", nameA, "address", macA, "type", "veth", "peer", "name", nameB, "address", macB, "netns", b.name)
@@ -146,11 +147,11 @@ final class VethPair: @unchecked Sendable {
     }
 
     /// Bytes a veth counts for one UDP datagram: Ethernet, IPv4, UDP headers.
-    static func frameBytes(payload: Int) -> UInt64 { UInt64(14 + 20 + 8 + payload) }
+    public static func frameBytes(payload: Int) -> UInt64 { UInt64(14 + 20 + 8 + payload) }
 
     /// Opens a UDP socket bound to B's address (so no ICMP comes back), sends
     /// `count` datagrams of `payload` bytes from A, and closes both.
-    func sendUDP(count: Int, payload: Int, port: UInt16 = 9999) throws {
+    public func sendUDP(count: Int, payload: Int, port: UInt16 = 9999) throws {
         let receiver = try NetworkNamespace.perform(in: b.name) { () throws -> Int32 in
             try udpSocket(bindTo: self.ipB, port: port)
         }
@@ -172,7 +173,7 @@ final class VethPair: @unchecked Sendable {
     }
 }
 
-func sockaddrIn(_ ip: String, _ port: UInt16) -> sockaddr_in {
+public func sockaddrIn(_ ip: String, _ port: UInt16) -> sockaddr_in {
     var addr = sockaddr_in()
     addr.sin_family = sa_family_t(AF_INET)
     addr.sin_port = port.bigEndian
@@ -180,7 +181,7 @@ func sockaddrIn(_ ip: String, _ port: UInt16) -> sockaddr_in {
     return addr
 }
 
-func udpSocket(bindTo ip: String?, port: UInt16) throws -> Int32 {
+public func udpSocket(bindTo ip: String?, port: UInt16) throws -> Int32 {
     let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
     guard fd >= 0 else { throw TestFailure("socket: \(String(cString: strerror(errno)))") }
     if let ip {
@@ -195,7 +196,7 @@ func udpSocket(bindTo ip: String?, port: UInt16) throws -> Int32 {
 
 /// An IPv4/UDP packet from 10.88.0.2 to 10.99.99.99 (no route, dropped
 /// quietly after the tun counts it), `payload` bytes of data.
-func ipv4Packet(payload: Int) -> [UInt8] {
+public func ipv4Packet(payload: Int) -> [UInt8] {
     let total = 20 + 8 + payload
     var p = [UInt8](repeating: 0, count: total)
     p[0] = 0x45
@@ -211,4 +212,26 @@ func ipv4Packet(payload: Int) -> [UInt8] {
     p[20] = 0x30; p[21] = 0x39; p[22] = 0x00; p[23] = 0x09  // ports 12345 → 9
     p[24] = UInt8((8 + payload) >> 8); p[25] = UInt8((8 + payload) & 0xFF)
     return p
+}
+
+/// The ifmeter executable built beside the test runner (IFMETER_BIN overrides).
+public func ifmeterBinary() throws -> String {
+    if let path = ProcessInfo.processInfo.environment["IFMETER_BIN"] { return path }
+    var candidates: [String] = []
+    let runner = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+    candidates.append(runner.deletingLastPathComponent().appendingPathComponent("ifmeter").path)
+    if let exe = Bundle.main.executablePath {
+        candidates.append(URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("ifmeter").path)
+    }
+    for candidate in candidates where FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+    throw TestFailure("no ifmeter binary next to the test runner (\(candidates)); run 'swift build' first or set IFMETER_BIN")
+}
+
+/// Runs ifmeter with arguments, returning stdout, stderr and the exit code.
+public func ifmeter(_ arguments: [String], input: String? = nil, in namespace: TestNamespace? = nil) throws
+    -> (out: String, err: String, status: Int32)
+{
+    let binary = try ifmeterBinary()
+    let command = namespace.map { ["ip", "netns", "exec", $0.name, binary] } ?? [binary]
+    return try run(command + arguments, input: input, allowFailure: true)
 }

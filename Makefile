@@ -1,0 +1,36 @@
+# ifmeter: `make run` (the main job) and `make test`. Both install any
+# missing Debian package first, so a fresh Debian 12 machine with Swift
+# needs nothing else.
+
+SWIFT ?= $(shell command -v swift 2>/dev/null || echo /opt/swift/usr/bin/swift)
+BUILD_PACKAGES := pkg-config libnl-3-dev libnl-route-3-dev iproute2
+TEST_PACKAGES := $(BUILD_PACKAGES)
+BENCH_PACKAGES := $(BUILD_PACKAGES)
+RUN_ARGS ?=
+
+.PHONY: run test bench build release deps clean
+
+deps:
+	@scripts/ensure-packages $(BUILD_PACKAGES)
+
+release: deps
+	$(SWIFT) build -c release --static-swift-stdlib --product ifmeter
+
+run: release
+	@.build/release/ifmeter $(RUN_ARGS)
+
+build: deps
+	$(SWIFT) build
+
+test:
+	@scripts/ensure-packages $(TEST_PACKAGES)
+	$(SWIFT) build
+	$(SWIFT) test
+
+bench:
+	@scripts/ensure-packages $(BENCH_PACKAGES)
+	$(SWIFT) build -c release --static-swift-stdlib
+	.build/release/ifmeter-bench
+
+clean:
+	$(SWIFT) package clean
