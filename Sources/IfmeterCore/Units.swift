@@ -82,8 +82,15 @@ public enum Units {
 
     /// A duration for people: `750 ms`, `1.5 s`, `2 m 5 s`, `3 h 2 m`.
     public static func duration(_ seconds: Double) -> String {
-        if seconds < 1 { return fixed(seconds * 1000, 0) + " ms" }
-        if seconds < 60 { return significant(seconds) + " s" }
+        if seconds < 0.9995 { return fixed(seconds * 1000, 0) + " ms" }
+        if seconds < 59.95 {
+            var text = significant(seconds)
+            if text.contains(".") {
+                while text.hasSuffix("0") { text.removeLast() }
+                if text.hasSuffix(".") { text.removeLast() }
+            }
+            return text + " s"
+        }
         let total = Int(seconds.rounded())
         if total < 3600 { return "\(total / 60) m \(total % 60) s" }
         if total < 86400 { return "\(total / 3600) h \(total % 3600 / 60) m" }

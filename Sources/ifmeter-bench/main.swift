@@ -32,6 +32,21 @@ func spawn(_ arguments: [String], quiet: Bool = true) -> Int32 {
 
 func now() -> Double { monotonicSeconds() }
 
+/// Removes `ifmbench-PID` namespaces whose process is gone.
+func removeStaleNamespaces() {
+    guard let dir = opendir("/run/netns") else { return }
+    var stale: [String] = []
+    while let entry = readdir(dir) {
+        let name = withUnsafePointer(to: entry.pointee.d_name) {
+            $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+        }
+        guard name.hasPrefix("ifmbench-"), let pid = Int32(name.dropFirst("ifmbench-".count)) else { continue }
+        if kill(pid, 0) != 0 && errno == ESRCH { stale.append(name) }
+    }
+    closedir(dir)
+    for name in stale { spawn(["ip", "netns", "del", name]) }
+}
+
 /// Runs every method once per round, in a rotating order, until each has
 /// run `minRounds` times and about `budget` seconds have passed; returns the
 /// median seconds per call of each. Interleaving keeps a slow phase of the
@@ -58,6 +73,9 @@ func measure(_ methods: [(String, () throws -> Void)], budget: Double = 2.5, min
 }
 
 let namespace = "ifmbench-\(getpid())"
+guard geteuid() == 0 else { fail("needs root to create the namespace \(namespace) and its veth pairs") }
+// Namespaces left by an earlier run that was killed.
+removeStaleNamespaces()
 guard geteuid() == 0 else { fail("needs root to create the namespace \(namespace) and its veth pairs") }
 guard spawn(["ip", "netns", "add", namespace]) == 0 else { fail("ip netns add \(namespace) failed") }
 atexit { spawn(["ip", "netns", "del", "ifmbench-\(getpid())"]) }

@@ -66,3 +66,16 @@ import Testing
         #expect(InterfaceFilter().admits(name: "anything", kind: .other))
     }
 }
+
+@Suite struct DurationFormatTests {
+    @Test func durationsForPeople() {
+        #expect(Units.duration(0.25) == "250 ms")
+        #expect(Units.duration(1) == "1 s")
+        #expect(Units.duration(1.5) == "1.5 s")
+        #expect(Units.duration(12.25) == "12.3 s")
+        #expect(Units.duration(125) == "2 m 5 s")
+        #expect(Units.duration(7300) == "2 h 1 m")
+        #expect(Units.duration(0.9999) == "1 s")
+        #expect(Units.duration(59.99) == "1 m 0 s")
+    }
+}
