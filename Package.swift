@@ -45,7 +45,7 @@ let package = Package(
         .testTarget(name: "IfmeterCoreTests", dependencies: ["IfmeterCore"]),
         .testTarget(
             name: "IfmeterSamplingTests",
-            dependencies: ["IfmeterSampling", "IfmeterCore", "CIfmeterLinux", "IfmeterTestSupport"]),
+            dependencies: ["IfmeterSampling", "IfmeterCore", "CIfmeterLinux", "CNetlink", "IfmeterTestSupport"]),
         .testTarget(name: "IfmeterCLITests", dependencies: ["IfmeterCLI", "IfmeterCore", "IfmeterTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
