@@ -16,6 +16,17 @@ let package = Package(
             pkgConfig: "libnl-3.0 libnl-route-3.0",
             providers: [.apt(["libnl-3-dev", "libnl-route-3-dev"])]
         ),
+        // libmicrohttpd for the scrape endpoint, zlib for gzip.
+        .systemLibrary(
+            name: "CMicroHTTPD",
+            pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"])]
+        ),
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        // C shims for libmicrohttpd's variadic start and zlib's macros.
+        .target(name: "CIfmeterHTTP", dependencies: ["CMicroHTTPD", "CZlib"]),
+        // The HTTP server: the one place that calls libmicrohttpd.
+        .target(name: "IfmeterHTTP", dependencies: ["CIfmeterHTTP", "CMicroHTTPD"]),
         // C shims for kernel macros and inline structures Swift cannot import,
         // and the raw C loops the benchmark compares against.
         .target(
@@ -34,7 +45,9 @@ let package = Package(
                 .target(name: "CIfmeterLinux", condition: .when(platforms: [.linux])),
             ]
         ),
-        .target(name: "IfmeterCLI", dependencies: ["IfmeterCore", "IfmeterSampling"]),
+        // The sampling loop the long-running commands share.
+        .target(name: "IfmeterService", dependencies: ["IfmeterCore", "IfmeterSampling"]),
+        .target(name: "IfmeterCLI", dependencies: ["IfmeterCore", "IfmeterSampling", "IfmeterService", "IfmeterHTTP"]),
         .executableTarget(name: "ifmeter", dependencies: ["IfmeterCLI"]),
         .executableTarget(
             name: "ifmeter-bench",

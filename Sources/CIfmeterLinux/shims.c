@@ -26,6 +26,15 @@ int cifm_ifaddrs_stats32(const struct ifaddrs *ifa, cifm_stats32 *out) {
     return 0;
 }
 
+int cifm_ifaddrs_kernel_stats(const struct ifaddrs *ifa, uint64_t out[24]) {
+    if (ifa == NULL || ifa->ifa_addr == NULL || ifa->ifa_addr->sa_family != AF_PACKET || ifa->ifa_data == NULL)
+        return -1;
+    const __u32 *fields = ifa->ifa_data;  // struct rtnl_link_stats: 32-bit fields
+    for (int i = 0; i < 24; i++)
+        out[i] = fields[i];
+    return 0;
+}
+
 int cifm_ifaddrs_packet_info(const struct ifaddrs *ifa, int *ifindex, int *hatype) {
     if (ifa == NULL || ifa->ifa_addr == NULL || ifa->ifa_addr->sa_family != AF_PACKET)
         return -1;

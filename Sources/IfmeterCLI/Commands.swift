@@ -13,7 +13,10 @@ public enum IfmeterCLI {
     public static let version = "0.1.0"
 
     static var commands: [any Command.Type] {
-        [ListCommand.self, SampleCommand.self, RecordCommand.self, ReplayCommand.self]
+        [
+            ListCommand.self, SampleCommand.self, RecordCommand.self, ReplayCommand.self, ServeCommand.self,
+            ExportCommand.self,
+        ]
     }
 
     static let rootSpec = CommandSpec(

@@ -32,16 +32,28 @@ enum Output {
 }
 
 /// SIGINT and SIGTERM ask the running command to stop at its next wait.
+///
+/// Single-threaded commands install a handler (`install`). Commands that
+/// start threads call `block` first: the threads inherit the blocked mask,
+/// so a signal stays pending for the main thread, which takes it in
+/// `sleepUntil` with sigtimedwait (a handler could run on any thread and
+/// leave the main thread asleep).
 enum StopSignal {
     static let received = Atomic<Int32>(0)
+    static let blocked = Atomic<Bool>(false)
+
+    static var stopSignals: sigset_t {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGINT)
+        sigaddset(&set, SIGTERM)
+        return set
+    }
 
     static func install() {
         // A parent may have started us with these blocked (threads of
         // Dispatch-based programs block them, and exec keeps the mask).
-        var unblock = sigset_t()
-        sigemptyset(&unblock)
-        sigaddset(&unblock, SIGINT)
-        sigaddset(&unblock, SIGTERM)
+        var unblock = stopSignals
         pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
         for sig in [SIGINT, SIGTERM] {
             var action = sigaction()
@@ -56,12 +68,31 @@ enum StopSignal {
         }
     }
 
+    /// Blocks SIGINT and SIGTERM in this thread and every thread it starts
+    /// from now on; `sleepUntil` then takes them.
+    static func block() {
+        var set = stopSignals
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+        blocked.store(true, ordering: .relaxed)
+    }
+
     static var requested: Bool { received.load(ordering: .relaxed) != 0 }
 }
 
 /// Sleeps until `deadline` on the monotonic clock; returns false when a stop
 /// signal came first.
 func sleepUntil(_ deadline: Double) -> Bool {
+    if StopSignal.blocked.load(ordering: .relaxed) {
+        var set = StopSignal.stopSignals
+        while !StopSignal.requested {
+            let remaining = deadline - monotonicNow()
+            if remaining <= 0 { return true }
+            var timeout = timespec(tv_sec: Int(remaining), tv_nsec: Int((remaining - Double(Int(remaining))) * 1e9))
+            let signal = sigtimedwait(&set, nil, &timeout)
+            if signal > 0 { StopSignal.received.store(signal, ordering: .relaxed) }
+        }
+        return false
+    }
     var ts = timespec(tv_sec: Int(deadline), tv_nsec: Int((deadline - Double(Int(deadline))) * 1e9))
     while !StopSignal.requested {
         let rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil)
@@ -69,6 +100,12 @@ func sleepUntil(_ deadline: Double) -> Bool {
         if rc != EINTR { return !StopSignal.requested }
     }
     return false
+}
+
+func monotonicNow() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
 /// The machine's host name.

@@ -97,6 +97,8 @@ public struct InterfaceTotals: Sendable, Hashable {
     public var baseline: Counters
     /// The last counters known: a sample's, or a deletion's final ones.
     public var lastCounters: Counters?
+    /// The last sample's full kernel statistics, when the sampler kept them.
+    public var lastKernelStats: KernelLinkStats?
     /// When the interface was first and last seen (sample or event).
     public var firstSeen: Double
     public var lastSeen: Double
@@ -158,6 +160,7 @@ public struct DeltaEngine: Sendable {
         state.speedBps = sample.speedBps
         state.attributes = sample.attributes
         state.lastCounters = sample.counters
+        state.lastKernelStats = sample.kernelStats
         state.lastSeen = t
         state.present = true
         state.deletedAt = nil
@@ -256,7 +259,8 @@ public struct DeltaEngine: Sendable {
                     width: current.width, speedBps: current.speedBps, attributes: current.attributes,
                     totals: counters, quality: .exact, events: EventCounts(),
                     baseline: isFirst ? current.counters : Self.zero(like: current.counters),
-                    lastCounters: current.counters, firstSeen: t, lastSeen: t, present: true,
+                    lastCounters: current.counters, lastKernelStats: current.kernelStats, firstSeen: t, lastSeen: t,
+                    present: true,
                     deletedAt: nil, lastChange: change)
                 series[current.name] = Series(state: state, prev: current, prevTime: t, deletedIndex: nil)
                 delta = InterfaceDelta(
@@ -290,7 +294,8 @@ public struct DeltaEngine: Sendable {
                 classification: final.classification ?? NameRules.classify(name, platform: configuration.platform),
                 index: final.index, width: final.width, speedBps: final.speedBps, attributes: final.attributes,
                 totals: Self.zero(like: final.counters), quality: .exact, events: EventCounts(),
-                baseline: Self.zero(like: final.counters), lastCounters: nil, firstSeen: t, lastSeen: t,
+                baseline: Self.zero(like: final.counters), lastCounters: nil, lastKernelStats: nil, firstSeen: t,
+                lastSeen: t,
                 present: false, deletedAt: nil, lastChange: .deleted))
 
         var counters: Counters

@@ -26,6 +26,29 @@ public struct LinkAttributes: Sendable, Hashable {
     }
 }
 
+/// The kernel's full link statistics: the first 24 fields of `struct
+/// rtnl_link_stats64`, in its order. Samplers keep them only when asked
+/// (node_exporter compatibility needs them); ifmeter's own figures use
+/// `Counters`.
+public struct KernelLinkStats: Sendable, Hashable {
+    public enum Field: Int, CaseIterable, Sendable {
+        case rxPackets, txPackets, rxBytes, txBytes, rxErrors, txErrors, rxDropped, txDropped
+        case multicast, collisions
+        case rxLengthErrors, rxOverErrors, rxCrcErrors, rxFrameErrors, rxFifoErrors, rxMissedErrors
+        case txAbortedErrors, txCarrierErrors, txFifoErrors, txHeartbeatErrors, txWindowErrors
+        case rxCompressed, txCompressed, rxNohandler
+    }
+
+    public var values: [UInt64]
+
+    /// `values` in `Field` order; missing trailing fields read as zero.
+    public init(values: [UInt64]) {
+        self.values = values + [UInt64](repeating: 0, count: max(0, Field.allCases.count - values.count))
+    }
+
+    public subscript(field: Field) -> UInt64 { values[field.rawValue] }
+}
+
 /// One interface's counters at one instant.
 public struct InterfaceSample: Sendable, Hashable {
     public var name: String
@@ -42,11 +65,13 @@ public struct InterfaceSample: Sendable, Hashable {
     public var counters: Counters
     /// Live samplers only.
     public var attributes: LinkAttributes?
+    /// Live samplers only, and only when asked for.
+    public var kernelStats: KernelLinkStats?
 
     public init(
         name: String, index: Int? = nil, classification: Classification? = nil,
         width: CounterWidth = .bits64, speedBps: UInt64? = nil, counters: Counters,
-        attributes: LinkAttributes? = nil
+        attributes: LinkAttributes? = nil, kernelStats: KernelLinkStats? = nil
     ) {
         self.name = name
         self.index = index
@@ -55,6 +80,7 @@ public struct InterfaceSample: Sendable, Hashable {
         self.speedBps = speedBps
         self.counters = counters
         self.attributes = attributes
+        self.kernelStats = kernelStats
     }
 
     public var kind: InterfaceKind? { classification?.kind }

@@ -38,11 +38,15 @@ public struct SamplerOptions: Sendable {
     public var forceLinkDump: Bool
     /// The netlink socket's receive buffer.
     public var receiveBufferBytes: Int32
+    /// Keep the kernel's full link statistics in each sample (for
+    /// node_exporter compatibility); off, samples carry ifmeter's counters only.
+    public var kernelStats: Bool
 
     public init(
         sysfs: SysfsReader? = SysfsReader(), catalogRefreshSeconds: Double = 10, forceLinkDump: Bool = false,
-        receiveBufferBytes: Int32 = 1 << 20
+        receiveBufferBytes: Int32 = 1 << 20, kernelStats: Bool = false
     ) {
+        self.kernelStats = kernelStats
         self.sysfs = sysfs
         self.catalogRefreshSeconds = catalogRefreshSeconds
         self.forceLinkDump = forceLinkDump

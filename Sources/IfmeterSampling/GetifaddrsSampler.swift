@@ -34,7 +34,7 @@ public final class GetifaddrsSampler: CounterSource {
         var list: UnsafeMutablePointer<ifaddrs>?
         guard getifaddrs(&list) == 0 else { throw SamplingError.system("getifaddrs") }
         defer { freeifaddrs(list) }
-        var found: [(name: String, index: Int, type: Int, counters: Counters)] = []
+        var found: [(name: String, index: Int, type: Int, counters: Counters, stats: KernelLinkStats?)] = []
         var cursor = list
         while let ifa = cursor {
             defer { cursor = ifa.pointee.ifa_next }
@@ -49,7 +49,12 @@ public final class GetifaddrsSampler: CounterSource {
                 rxPackets: UInt64(stats.rx_packets), txPackets: UInt64(stats.tx_packets),
                 rxErrors: UInt64(stats.rx_errors), txErrors: UInt64(stats.tx_errors),
                 rxDropped: UInt64(stats.rx_dropped), txDropped: UInt64(stats.tx_dropped))
-            found.append((String(cString: ifa.pointee.ifa_name), Int(index), Int(hatype), counters))
+            var kernelStats: KernelLinkStats?
+            if options.kernelStats {
+                var fields = [UInt64](repeating: 0, count: 24)
+                if cifm_ifaddrs_kernel_stats(ifa, &fields) == 0 { kernelStats = KernelLinkStats(values: fields) }
+            }
+            found.append((String(cString: ifa.pointee.ifa_name), Int(index), Int(hatype), counters, kernelStats))
             #else
             guard let addr = ifa.pointee.ifa_addr, addr.pointee.sa_family == UInt8(AF_LINK),
                   let data = ifa.pointee.ifa_data
@@ -61,7 +66,7 @@ public final class GetifaddrsSampler: CounterSource {
                 rxPackets: UInt64(d.ifi_ipackets), txPackets: UInt64(d.ifi_opackets),
                 rxErrors: UInt64(d.ifi_ierrors), txErrors: UInt64(d.ifi_oerrors),
                 rxDropped: UInt64(d.ifi_iqdrops), txDropped: nil)
-            found.append((String(cString: ifa.pointee.ifa_name), index, Int(d.ifi_type), counters))
+            found.append((String(cString: ifa.pointee.ifa_name), index, Int(d.ifi_type), counters, nil))
             #endif
         }
         #if os(Linux)
@@ -94,7 +99,7 @@ public final class GetifaddrsSampler: CounterSource {
             #endif
             interfaces.append(InterfaceSample(
                 name: entry.name, index: entry.index, classification: classification, width: .bits32,
-                speedBps: ceiling, counters: entry.counters, attributes: attributes))
+                speedBps: ceiling, counters: entry.counters, attributes: attributes, kernelStats: entry.stats))
         }
         return Sample(time: t, interfaces: interfaces)
     }

@@ -126,22 +126,35 @@ final class NetlinkSocket {
 
 /// Reads a `struct rtnl_link_stats64` from an attribute, which netlink
 /// aligns to 4 bytes only. Only the eight counters ifmeter keeps are loaded
-/// (the struct has 24 and more), field by field at their C offsets.
+/// (the struct has 24 and more), field by field; older kernels send a
+/// shorter struct, so only what the attribute holds is read.
 func linkStats64(_ attr: UnsafeMutablePointer<nlattr>) -> Counters? {
-    guard nla_len(attr) >= Int32(MemoryLayout<rtnl_link_stats64>.size) else { return nil }
+    guard nla_len(attr) >= 8 * 8 else { return nil }
     let p = UnsafeRawPointer(nla_data(attr)!)
-    func field(_ key: KeyPath<rtnl_link_stats64, UInt64>) -> UInt64 {
-        p.loadUnaligned(fromByteOffset: MemoryLayout<rtnl_link_stats64>.offset(of: key)!, as: UInt64.self)
-    }
-    return Counters(
-        all: field(\.rx_bytes), field(\.tx_bytes), field(\.rx_packets), field(\.tx_packets),
-        field(\.rx_errors), field(\.tx_errors), field(\.rx_dropped), field(\.tx_dropped))
+    func field(_ n: Int) -> UInt64 { p.loadUnaligned(fromByteOffset: n * 8, as: UInt64.self) }
+    // rtnl_link_stats64 begins rx_packets, tx_packets, rx_bytes, tx_bytes,
+    // rx_errors, tx_errors, rx_dropped, tx_dropped.
+    return Counters(all: field(2), field(3), field(0), field(1), field(4), field(5), field(6), field(7))
+}
+
+/// All the 64-bit link statistics the attribute holds (up to 24 fields).
+func kernelStats64(_ attr: UnsafeMutablePointer<nlattr>) -> KernelLinkStats {
+    let count = min(Int(nla_len(attr)) / 8, KernelLinkStats.Field.allCases.count)
+    let p = UnsafeRawPointer(nla_data(attr)!)
+    return KernelLinkStats(values: (0..<count).map { p.loadUnaligned(fromByteOffset: $0 * 8, as: UInt64.self) })
+}
+
+/// All the 32-bit link statistics the attribute holds, widened.
+func kernelStats32(_ attr: UnsafeMutablePointer<nlattr>) -> KernelLinkStats {
+    let count = min(Int(nla_len(attr)) / 4, KernelLinkStats.Field.allCases.count)
+    let p = UnsafeRawPointer(nla_data(attr)!)
+    return KernelLinkStats(values: (0..<count).map { UInt64(p.loadUnaligned(fromByteOffset: $0 * 4, as: UInt32.self)) })
 }
 
 /// Reads the 32-bit `struct rtnl_link_stats` (IFLA_STATS), for kernels whose
 /// answer lacks IFLA_STATS64.
 func linkStats32(_ attr: UnsafeMutablePointer<nlattr>) -> Counters? {
-    guard nla_len(attr) >= Int32(MemoryLayout<rtnl_link_stats>.size) else { return nil }
+    guard nla_len(attr) >= 8 * 4 else { return nil }
     let s = UnsafeRawPointer(nla_data(attr)!).loadUnaligned(as: rtnl_link_stats.self)
     return Counters(
         rxBytes: UInt64(s.rx_bytes), txBytes: UInt64(s.tx_bytes), rxPackets: UInt64(s.rx_packets),

@@ -23,7 +23,7 @@ public final class NetlinkSampler: CounterSource {
     private let catalog: LinkCatalog
     private let statsRequest: OpaquePointer
     private let linkRequest: OpaquePointer
-    private typealias Raw = (index: Int, counters: Counters, width: CounterWidth)
+    private typealias Raw = (index: Int, counters: Counters, width: CounterWidth, stats: KernelLinkStats?)
     /// Reused between samples.
     private var rawBuffer: [Raw] = []
     /// The last sample's interfaces in dump order. The kernel dumps links in
@@ -106,7 +106,8 @@ public final class NetlinkSampler: CounterSource {
                 guard let link = links[entry.index] else { continue }
                 interfaces.append(InterfaceSample(
                     name: link.name, index: entry.index, classification: link.classification, width: entry.width,
-                    speedBps: link.speedCeilingBps, counters: entry.counters, attributes: link.attributes))
+                    speedBps: link.speedCeilingBps, counters: entry.counters, attributes: link.attributes,
+                    kernelStats: entry.stats))
             }
             if interfaces.count == raw.count {
                 order = raw.map(\.index)
@@ -121,6 +122,7 @@ public final class NetlinkSampler: CounterSource {
 
     /// Dumps every link's counters into `sink`, in dump order.
     private func readCounters<Sink: CounterSink>(into sink: inout Sink) throws(SamplingError) {
+        let keepStats = options.kernelStats
         if mode == .stats {
             do {
                 try socket.dump(statsRequest, name: "RTM_GETSTATS", restart: { sink.restart() }) { nh in
@@ -130,7 +132,7 @@ public final class NetlinkSampler: CounterSource {
                                               Int32(IFLA_STATS_LINK_64)),
                           let counters = linkStats64(attr)
                     else { return }
-                    sink.emit(Int(message.pointee.ifindex), counters, .bits64)
+                    sink.emit(Int(message.pointee.ifindex), counters, .bits64, keepStats ? kernelStats64(attr) : nil)
                 }
                 return
             } catch let error where error.errno == EOPNOTSUPP || error.errno == EINVAL {
@@ -146,9 +148,9 @@ public final class NetlinkSampler: CounterSource {
             let attrs = nlmsg_attrdata(nh, header), length = nlmsg_attrlen(nh, header)
             let index = Int(message.pointee.ifi_index)
             if let attr = nla_find(attrs, length, Int32(IFLA_STATS64)), let counters = linkStats64(attr) {
-                sink.emit(index, counters, .bits64)
+                sink.emit(index, counters, .bits64, keepStats ? kernelStats64(attr) : nil)
             } else if let attr = nla_find(attrs, length, Int32(IFLA_STATS)), let counters = linkStats32(attr) {
-                sink.emit(index, counters, .bits32)
+                sink.emit(index, counters, .bits32, keepStats ? kernelStats32(attr) : nil)
             }
         }
     }
@@ -156,17 +158,17 @@ public final class NetlinkSampler: CounterSource {
 
 /// Receives each link's counters as a dump is parsed.
 private protocol CounterSink {
-    mutating func emit(_ index: Int, _ counters: Counters, _ width: CounterWidth)
+    mutating func emit(_ index: Int, _ counters: Counters, _ width: CounterWidth, _ stats: KernelLinkStats?)
     /// The dump starts over (it was interrupted): forget what came.
     mutating func restart()
 }
 
 /// Collects every link's counters, for the slow path.
 private struct Collector: CounterSink {
-    var raw: [(index: Int, counters: Counters, width: CounterWidth)]
+    var raw: [(index: Int, counters: Counters, width: CounterWidth, stats: KernelLinkStats?)]
 
-    mutating func emit(_ index: Int, _ counters: Counters, _ width: CounterWidth) {
-        raw.append((index, counters, width))
+    mutating func emit(_ index: Int, _ counters: Counters, _ width: CounterWidth, _ stats: KernelLinkStats?) {
+        raw.append((index, counters, width, stats))
     }
 
     mutating func restart() { raw.removeAll(keepingCapacity: true) }
@@ -178,30 +180,31 @@ private struct Assembler: CounterSink {
     let order: [Int]
     let templates: [InterfaceSample]
     let base: UnsafeMutablePointer<InterfaceSample>
-    var raw: [(index: Int, counters: Counters, width: CounterWidth)]
+    var raw: [(index: Int, counters: Counters, width: CounterWidth, stats: KernelLinkStats?)]
     var built = 0
     var aligned = true
 
     init(order: [Int], templates: [InterfaceSample], base: UnsafeMutablePointer<InterfaceSample>,
-         raw: [(index: Int, counters: Counters, width: CounterWidth)]) {
+         raw: [(index: Int, counters: Counters, width: CounterWidth, stats: KernelLinkStats?)]) {
         self.order = order
         self.templates = templates
         self.base = base
         self.raw = raw
     }
 
-    mutating func emit(_ index: Int, _ counters: Counters, _ width: CounterWidth) {
+    mutating func emit(_ index: Int, _ counters: Counters, _ width: CounterWidth, _ stats: KernelLinkStats?) {
         if aligned {
             if built < order.count, order[built] == index {
                 (base + built).initialize(to: templates[built])
                 base[built].counters = counters
                 base[built].width = width
+                base[built].kernelStats = stats
                 built += 1
                 return
             }
             spill()
         }
-        raw.append((index, counters, width))
+        raw.append((index, counters, width, stats))
     }
 
     mutating func restart() {
@@ -219,7 +222,7 @@ private struct Assembler: CounterSink {
     /// Moves what was built into `raw`, for the slow path.
     private mutating func spill() {
         aligned = false
-        for k in 0..<built { raw.append((order[k], base[k].counters, base[k].width)) }
+        for k in 0..<built { raw.append((order[k], base[k].counters, base[k].width, base[k].kernelStats)) }
     }
 }
 #endif

@@ -34,6 +34,10 @@ typedef struct cifm_stats32 {
 /// rtnl_link_stats`). Returns 0 on success, -1 when the entry has none.
 int cifm_ifaddrs_stats32(const struct ifaddrs *ifa, cifm_stats32 *out);
 
+/// All 24 fields of the entry's `struct rtnl_link_stats`, widened, in the
+/// struct's order. Returns 0 on success, -1 when the entry has none.
+int cifm_ifaddrs_kernel_stats(const struct ifaddrs *ifa, uint64_t out[24]);
+
 /// The interface index and ARPHRD type of an AF_PACKET entry's address.
 /// Returns 0 on success, -1 when the address is not AF_PACKET.
 int cifm_ifaddrs_packet_info(const struct ifaddrs *ifa, int *ifindex, int *hatype);

@@ -1,0 +1,42 @@
+// C shims for the HTTP server: libmicrohttpd's start function is variadic
+// and zlib's deflateInit2 is a macro; Swift can call neither. Every name is
+// prefixed `cifm_http_`.
+#ifndef CIFMETER_HTTP_H
+#define CIFMETER_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct MHD_Daemon;
+struct MHD_Connection;
+
+typedef int (*cifm_http_handler)(void *cls, struct MHD_Connection *connection, const char *url,
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **req_cls);
+typedef void (*cifm_http_logger)(void *cls, const char *message);
+
+/// Limits that keep slow or broken clients from starving the others.
+typedef struct cifm_http_limits {
+    unsigned int threads;           // epoll threads in the pool
+    unsigned int connections;       // open connections at most
+    unsigned int per_ip;            // open connections per client address
+    unsigned int timeout_seconds;   // idle connections are closed after this
+    size_t memory_per_connection;   // bounds request headers
+} cifm_http_limits;
+
+/// A running daemon and its logger.
+typedef struct cifm_http_server cifm_http_server;
+
+/// Starts a daemon on an already bound and listening socket `fd`. Returns
+/// NULL on failure (the logger has the reason).
+cifm_http_server *cifm_http_start(int fd, cifm_http_limits limits, cifm_http_handler handler, void *handler_cls,
+                                  cifm_http_logger logger, void *logger_cls);
+
+/// Stops the daemon (in-flight responses finish first) and frees it.
+void cifm_http_stop(cifm_http_server *server);
+
+/// gzip-compresses `input`. On success returns 0 and *output (malloc'd,
+/// free with free()) and *output_len; otherwise a zlib error code.
+int cifm_http_gzip(const void *input, size_t input_len, int level, void **output, size_t *output_len);
+
+#endif

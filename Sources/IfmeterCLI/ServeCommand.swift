@@ -1,0 +1,298 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import IfmeterCore
+import IfmeterHTTP
+import IfmeterSampling
+import IfmeterService
+import Synchronization
+
+/// The default port: not node_exporter's 9100. (Prometheus's list of
+/// exporter ports, 9100-9999, is full, so no number there is unique.)
+let defaultServePort: UInt16 = 9874
+
+/// Options the long-running commands share.
+enum MonitorOptions {
+    static let common: [OptionSpec] = [
+        CommonOptions.interval, CommonOptions.maxRate,
+    ] + CommonOptions.source + CommonOptions.filters
+
+    static func configuration(_ p: ParsedArguments, seriesLifetime: Double? = nil, kernelStats: Bool = false) throws(CLIError)
+        -> Monitor.Configuration
+    {
+        var samplerOptions = CommonOptions.samplerOptions(p)
+        samplerOptions.kernelStats = kernelStats
+        return Monitor.Configuration(
+            source: try CommonOptions.sourceKind(p), samplerOptions: samplerOptions,
+            interval: try CommonOptions.duration(p, "--interval", default: 1), filter: try CommonOptions.filter(p),
+            engine: try CommonOptions.engineConfiguration(p), seriesLifetime: seriesLifetime)
+    }
+
+    static func families(_ p: ParsedArguments) throws(CLIError) -> ExpositionFamilies {
+        guard let text = p.value("--compat") else { return .ifmeter }
+        guard let families = ExpositionFamilies(rawValue: text), families != .ifmeter else {
+            throw p.usage("unknown value '\(text)' for '--compat'; use node (add node_exporter's families) or node-only")
+        }
+        return families
+    }
+
+    static let compat = OptionSpec(
+        "--compat", value: "node|node-only",
+        help: "Also (node) or only (node-only) node_exporter's node_network_*_total{device} families, raw kernel counters.")
+
+    /// Starts a monitor, turning a source failure into a runtime error.
+    static func start(_ configuration: Monitor.Configuration, onSample: (@Sendable (MonitorState) -> Void)? = nil) throws(CLIError)
+        -> Monitor
+    {
+        let monitor = Monitor(configuration: configuration, onSample: onSample)
+        do {
+            try monitor.start()
+        } catch {
+            throw .runtime("cannot open the \(configuration.source.rawValue) source: \(error)")
+        }
+        return monitor
+    }
+}
+
+struct ServeCommand: Command {
+    static let spec = CommandSpec(
+        name: "ifmeter serve",
+        abstract: "Serve Prometheus metrics over HTTP (text 0.0.4, or OpenMetrics when asked).",
+        discussion: """
+            A background sampler feeds the delta engine every interval; scrapes
+            render its state (no netlink dump per scrape). Counters continue the
+            kernel's from when ifmeter first saw each interface and never go down,
+            across wraps, resets and recreated interfaces. Listens on loopback
+            unless told otherwise; SIGINT or SIGTERM stop it.
+            """,
+        options: [
+            OptionSpec("--listen", value: "address", help: "Address and port, like 127.0.0.1:9874, 0.0.0.0:9874 or [::]:9874.",
+                       default: "127.0.0.1:\(defaultServePort)"),
+            MonitorOptions.compat,
+            OptionSpec("--series-lifetime", value: "duration", help: "Drop an interface from the output this long after it went away.",
+                       default: "5m"),
+            OptionSpec("--max-connections", value: "n", help: "Open connections at most; idle ones are closed after 10 s.",
+                       default: "1024"),
+        ] + MonitorOptions.common)
+
+    let arguments: ParsedArguments
+    let address: ListenAddress
+    let families: ExpositionFamilies
+    let configuration: Monitor.Configuration
+    let limits: HTTPLimits
+
+    init(_ p: ParsedArguments) throws(CLIError) {
+        arguments = p
+        let listen = p.value("--listen") ?? "127.0.0.1:\(defaultServePort)"
+        guard let address = ListenAddress(parsing: listen) else {
+            throw p.usage("invalid value '\(listen)' for '--listen <address>': expected HOST:PORT like 127.0.0.1:9874 or [::]:9874")
+        }
+        self.address = address
+        families = try MonitorOptions.families(p)
+        let lifetime = try CommonOptions.duration(p, "--series-lifetime", default: 300)
+        configuration = try MonitorOptions.configuration(p, seriesLifetime: lifetime, kernelStats: families != .ifmeter)
+        var limits = HTTPLimits()
+        if let n = try CommonOptions.positiveInt(p, "--max-connections") {
+            limits.connections = UInt32(min(n, 1 << 20))
+            limits.perClient = max(1, limits.connections * 3 / 4)
+        }
+        self.limits = limits
+    }
+
+    func run() throws(CLIError) {
+        StopSignal.block()
+        raiseOpenFileLimit(to: Int(limits.connections) + 64)
+        let monitor = try MonitorOptions.start(configuration)
+        defer { monitor.stop() }
+        let cache = ScrapeCache(families: families, version: IfmeterCLI.version, interval: configuration.interval)
+        let server: HTTPServer
+        do {
+            let log = RateLimitedLog(prefix: "ifmeter serve: ", every: 10)
+            server = try HTTPServer(address: address, limits: limits, logger: { line in log.write(line) }) { request in
+                Self.respond(to: request, monitor: monitor, cache: cache)
+            }
+        } catch {
+            throw .runtime("\(error). Choose another with --listen.")
+        }
+        Output.error("ifmeter serve: listening on http://\(address)/metrics (source \(configuration.source.rawValue), every \(Units.duration(configuration.interval)))")
+        while !StopSignal.requested { _ = sleepUntil(monotonicSeconds() + 3600) }
+        server.stop()
+        Output.error("ifmeter serve: stopped")
+    }
+
+    static func respond(to request: HTTPRequest, monitor: Monitor, cache: ScrapeCache) -> HTTPResponse {
+        guard request.method == "GET" || request.method == "HEAD" else {
+            return HTTPResponse(status: 405, text: "405 Method Not Allowed: use GET or HEAD.\n", headers: [("Allow", "GET, HEAD")])
+        }
+        switch request.path {
+        case "/metrics":
+            let openMetrics = ExpositionNegotiation.prefersOpenMetrics(accept: request.headers["accept"])
+            let gzip = acceptsGzip(request.headers["accept-encoding"])
+            let state = monitor.current
+            let variant = ScrapeCache.Variant(openMetrics: openMetrics, gzip: gzip)
+            guard let rendered = cache.rendered(state, generation: state.generation, variant: variant)
+                ?? cache.rendered(state, generation: state.generation, variant: .init(openMetrics: openMetrics, gzip: false))
+            else {
+                return HTTPResponse(status: 500, text: "500: rendering failed\n")
+            }
+            var headers = [("Content-Type", rendered.contentType), ("Vary", "Accept, Accept-Encoding"), ("Cache-Control", "no-store")]
+            if variant.gzip, rendered.body.count > 0, isGzip(rendered.body) { headers.append(("Content-Encoding", "gzip")) }
+            return HTTPResponse(status: 200, headers: headers, body: rendered.body)
+        case "/":
+            return HTTPResponse(status: 200, contentType: "text/html; charset=utf-8", text: """
+                <!DOCTYPE html>
+                <html><head><title>ifmeter</title></head><body>
+                <h1>ifmeter \(IfmeterCLI.version)</h1>
+                <p>Network traffic per interface: <a href="/metrics">/metrics</a>.</p>
+                <p>The figures are estimates from interface counters: they include protocol overhead
+                and are not per-app accounting; a total that lost traffic is a lower bound
+                (see <code>ifmeter_interface_quality</code>).</p>
+                </body></html>
+
+                """)
+        default:
+            return HTTPResponse(status: 404, text: "404 Not Found: ifmeter serves /metrics.\n")
+        }
+    }
+
+    /// Whether Accept-Encoding allows gzip (and does not refuse it, q=0).
+    static func acceptsGzip(_ header: String?) -> Bool {
+        guard let header else { return false }
+        for part in header.split(separator: ",") {
+            let fields = part.split(separator: ";")
+            guard let coding = fields.first?.trimmingCharacters(), coding == "gzip" || coding == "*" else { continue }
+            let q = fields.dropFirst().compactMap { field -> Double? in
+                let pair = field.split(separator: "=")
+                return pair.count == 2 && pair[0].trimmingCharacters() == "q" ? Double(pair[1].trimmingCharacters()) : nil
+            }.first ?? 1
+            if q > 0 { return true }
+        }
+        return false
+    }
+
+    static func isGzip(_ body: HTTPBody) -> Bool {
+        guard let base = body.base, body.count >= 2 else { return false }
+        return base.load(as: UInt8.self) == 0x1F && base.load(fromByteOffset: 1, as: UInt8.self) == 0x8B
+    }
+}
+
+extension Substring {
+    func trimmingCharacters() -> String {
+        var s = self
+        while s.first == " " || s.first == "\t" { s = s.dropFirst() }
+        while s.last == " " || s.last == "\t" { s = s.dropLast() }
+        return String(s)
+    }
+}
+
+/// Raises the soft limit on open files toward `wanted` (within the hard
+/// limit), so the connection limit, not the descriptor limit, decides.
+func raiseOpenFileLimit(to wanted: Int) {
+    var limit = rlimit()
+    guard getrlimit(RLIMIT_NOFILE_VALUE, &limit) == 0 else { return }
+    let target = min(rlim_t(wanted), limit.rlim_max)
+    if limit.rlim_cur < target {
+        limit.rlim_cur = target
+        _ = setrlimit(RLIMIT_NOFILE_VALUE, &limit)
+    }
+}
+
+#if canImport(Glibc)
+let RLIMIT_NOFILE_VALUE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+#else
+let RLIMIT_NOFILE_VALUE = RLIMIT_NOFILE
+#endif
+
+struct ExportCommand: Command {
+    static let spec = CommandSpec(
+        name: "ifmeter export",
+        abstract: "Write the metrics to a file periodically, replaced atomically.",
+        discussion: """
+            --textfile PATH writes the Prometheus exposition for node_exporter's
+            textfile collector (name it *.prom). Each period replaces the file
+            atomically (a temporary file in the same folder, fsync, rename), so a
+            reader never sees half a file. SIGINT or SIGTERM write once more, then stop.
+            """,
+        options: [
+            OptionSpec("--textfile", value: "path", help: "Write the Prometheus text exposition here."),
+            OptionSpec("--every", value: "duration", help: "Time between writes.", default: "15s"),
+            MonitorOptions.compat,
+            OptionSpec("--series-lifetime", value: "duration", help: "Drop an interface this long after it went away.",
+                       default: "5m"),
+        ] + MonitorOptions.common)
+
+    let textfile: String
+    let every: Double
+    let families: ExpositionFamilies
+    let configuration: Monitor.Configuration
+
+    init(_ p: ParsedArguments) throws(CLIError) {
+        guard let textfile = p.value("--textfile") else { throw p.usage("nothing to export: give --textfile PATH") }
+        self.textfile = textfile
+        every = try CommonOptions.duration(p, "--every", default: 15)
+        families = try MonitorOptions.families(p)
+        let lifetime = try CommonOptions.duration(p, "--series-lifetime", default: 300)
+        configuration = try MonitorOptions.configuration(p, seriesLifetime: lifetime, kernelStats: families != .ifmeter)
+    }
+
+    func run() throws(CLIError) {
+        do {
+            try AtomicFile.checkWritable(textfile)
+        } catch {
+            throw .runtime("cannot export to \(textfile): \(error)")
+        }
+        StopSignal.block()
+        let monitor = try MonitorOptions.start(configuration)
+        defer { monitor.stop() }
+        var failing = false
+        let start = monotonicSeconds()
+        var period = 0
+        repeat {
+            let state = monitor.current
+            let input = ScrapeCache.input(state, families: families, version: IfmeterCLI.version, interval: configuration.interval)
+            do {
+                try AtomicFile.write(PrometheusTextRenderer().render(input), to: textfile)
+                if failing { Output.error("ifmeter export: writing \(textfile) works again") }
+                failing = false
+            } catch {
+                // Once per failure streak; the previous file stays as it was.
+                if !failing { Output.error("ifmeter export: \(error); the previous file is kept, retrying every \(Units.duration(every))") }
+                failing = true
+            }
+            period += 1
+        } while sleepUntil(start + Double(period) * every)
+        // Stopped: one last write with the latest sample.
+        let input = ScrapeCache.input(monitor.current, families: families, version: IfmeterCLI.version, interval: configuration.interval)
+        try? AtomicFile.write(PrometheusTextRenderer().render(input), to: textfile)
+    }
+}
+
+/// Writes at most one line per `every` seconds to stderr, and says how many
+/// it held back, so a flood of bad requests cannot flood the log.
+final class RateLimitedLog: Sendable {
+    private let prefix: String
+    private let every: Double
+    private let state = Mutex<(last: Double, suppressed: Int)>((-.infinity, 0))
+
+    init(prefix: String, every: Double) {
+        self.prefix = prefix
+        self.every = every
+    }
+
+    func write(_ line: String) {
+        let now = monotonicNow()
+        let (print, suppressed) = state.withLock { state -> (Bool, Int) in
+            guard now - state.last >= every else {
+                state.suppressed += 1
+                return (false, 0)
+            }
+            let held = state.suppressed
+            state = (now, 0)
+            return (true, held)
+        }
+        guard print else { return }
+        Output.error(prefix + line + (suppressed > 0 ? " (and \(suppressed) more messages in the last \(Units.duration(every)))" : ""))
+    }
+}

@@ -1,0 +1,411 @@
+/// What a Prometheus scrape shows: every interface's totals and the
+/// exporter's own health. Built by the serving loop after each sample.
+public struct ExpositionInput: Sendable {
+    public var interfaces: [InterfaceTotals]
+    public var health: ExporterHealth
+    public var families: ExpositionFamilies
+
+    public init(interfaces: [InterfaceTotals], health: ExporterHealth, families: ExpositionFamilies = .ifmeter) {
+        self.interfaces = interfaces
+        self.health = health
+        self.families = families
+    }
+}
+
+/// Which families a scrape holds.
+public enum ExpositionFamilies: String, Sendable, CaseIterable {
+    /// ifmeter's own families only.
+    case ifmeter
+    /// ifmeter's, plus node_exporter's `node_network_*_total{device}`.
+    case ifmeterAndNode = "node"
+    /// node_exporter's families only (and ifmeter's health).
+    case nodeOnly = "node-only"
+}
+
+/// The exporter's own metrics.
+public struct ExporterHealth: Sendable, Hashable {
+    public var version: String
+    public var source: String
+    public var samples: UInt64
+    public var sampleErrors: UInt64
+    /// Overflows of the link-notification socket (a burst of link changes).
+    public var overruns: UInt64
+    public var lastSampleSeconds: Double?
+    /// Unix time of the last sample.
+    public var lastSampleTime: Double?
+    /// Unix time the exporter started: the `_created` time of its counters.
+    public var startTime: Double
+    public var intervalSeconds: Double
+
+    public init(
+        version: String, source: String, samples: UInt64 = 0, sampleErrors: UInt64 = 0, overruns: UInt64 = 0,
+        lastSampleSeconds: Double? = nil, lastSampleTime: Double? = nil, startTime: Double, intervalSeconds: Double
+    ) {
+        self.version = version
+        self.source = source
+        self.samples = samples
+        self.sampleErrors = sampleErrors
+        self.overruns = overruns
+        self.lastSampleSeconds = lastSampleSeconds
+        self.lastSampleTime = lastSampleTime
+        self.startTime = startTime
+        self.intervalSeconds = intervalSeconds
+    }
+}
+
+/// Renders an exposition in one format.
+public protocol ExpositionRenderer: Sendable {
+    /// The Content-Type of what `render` returns.
+    var contentType: String { get }
+    func render(_ input: ExpositionInput) -> [UInt8]
+}
+
+/// Prometheus text format 0.0.4: what scrapers get by default.
+public struct PrometheusTextRenderer: ExpositionRenderer {
+    public init() {}
+    public let contentType = "text/plain; version=0.0.4; charset=utf-8"
+    public func render(_ input: ExpositionInput) -> [UInt8] {
+        var writer = ExpositionWriter(openMetrics: false, capacity: input.interfaces.count * 2200 + 4096)
+        writer.write(input)
+        return writer.bytes
+    }
+}
+
+/// OpenMetrics 1.0.0: what Prometheus asks for first. Counter families are
+/// named without `_total` in their metadata, and the text ends with `# EOF`.
+public struct OpenMetricsRenderer: ExpositionRenderer {
+    public init() {}
+    public let contentType = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    public func render(_ input: ExpositionInput) -> [UInt8] {
+        var writer = ExpositionWriter(openMetrics: true, capacity: input.interfaces.count * 2200 + 4096)
+        writer.write(input)
+        return writer.bytes
+    }
+}
+
+/// Picks the exposition format from an Accept header: OpenMetrics when the
+/// client ranks it at least as high as the text format, text otherwise.
+public enum ExpositionNegotiation {
+    public static func prefersOpenMetrics(accept: String?) -> Bool {
+        guard let accept, !accept.isEmpty else { return false }
+        var openMetrics = -1.0, text = -1.0, any = -1.0
+        for part in accept.split(separator: ",") {
+            let fields = part.split(separator: ";").map { $0.trimmingSpaces() }
+            guard let type = fields.first?.lowercased() else { continue }
+            var q = 1.0, version: String?
+            for field in fields.dropFirst() {
+                let pair = field.split(separator: "=", maxSplits: 1).map { $0.trimmingSpaces() }
+                guard pair.count == 2 else { continue }
+                if pair[0].lowercased() == "q" { q = Double(pair[1]) ?? 0 }
+                if pair[0].lowercased() == "version" { version = pair[1] }
+            }
+            switch type {
+            case "application/openmetrics-text":
+                if version == nil || version == "1.0.0" || version == "0.0.1" { openMetrics = max(openMetrics, q) }
+            case "text/plain":
+                if version == nil || version == "0.0.4" { text = max(text, q) }
+            case "*/*", "text/*": any = max(any, q)
+            default: break
+            }
+        }
+        return openMetrics > 0 && openMetrics >= max(text, any)
+    }
+}
+
+extension Substring {
+    func trimmingSpaces() -> String {
+        var s = self
+        while s.first == " " || s.first == "\t" { s = s.dropFirst() }
+        while s.last == " " || s.last == "\t" { s = s.dropLast() }
+        return String(s)
+    }
+}
+
+/// Writes both formats; the differences are the counter metadata names,
+/// the escaping of HELP, units, `_created` and `# EOF`.
+struct ExpositionWriter {
+    let openMetrics: Bool
+    var bytes: [UInt8] = []
+
+    init(openMetrics: Bool, capacity: Int) {
+        self.openMetrics = openMetrics
+        bytes.reserveCapacity(capacity)
+    }
+
+    static let caveat = "An estimate from interface counters: protocol overhead included, not per-app."
+
+    enum Kind {
+        case counter, gauge, info
+        var text: String {
+            switch self {
+            case .counter: "counter"
+            case .gauge: "gauge"
+            case .info: "info"
+            }
+        }
+    }
+
+    mutating func write(_ input: ExpositionInput) {
+        let present = input.interfaces.filter(\.present)
+        if input.families != .nodeOnly { writeInterfaces(input.interfaces) }
+        if input.families != .ifmeter { writeNode(present) }
+        writeHealth(input.health, interfaces: input.interfaces.count)
+        if openMetrics { append("# EOF\n") }
+    }
+
+    // MARK: ifmeter's families
+
+    typealias CounterFamily = (name: String, key: CounterKey, help: String)
+    static let counterFamilies: [CounterFamily] = [
+        ("ifmeter_receive_bytes", .rxBytes, "Bytes received"),
+        ("ifmeter_transmit_bytes", .txBytes, "Bytes transmitted"),
+        ("ifmeter_receive_packets", .rxPackets, "Packets received"),
+        ("ifmeter_transmit_packets", .txPackets, "Packets transmitted"),
+        ("ifmeter_receive_errors", .rxErrors, "Receive errors"),
+        ("ifmeter_transmit_errors", .txErrors, "Transmit errors"),
+        ("ifmeter_receive_drops", .rxDropped, "Received packets dropped"),
+        ("ifmeter_transmit_drops", .txDropped, "Packets dropped on transmit"),
+    ]
+
+    mutating func writeInterfaces(_ interfaces: [InterfaceTotals]) {
+        for family in Self.counterFamilies {
+            guard interfaces.contains(where: { $0.totals[family.key] != nil || $0.baseline[family.key] != nil }) else { continue }
+            header(family.name, .counter, unit: family.name.hasSuffix("_bytes") ? "bytes" : nil, help:
+                "\(family.help): the kernel counter when ifmeter first saw the interface, plus every delta since; it never goes down, across wraps, resets and recreations. \(Self.caveat)")
+            for i in interfaces where i.totals[family.key] != nil || i.baseline[family.key] != nil {
+                let (sum, overflow) = i.baseline.value(family.key).addingReportingOverflow(i.totals.value(family.key))
+                sample(family.name, suffix: "_total", i, value: overflow ? UInt64.max : sum)
+            }
+        }
+        let events: [(String, String, KeyPath<EventCounts, Int>)] = [
+            ("ifmeter_interface_resets", "Counter resets seen (each makes the totals a lower bound)", \.resets),
+            ("ifmeter_interface_wraps", "32-bit counter wraps corrected", \.wraps),
+            ("ifmeter_interface_recreations", "Times the interface was recreated under the same name", \.recreations),
+            ("ifmeter_interface_deletions", "Deletions seen with final counters", \.deletions),
+        ]
+        for (name, help, path) in events {
+            header(name, .counter, help: "\(help), since ifmeter started. \(Self.caveat)")
+            for i in interfaces { sample(name, suffix: "_total", i, value: UInt64(i.events[keyPath: path])) }
+        }
+        header("ifmeter_interface_quality", .gauge, help:
+            "1 for the quality of the totals since ifmeter started (exact, wrap-corrected, or lower-bound: traffic was lost), 0 for the others. \(Self.caveat)")
+        for i in interfaces {
+            for quality in Quality.allCases {
+                sample("ifmeter_interface_quality", i, extra: [("quality", quality.name)], value: i.quality == quality ? 1 : 0)
+            }
+        }
+        header("ifmeter_interface_present", .gauge, help:
+            "1 when the interface was in the last sample, 0 while a gone one is still kept. \(Self.caveat)")
+        for i in interfaces { sample("ifmeter_interface_present", i, value: i.present ? 1 : 0) }
+        header("ifmeter_interface_up", .gauge, help: "1 when the operational state is up. \(Self.caveat)")
+        for i in interfaces where i.attributes?.operstate != nil {
+            sample("ifmeter_interface_up", i, value: i.attributes?.operstate == "up" ? 1 : 0)
+        }
+        header("ifmeter_interface_speed_bytes", .gauge, unit: "bytes", help:
+            "Link speed the driver reports, in bytes per second. \(Self.caveat)")
+        for i in interfaces {
+            if let speed = i.attributes?.reportedSpeedBps { sample("ifmeter_interface_speed_bytes", i, value: speed / 8) }
+        }
+        header("ifmeter_interface_mtu_bytes", .gauge, unit: "bytes", help: "MTU. \(Self.caveat)")
+        for i in interfaces {
+            if let mtu = i.attributes?.mtu { sample("ifmeter_interface_mtu_bytes", i, value: UInt64(mtu)) }
+        }
+        header("ifmeter_interface", .info, help:
+            "Interface facts: index, counter width, operational state and the evidence of its kind. \(Self.caveat)")
+        for i in interfaces {
+            var extra: [(String, String)] = [("evidence", i.classification.evidence), ("width", String(i.width.rawValue))]
+            if let index = i.index { extra.append(("index", String(index))) }
+            if let operstate = i.attributes?.operstate { extra.append(("operstate", operstate)) }
+            sample("ifmeter_interface", suffix: "_info", i, extra: extra, value: 1)
+        }
+    }
+
+    // MARK: node_exporter's families
+
+    /// node_exporter 1.5's netdev families (netlink, legacy names), in its
+    /// order, and how each is computed from the kernel's link statistics.
+    static let nodeFamilies: [(String, @Sendable (KernelLinkStats) -> UInt64)] = [
+        ("receive_bytes", { $0[.rxBytes] }),
+        ("receive_compressed", { $0[.rxCompressed] }),
+        ("receive_drop", { $0[.rxDropped] &+ $0[.rxMissedErrors] }),
+        ("receive_errs", { $0[.rxErrors] }),
+        ("receive_fifo", { $0[.rxFifoErrors] }),
+        ("receive_frame", { $0[.rxFrameErrors] &+ $0[.rxLengthErrors] &+ $0[.rxOverErrors] &+ $0[.rxCrcErrors] }),
+        ("receive_multicast", { $0[.multicast] }),
+        ("receive_nohandler", { $0[.rxNohandler] }),
+        ("receive_packets", { $0[.rxPackets] }),
+        ("transmit_bytes", { $0[.txBytes] }),
+        ("transmit_carrier", {
+            $0[.txCarrierErrors] &+ $0[.txAbortedErrors] &+ $0[.txHeartbeatErrors] &+ $0[.txWindowErrors]
+        }),
+        ("transmit_colls", { $0[.collisions] }),
+        ("transmit_compressed", { $0[.txCompressed] }),
+        ("transmit_drop", { $0[.txDropped] }),
+        ("transmit_errs", { $0[.txErrors] }),
+        ("transmit_fifo", { $0[.txFifoErrors] }),
+        ("transmit_packets", { $0[.txPackets] }),
+    ]
+
+    /// Raw kernel counters under node_exporter's names and HELP text, so
+    /// existing dashboards keep working.
+    mutating func writeNode(_ interfaces: [InterfaceTotals]) {
+        let withStats = interfaces.compactMap { i in i.lastKernelStats.map { (i.name, $0) } }
+        for (statistic, value) in Self.nodeFamilies {
+            let name = "node_network_" + statistic
+            // node_exporter's own words, without the estimate caveat: these
+            // families stand in for node_exporter's.
+            header(name, .counter, help: "Network device statistic \(statistic).")
+            for (device, stats) in withStats {
+                append(name)
+                append("_total{device=\"")
+                appendEscaped(device)
+                append("\"} ")
+                append(String(value(stats)))
+                append("\n")
+            }
+        }
+    }
+
+    // MARK: the exporter's health
+
+    mutating func writeHealth(_ health: ExporterHealth, interfaces: Int) {
+        let note = "(ifmeter's own health; its interface figures are estimates from interface counters, protocol overhead included, not per-app.)"
+        header("ifmeter_samples", .counter, help: "Samples taken. \(note)")
+        plain("ifmeter_samples_total", String(health.samples))
+        created("ifmeter_samples", health.startTime)
+        header("ifmeter_sample_errors", .counter, help: "Samples that failed. \(note)")
+        plain("ifmeter_sample_errors_total", String(health.sampleErrors))
+        created("ifmeter_sample_errors", health.startTime)
+        header("ifmeter_link_event_overruns", .counter, help:
+            "Times link notifications overflowed the socket buffer and a full dump resynchronized. \(note)")
+        plain("ifmeter_link_event_overruns_total", String(health.overruns))
+        created("ifmeter_link_event_overruns", health.startTime)
+        if let seconds = health.lastSampleSeconds {
+            header("ifmeter_last_sample_duration_seconds", .gauge, unit: "seconds", help: "How long the last sample took. \(note)")
+            plain("ifmeter_last_sample_duration_seconds", Self.number(seconds))
+        }
+        if let time = health.lastSampleTime {
+            header("ifmeter_last_sample_timestamp_seconds", .gauge, unit: "seconds", help: "Unix time of the last sample. \(note)")
+            plain("ifmeter_last_sample_timestamp_seconds", Self.number(time))
+        }
+        header("ifmeter_sample_interval_seconds", .gauge, unit: "seconds", help: "Time between samples. \(note)")
+        plain("ifmeter_sample_interval_seconds", Self.number(health.intervalSeconds))
+        header("ifmeter_interfaces", .gauge, help: "Interfaces in this exposition. \(note)")
+        plain("ifmeter_interfaces", String(interfaces))
+        header("ifmeter_build", .info, help: "ifmeter's version and counter source. \(note)")
+        append("ifmeter_build_info{source=\"")
+        appendEscaped(health.source)
+        append("\",version=\"")
+        appendEscaped(health.version)
+        append("\"} 1\n")
+    }
+
+    // MARK: writing
+
+    /// `# HELP` and `# TYPE` (and `# UNIT` in OpenMetrics). `name` is the
+    /// family name without `_total`; the text format names counters with it.
+    mutating func header(_ name: String, _ kind: Kind, unit: String? = nil, help: String) {
+        let metadataName: String
+        let type: String
+        if openMetrics {
+            metadataName = name
+            type = kind.text
+        } else {
+            metadataName = kind == .counter ? name + "_total" : (kind == .info ? name + "_info" : name)
+            type = kind == .info ? "gauge" : kind.text
+        }
+        append("# HELP ")
+        append(metadataName)
+        append(" ")
+        appendHelp(help)
+        append("\n# TYPE ")
+        append(metadataName)
+        append(" ")
+        append(type)
+        append("\n")
+        if openMetrics, let unit {
+            append("# UNIT ")
+            append(name)
+            append(" ")
+            append(unit)
+            append("\n")
+        }
+    }
+
+    /// One sample with the `interface` and `kind` labels (plus `extra`),
+    /// labels in name order.
+    mutating func sample(
+        _ name: String, suffix: String = "", _ i: InterfaceTotals, extra: [(String, String)] = [], value: UInt64
+    ) {
+        append(name)
+        append(suffix)
+        append("{")
+        if extra.isEmpty {
+            append("interface=\"")
+            appendEscaped(i.name)
+            append("\",kind=\"")
+            append(i.classification.kind.rawValue)
+            append("\"")
+        } else {
+            let labels = (extra + [("interface", i.name), ("kind", i.classification.kind.rawValue)]).sorted { $0.0 < $1.0 }
+            for (n, (label, labelValue)) in labels.enumerated() {
+                if n > 0 { append(",") }
+                append(label)
+                append("=\"")
+                appendEscaped(labelValue)
+                append("\"")
+            }
+        }
+        append("} ")
+        append(String(value))
+        append("\n")
+    }
+
+    mutating func plain(_ name: String, _ value: String) {
+        append(name)
+        append(" ")
+        append(value)
+        append("\n")
+    }
+
+    /// `NAME_created` in OpenMetrics, for counters whose start is known.
+    mutating func created(_ family: String, _ time: Double) {
+        guard openMetrics else { return }
+        plain(family + "_created", Self.number(time))
+    }
+
+    static func number(_ value: Double) -> String {
+        if value.isNaN { return "NaN" }
+        if value.isInfinite { return value < 0 ? "-Inf" : "+Inf" }
+        return value.description
+    }
+
+    mutating func append(_ s: String) {
+        bytes.append(contentsOf: s.utf8)
+    }
+
+    /// Label values: backslash, double quote and newline are escaped.
+    mutating func appendEscaped(_ s: String) {
+        for b in s.utf8 {
+            switch b {
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: [0x5C, 0x5C])
+            case UInt8(ascii: "\""): bytes.append(contentsOf: [0x5C, 0x22])
+            case UInt8(ascii: "\n"): bytes.append(contentsOf: [0x5C, 0x6E])
+            default: bytes.append(b)
+            }
+        }
+    }
+
+    /// HELP text: backslash and newline escaped; double quotes too in
+    /// OpenMetrics.
+    mutating func appendHelp(_ s: String) {
+        for b in s.utf8 {
+            switch b {
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: [0x5C, 0x5C])
+            case UInt8(ascii: "\n"): bytes.append(contentsOf: [0x5C, 0x6E])
+            case UInt8(ascii: "\"") where openMetrics: bytes.append(contentsOf: [0x5C, 0x22])
+            default: bytes.append(b)
+            }
+        }
+    }
+}

@@ -1,0 +1,291 @@
+import CIfmeterHTTP
+import CMicroHTTPD
+import Glibc
+import Synchronization
+
+/// A failed call while setting up the server, with the call and errno's text.
+public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
+
+    static func system(_ what: String, _ code: Int32 = errno) -> HTTPServerError {
+        HTTPServerError(message: "\(what): \(String(cString: strerror(code)))")
+    }
+}
+
+/// Where to listen: `127.0.0.1:9874`, `0.0.0.0:9874`, `[::]:9874`, `[::1]:9874`.
+public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
+    public var host: String
+    public var port: UInt16
+
+    public init(host: String, port: UInt16) {
+        self.host = host
+        self.port = port
+    }
+
+    /// Parses `HOST:PORT` (IPv6 hosts in brackets). Nil when malformed.
+    public init?(parsing text: String) {
+        let host: Substring, portText: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { return nil }
+            host = text[text.index(after: text.startIndex)..<close]
+            let rest = text[text.index(after: close)...]
+            guard rest.hasPrefix(":") else { return nil }
+            portText = rest.dropFirst()
+        } else {
+            guard let colon = text.lastIndex(of: ":") else { return nil }
+            host = text[..<colon]
+            portText = text[text.index(after: colon)...]
+            if host.contains(":") { return nil }  // a bare IPv6 address needs brackets
+        }
+        guard !host.isEmpty, let port = UInt16(portText), port > 0 else { return nil }
+        self.host = String(host)
+        self.port = port
+    }
+
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// Limits that keep slow or broken clients from starving the others.
+public struct HTTPLimits: Sendable {
+    /// Threads polling connections with epoll.
+    public var threads: UInt32 = 2
+    /// Open connections at most; past it new ones are refused.
+    public var connections: UInt32 = 1024
+    /// Open connections per client address.
+    public var perClient: UInt32 = 768
+    /// Seconds of silence after which a connection is closed.
+    public var idleTimeoutSeconds: UInt32 = 10
+    /// Memory per connection, which bounds request headers (bigger ones get
+    /// 431 Request Header Fields Too Large).
+    public var memoryPerConnection: Int = 32 * 1024
+
+    public init() {}
+}
+
+/// A request as the handler sees it.
+public struct HTTPRequest: Sendable {
+    public var method: String
+    public var path: String
+    /// Header names in lower case.
+    public var headers: [String: String]
+
+    public init(method: String, path: String, headers: [String: String]) {
+        self.method = method
+        self.path = path
+        self.headers = headers
+    }
+}
+
+/// Bytes shared between a cache and the responses that send them, at a
+/// stable address that libmicrohttpd sends from without copying.
+public final class HTTPBody: @unchecked Sendable {
+    // Immutable after init; freed when the last holder lets go.
+    public let base: UnsafeRawPointer?
+    public let count: Int
+    private let owned: Bool
+
+    /// Copies `bytes`.
+    public init(_ bytes: some Collection<UInt8>) {
+        count = bytes.count
+        if count == 0 {
+            base = nil
+        } else {
+            let memory = UnsafeMutableRawPointer.allocate(byteCount: count, alignment: 1)
+            UnsafeMutableRawBufferPointer(start: memory, count: count).copyBytes(from: bytes)
+            base = UnsafeRawPointer(memory)
+        }
+        owned = true
+    }
+
+    /// Takes memory from `malloc` (zlib's output), freed with `free`.
+    public init(mallocated pointer: UnsafeMutableRawPointer, count: Int) {
+        base = UnsafeRawPointer(pointer)
+        self.count = count
+        owned = false
+    }
+
+    deinit {
+        guard let base else { return }
+        if owned { base.deallocate() } else { free(UnsafeMutableRawPointer(mutating: base)) }
+    }
+
+    public var bytes: [UInt8] { base.map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? [] }
+}
+
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    public var headers: [(String, String)]
+    public var body: HTTPBody
+
+    public init(status: Int, headers: [(String, String)] = [], body: HTTPBody) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    public init(status: Int, contentType: String = "text/plain; charset=utf-8", text: String, headers: [(String, String)] = []) {
+        self.init(status: status, headers: [("Content-Type", contentType)] + headers, body: HTTPBody(Array(text.utf8)))
+    }
+}
+
+/// An HTTP server on libmicrohttpd: a pool of epoll threads, bounded
+/// connections and timeouts. Handlers run on those threads and must be
+/// quick; HEAD is answered like GET without the body.
+public final class HTTPServer: Sendable {
+    public typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
+    public typealias Logger = @Sendable (String) -> Void
+
+    public let address: ListenAddress
+    private let context: HTTPServerContextBox
+    private let server: Mutex<OpaquePointer?>
+
+    /// Binds `address` and starts serving. Throws with the reason when the
+    /// address cannot be bound (in use, not local, ...).
+    public init(address: ListenAddress, limits: HTTPLimits = HTTPLimits(), logger: @escaping Logger, handler: @escaping Handler) throws(HTTPServerError) {
+        self.address = address
+        let fd = try Self.listen(on: address)
+        let context = HTTPServerContextBox(handler: handler, logger: logger)
+        self.context = context
+        let raw = cifm_http_limits(
+            threads: limits.threads, connections: limits.connections, per_ip: limits.perClient,
+            timeout_seconds: limits.idleTimeoutSeconds, memory_per_connection: limits.memoryPerConnection)
+        let unmanaged = Unmanaged.passUnretained(context).toOpaque()
+        guard let started = cifm_http_start(fd, raw, accessHandler, unmanaged, logHandler, unmanaged) else {
+            close(fd)
+            throw HTTPServerError(message: "cannot start the HTTP server on \(address)")
+        }
+        server = Mutex(started)
+    }
+
+    deinit { stop() }
+
+    /// Stops accepting; in-flight responses finish. Safe to call twice.
+    public func stop() {
+        server.withLock { server in
+            if let running = server {
+                cifm_http_stop(running)
+                server = nil
+            }
+        }
+    }
+
+    /// The port actually bound (useful with port 0 in tests).
+    public static func listen(on address: ListenAddress) throws(HTTPServerError) -> Int32 {
+        var hints = addrinfo()
+        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV | AI_NUMERICHOST
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var result: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(address.host, String(address.port), &hints, &result)
+        if rc != 0 {
+            throw HTTPServerError(message: "cannot listen on \(address): '\(address.host)' is not an IP address (\(String(cString: gai_strerror(rc))))")
+        }
+        defer { freeaddrinfo(result) }
+        guard let info = result else { throw HTTPServerError(message: "cannot listen on \(address): no address") }
+        let fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .system("cannot listen on \(address): socket") }
+        var one: Int32 = 1, zero: Int32 = 0
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        if info.pointee.ai_family == AF_INET6 {
+            // [::] serves IPv4 too.
+            setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &zero, socklen_t(MemoryLayout<Int32>.size))
+        }
+        if bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) != 0 {
+            let code = errno
+            close(fd)
+            throw .system("cannot listen on \(address)", code)
+        }
+        if Glibc.listen(fd, 511) != 0 {
+            let code = errno
+            close(fd)
+            throw .system("cannot listen on \(address)", code)
+        }
+        return fd
+    }
+}
+
+// libmicrohttpd's closed C enums, by value.
+private let headerKind = MHD_ValueKind(rawValue: 1)!  // MHD_HEADER_KIND
+private let mhdYes = MHD_Result(rawValue: 1)!  // MHD_YES
+
+/// libmicrohttpd's access handler: builds the request, calls the Swift
+/// handler, queues its response. The first call only marks the request;
+/// a request body is read and discarded (every answer here ignores it);
+/// the response goes out on the last call, so the connection stays open
+/// for the next request (keep-alive).
+private let accessHandler: cifm_http_handler = { cls, connection, url, method, _, _, uploadSize, reqCls in
+    guard let cls, let connection, let url, let method, let reqCls else { return 0 }
+    if reqCls.pointee == nil {
+        reqCls.pointee = UnsafeMutableRawPointer(bitPattern: 1)
+        return 1
+    }
+    if let uploadSize, uploadSize.pointee > 0 {
+        uploadSize.pointee = 0
+        return 1
+    }
+    let context = Unmanaged<HTTPServerContextBox>.fromOpaque(cls).takeUnretainedValue()
+    var headers: [String: String] = [:]
+    withUnsafeMutablePointer(to: &headers) { headersPointer in
+        _ = MHD_get_connection_values(connection, headerKind, { cls, _, key, value in
+            guard let cls, let key else { return mhdYes }
+            let dict = cls.assumingMemoryBound(to: [String: String].self)
+            dict.pointee[String(cString: key).lowercased()] = value.map { String(cString: $0) } ?? ""
+            return mhdYes
+        }, headersPointer)
+    }
+    var path = String(cString: url)
+    if let q = path.firstIndex(of: "?") { path = String(path[..<q]) }
+    let methodText = String(cString: method)
+    let response = isToken(methodText)
+        ? context.handle(HTTPRequest(method: methodText, path: path, headers: headers))
+        : HTTPResponse(status: 400, text: "400 Bad Request: the request method is not an HTTP token; send GET /metrics.\n")
+    let body = Unmanaged.passRetained(response.body)
+    let mhdResponse = MHD_create_response_from_buffer_with_free_callback_cls(
+        response.body.count, UnsafeMutableRawPointer(mutating: response.body.base), { cls in
+            if let cls { Unmanaged<HTTPBody>.fromOpaque(cls).release() }
+        }, body.toOpaque())
+    guard let mhdResponse else {
+        body.release()
+        return 0
+    }
+    for (name, value) in response.headers { MHD_add_response_header(mhdResponse, name, value) }
+    let queued = MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+    MHD_destroy_response(mhdResponse)
+    return Int32(queued.rawValue)
+}
+
+/// RFC 9110 token characters, which a method must consist of.
+private func isToken(_ text: String) -> Bool {
+    !text.isEmpty && text.utf8.allSatisfy { b in
+        (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || "!#$%&'*+-.^_`|~".utf8.contains(b)
+    }
+}
+
+private let logHandler: cifm_http_logger = { cls, message in
+    guard let cls, let message else { return }
+    Unmanaged<HTTPServerContextBox>.fromOpaque(cls).takeUnretainedValue().log(String(cString: message))
+}
+
+/// What the C callbacks reach through their `cls` pointer.
+private final class HTTPServerContextBox: Sendable {
+    let handler: HTTPServer.Handler
+    let logger: HTTPServer.Logger
+
+    init(handler: @escaping HTTPServer.Handler, logger: @escaping HTTPServer.Logger) {
+        self.handler = handler
+        self.logger = logger
+    }
+
+    func handle(_ request: HTTPRequest) -> HTTPResponse { handler(request) }
+    func log(_ line: String) { logger(line) }
+}
+
+/// gzip-compresses `bytes` (zlib level 1: text this repetitive still
+/// shrinks about tenfold). Nil when zlib fails.
+public func gzip(_ bytes: [UInt8], level: Int32 = 1) -> HTTPBody? {
+    var output: UnsafeMutableRawPointer?
+    var length = 0
+    let rc = bytes.withUnsafeBytes { cifm_http_gzip($0.baseAddress, $0.count, level, &output, &length) }
+    guard rc == 0, let output else { return nil }
+    return HTTPBody(mallocated: output, count: length)
+}

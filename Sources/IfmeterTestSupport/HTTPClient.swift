@@ -1,0 +1,199 @@
+import Foundation
+import IfmeterSampling
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A response as the tests read it.
+public struct HTTPResult: Sendable {
+    public var status: Int
+    /// Header names in lower case.
+    public var headers: [String: String]
+    public var body: [UInt8]
+    public var text: String { String(decoding: body, as: UTF8.self) }
+}
+
+/// A minimal HTTP/1.1 client on a raw socket, inside a namespace when
+/// given one, so tests can also send what no well-behaved client would.
+public enum RawHTTP {
+    /// Connects to `host:port` (inside `namespace`), returns the socket.
+    public static func connect(_ host: String, _ port: UInt16, in namespace: String?, timeout: Double = 5) throws -> Int32 {
+        let open = { () throws -> Int32 in
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { throw TestFailure("socket: \(String(cString: strerror(errno)))") }
+            var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - Double(Int(timeout))) * 1e6))
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+            var addr = sockaddrIn(host, port)
+            let rc = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard rc == 0 else {
+                let message = String(cString: strerror(errno))
+                close(fd)
+                throw TestFailure("connect \(host):\(port): \(message)")
+            }
+            return fd
+        }
+        if let namespace { return try NetworkNamespace.perform(in: namespace, open) }
+        return try open()
+    }
+
+    public static func send(_ fd: Int32, _ text: String) throws {
+        let bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { throw TestFailure("send: \(String(cString: strerror(errno)))") }
+            offset += n
+        }
+    }
+
+    /// Reads one response: by Content-Length, chunked, or to the end of
+    /// the stream.
+    public static func read(_ fd: Int32) throws -> HTTPResult {
+        var data: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        var headerEnd: Int?
+        var length: Int?
+        var chunked = false
+        while true {
+            if let end = headerEnd {
+                if let length, data.count >= end + length { break }
+                if chunked, dechunk(Array(data[end...])) != nil { break }
+            }
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }
+            if n < 0 { throw TestFailure("recv: \(String(cString: strerror(errno)))") }
+            if n == 0 { break }
+            data.append(contentsOf: chunk[..<n])
+            if headerEnd == nil, let range = find([13, 10, 13, 10], in: data) {
+                headerEnd = range + 4
+                let head = String(decoding: data[..<range], as: UTF8.self)
+                for line in head.split(separator: "\r\n").dropFirst() {
+                    let parts = line.split(separator: ":", maxSplits: 1)
+                    guard parts.count == 2 else { continue }
+                    let value = parts[1].trimmingCharacters(in: .whitespaces)
+                    if parts[0].lowercased() == "content-length" { length = Int(value) }
+                    if parts[0].lowercased() == "transfer-encoding", value.lowercased() == "chunked" { chunked = true }
+                }
+            }
+        }
+        guard let end = headerEnd else {
+            throw TestFailure("no complete response (\(data.count) bytes: \(String(decoding: data.prefix(200), as: UTF8.self)))")
+        }
+        let head = String(decoding: data[..<(end - 4)], as: UTF8.self)
+        let lines = head.split(separator: "\r\n")
+        let status = Int(lines.first?.split(separator: " ").dropFirst().first ?? "") ?? 0
+        var headers: [String: String] = [:]
+        for line in lines.dropFirst() {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            if parts.count == 2 { headers[parts[0].lowercased()] = parts[1].trimmingCharacters(in: .whitespaces) }
+        }
+        let rest = Array(data[end...])
+        let body = chunked ? (dechunk(rest) ?? rest) : Array(rest.prefix(length ?? rest.count))
+        return HTTPResult(status: status, headers: headers, body: body)
+    }
+
+    /// The body of a complete chunked transfer, or nil while incomplete.
+    static func dechunk(_ data: [UInt8]) -> [UInt8]? {
+        var body: [UInt8] = []
+        var i = 0
+        while true {
+            guard let lineEnd = find([13, 10], in: Array(data[i...])).map({ $0 + i }) else { return nil }
+            let sizeText = String(decoding: data[i..<lineEnd], as: UTF8.self).split(separator: ";").first ?? ""
+            guard let size = Int(sizeText, radix: 16) else { return nil }
+            let start = lineEnd + 2
+            if size == 0 { return body }
+            guard data.count >= start + size + 2 else { return nil }
+            body.append(contentsOf: data[start..<(start + size)])
+            i = start + size + 2
+        }
+    }
+
+    /// GET (or another method) with `Connection: close`.
+    public static func request(
+        _ path: String, method: String = "GET", host: String = "127.0.0.1", port: UInt16, in namespace: String?,
+        headers: [String: String] = [:]
+    ) throws -> HTTPResult {
+        let fd = try connect(host, port, in: namespace)
+        defer { close(fd) }
+        var text = "\(method) \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
+        for (name, value) in headers { text += "\(name): \(value)\r\n" }
+        text += "\r\n"
+        try send(fd, text)
+        return try read(fd)
+    }
+
+    static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
+        guard haystack.count >= needle.count else { return nil }
+        for i in 0...(haystack.count - needle.count) where haystack[i] == needle[0] {
+            if Array(haystack[i..<(i + needle.count)]) == needle { return i }
+        }
+        return nil
+    }
+}
+
+/// A background process the test started (ifmeter serve, prometheus, ...),
+/// terminated when the value goes away.
+public final class Background: @unchecked Sendable {
+    public let process: Process
+    public let stderrPath: String
+
+    public init(_ arguments: [String], name: String) throws {
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        stderrPath = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-\(name)-\(UUID().uuidString).log").path
+        _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
+        let log = FileHandle(forWritingAtPath: stderrPath)
+        process.standardOutput = log
+        process.standardError = log
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(atPath: stderrPath)
+    }
+
+    public var log: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
+
+    /// SIGTERM, then SIGKILL after `grace` seconds; returns the exit status.
+    @discardableResult
+    public func stop(grace: Double = 5) -> Int32 {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGTERM)
+            let deadline = Date().addingTimeInterval(grace)
+            while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    /// Resident memory in KiB (VmRSS), while it runs.
+    public var residentKiB: Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8) else { return nil }
+        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            return Int(line.split(separator: " ").dropFirst().first ?? "")
+        }
+        return nil
+    }
+}
+
+/// Polls until `body` returns a value, or fails after `timeout` seconds.
+public func waitFor<T>(_ what: String, timeout: Double = 10, _ body: () throws -> T?) throws -> T {
+    let deadline = Date().addingTimeInterval(timeout)
+    var lastError: Error?
+    while Date() < deadline {
+        do {
+            if let value = try body() { return value }
+        } catch {
+            lastError = error
+        }
+        Thread.sleep(forTimeInterval: 0.1)
+    }
+    throw TestFailure("timed out waiting for \(what)\(lastError.map { ": \($0)" } ?? "")")
+}
