@@ -48,7 +48,10 @@ let package = Package(
         // The sampling loop the long-running commands share.
         .target(name: "IfmeterService", dependencies: ["IfmeterCore", "IfmeterSampling"]),
         .target(name: "IfmeterCLI", dependencies: ["IfmeterCore", "IfmeterSampling", "IfmeterService", "IfmeterHTTP"]),
-        .executableTarget(name: "ifmeter", dependencies: ["IfmeterCLI"]),
+        .executableTarget(
+            name: "ifmeter",
+            dependencies: ["IfmeterCLI", .target(name: "CIfmeterLinux", condition: .when(platforms: [.linux]))]
+        ),
         .executableTarget(
             name: "ifmeter-bench",
             dependencies: ["IfmeterCore", "IfmeterSampling", "CIfmeterLinux"]

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,11 @@ int cifm_tun_open(const char *name, int tap) {
         return -1;
     }
     return fd;
+}
+
+void cifm_tune_malloc(void) {
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+    mallopt(M_ARENA_MAX, 2);
 }
 
 int cifm_setns_net(int fd) { return setns(fd, CLONE_NEWNET); }

@@ -32,6 +32,185 @@ func spawn(_ arguments: [String], quiet: Bool = true) -> Int32 {
 
 func now() -> Double { monotonicSeconds() }
 
+/// Starts a program without waiting; returns its pid.
+func spawnBackground(_ arguments: [String]) -> pid_t {
+    var pid = pid_t()
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    let argv = arguments.map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    let rc = posix_spawnp(&pid, arguments[0], &actions, nil, argv, environ)
+    guard rc == 0 else { fail("cannot run \(arguments[0]): \(String(cString: strerror(rc)))") }
+    return pid
+}
+
+func stopBackground(_ pid: pid_t) {
+    kill(pid, SIGTERM)
+    var status: Int32 = 0
+    for _ in 0..<100 {
+        if waitpid(pid, &status, WNOHANG) == pid { return }
+        usleep(50_000)
+    }
+    kill(pid, SIGKILL)
+    waitpid(pid, &status, 0)
+}
+
+/// Runs a program and returns its stdout.
+func capture(_ arguments: [String]) -> String {
+    var fds: [Int32] = [0, 0]
+    pipe(&fds)
+    var pid = pid_t()
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
+    posix_spawn_file_actions_addclose(&actions, fds[0])
+    let argv = arguments.map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    let rc = posix_spawnp(&pid, arguments[0], &actions, nil, argv, environ)
+    close(fds[1])
+    guard rc == 0 else { fail("cannot run \(arguments[0]): \(String(cString: strerror(rc)))") }
+    var output: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let n = read(fds[0], &chunk, chunk.count)
+        if n <= 0 { break }
+        output.append(contentsOf: chunk[..<n])
+    }
+    close(fds[0])
+    var status: Int32 = 0
+    waitpid(pid, &status, 0)
+    return String(decoding: output, as: UTF8.self)
+}
+
+/// A process's resident and peak memory (KiB), and its CPU seconds so far.
+func processUsage(_ pid: pid_t) -> (rss: Int, peak: Int, cpu: Double) {
+    var rss = 0, peak = 0
+    if let file = fopen("/proc/\(pid)/status", "r") {
+        var line = [CChar](repeating: 0, count: 512)
+        while fgets(&line, Int32(line.count), file) != nil {
+            let text = line.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+            let value = Int(text.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
+            if text.hasPrefix("VmRSS:") { rss = value }
+            if text.hasPrefix("VmHWM:") { peak = value }
+        }
+        fclose(file)
+    }
+    var cpu = 0.0
+    if let file = fopen("/proc/\(pid)/stat", "r") {
+        var line = [CChar](repeating: 0, count: 2048)
+        if fgets(&line, Int32(line.count), file) != nil {
+            let text = line.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+            if let close = text.lastIndex(of: ")") {
+                let fields = text[text.index(after: close)...].split(separator: " ")
+                // utime and stime are fields 14 and 15; fields[0] is field 3.
+                if fields.count > 13, let u = Double(fields[11]), let s = Double(fields[12]) {
+                    cpu = (u + s) / Double(sysconf(Int32(_SC_CLK_TCK)))
+                }
+            }
+        }
+        fclose(file)
+    }
+    return (rss, peak, cpu)
+}
+
+/// One wrk run's figures.
+struct ScrapeRun {
+    var perSecond: Double
+    var p50: Double
+    var p99: Double
+    var requests: Double
+}
+
+/// `wrk --latency` against `url` inside the namespace.
+func wrk(_ namespace: String, _ url: String, headers: [String], seconds: Int) -> ScrapeRun {
+    var arguments = ["ip", "netns", "exec", namespace, "wrk", "-t2", "-c4", "-d\(seconds)s", "--latency", "--timeout", "10s"]
+    for header in headers { arguments += ["-H", header] }
+    let output = capture(arguments + [url])
+    func duration(_ text: Substring) -> Double {
+        let units: [(String, Double)] = [("us", 1e-6), ("ms", 1e-3), ("s", 1), ("m", 60)]
+        for (suffix, factor) in units where text.hasSuffix(suffix) {
+            return (Double(text.dropLast(suffix.count)) ?? .nan) * factor
+        }
+        return .nan
+    }
+    var run = ScrapeRun(perSecond: .nan, p50: .nan, p99: .nan, requests: .nan)
+    for line in output.split(separator: "\n") {
+        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+        if fields.first == "50%", fields.count > 1 { run.p50 = duration(fields[1]) }
+        if fields.first == "99%", fields.count > 1 { run.p99 = duration(fields[1]) }
+        if fields.first == "Requests/sec:", fields.count > 1 { run.perSecond = Double(fields[1]) ?? .nan }
+        if fields.count > 1, fields[1] == "requests" { run.requests = Double(fields[0]) ?? .nan }
+    }
+    if run.perSecond.isNaN { fail("wrk gave no figures:\n\(output)") }
+    return run
+}
+
+/// Waits until something listens on `port` inside the namespace.
+func waitForPort(_ namespace: String, _ port: UInt16) {
+    for _ in 0..<200 {
+        let up = try? NetworkNamespace.perform(in: namespace) { () -> Bool in
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(fd) }
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_port = port.bigEndian
+            addr.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+            return withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+            }
+        }
+        if up == true { return }
+        usleep(50_000)
+    }
+    fail("nothing listens on port \(port) in \(namespace)")
+}
+
+/// ifmeter serve and node_exporter's netdev collector on the same namespace,
+/// under the same wrk load; plain text and gzip (what Prometheus asks for).
+func scrapeBenchmark(_ namespace: String, interfaces count: Int, binary: String) {
+    let ifmeter = spawnBackground(["ip", "netns", "exec", namespace, binary, "serve", "--listen", "127.0.0.1:9874", "--interval", "1s"])
+    let node = spawnBackground([
+        "ip", "netns", "exec", namespace, "prometheus-node-exporter", "--collector.disable-defaults", "--collector.netdev",
+        "--web.listen-address=127.0.0.1:9100",
+    ])
+    defer {
+        stopBackground(ifmeter)
+        stopBackground(node)
+    }
+    waitForPort(namespace, 9874)
+    waitForPort(namespace, 9100)
+    print("")
+    print("scrapes at \(count) interfaces (wrk -t2 -c4, inside the namespace)")
+    print("  " + "exporter, request".padding(38) + "scrapes/s".leftPadding(11) + "p50 ms".leftPadding(9) + "p99 ms".leftPadding(9)
+        + "CPU ms/scrape".leftPadding(15) + "RSS MiB".leftPadding(9) + "peak MiB".leftPadding(10))
+    var perSecond: [String: Double] = [:]
+    var rss: [String: Double] = [:]
+    for (name, pid, url) in [("ifmeter serve", ifmeter, "http://127.0.0.1:9874/metrics"), ("node_exporter", node, "http://127.0.0.1:9100/metrics")] {
+        for (label, headers) in [("plain text", [String]()), ("gzip, as Prometheus asks", ["Accept-Encoding: gzip"])] {
+            _ = wrk(namespace, url, headers: headers, seconds: 1)  // warm up
+            let before = processUsage(pid)
+            let run = wrk(namespace, url, headers: headers, seconds: name == "node_exporter" ? 6 : 4)
+            let after = processUsage(pid)
+            let cpu = (after.cpu - before.cpu) / max(run.requests, 1) * 1000
+            print("  " + "\(name), \(label)".padding(38) + Units.fixed(run.perSecond, 1).leftPadding(11)
+                + Units.fixed(run.p50 * 1000, 2).leftPadding(9) + Units.fixed(run.p99 * 1000, 2).leftPadding(9)
+                + Units.fixed(cpu, 3).leftPadding(15) + Units.fixed(Double(after.rss) / 1024, 1).leftPadding(9)
+                + Units.fixed(Double(after.peak) / 1024, 1).leftPadding(10))
+            perSecond[name + label] = run.perSecond
+            rss[name] = max(rss[name] ?? 0, Double(after.peak) / 1024)
+        }
+    }
+    let plain = (perSecond["ifmeter servegzip, as Prometheus asks"] ?? .nan) / (perSecond["node_exportergzip, as Prometheus asks"] ?? .nan)
+    print("  ifmeter/node_exporter scrapes per second (gzip): \(Units.fixed(plain, 1))x (target at 1000: at least 20x);"
+        + " peak RSS \(Units.fixed(rss["ifmeter serve"] ?? .nan, 1)) vs \(Units.fixed(rss["node_exporter"] ?? .nan, 1)) MiB"
+        + " (target: at most half)")
+    fflush(nil)
+}
+
 /// Removes `ifmbench-PID` namespaces whose process is gone.
 func removeStaleNamespaces() {
     guard let dir = opendir("/run/netns") else { return }
@@ -78,6 +257,8 @@ guard geteuid() == 0 else { fail("needs root to create the namespace \(namespace
 removeStaleNamespaces()
 guard geteuid() == 0 else { fail("needs root to create the namespace \(namespace) and its veth pairs") }
 guard spawn(["ip", "netns", "add", namespace]) == 0 else { fail("ip netns add \(namespace) failed") }
+// Loopback up: the scrape benchmark talks to the exporters over it.
+guard spawn(["ip", "-n", namespace, "link", "set", "lo", "up"]) == 0 else { fail("cannot set lo up in \(namespace)") }
 atexit { spawn(["ip", "netns", "del", "ifmbench-\(getpid())"]) }
 signal(SIGINT) { _ in exit(130) }
 signal(SIGTERM) { _ in exit(143) }
@@ -162,10 +343,12 @@ for target in targets {
             + Units.fixed(row.seconds / raw, 2).leftPadding(16))
     }
     fflush(nil)
+    if target >= 1000, getenv("IFMETER_BENCH_NO_SCRAPE") == nil {
+        scrapeBenchmark(namespace, interfaces: count, binary: binaryDirectory() + "/ifmeter")
+    }
     if target == targets.last {
         // Peak RSS of a whole `ifmeter sample` run at this size.
-        let binary = CommandLine.arguments[0].split(separator: "/").dropLast().joined(separator: "/")
-        let path = (CommandLine.arguments[0].hasPrefix("/") ? "/" : "") + binary + "/ifmeter"
+        let path = binaryDirectory() + "/ifmeter"
         let words: [String] = ["ip", "netns", "exec", namespace, path, "sample"]
         let argv: [UnsafeMutablePointer<CChar>?] = words.map { word in strdup(word) } + [nil]
         defer { argv.forEach { free($0) } }
@@ -179,6 +362,13 @@ print("")
 print(rssLine)
 print("anchors measured for the issue at 4001 interfaces: RTM_GETSTATS 0.8 ms, /proc/net/dev 3.5 ms, RTM_GETLINK 6.3 ms,")
 print("libnl cache refill 24 ms, getifaddrs 32 ms, node_exporter netdev scrape 267 ms; target: netlink sampler within 1.5x of RTM_GETSTATS")
+
+/// The folder this benchmark's binary is in, where `ifmeter` is too.
+func binaryDirectory() -> String {
+    let own = CommandLine.arguments[0]
+    let folder = own.split(separator: "/").dropLast().joined(separator: "/")
+    return (own.hasPrefix("/") ? "/" : "") + (folder.isEmpty ? "." : folder)
+}
 
 extension String {
     func padding(_ width: Int) -> String { count >= width ? self : self + String(repeating: " ", count: width - count) }

@@ -47,6 +47,12 @@ int cifm_ifaddrs_packet_info(const struct ifaddrs *ifa, int *ifindex, int *hatyp
 /// errno set. Used by the tests, which push packets through it.
 int cifm_tun_open(const char *name, int tap);
 
+/// Tunes glibc's malloc for a process whose big buffers come and go every
+/// interval: a fixed mmap threshold (256 KiB) returns them to the system
+/// when freed, and two arenas keep helper threads from each holding freed
+/// memory of their own.
+void cifm_tune_malloc(void);
+
 /// setns(fd, CLONE_NEWNET) for the calling thread. Returns 0 or -1 and errno.
 int cifm_setns_net(int fd);
 
