@@ -6,9 +6,9 @@ SWIFT ?= $(shell command -v swift 2>/dev/null || echo /opt/swift/usr/bin/swift)
 BUILD_PACKAGES := pkg-config libnl-3-dev libnl-route-3-dev libmicrohttpd-dev zlib1g-dev iproute2
 # promtool and a real Prometheus server, node_exporter to compare with,
 # and the reference OpenMetrics parser (prometheus_client, for /usr/bin/python3).
-TEST_PACKAGES := $(BUILD_PACKAGES) prometheus prometheus-node-exporter gzip python3-prometheus-client
-BENCH_PACKAGES := $(BUILD_PACKAGES) wrk prometheus-node-exporter
-RUN_ARGS ?=
+TEST_PACKAGES := $(BUILD_PACKAGES) prometheus prometheus-node-exporter gzip python3-prometheus-client tmux procps
+BENCH_PACKAGES := $(BUILD_PACKAGES) wrk prometheus-node-exporter tmux
+RUN_ARGS ?= live
 
 .PHONY: run test bench build release deps clean
 

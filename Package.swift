@@ -45,16 +45,21 @@ let package = Package(
                 .target(name: "CIfmeterLinux", condition: .when(platforms: [.linux])),
             ]
         ),
+        // The live view's model and its pure renderer.
+        .target(name: "IfmeterLive", dependencies: ["IfmeterCore"]),
         // The sampling loop the long-running commands share.
         .target(name: "IfmeterService", dependencies: ["IfmeterCore", "IfmeterSampling"]),
-        .target(name: "IfmeterCLI", dependencies: ["IfmeterCore", "IfmeterSampling", "IfmeterService", "IfmeterHTTP"]),
+        .target(
+            name: "IfmeterCLI",
+            dependencies: ["IfmeterCore", "IfmeterSampling", "IfmeterService", "IfmeterHTTP", "IfmeterLive"]
+        ),
         .executableTarget(
             name: "ifmeter",
             dependencies: ["IfmeterCLI", .target(name: "CIfmeterLinux", condition: .when(platforms: [.linux]))]
         ),
         .executableTarget(
             name: "ifmeter-bench",
-            dependencies: ["IfmeterCore", "IfmeterSampling", "CIfmeterLinux"]
+            dependencies: ["IfmeterCore", "IfmeterSampling", "IfmeterLive", "CIfmeterLinux"]
         ),
         // Namespaces, veth pairs and traffic for the integration tests.
         .target(name: "IfmeterTestSupport", dependencies: ["IfmeterSampling", "CIfmeterLinux"]),
@@ -63,6 +68,7 @@ let package = Package(
             name: "IfmeterSamplingTests",
             dependencies: ["IfmeterSampling", "IfmeterCore", "CIfmeterLinux", "CNetlink", "IfmeterTestSupport"]),
         .testTarget(name: "IfmeterCLITests", dependencies: ["IfmeterCLI", "IfmeterCore", "IfmeterTestSupport"]),
+        .testTarget(name: "IfmeterLiveTests", dependencies: ["IfmeterLive", "IfmeterCore"]),
     ],
     swiftLanguageModes: [.v6]
 )

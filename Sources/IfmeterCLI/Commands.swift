@@ -14,8 +14,8 @@ public enum IfmeterCLI {
 
     static var commands: [any Command.Type] {
         [
-            ListCommand.self, SampleCommand.self, RecordCommand.self, ReplayCommand.self, ServeCommand.self,
-            ExportCommand.self,
+            LiveCommand.self, ListCommand.self, SampleCommand.self, RecordCommand.self, ReplayCommand.self,
+            ServeCommand.self, ExportCommand.self,
         ]
     }
 
@@ -54,8 +54,9 @@ public enum IfmeterCLI {
             let root = try ParsedArguments.parse(arguments, spec: rootSpec)
             if root.wantsHelp { return try Output.put(rootSpec.help) }
             if root.flag("--version") { return try Output.put("ifmeter \(version)\n") }
-            // No command: the main job.
-            return try SampleCommand(ParsedArguments.parse(["--watch"], spec: SampleCommand.spec)).run()
+            // No command: the main job on a terminal; help elsewhere.
+            guard Output.isTerminal(1) else { return try Output.put(rootSpec.help) }
+            return try LiveCommand(ParsedArguments.parse([], spec: LiveCommand.spec)).run()
         }
         guard let command = commands.first(where: { $0.spec.name == "ifmeter " + first }) else {
             throw .usage("unknown subcommand '\(first)'", command: "ifmeter")

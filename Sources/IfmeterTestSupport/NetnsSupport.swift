@@ -1,5 +1,6 @@
 // Helpers shared by the test targets: namespaces, veth pairs, traffic,
 // running the ifmeter binary. Linked by tests only.
+import CIfmeterLinux
 import Foundation
 import IfmeterSampling
 
@@ -57,6 +58,17 @@ public func run(_ arguments: [String], input: String? = nil, allowFailure: Bool 
         throw TestFailure("\(arguments.joined(separator: " ")) exited \(result.2): \(result.1)")
     }
     return result
+}
+
+/// Runs a program that leaves a daemon behind (tmux) and waits for it.
+/// Foundation's Process would wait for the daemon too (it inherits the
+/// descriptor Process watches), so this spawns directly, with every
+/// descriptor above stderr closed and the output discarded.
+public func runDetached(_ arguments: [String]) throws {
+    let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    let status = cifm_spawn_detached(argv)
+    if status != 0 { throw TestFailure("\(arguments.joined(separator: " ")) failed (status \(status))") }
 }
 
 /// A network namespace of the test's own, with a unique name, removed when

@@ -5,11 +5,16 @@
 import CIfmeterLinux
 import Glibc
 import IfmeterCore
+import IfmeterLive
 import IfmeterSampling
+
+/// Processes the benchmark started and must stop, whatever happens.
+nonisolated(unsafe) var backgroundProcesses: [pid_t] = []
 
 func fail(_ message: String) -> Never {
     let line = Array("ifmeter-bench: \(message)\n".utf8)
     _ = write(2, line, line.count)
+    for pid in backgroundProcesses { kill(pid, SIGKILL) }
     exit(1)
 }
 
@@ -44,10 +49,12 @@ func spawnBackground(_ arguments: [String]) -> pid_t {
     defer { argv.forEach { free($0) } }
     let rc = posix_spawnp(&pid, arguments[0], &actions, nil, argv, environ)
     guard rc == 0 else { fail("cannot run \(arguments[0]): \(String(cString: strerror(rc)))") }
+    backgroundProcesses.append(pid)
     return pid
 }
 
 func stopBackground(_ pid: pid_t) {
+    backgroundProcesses.removeAll { $0 == pid }
     kill(pid, SIGTERM)
     var status: Int32 = 0
     for _ in 0..<100 {
@@ -147,6 +154,65 @@ func wrk(_ namespace: String, _ url: String, headers: [String], seconds: Int) ->
     }
     if run.perSecond.isNaN { fail("wrk gave no figures:\n\(output)") }
     return run
+}
+
+/// The time to render one live-view frame with `count` interfaces, each
+/// with a full history, at 120x40, the detail pane open.
+func renderBenchmark(interfaces count: Int) -> Double {
+    var engine = DeltaEngine()
+    var model = LiveModel(host: "bench", source: "netlink", interval: 1)
+    let kinds = InterfaceKind.allCases
+    for step in 0..<(LiveModel.historyLength + 1) {
+        let interfaces = (0..<count).map { n in
+            InterfaceSample(
+                name: "if\(n)", index: n + 1, classification: Classification(kind: kinds[n % kinds.count], evidence: "bench"),
+                counters: Counters(rxBytes: UInt64(step * (n + 1) * 1000), txBytes: UInt64(step * 700), rxPackets: UInt64(step), txPackets: UInt64(step)))
+        }
+        model.update(deltas: engine.apply(Sample(time: Double(step), interfaces: interfaces)), totals: engine.interfaces, time: Double(step))
+    }
+    _ = model.handle(.enter)
+    let renderer = LiveRenderer(color: true)
+    var times: [Double] = []
+    for _ in 0..<300 {
+        let t0 = now()
+        let lines = renderer.render(model, width: 120, height: 40)
+        times.append(now() - t0)
+        if lines.count != 40 { fail("render gave \(lines.count) lines") }
+    }
+    times.sort()
+    return times[times.count / 2]
+}
+
+/// CPU used by `ifmeter live` at a 1 s interval in a real terminal (tmux),
+/// over `seconds`, as a share of one core.
+func liveCPU(_ namespace: String, binary: String, seconds: Double) -> Double? {
+    guard spawn(["sh", "-c", "command -v tmux"]) == 0 else { return nil }
+    let socket = "ifmbench-\(getpid())"
+    let pidFile = "/tmp/\(socket).pid"
+    let command = "sh -c 'echo $$ > \(pidFile); exec ip netns exec \(namespace) \(binary) live --interval 1s'"
+    guard spawn(["tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-x", "120", "-y", "40", command]) == 0 else { return nil }
+    defer {
+        spawn(["tmux", "-L", socket, "kill-server"])
+        unlink(pidFile)
+    }
+    usleep(1_500_000)
+    guard let file = fopen(pidFile, "r") else { return nil }
+    var pid: Int32 = 0
+    fscanf_int(file, &pid)
+    fclose(file)
+    let before = processUsage(pid).cpu
+    let start = now()
+    usleep(UInt32(seconds * 1_000_000))
+    let after = processUsage(pid).cpu
+    return (after - before) / (now() - start)
+}
+
+/// fscanf("%d") without varargs.
+func fscanf_int(_ file: UnsafeMutablePointer<FILE>, _ value: inout Int32) {
+    var line = [CChar](repeating: 0, count: 32)
+    if fgets(&line, Int32(line.count), file) != nil {
+        value = Int32(line.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }.trimmingCharacters()) ?? 0
+    }
 }
 
 /// Waits until something listens on `port` inside the namespace.
@@ -343,6 +409,20 @@ for target in targets {
             + Units.fixed(row.seconds / raw, 2).leftPadding(16))
     }
     fflush(nil)
+    if target == 100, getenv("IFMETER_BENCH_NO_LIVE") == nil {
+        let seconds = getenv("IFMETER_BENCH_LIVE_SECONDS").flatMap { Double(String(cString: $0)) } ?? 60
+        print("")
+        print("live view")
+        print("  one frame, 200 interfaces with full histories, 120x40, detail open: "
+            + "\(Units.fixed(renderBenchmark(interfaces: 200) * 1000, 3)) ms (target: under 2 ms)")
+        if let share = liveCPU(namespace, binary: binaryDirectory() + "/ifmeter", seconds: seconds) {
+            print("  ifmeter live, 1 s interval, \(count) interfaces, in tmux for \(Units.duration(seconds)): "
+                + "\(Units.fixed(share * 100, 2))% of one core (target: under 1%)")
+        } else {
+            print("  ifmeter live CPU: not measured (tmux is missing)")
+        }
+        fflush(nil)
+    }
     if target >= 1000, getenv("IFMETER_BENCH_NO_SCRAPE") == nil {
         scrapeBenchmark(namespace, interfaces: count, binary: binaryDirectory() + "/ifmeter")
     }
@@ -371,6 +451,13 @@ func binaryDirectory() -> String {
 }
 
 extension String {
+    func trimmingCharacters() -> String {
+        var s = Substring(self)
+        while let c = s.first, c == " " || c == "\n" { s = s.dropFirst() }
+        while let c = s.last, c == " " || c == "\n" { s = s.dropLast() }
+        return String(s)
+    }
+
     func padding(_ width: Int) -> String { count >= width ? self : self + String(repeating: " ", count: width - count) }
     func leftPadding(_ width: Int) -> String { count >= width ? self : String(repeating: " ", count: width - count) + self }
 }

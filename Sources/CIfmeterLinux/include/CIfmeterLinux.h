@@ -76,6 +76,12 @@ long cifm_raw_proc_net_dev(char *buf, size_t len, uint64_t *sum);
 /// would count the parent's peak as the child's.
 int cifm_run_peak_rss(char *const argv[], long *peak_kib);
 
+/// Runs argv (searched in PATH) with stdio on /dev/null and every other
+/// descriptor closed, and waits for it; for programs that leave a daemon
+/// behind (tmux), which must not inherit the caller's pipes. Returns the
+/// wait status, or -1 with errno set.
+int cifm_spawn_detached(char *const argv[]);
+
 /// Opens a NETLINK_ROUTE socket for the raw loops, with a receive buffer
 /// of `rcvbuf` bytes. Returns the descriptor or -1.
 int cifm_raw_netlink_open(int rcvbuf);

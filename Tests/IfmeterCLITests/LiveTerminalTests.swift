@@ -1,0 +1,122 @@
+import Foundation
+import IfmeterTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `ifmeter live` in a real terminal: tmux, inside the test's namespace.
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+struct LiveTerminalTests {
+    /// A tmux server of the test's own (its own socket), with one shell.
+    final class Tmux {
+        let socket = "ifmt-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        init(width: Int, height: Int) throws {
+            try runDetached(["tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-s", "live", "-x", "\(width)", "-y", "\(height)",
+                     "env PS1='$ ' TERM=xterm-256color bash --norc --noprofile"])
+        }
+        deinit { try? runDetached(["tmux", "-L", socket, "kill-server"]) }
+        func keys(_ keys: String...) throws { try run(["tmux", "-L", socket, "send-keys", "-t", "live"] + keys) }
+        func screen() throws -> String { try run(["tmux", "-L", socket, "capture-pane", "-p", "-t", "live"]).out }
+        func waitFor(_ text: String, timeout: Double = 10) throws -> String {
+            try IfmeterTestSupport.waitFor("'\(text)' on the screen", timeout: timeout) {
+                let s = try screen()
+                return s.contains(text) ? s : nil
+            }
+        }
+        /// Runs `stty -a` in the shell and returns its output.
+        func stty() throws -> String {
+            try keys("clear; stty -a | tr ' ;' '\\n\\n' | grep -E '^-?(icanon|echo)$' | tr '\\n' ' '; echo STTY-DONE", "Enter")
+            return try waitFor("STTY-DONE")
+        }
+    }
+
+    @Test func keysScreenAndRestoredTerminal() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let tmux = try Tmux(width: 100, height: 30)
+        let binary = try ifmeterBinary()
+        try tmux.keys("ip netns exec \(pair.a.name) \(binary) live --interval 300ms; echo EXITED $?", "Enter")
+        _ = try tmux.waitFor("ifmeter ·")
+        try pair.sendUDP(count: 2000, payload: 1200)
+        var screen = try waitFor("traffic on the screen") {
+            let s = try tmux.screen()
+            return s.contains("MiB/s") || s.contains("KiB/s") ? s : nil
+        }
+        #expect(screen.contains("vA") && screen.contains("virtual") && screen.contains("loopback"))
+        #expect(screen.contains("≈ estimates from interface counters"))
+        // Sorted by rate, the busy veth is on top; the selection stays on
+        // the interface it was on (lo, first by name before any traffic).
+        let rows = screen.split(separator: "\n").map(String.init)
+        let top = rows.firstIndex { $0.contains("NAME") }.map { rows[$0 + 1] } ?? ""
+        #expect(top.contains("vA") && top.contains("MiB/s"), "the busiest interface is on top: \(screen)")
+        #expect(rows.contains { $0.hasPrefix("› lo") })
+        try tmux.keys("k")
+        screen = try tmux.waitFor("› vA")
+        try tmux.keys("Enter")
+        screen = try tmux.waitFor("events:")
+        #expect(screen.contains("link-kind:veth") && screen.contains("rx peak"))
+        try tmux.keys("j")
+        _ = try tmux.waitFor("arphrd:loopback(772)")
+        try tmux.keys("s")
+        _ = try tmux.waitFor("by total")
+        try tmux.keys("q")
+        screen = try tmux.waitFor("EXITED 0")
+        #expect(!screen.contains("ifmeter ·"), "the alternate screen is gone")
+        let modes = try tmux.stty()
+        #expect(modes.contains("icanon") && !modes.contains("-icanon") && !modes.contains("-echo"), "terminal restored: \(modes)")
+
+        // SIGTERM restores it too.
+        try tmux.keys("clear; ip netns exec \(pair.a.name) \(binary) live --interval 301ms; echo EXITED $?", "Enter")
+        _ = try tmux.waitFor("ifmeter ·")
+        let pid = try run(["pgrep", "-f", "live --interval 301ms"]).out.split(separator: "\n").first.map(String.init) ?? ""
+        try run(["kill", "-TERM", pid])
+        _ = try tmux.waitFor("EXITED 0")
+        let after = try tmux.stty()
+        #expect(after.contains("icanon") && !after.contains("-icanon") && !after.contains("-echo"), "restored after SIGTERM: \(after)")
+    }
+
+    @Test func aVanishedTerminalEndsTheView() throws {
+        try Netns.requireRoot()
+        let ns = try TestNamespace()
+        let tmux = try Tmux(width: 80, height: 24)
+        try tmux.keys("ip netns exec \(ns.name) \(try ifmeterBinary()) live --interval 302ms", "Enter")
+        _ = try tmux.waitFor("ifmeter ·")
+        try runDetached(["tmux", "-L", tmux.socket, "kill-server"])
+        _ = try waitFor("ifmeter live to exit after its terminal went away", timeout: 5) {
+            try run(["pgrep", "-f", "live --interval 302ms"], allowFailure: true).status != 0 ? true : nil
+        }
+    }
+
+    @Test func narrowAndNoColour() throws {
+        try Netns.requireRoot()
+        let ns = try TestNamespace()
+        let tmux = try Tmux(width: 40, height: 15)
+        try tmux.keys("NO_COLOR=1 ip netns exec \(ns.name) \(try ifmeterBinary()) live; echo EXITED $?", "Enter")
+        let screen = try tmux.waitFor("lower bound")
+        for line in screen.split(separator: "\n", omittingEmptySubsequences: false).prefix(14) {
+            #expect(line.count <= 40)
+        }
+        #expect(screen.contains("› lo"))
+        try tmux.keys("C-c")
+        _ = try tmux.waitFor("EXITED 0")
+    }
+
+    @Test func plainLinesWhenNotATerminal() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let process = try Background(["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "live", "--interval", "200ms"], name: "live-plain")
+        Thread.sleep(forTimeInterval: 0.5)
+        try pair.sendUDP(count: 10, payload: 100)
+        Thread.sleep(forTimeInterval: 0.5)
+        #expect(process.stop() == 0)
+        let lines = process.log.split(separator: "\n")
+        #expect(lines.first?.hasPrefix("# ifmeter live") == true)
+        #expect(lines.contains { $0.contains(" vA virtual rx ") && $0.contains(" total rx ") })
+        #expect(!process.log.contains("\u{1B}"), "no escape codes in plain lines")
+        // Bare `ifmeter` with no terminal prints its help instead.
+        let bare = try ifmeter([])
+        #expect(bare.status == 0 && bare.out.contains("USAGE: ifmeter"))
+    }
+}
