@@ -77,6 +77,27 @@ struct LiveTerminalTests {
         #expect(after.contains("icanon") && !after.contains("-icanon") && !after.contains("-echo"), "restored after SIGTERM: \(after)")
     }
 
+    @Test func bareIfmeterResizeAndACrashSignal() throws {
+        try Netns.requireRoot()
+        let ns = try TestNamespace()
+        let tmux = try Tmux(width: 100, height: 30)
+        // No command on a terminal: the live view.
+        try tmux.keys("ip netns exec \(ns.name) \(try ifmeterBinary()); echo EXITED $?", "Enter")
+        _ = try tmux.waitFor("ifmeter · ")
+        try run(["tmux", "-L", tmux.socket, "resize-window", "-t", "live", "-x", "50", "-y", "20"])
+        let narrow = try waitFor("the narrow layout") {
+            let s = try tmux.screen()
+            return s.contains("ifmeter netlink") ? s : nil
+        }
+        #expect(narrow.split(separator: "\n").allSatisfy { $0.count <= 50 })
+        // A crash signal: the terminal is restored, then the signal kills it.
+        let pid = try run(["pgrep", "-f", "\(try ifmeterBinary())$"]).out.split(separator: "\n").first.map(String.init) ?? ""
+        try run(["kill", "-SEGV", pid])
+        _ = try tmux.waitFor("EXITED 139")
+        let modes = try tmux.stty()
+        #expect(modes.contains("icanon") && !modes.contains("-icanon") && !modes.contains("-echo"), "restored after SIGSEGV: \(modes)")
+    }
+
     @Test func aVanishedTerminalEndsTheView() throws {
         try Netns.requireRoot()
         let ns = try TestNamespace()

@@ -132,6 +132,16 @@ struct ServeTests {
         #expect(refused.headers["content-encoding"] == nil)
     }
 
+    @Test func listensOnEveryAddressWhenTold() throws {
+        try Netns.requireRoot()
+        for listen in ["0.0.0.0:\(Self.port)", "[::]:\(Self.port)"] {
+            let ns = try TestNamespace()
+            let server = try serve(ns, ["--listen", listen])
+            #expect(try RawHTTP.request("/metrics", port: Self.port, in: ns.name).status == 200, "\(listen) serves IPv4 too")
+            #expect(server.stop() == 0)
+        }
+    }
+
     @Test func portInUseAndBadAddressesAreClearErrors() throws {
         try Netns.requireRoot()
         let ns = try TestNamespace()
