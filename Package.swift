@@ -23,6 +23,8 @@ let package = Package(
             providers: [.apt(["libmicrohttpd-dev"])]
         ),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        // SQLite for persistent totals.
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // C shims for libmicrohttpd's variadic start and zlib's macros.
         .target(name: "CIfmeterHTTP", dependencies: ["CMicroHTTPD", "CZlib"]),
         // The HTTP server: the one place that calls libmicrohttpd.
@@ -47,11 +49,13 @@ let package = Package(
         ),
         // The live view's model and its pure renderer.
         .target(name: "IfmeterLive", dependencies: ["IfmeterCore"]),
+        // Persistent totals and daily and monthly usage, in SQLite.
+        .target(name: "IfmeterStore", dependencies: ["IfmeterCore", "CSQLite"]),
         // The sampling loop the long-running commands share.
-        .target(name: "IfmeterService", dependencies: ["IfmeterCore", "IfmeterSampling"]),
+        .target(name: "IfmeterService", dependencies: ["IfmeterCore", "IfmeterSampling", "IfmeterStore"]),
         .target(
             name: "IfmeterCLI",
-            dependencies: ["IfmeterCore", "IfmeterSampling", "IfmeterService", "IfmeterHTTP", "IfmeterLive"]
+            dependencies: ["IfmeterCore", "IfmeterSampling", "IfmeterService", "IfmeterHTTP", "IfmeterLive", "IfmeterStore"]
         ),
         .executableTarget(
             name: "ifmeter",
@@ -69,6 +73,7 @@ let package = Package(
             dependencies: ["IfmeterSampling", "IfmeterCore", "CIfmeterLinux", "CNetlink", "IfmeterTestSupport"]),
         .testTarget(name: "IfmeterCLITests", dependencies: ["IfmeterCLI", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(name: "IfmeterLiveTests", dependencies: ["IfmeterLive", "IfmeterCore"]),
+        .testTarget(name: "IfmeterStoreTests", dependencies: ["IfmeterStore", "IfmeterCore"]),
     ],
     swiftLanguageModes: [.v6]
 )

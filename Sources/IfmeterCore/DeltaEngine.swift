@@ -40,6 +40,10 @@ public enum DeltaChange: String, Sendable, Hashable {
     case recreated
     /// A deletion event with final counters.
     case deleted
+    /// Restored from saved state, but the machine rebooted while ifmeter was
+    /// stopped: the counters started over, so they count in full and what
+    /// passed between the last save and the reboot is unknown.
+    case restarted
 }
 
 /// How many times each kind of discontinuity happened to an interface.
@@ -108,6 +112,31 @@ public struct InterfaceTotals: Sendable, Hashable {
     public var deletedAt: Double?
     /// The last interval's change.
     public var lastChange: DeltaChange
+
+    public init(
+        name: String, classification: Classification, index: Int?, width: CounterWidth, speedBps: UInt64?,
+        attributes: LinkAttributes?, totals: Counters, quality: Quality, events: EventCounts, baseline: Counters,
+        lastCounters: Counters?, lastKernelStats: KernelLinkStats?, firstSeen: Double, lastSeen: Double, present: Bool,
+        deletedAt: Double?, lastChange: DeltaChange
+    ) {
+        self.name = name
+        self.classification = classification
+        self.index = index
+        self.width = width
+        self.speedBps = speedBps
+        self.attributes = attributes
+        self.totals = totals
+        self.quality = quality
+        self.events = events
+        self.baseline = baseline
+        self.lastCounters = lastCounters
+        self.lastKernelStats = lastKernelStats
+        self.firstSeen = firstSeen
+        self.lastSeen = lastSeen
+        self.present = present
+        self.deletedAt = deletedAt
+        self.lastChange = lastChange
+    }
 }
 
 /// Engine settings. The wrap slack (1.25) and the packet ceiling (R / 40)
@@ -152,6 +181,8 @@ public struct DeltaEngine: Sendable {
         /// The index of the instance whose deletion was last accounted for;
         /// set only while no later sample has shown the name again.
         var deletedIndex: Int??
+        /// Restored across a reboot: the next sample counts in full.
+        var restartPending = false
 
     mutating func absorb(_ sample: InterfaceSample, classification: Classification, at t: Double) {
         state.classification = classification
@@ -197,7 +228,14 @@ public struct DeltaEngine: Sendable {
                 var change: DeltaChange
                 var quality = Quality.exact
                 var seconds: Double?
-                if s.deletedIndex != nil {
+                if s.restartPending {
+                    // Saved before a reboot: these counters began at boot.
+                    counters = current.counters
+                    change = .restarted
+                    quality = .lowerBound
+                    s.state.events.resets += 1
+                    seconds = nil
+                } else if s.deletedIndex != nil {
                     // The instance last sampled was deleted and its final
                     // counters counted: whatever is here now is new (rule 4).
                     counters = current.counters
@@ -247,6 +285,7 @@ public struct DeltaEngine: Sendable {
                 s.prev = current
                 s.prevTime = t
                 s.deletedIndex = nil
+                s.restartPending = false
                 series[current.name] = s
                 delta = InterfaceDelta(
                     name: current.name, classification: classification, index: current.index, change: change,
@@ -378,6 +417,56 @@ public struct DeltaEngine: Sendable {
     /// so that interface churn does not grow the engine's memory forever.
     public mutating func forget(notSeenSince time: Double) {
         series = series.filter { $0.value.state.present || $0.value.state.lastSeen >= time }
+    }
+
+    // MARK: - Saved state
+
+    /// What ifmeter saves of one interface to continue after a restart.
+    public struct SavedSeries: Sendable, Hashable {
+        public var totals: InterfaceTotals
+        /// The last sampled counters, their instance's index and width, and
+        /// when (monotonic seconds, comparable within one boot only).
+        public var last: InterfaceSample?
+        public var lastTime: Double
+
+        public init(totals: InterfaceTotals, last: InterfaceSample?, lastTime: Double) {
+            self.totals = totals
+            self.last = last
+            self.lastTime = lastTime
+        }
+    }
+
+    /// Every interface's state, to save.
+    public var saved: [SavedSeries] {
+        series.values.map { SavedSeries(totals: $0.state, last: $0.deletedIndex == nil ? $0.prev : nil, lastTime: $0.prevTime) }
+            .sorted { $0.totals.name < $1.totals.name }
+    }
+
+    /// Continues from saved state; call before the first sample.
+    ///
+    /// `sameBoot`: the machine has not rebooted since the save, so the
+    /// kernel counters went on while ifmeter was stopped. The next sample
+    /// then applies the usual rules against the saved counters: the same
+    /// index counts the downtime's traffic (exactly), another index is a
+    /// recreation (a lower bound). After a reboot the next sample counts in
+    /// full and the totals become lower bounds: what passed between the save
+    /// and the reboot is unknown.
+    public mutating func restore(_ saved: [SavedSeries], sameBoot: Bool, now: Double) {
+        for item in saved {
+            var state = item.totals
+            state.present = false
+            if !sameBoot {
+                // Monotonic times of another boot mean nothing in this one.
+                state.firstSeen = now
+                state.lastSeen = now
+            }
+            var entry = Series(state: state, prev: item.last, prevTime: item.lastTime, deletedIndex: nil)
+            if item.last == nil { entry.deletedIndex = .some(item.totals.index) }
+            if !sameBoot, item.last != nil { entry.restartPending = true }
+            series[item.totals.name] = entry
+        }
+        // The saved interfaces are known: the next sample is no baseline
+        // for them; it stays one for interfaces never seen.
     }
 
     // MARK: - Rules

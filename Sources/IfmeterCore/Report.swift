@@ -64,6 +64,8 @@ public struct JSONReportRenderer: ReportRenderer {
         ]
         if let start = report.start, let end = report.end { window["seconds"] = .number(end - start) }
         var o: [String: JSONValue] = [
+            "schema": .string("ifmeter.replay"),
+            "schema_version": .number(1),
             "estimate": .bool(true),
             "caveats": .array(Caveats.all.map(JSONValue.string)),
             "window": .object(window),

@@ -140,6 +140,7 @@ public struct IntervalRenderer: Sendable {
         case .reset: "counter reset"
         case .recreated: "recreated"
         case .deleted: "deleted"
+        case .restarted: "restarted after a reboot"
         }
     }
 

@@ -170,6 +170,7 @@ public struct LiveModel: Sendable {
         case .recreated: "recreated"
         case .deleted: "deleted"
         case .appeared: "appeared"
+        case .restarted: "counters restarted (reboot while stopped)"
         case .baseline, .steady: nil
         }
     }

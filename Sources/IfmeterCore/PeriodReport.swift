@@ -1,0 +1,217 @@
+/// Sums an export period's deltas per interface.
+public struct PeriodAccumulator: Sendable {
+    public struct Entry: Sendable, Hashable {
+        public var classification: Classification
+        public var counters = Counters.zero
+        public var quality = Quality.exact
+        /// Discontinuities seen in the period (wrap, reset, recreated, ...).
+        public var changes: [DeltaChange] = []
+        /// Seconds of intervals summed (for rates).
+        public var seconds: Double = 0
+    }
+
+    public private(set) var entries: [String: Entry] = [:]
+
+    public init() {}
+
+    public mutating func add(_ deltas: [InterfaceDelta]) {
+        for d in deltas where d.change != .baseline {
+            var e = entries[d.name] ?? Entry(classification: d.classification)
+            e.classification = d.classification
+            e.counters.add(d.counters)
+            e.quality = max(e.quality, d.quality)
+            if d.change != .steady, !e.changes.contains(d.change) { e.changes.append(d.change) }
+            if d.change != .deleted { e.seconds += d.seconds ?? 0 }
+            entries[d.name] = e
+        }
+    }
+
+    /// Returns the entries and starts a new period.
+    public mutating func take() -> [String: Entry] {
+        defer { entries = [:] }
+        return entries
+    }
+}
+
+/// A periodic export report, schema `ifmeter.export` version 1
+/// (`schemas/ifmeter-report.v1.schema.json`).
+public struct PeriodReport: Sendable {
+    public struct Period: Sendable {
+        /// Unix times (written as RFC 3339) and monotonic seconds.
+        public var startWall: Double
+        public var endWall: Double
+        public var startMonotonic: Double
+        public var endMonotonic: Double
+
+        public init(startWall: Double, endWall: Double, startMonotonic: Double, endMonotonic: Double) {
+            self.startWall = startWall
+            self.endWall = endWall
+            self.startMonotonic = startMonotonic
+            self.endMonotonic = endMonotonic
+        }
+    }
+
+    /// Where the totals come from when they persist (`--state`).
+    public struct State: Sendable {
+        public var path: String
+        /// Unix time the totals count from.
+        public var since: Double
+        public var restored: Bool
+        public var sameBoot: Bool
+
+        public init(path: String, since: Double, restored: Bool, sameBoot: Bool) {
+            self.path = path
+            self.since = since
+            self.restored = restored
+            self.sameBoot = sameBoot
+        }
+    }
+
+    public var host: String
+    public var source: String
+    public var period: Period
+    public var interfaces: [InterfaceTotals]
+    public var periodEntries: [String: PeriodAccumulator.Entry]
+    /// Unix time the totals count from without `--state`.
+    public var since: Double
+    public var state: State?
+
+    public init(
+        host: String, source: String, period: Period, interfaces: [InterfaceTotals],
+        periodEntries: [String: PeriodAccumulator.Entry], since: Double, state: State?
+    ) {
+        self.host = host
+        self.source = source
+        self.period = period
+        self.interfaces = interfaces
+        self.periodEntries = periodEntries
+        self.since = since
+        self.state = state
+    }
+}
+
+/// Renders a `PeriodReport` as JSON, with sorted keys.
+public struct PeriodReportRenderer: Sendable {
+    public static let schemaName = "ifmeter.export"
+    public static let schemaVersion = 1
+
+    public init() {}
+
+    public func value(_ report: PeriodReport) -> JSONValue {
+        let seconds = report.period.endMonotonic - report.period.startMonotonic
+        var physical = (rx: UInt64(0), tx: UInt64(0)), tunnel = (rx: UInt64(0), tx: UInt64(0))
+        var interfaces: [JSONValue] = []
+        for i in report.interfaces {
+            let entry = report.periodEntries[i.name]
+            let delta = entry?.counters ?? .zero
+            if i.classification.kind.isPhysical {
+                physical.rx &+= delta.rxBytes
+                physical.tx &+= delta.txBytes
+            } else if i.classification.kind == .tunnel {
+                tunnel.rx &+= delta.rxBytes
+                tunnel.tx &+= delta.txBytes
+            }
+            var rates: [String: JSONValue] = [:]
+            for key in CounterKey.required {
+                rates[key.jsonKey + "_per_second"] = seconds > 0 ? .number(Double(delta.value(key)) / seconds) : .null
+            }
+            var o: [String: JSONValue] = [
+                "name": .string(i.name),
+                "kind": .string(i.classification.kind.rawValue),
+                "evidence": .string(i.classification.evidence),
+                "present": .bool(i.present),
+                "width": .number(i.width.rawValue),
+                "period": .object([
+                    "counters": JSONReportRenderer.counters(delta),
+                    "quality": .string((entry?.quality ?? .exact).name),
+                    "changes": .array((entry?.changes ?? []).map { .string($0.rawValue) }),
+                ]),
+                "rates": .object(rates),
+                "totals": JSONReportRenderer.counters(i.totals),
+                "quality": .string(i.quality.name),
+                "lower_bound": .bool(i.quality == .lowerBound),
+                "events": JSONReportRenderer.events(i.events),
+            ]
+            o["index"] = i.index.map { .number($0) } ?? .null
+            interfaces.append(.object(o))
+        }
+        func pair(_ p: (rx: UInt64, tx: UInt64)) -> JSONValue {
+            .object([
+                "rx_bytes": .number(p.rx), "tx_bytes": .number(p.tx),
+                "rx_bytes_per_second": seconds > 0 ? .number(Double(p.rx) / seconds) : .null,
+                "tx_bytes_per_second": seconds > 0 ? .number(Double(p.tx) / seconds) : .null,
+            ])
+        }
+        var o: [String: JSONValue] = [
+            "schema": .string(Self.schemaName),
+            "schema_version": .number(Self.schemaVersion),
+            "estimate": .bool(true),
+            "caveats": .array(Caveats.all.map(JSONValue.string)),
+            "host": .string(report.host),
+            "source": .string(report.source),
+            "period": .object([
+                "start": .string(RFC3339.format(report.period.startWall)),
+                "end": .string(RFC3339.format(report.period.endWall)),
+                "start_monotonic": .number(report.period.startMonotonic),
+                "end_monotonic": .number(report.period.endMonotonic),
+                "seconds": .number(seconds),
+            ]),
+            "totals_since": .string(RFC3339.format(report.state?.since ?? report.since)),
+            "interfaces": .array(interfaces),
+            "summary": .object([
+                "physical": pair(physical),
+                "tunnel": pair(tunnel),
+                "note": .string("Tunnel traffic rides inside physical traffic (wifi, cellular, ethernet): the two are shown apart and never added."),
+            ]),
+        ]
+        if let state = report.state {
+            var note: String
+            if !state.restored {
+                note = "New state: totals count from its creation."
+            } else if state.sameBoot {
+                note = "Restored: the kernel counters went on while ifmeter was stopped, so that traffic is counted."
+            } else {
+                note = "Restored across a reboot: traffic between the last save and the reboot is unknown, so restored totals are lower bounds."
+            }
+            o["state"] = .object([
+                "path": .string(state.path), "since": .string(RFC3339.format(state.since)),
+                "restored": .bool(state.restored), "same_boot": .bool(state.sameBoot), "note": .string(note),
+            ])
+        }
+        return .object(o)
+    }
+
+    /// One line of compact JSON.
+    public func line(_ report: PeriodReport) -> String { JSONWriter().string(value(report)) }
+}
+
+/// RFC 3339 timestamps in UTC, with milliseconds, without Foundation.
+public enum RFC3339 {
+    public static func format(_ unix: Double) -> String {
+        let millis = Int64((unix * 1000).rounded(.down))
+        var seconds = millis / 1000
+        let ms = Int(millis - seconds * 1000)
+        let days = seconds >= 0 ? seconds / 86400 : (seconds - 86399) / 86400
+        seconds -= days * 86400
+        let (y, m, d) = civil(fromDays: days)
+        func pad(_ n: Int, _ width: Int) -> String {
+            let s = String(n)
+            return String(repeating: "0", count: max(0, width - s.count)) + s
+        }
+        return "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(Int(seconds / 3600), 2)):\(pad(Int(seconds % 3600 / 60), 2)):\(pad(Int(seconds % 60), 2)).\(pad(ms, 3))Z"
+    }
+
+    /// Howard Hinnant's days-to-civil.
+    static func civil(fromDays z0: Int64) -> (Int, Int, Int) {
+        let z = z0 + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+        let y = yoe + era * 400
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        return (Int(m <= 2 ? y + 1 : y), Int(m), Int(d))
+    }
+}

@@ -1,0 +1,321 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CSQLite
+import IfmeterCore
+
+/// Totals that survive restarts and reboots, and daily and monthly usage,
+/// in one SQLite file (WAL mode).
+///
+/// Per interface it keeps the totals, the quality and events, and the last
+/// counters seen with their index; with them the kernel's boot id. On start,
+/// the same boot and the same index mean the counters went on while ifmeter
+/// was stopped, so that traffic is added and nothing is lost; a new boot or a
+/// new index means the downtime's traffic is unknown, and those totals become
+/// lower bounds (the delta engine applies exactly these rules).
+public final class StateStore {
+    public static let schemaVersion = 1
+
+    public let path: String
+    public let host: String
+    public let bootID: String
+    /// What the file held when it was opened.
+    public let restored: [DeltaEngine.SavedSeries]
+    /// The file was written during this boot: the counters went on.
+    public let sameBoot: Bool
+    /// Unix time the state began (its totals count from then).
+    public let since: Double
+    /// The file was created now.
+    public let isNew: Bool
+
+    private let database: Database
+    private let lockDescriptor: Int32
+    private let upsertInterface: Statement
+    private let addUsage: Statement
+
+    /// Opens (or creates) the state file. Refuses, never overwriting, a file
+    /// that is not ifmeter state, is corrupt, comes from a newer ifmeter or
+    /// from another host, or is in use by another ifmeter.
+    public init(path: String, host: String, bootID: String, now: Double) throws(StoreError) {
+        self.path = path
+        self.host = host
+        self.bootID = bootID
+        let folder = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
+        var st = stat()
+        guard stat(folder.isEmpty ? "/" : folder, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
+            throw StoreError("cannot use state file \(path): the folder \(folder) does not exist")
+        }
+        let existed = stat(path, &st) == 0 && st.st_size > 0
+        if stat(path, &st) == 0, (st.st_mode & S_IFMT) != S_IFREG {
+            throw StoreError("cannot use state file \(path): it is not a regular file")
+        }
+
+        let lock = open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard lock >= 0 else { throw StoreError("cannot use state file \(path): cannot create \(path).lock: \(String(cString: strerror(errno)))") }
+        if flock(lock, LOCK_EX | LOCK_NB) != 0 {
+            close(lock)
+            throw StoreError("state file \(path) is in use by another ifmeter; give this one another --state")
+        }
+        lockDescriptor = lock
+
+        let db: Database
+        do {
+            db = try Database(path: path, readOnly: false)
+            if existed {
+                try Self.check(db, path: path, host: host)
+            }
+            try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+            if !existed {
+                try db.transaction { () throws(StoreError) in
+                    try db.execute(Self.schema)
+                    let meta = try db.prepare("INSERT INTO meta(key, value) VALUES (?, ?)")
+                    for (key, value) in [
+                        ("schema_version", String(Self.schemaVersion)), ("host", host), ("created", String(now)),
+                        ("boot_id", bootID),
+                    ] {
+                        try meta.run([.text(key), .text(value)])
+                    }
+                }
+            }
+        } catch {
+            flock(lock, LOCK_UN)
+            close(lock)
+            throw error
+        }
+        database = db
+        isNew = !existed
+        var meta: [String: String] = [:]
+        try db.prepare("SELECT key, value FROM meta").query { row throws(StoreError) in
+            if let key = row.text(0), let value = row.text(1) { meta[key] = value }
+        }
+        since = meta["created"].flatMap(Double.init) ?? now
+        sameBoot = meta["boot_id"] == bootID
+        restored = try Self.loadSeries(db)
+        upsertInterface = try db.prepare(Self.upsertSQL)
+        addUsage = try db.prepare(Self.usageSQL)
+    }
+
+    deinit {
+        flock(lockDescriptor, LOCK_UN)
+        close(lockDescriptor)
+    }
+
+    static let counterColumns = CounterKey.allCases.map(\.jsonKey)
+
+    static var schema: String {
+        let last = counterColumns.map { "last_\($0) INTEGER" }.joined(separator: ", ")
+        let totals = counterColumns.map { "total_\($0) INTEGER" }.joined(separator: ", ")
+        let base = counterColumns.map { "base_\($0) INTEGER" }.joined(separator: ", ")
+        return """
+            CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            -- Counters are unsigned 64-bit values stored as their signed bit pattern.
+            CREATE TABLE interfaces (
+                name TEXT PRIMARY KEY, kind TEXT NOT NULL, evidence TEXT NOT NULL, ifindex INTEGER, width INTEGER NOT NULL,
+                speed_bps INTEGER, has_last INTEGER NOT NULL, last_time REAL NOT NULL, \(last), \(totals), \(base),
+                quality INTEGER NOT NULL, wraps INTEGER NOT NULL, resets INTEGER NOT NULL, recreations INTEGER NOT NULL,
+                deletions INTEGER NOT NULL, first_seen REAL NOT NULL, last_seen REAL NOT NULL, deleted_at REAL);
+            -- Daily (YYYY-MM-DD) and monthly (YYYY-MM) usage in local time; quality 0 exact, 1 wrap-corrected, 2 lower bound.
+            CREATE TABLE usage (
+                name TEXT NOT NULL, granularity TEXT NOT NULL CHECK (granularity IN ('day', 'month')), period TEXT NOT NULL,
+                kind TEXT NOT NULL, rx_bytes INTEGER NOT NULL, tx_bytes INTEGER NOT NULL, rx_packets INTEGER NOT NULL,
+                tx_packets INTEGER NOT NULL, quality INTEGER NOT NULL, PRIMARY KEY (name, granularity, period));
+            """
+    }
+
+    static var upsertSQL: String {
+        let columns = ["name", "kind", "evidence", "ifindex", "width", "speed_bps", "has_last", "last_time"]
+            + counterColumns.map { "last_" + $0 } + counterColumns.map { "total_" + $0 } + counterColumns.map { "base_" + $0 }
+            + ["quality", "wraps", "resets", "recreations", "deletions", "first_seen", "last_seen", "deleted_at"]
+        let placeholders = columns.map { _ in "?" }.joined(separator: ", ")
+        return "INSERT OR REPLACE INTO interfaces (\(columns.joined(separator: ", "))) VALUES (\(placeholders))"
+    }
+
+    static let usageSQL = """
+        INSERT INTO usage (name, granularity, period, kind, rx_bytes, tx_bytes, rx_packets, tx_packets, quality)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (name, granularity, period) DO UPDATE SET
+            kind = excluded.kind,
+            rx_bytes = rx_bytes + excluded.rx_bytes, tx_bytes = tx_bytes + excluded.tx_bytes,
+            rx_packets = rx_packets + excluded.rx_packets, tx_packets = tx_packets + excluded.tx_packets,
+            quality = max(quality, excluded.quality)
+        """
+
+    /// Refuses what is not this host's ifmeter state of a version it reads.
+    static func check(_ db: Database, path: String, host: String) throws(StoreError) {
+        var result = ""
+        do {
+            try db.prepare("PRAGMA quick_check").query { row throws(StoreError) in result = row.text(0) ?? "" }
+        } catch {
+            throw StoreError("refusing state file \(path): it is not an ifmeter state file or it is corrupt (\(error.message)); move it away or choose another --state")
+        }
+        guard result == "ok" else {
+            throw StoreError("refusing state file \(path): it is corrupt (\(result)); move it away or choose another --state")
+        }
+        var meta: [String: String] = [:]
+        do {
+            try db.prepare("SELECT key, value FROM meta").query { row throws(StoreError) in
+                if let key = row.text(0), let value = row.text(1) { meta[key] = value }
+            }
+        } catch {
+            throw StoreError("refusing state file \(path): it is a SQLite file but not ifmeter state (no meta table); choose another --state")
+        }
+        guard let version = meta["schema_version"].flatMap(Int.init) else {
+            throw StoreError("refusing state file \(path): it has no schema version; choose another --state")
+        }
+        if version > schemaVersion {
+            throw StoreError("refusing state file \(path): it was written by a newer ifmeter (state schema \(version), this one reads \(schemaVersion)); use that ifmeter or another --state")
+        }
+        if version < schemaVersion {
+            throw StoreError("refusing state file \(path): state schema \(version) is older than this ifmeter knows (\(schemaVersion))")
+        }
+        if let owner = meta["host"], owner != host {
+            throw StoreError("refusing state file \(path): it belongs to host '\(owner)', and this is '\(host)'; its totals are not this machine's")
+        }
+    }
+
+    static func loadSeries(_ db: Database) throws(StoreError) -> [DeltaEngine.SavedSeries] {
+        var series: [DeltaEngine.SavedSeries] = []
+        let n = Int32(counterColumns.count)
+        try db.prepare("SELECT * FROM interfaces ORDER BY name").query { row throws(StoreError) in
+            guard let name = row.text(0), let kindText = row.text(1), let evidence = row.text(2) else { return }
+            let classification = Classification(kind: InterfaceKind(rawValue: kindText) ?? .other, evidence: evidence)
+            let index: Int? = row.isNull(3) ? nil : Int(row.int(3))
+            let width = CounterWidth(rawValue: Int(row.int(4))) ?? .bits64
+            let speed: UInt64? = row.isNull(5) ? nil : UInt64(bitPattern: row.int(5))
+            let hasLast = row.int(6) != 0
+            let lastTime = row.double(7)
+            func counters(from column: Int32) -> Counters {
+                var c = Counters()
+                for (k, key) in CounterKey.allCases.enumerated() where !row.isNull(column + Int32(k)) {
+                    c[key] = UInt64(bitPattern: row.int(column + Int32(k)))
+                }
+                return c
+            }
+            let last = counters(from: 8), totals = counters(from: 8 + n), base = counters(from: 8 + 2 * n)
+            let q = 8 + 3 * n
+            let state = InterfaceTotals(
+                name: name, classification: classification, index: index, width: width, speedBps: speed, attributes: nil,
+                totals: totals, quality: Quality(rawValue: Int(row.int(q))) ?? .lowerBound,
+                events: EventCounts(wraps: Int(row.int(q + 1)), resets: Int(row.int(q + 2)), recreations: Int(row.int(q + 3)),
+                                    deletions: Int(row.int(q + 4))),
+                baseline: base, lastCounters: hasLast ? last : nil, lastKernelStats: nil, firstSeen: row.double(q + 5),
+                lastSeen: row.double(q + 6), present: false, deletedAt: row.isNull(q + 7) ? nil : row.double(q + 7),
+                lastChange: .steady)
+            let sample = hasLast
+                ? InterfaceSample(name: name, index: index, classification: classification, width: width, speedBps: speed, counters: last)
+                : nil
+            series.append(DeltaEngine.SavedSeries(totals: state, last: sample, lastTime: lastTime))
+        }
+        return series
+    }
+
+    /// Saves every interface's state and adds `usage` (the traffic since
+    /// the last save, per interface) to today's and this month's rows, in
+    /// one transaction: a kill at any moment leaves the last save whole.
+    public func save(
+        _ saved: [DeltaEngine.SavedSeries], usage: [String: (kind: InterfaceKind, counters: Counters, quality: Quality)],
+        wallTime: Double
+    ) throws(StoreError) {
+        let (day, month) = Self.periods(wallTime)
+        try database.transaction { () throws(StoreError) in
+            for item in saved {
+                let t = item.totals
+                var values: [Statement.Value] = [
+                    .text(t.name), .text(t.classification.kind.rawValue), .text(t.classification.evidence),
+                    t.index.map { .integer(Int64($0)) } ?? .null, .integer(Int64(t.width.rawValue)),
+                    t.speedBps.map { .integer(Int64(bitPattern: $0)) } ?? .null, .integer(item.last == nil ? 0 : 1),
+                    .real(item.lastTime),
+                ]
+                for counters in [item.last?.counters ?? Counters(), t.totals, t.baseline] {
+                    for key in CounterKey.allCases {
+                        values.append(counters[key].map { .integer(Int64(bitPattern: $0)) } ?? .null)
+                    }
+                }
+                values += [
+                    .integer(Int64(t.quality.rawValue)), .integer(Int64(t.events.wraps)), .integer(Int64(t.events.resets)),
+                    .integer(Int64(t.events.recreations)), .integer(Int64(t.events.deletions)), .real(t.firstSeen),
+                    .real(t.lastSeen), t.deletedAt.map { .real($0) } ?? .null,
+                ]
+                try upsertInterface.run(values)
+            }
+            for (name, entry) in usage.sorted(by: { $0.key < $1.key }) {
+                let c = entry.counters
+                for (granularity, period) in [("day", day), ("month", month)] {
+                    try addUsage.run([
+                        .text(name), .text(granularity), .text(period), .text(entry.kind.rawValue),
+                        .integer(Int64(clamping: c.rxBytes)), .integer(Int64(clamping: c.txBytes)),
+                        .integer(Int64(clamping: c.rxPackets)), .integer(Int64(clamping: c.txPackets)),
+                        .integer(Int64(entry.quality.rawValue)),
+                    ])
+                }
+            }
+            let meta = try database.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)")
+            try meta.run([.text("boot_id"), .text(bootID)])
+            try meta.run([.text("saved"), .text(String(wallTime))])
+        }
+    }
+
+    /// Local `YYYY-MM-DD` and `YYYY-MM` of a Unix time.
+    public static func periods(_ time: Double) -> (day: String, month: String) {
+        var t = time_t(time)
+        var parts = tm()
+        localtime_r(&t, &parts)
+        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        let month = "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))"
+        return (month + "-" + two(parts.tm_mday), month)
+    }
+
+    // MARK: reading usage
+
+    public enum Granularity: String, Sendable {
+        case day, month
+    }
+
+    public struct UsageRow: Sendable, Hashable {
+        public var name: String
+        public var kind: InterfaceKind
+        public var period: String
+        public var counters: Counters
+        public var quality: Quality
+    }
+
+    /// Usage rows of a state file, by interface then period. Opens the file
+    /// read-only: it works while another ifmeter writes it.
+    public static func usage(path: String, granularity: Granularity) throws(StoreError) -> [UsageRow] {
+        var st = stat()
+        guard stat(path, &st) == 0 else { throw StoreError("no state file at \(path)") }
+        let db = try Database(path: path, readOnly: true)
+        var rows: [UsageRow] = []
+        do {
+            try db.prepare(
+                "SELECT name, kind, period, rx_bytes, tx_bytes, rx_packets, tx_packets, quality FROM usage WHERE granularity = ? ORDER BY name, period"
+            ).query([.text(granularity.rawValue)]) { row throws(StoreError) in
+                rows.append(UsageRow(
+                    name: row.text(0) ?? "?", kind: InterfaceKind(rawValue: row.text(1) ?? "") ?? .other, period: row.text(2) ?? "?",
+                    counters: Counters(
+                        rxBytes: UInt64(max(0, row.int(3))), txBytes: UInt64(max(0, row.int(4))),
+                        rxPackets: UInt64(max(0, row.int(5))), txPackets: UInt64(max(0, row.int(6)))),
+                    quality: Quality(rawValue: Int(row.int(7))) ?? .lowerBound))
+            }
+        } catch {
+            throw StoreError("cannot read usage from \(path): it is not an ifmeter state file or it is corrupt (\(error.message))")
+        }
+        return rows
+    }
+}
+
+/// The kernel's boot id (`/proc/sys/kernel/random/boot_id`); it changes at
+/// every boot. Nil where there is none.
+public func readBootID(_ path: String = "/proc/sys/kernel/random/boot_id") -> String? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var buffer = [UInt8](repeating: 0, count: 128)
+    let n = read(fd, &buffer, buffer.count)
+    guard n > 0 else { return nil }
+    var text = String(decoding: buffer[..<n], as: UTF8.self)
+    while text.last == "\n" || text.last == " " { text.removeLast() }
+    return text.isEmpty ? nil : text
+}
