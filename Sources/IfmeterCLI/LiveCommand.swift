@@ -25,9 +25,11 @@ struct LiveCommand: Command {
     let bits: Bool
     let filter: InterfaceFilter
     let configuration: EngineConfiguration
+    let state: StateOptions?
 
     init(_ p: ParsedArguments) throws(CLIError) {
         arguments = p
+        state = MonitorOptions.stateOptions(p, saveEvery: 10)
         interval = try CommonOptions.duration(p, "--interval", default: 1)
         bits = p.flag("--bits")
         filter = try CommonOptions.filter(p)
@@ -37,18 +39,27 @@ struct LiveCommand: Command {
 
     func run() throws(CLIError) {
         let source = try CommonOptions.openSource(arguments)
+        var engine = DeltaEngine(configuration: configuration)
+        var persistence: StatePersistence?
+        if let state {
+            do {
+                persistence = try StatePersistence(options: state, engine: &engine)
+            } catch {
+                throw .runtime(error.message)
+            }
+        }
+        defer { persistence?.saveIfDue(engine, force: true) }
         if Output.isTerminal(1) {
-            try LiveTerminal(source: source, command: self).run()
+            try LiveTerminal(source: source, command: self, persistence: persistence).run(&engine)
         } else {
-            try plainLines(source)
+            try plainLines(source, &engine, persistence)
         }
     }
 
     /// One line per interface per interval, for pipes and files.
-    func plainLines(_ source: any CounterSource) throws(CLIError) {
+    func plainLines(_ source: any CounterSource, _ engine: inout DeltaEngine, _ persistence: StatePersistence?) throws(CLIError) {
         StopSignal.install()
-        var engine = DeltaEngine(configuration: configuration)
-        engine.apply(CommonOptions.filtered(try CommonOptions.take(source), filter))
+        persistence?.record(engine.apply(CommonOptions.filtered(try CommonOptions.take(source), filter)))
         try Output.put("# ifmeter live: \(source.sourceName) every \(Units.duration(interval)), one line per interface per interval. "
             + "Figures are estimates from interface counters (protocol overhead included, not per-app); ≥ lower bound, ~ wrap-corrected.\n")
         let start = monotonicNow()
@@ -58,6 +69,8 @@ struct LiveCommand: Command {
             guard sleepUntil(start + Double(n) * interval) else { return }
             let sample = CommonOptions.filtered(try CommonOptions.take(source), filter)
             let deltas = engine.apply(sample)
+            persistence?.record(deltas)
+            persistence?.saveIfDue(engine, force: false)
             let clock = LiveClock.format(wallClock())
             var text = ""
             for delta in deltas.sorted(by: { $0.name < $1.name }) {
@@ -91,14 +104,14 @@ enum LiveClock {
 final class LiveTerminal {
     let source: any CounterSource
     let command: LiveCommand
-    var engine: DeltaEngine
+    let persistence: StatePersistence?
     var model: LiveModel
     let renderer: LiveRenderer
 
-    init(source: any CounterSource, command: LiveCommand) {
+    init(source: any CounterSource, command: LiveCommand, persistence: StatePersistence?) {
         self.source = source
         self.command = command
-        engine = DeltaEngine(configuration: command.configuration)
+        self.persistence = persistence
         model = LiveModel(host: hostName(), source: source.sourceName, interval: command.interval)
         model.bits = command.bits
         let noColor = (getenv("NO_COLOR").map { String(cString: $0) } ?? "").isEmpty == false
@@ -106,10 +119,10 @@ final class LiveTerminal {
         renderer = LiveRenderer(color: !noColor && !dumb)
     }
 
-    func run() throws(CLIError) {
+    func run(_ engine: inout DeltaEngine) throws(CLIError) {
         TerminalState.enter()
         defer { TerminalState.restore() }
-        engine.apply(CommonOptions.filtered(try CommonOptions.take(source), command.filter))
+        persistence?.record(engine.apply(CommonOptions.filtered(try CommonOptions.take(source), command.filter)))
         model.update(deltas: [], totals: engine.interfaces, time: wallClock())
         var next = monotonicNow() + command.interval
         draw()
@@ -151,6 +164,8 @@ final class LiveTerminal {
             if monotonicNow() >= next {
                 let sample = CommonOptions.filtered(try CommonOptions.take(source), command.filter)
                 let deltas = engine.apply(sample)
+                persistence?.record(deltas)
+                persistence?.saveIfDue(engine, force: false)
                 engine.forget(notSeenSince: sample.time - 3600)
                 model.update(deltas: deltas, totals: engine.interfaces, time: wallClock())
                 next += command.interval

@@ -17,17 +17,27 @@ let defaultServePort: UInt16 = 9874
 enum MonitorOptions {
     static let common: [OptionSpec] = [
         CommonOptions.interval, CommonOptions.maxRate,
+        OptionSpec("--state", value: "path", help: "Keep totals across restarts and reboots, and daily and monthly usage, in this SQLite file."),
+        OptionSpec("--boot-id-file", value: "path", help: "Read the boot id here.", hidden: true),
     ] + CommonOptions.source + CommonOptions.filters
 
-    static func configuration(_ p: ParsedArguments, seriesLifetime: Double? = nil, kernelStats: Bool = false) throws(CLIError)
-        -> Monitor.Configuration
-    {
+    static func configuration(
+        _ p: ParsedArguments, seriesLifetime: Double? = nil, kernelStats: Bool = false, saveEvery: Double = 10
+    ) throws(CLIError) -> Monitor.Configuration {
         var samplerOptions = CommonOptions.samplerOptions(p)
         samplerOptions.kernelStats = kernelStats
         return Monitor.Configuration(
             source: try CommonOptions.sourceKind(p), samplerOptions: samplerOptions,
             interval: try CommonOptions.duration(p, "--interval", default: 1), filter: try CommonOptions.filter(p),
-            engine: try CommonOptions.engineConfiguration(p), seriesLifetime: seriesLifetime)
+            engine: try CommonOptions.engineConfiguration(p), seriesLifetime: seriesLifetime,
+            state: stateOptions(p, saveEvery: saveEvery))
+    }
+
+    static func stateOptions(_ p: ParsedArguments, saveEvery: Double) -> StateOptions? {
+        guard let path = p.value("--state") else { return nil }
+        var options = StateOptions(path: path, host: hostName(), saveEvery: saveEvery)
+        if let file = p.value("--boot-id-file") { options.bootIDFile = file }
+        return options
     }
 
     static func families(_ p: ParsedArguments) throws(CLIError) -> ExpositionFamilies {
@@ -50,7 +60,7 @@ enum MonitorOptions {
         do {
             try monitor.start()
         } catch {
-            throw .runtime("cannot open the \(configuration.source.rawValue) source: \(error)")
+            throw .runtime(error.message)
         }
         return monitor
     }
@@ -204,70 +214,6 @@ let RLIMIT_NOFILE_VALUE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
 #else
 let RLIMIT_NOFILE_VALUE = RLIMIT_NOFILE
 #endif
-
-struct ExportCommand: Command {
-    static let spec = CommandSpec(
-        name: "ifmeter export",
-        abstract: "Write the metrics to a file periodically, replaced atomically.",
-        discussion: """
-            --textfile PATH writes the Prometheus exposition for node_exporter's
-            textfile collector (name it *.prom). Each period replaces the file
-            atomically (a temporary file in the same folder, fsync, rename), so a
-            reader never sees half a file. SIGINT or SIGTERM write once more, then stop.
-            """,
-        options: [
-            OptionSpec("--textfile", value: "path", help: "Write the Prometheus text exposition here."),
-            OptionSpec("--every", value: "duration", help: "Time between writes.", default: "15s"),
-            MonitorOptions.compat,
-            OptionSpec("--series-lifetime", value: "duration", help: "Drop an interface this long after it went away.",
-                       default: "5m"),
-        ] + MonitorOptions.common)
-
-    let textfile: String
-    let every: Double
-    let families: ExpositionFamilies
-    let configuration: Monitor.Configuration
-
-    init(_ p: ParsedArguments) throws(CLIError) {
-        guard let textfile = p.value("--textfile") else { throw p.usage("nothing to export: give --textfile PATH") }
-        self.textfile = textfile
-        every = try CommonOptions.duration(p, "--every", default: 15)
-        families = try MonitorOptions.families(p)
-        let lifetime = try CommonOptions.duration(p, "--series-lifetime", default: 300)
-        configuration = try MonitorOptions.configuration(p, seriesLifetime: lifetime, kernelStats: families != .ifmeter)
-    }
-
-    func run() throws(CLIError) {
-        do {
-            try AtomicFile.checkWritable(textfile)
-        } catch {
-            throw .runtime("cannot export to \(textfile): \(error)")
-        }
-        StopSignal.block()
-        let monitor = try MonitorOptions.start(configuration)
-        defer { monitor.stop() }
-        var failing = false
-        let start = monotonicSeconds()
-        var period = 0
-        repeat {
-            let state = monitor.current
-            let input = ScrapeCache.input(state, families: families, version: IfmeterCLI.version, interval: configuration.interval)
-            do {
-                try AtomicFile.write(PrometheusTextRenderer().render(input), to: textfile)
-                if failing { Output.error("ifmeter export: writing \(textfile) works again") }
-                failing = false
-            } catch {
-                // Once per failure streak; the previous file stays as it was.
-                if !failing { Output.error("ifmeter export: \(error); the previous file is kept, retrying every \(Units.duration(every))") }
-                failing = true
-            }
-            period += 1
-        } while sleepUntil(start + Double(period) * every)
-        // Stopped: one last write with the latest sample.
-        let input = ScrapeCache.input(monitor.current, families: families, version: IfmeterCLI.version, interval: configuration.interval)
-        try? AtomicFile.write(PrometheusTextRenderer().render(input), to: textfile)
-    }
-}
 
 /// Writes at most one line per `every` seconds to stderr, and says how many
 /// it held back, so a flood of bad requests cannot flood the log.

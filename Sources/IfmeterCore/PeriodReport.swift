@@ -26,6 +26,19 @@ public struct PeriodAccumulator: Sendable {
         }
     }
 
+    /// Puts back entries taken but not used (a failed save), adding them to
+    /// whatever came since.
+    public mutating func putBack(_ taken: [String: Entry]) {
+        for (name, old) in taken {
+            var e = entries[name] ?? Entry(classification: old.classification)
+            e.counters.add(old.counters)
+            e.quality = max(e.quality, old.quality)
+            e.changes = old.changes + e.changes.filter { !old.changes.contains($0) }
+            e.seconds += old.seconds
+            entries[name] = e
+        }
+    }
+
     /// Returns the entries and starts a new period.
     public mutating func take() -> [String: Entry] {
         defer { entries = [:] }

@@ -5,7 +5,90 @@ import Darwin
 #endif
 import IfmeterCore
 import IfmeterSampling
+import IfmeterStore
 import Synchronization
+
+/// Why the monitor could not start.
+public struct MonitorError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// A state file in use: restores the engine when opened, then saves its
+/// totals, and the traffic since the last save into the usage tables, at a
+/// slow pace. Used from one thread.
+public final class StatePersistence {
+    public let store: StateStore
+    public let every: Double
+    private var usage = PeriodAccumulator()
+    private var lastSave = monotonicSeconds()
+    public private(set) var saves = 0
+    /// The last save's failure; nil once a save works again.
+    public private(set) var lastError: String?
+
+    /// Opens the file and restores `engine` from it (before its first sample).
+    public init(options: StateOptions, engine: inout DeltaEngine) throws(MonitorError) {
+        store = try options.open(now: wallClock())
+        every = options.saveEvery
+        engine.restore(store.restored, sameBoot: store.sameBoot, now: monotonicSeconds())
+    }
+
+    /// What exports say of the state.
+    public var info: PeriodReport.State {
+        PeriodReport.State(path: store.path, since: store.since, restored: !store.isNew, sameBoot: store.sameBoot)
+    }
+
+    public func record(_ deltas: [InterfaceDelta]) { usage.add(deltas) }
+
+    /// Saves when a save is due (or `force`); returns whether it tried.
+    @discardableResult
+    public func saveIfDue(_ engine: DeltaEngine, force: Bool) -> Bool {
+        let now = monotonicSeconds()
+        guard force || now - lastSave >= every else { return false }
+        let taken = usage.take()
+        let rows = taken.mapValues { (kind: $0.classification.kind, counters: $0.counters, quality: $0.quality) }
+        do {
+            try store.save(engine.saved, usage: rows, wallTime: wallClock())
+            lastSave = now
+            saves += 1
+            lastError = nil
+        } catch {
+            // Kept for the next save: nothing counted is dropped.
+            usage.putBack(taken)
+            lastError = error.message
+        }
+        return true
+    }
+}
+
+/// Persistent totals for a monitor (`--state`).
+public struct StateOptions: Sendable {
+    public var path: String
+    public var host: String
+    /// Where the boot id is read (tests point it at a file of their own).
+    public var bootIDFile: String
+    /// Seconds between saves; a kill loses at most this much of the usage
+    /// tables (the totals lose nothing within one boot).
+    public var saveEvery: Double
+
+    public init(path: String, host: String, bootIDFile: String = "/proc/sys/kernel/random/boot_id", saveEvery: Double = 10) {
+        self.path = path
+        self.host = host
+        self.bootIDFile = bootIDFile
+        self.saveEvery = saveEvery
+    }
+
+    /// Opens the store, or says why not.
+    public func open(now: Double) throws(MonitorError) -> StateStore {
+        guard let bootID = readBootID(bootIDFile) else { throw MonitorError("cannot read the boot id from \(bootIDFile)") }
+        do {
+            return try StateStore(path: path, host: host, bootID: bootID, now: now)
+        } catch {
+            throw MonitorError(error.message)
+        }
+    }
+}
 
 /// The sampling loop every long-running consumer shares (the scrape
 /// endpoint, the exports, the live view): one sampler, one delta engine, on
@@ -22,12 +105,16 @@ public final class Monitor: Sendable {
         public var seriesLifetime: Double?
         /// Sample inside this named network namespace.
         public var namespace: String?
+        /// Keep totals across restarts in this state file.
+        public var state: StateOptions?
 
         public init(
             source: SourceKind = .platformDefault, samplerOptions: SamplerOptions = SamplerOptions(),
             interval: Double = 1, filter: InterfaceFilter = InterfaceFilter(),
-            engine: EngineConfiguration = EngineConfiguration(), seriesLifetime: Double? = nil, namespace: String? = nil
+            engine: EngineConfiguration = EngineConfiguration(), seriesLifetime: Double? = nil, namespace: String? = nil,
+            state: StateOptions? = nil
         ) {
+            self.state = state
             self.source = source
             self.samplerOptions = samplerOptions
             self.interval = interval
@@ -66,9 +153,10 @@ public final class Monitor: Sendable {
     /// The state after the latest sample.
     public var current: MonitorState { state.withLock { $0 } }
 
-    /// Opens the source and takes the first sample on the monitor's
-    /// thread, then returns; throws when the source cannot be opened.
-    public func start() throws(SamplingError) {
+    /// Opens the source (and the state file) and takes the first sample on
+    /// the monitor's thread, then returns; throws when either cannot be
+    /// opened.
+    public func start() throws(MonitorError) {
         let start = StartBox(monitor: self)
         let box = Unmanaged.passRetained(start)
         var handle = pthread_t()
@@ -79,7 +167,7 @@ public final class Monitor: Sendable {
         }, box.toOpaque())
         if rc != 0 {
             box.release()
-            throw SamplingError.system("pthread_create", code: rc)
+            throw MonitorError("pthread_create: \(String(cString: strerror(rc)))")
         }
         thread.withLock { $0 = handle }
         // Wait for the source to open (or fail) and the baseline sample.
@@ -114,7 +202,7 @@ public final class Monitor: Sendable {
     /// How `start` learns that the loop's source opened, or why not.
     private final class StartBox: Sendable {
         let monitor: Monitor
-        let opened = Mutex<Result<Void, SamplingError>?>(nil)
+        let opened = Mutex<Result<Void, MonitorError>?>(nil)
         init(monitor: Monitor) { self.monitor = monitor }
     }
 
@@ -143,14 +231,25 @@ public final class Monitor: Sendable {
         do {
             source = try openSource()
         } catch {
-            start.opened.withLock { $0 = .failure(error) }
+            start.opened.withLock { $0 = .failure(MonitorError("cannot open the \(configuration.source.rawValue) source: \(error)")) }
             return
         }
         var engine = DeltaEngine(configuration: configuration.engine)
+        var persistence: StatePersistence?
+        if let options = configuration.state {
+            do {
+                let opened = try StatePersistence(options: options, engine: &engine)
+                persistence = opened
+                state.withLock { $0.stateInfo = opened.info }
+            } catch {
+                start.opened.withLock { $0 = .failure(error) }
+                return
+            }
+        }
         var next = monotonicSeconds()
         var first = true
         while !stopping.load(ordering: .relaxed) {
-            takeSample(source, &engine)
+            takeSample(source, &engine, &persistence)
             if first {
                 start.opened.withLock { $0 = .success(()) }
                 first = false
@@ -161,9 +260,19 @@ public final class Monitor: Sendable {
             waitUntil(next)
         }
         if first { start.opened.withLock { $0 = .success(()) } }
+        // Stopping: save what the last period counted.
+        if let persistence { save(persistence, engine, force: true) }
     }
 
-    private func takeSample(_ source: any CounterSource, _ engine: inout DeltaEngine) {
+    private func save(_ p: StatePersistence, _ engine: DeltaEngine, force: Bool) {
+        guard p.saveIfDue(engine, force: force) else { return }
+        state.withLock {
+            $0.stateSaves = p.saves
+            $0.stateError = p.lastError
+        }
+    }
+
+    private func takeSample(_ source: any CounterSource, _ engine: inout DeltaEngine, _ persistence: inout StatePersistence?) {
         let started = monotonicSeconds()
         do {
             var sample = try source.sample()
@@ -173,6 +282,10 @@ public final class Monitor: Sendable {
             }
             let deltas = engine.apply(sample)
             if let lifetime = configuration.seriesLifetime { engine.forget(notSeenSince: sample.time - lifetime) }
+            if let persistence {
+                persistence.record(deltas)
+                save(persistence, engine, force: false)
+            }
             let duration = monotonicSeconds() - started
             let interfaces = engine.interfaces
             let updated = state.withLock { state -> MonitorState in
@@ -238,6 +351,11 @@ public struct MonitorState: Sendable {
     /// The engine's window, monotonic seconds.
     public var windowStart: Double?
     public var windowEnd: Double?
+    /// The state file, when totals persist.
+    public var stateInfo: PeriodReport.State?
+    public var stateSaves = 0
+    /// The last save's failure; nil once a save works again.
+    public var stateError: String?
 
     public init(sourceName: String, startTime: Double) {
         self.sourceName = sourceName

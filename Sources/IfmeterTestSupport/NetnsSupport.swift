@@ -247,3 +247,20 @@ public func ifmeter(_ arguments: [String], input: String? = nil, in namespace: T
     let command = namespace.map { ["ip", "netns", "exec", $0.name, binary] } ?? [binary]
     return try run(command + arguments, input: input, allowFailure: true)
 }
+
+/// The repository's root, from this file's path.
+public let repositoryRoot = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+/// Validates JSON files against `schemas/ifmeter-report.v1.schema.json`
+/// with check-jsonschema (PyPI, installed by `make test` in .build/venv).
+public func checkJSONSchema(_ files: [String]) throws -> (ok: Bool, output: String) {
+    let tool = ProcessInfo.processInfo.environment["IFMETER_CHECK_JSONSCHEMA"]
+        ?? repositoryRoot.appendingPathComponent(".build/venv/bin/check-jsonschema").path
+    guard FileManager.default.isExecutableFile(atPath: tool) else {
+        throw TestFailure("check-jsonschema is missing at \(tool): run 'make test' (scripts/ensure-venv installs it)")
+    }
+    let schema = repositoryRoot.appendingPathComponent("schemas/ifmeter-report.v1.schema.json").path
+    let result = try run([tool, "--schemafile", schema] + files, allowFailure: true)
+    return (result.status == 0, result.out + result.err)
+}

@@ -1,0 +1,85 @@
+import IfmeterCore
+import IfmeterStore
+
+struct UsageCommand: Command {
+    static let spec = CommandSpec(
+        name: "ifmeter usage",
+        abstract: "Daily or monthly totals per interface from a state file, with their quality.",
+        discussion: """
+            Reads the state file that serve, live or export keep with --state (it
+            may be in use). Days and months are local time; a period's traffic is
+            counted on the day it was saved.
+            """,
+        options: [
+            OptionSpec("--state", value: "path", help: "The state file."),
+            OptionSpec("--daily", help: "One row per day (the default)."),
+            OptionSpec("--monthly", help: "One row per month."),
+            OptionSpec("--format", value: "format", help: "text or json.", default: "text"),
+            CommonOptions.bits,
+        ] + CommonOptions.filters)
+
+    let path: String
+    let granularity: StateStore.Granularity
+    let json: Bool
+    let filter: InterfaceFilter
+
+    init(_ p: ParsedArguments) throws(CLIError) {
+        guard let path = p.value("--state") else { throw p.usage("give the state file with --state PATH") }
+        self.path = path
+        if p.flag("--daily") && p.flag("--monthly") { throw p.usage("'--daily' and '--monthly' cannot be used together") }
+        granularity = p.flag("--monthly") ? .month : .day
+        json = try CommonOptions.format(p, allowed: ["text", "json"], default: "text") == "json"
+        filter = try CommonOptions.filter(p)
+    }
+
+    func run() throws(CLIError) {
+        let rows: [StateStore.UsageRow]
+        do {
+            rows = try StateStore.usage(path: path, granularity: granularity).filter { filter.admits(name: $0.name, kind: $0.kind) }
+        } catch {
+            if error.message.hasPrefix("no state file") { throw .usage(error.message, command: Self.spec.name) }
+            throw .data(error.message)
+        }
+        let names = Array(Set(rows.map(\.name))).sorted()
+        if json {
+            let interfaces: [JSONValue] = names.map { name in
+                let mine = rows.filter { $0.name == name }
+                return .object([
+                    "name": .string(name),
+                    "kind": .string(mine.first?.kind.rawValue ?? "other"),
+                    "periods": .array(mine.map { row in
+                        .object([
+                            "period": .string(row.period),
+                            "rx_bytes": .number(row.counters.rxBytes), "tx_bytes": .number(row.counters.txBytes),
+                            "rx_packets": .number(row.counters.rxPackets), "tx_packets": .number(row.counters.txPackets),
+                            "quality": .string(row.quality.name),
+                        ])
+                    }),
+                ])
+            }
+            let value: JSONValue = .object([
+                "schema": .string("ifmeter.usage"), "schema_version": .number(1), "estimate": .bool(true),
+                "caveats": .array(Caveats.all.map(JSONValue.string)),
+                "granularity": .string(granularity.rawValue), "interfaces": .array(interfaces),
+            ])
+            return try Output.put(JSONWriter(indent: 2).string(value) + "\n")
+        }
+        var out = ""
+        if names.isEmpty { out += "No usage recorded yet in \(path).\n" }
+        for name in names {
+            let mine = rows.filter { $0.name == name }
+            out += "\(name) (\(mine.first?.kind.rawValue ?? "other"))\n"
+            var table = TextTable(headers: [granularity == .day ? "DAY" : "MONTH", "RX", "TX", "TOTAL", "QUALITY"], rightAligned: [1, 2, 3])
+            for row in mine {
+                let mark = Caveats.mark(row.quality)
+                table.add([
+                    row.period, mark + " " + Units.bytes(row.counters.rxBytes), mark + " " + Units.bytes(row.counters.txBytes),
+                    mark + " " + Units.bytes(row.counters.rxBytes &+ row.counters.txBytes), row.quality.name,
+                ])
+            }
+            out += table.lines().map { "  " + $0 }.joined(separator: "\n") + "\n\n"
+        }
+        out += Caveats.all.joined(separator: "\n") + "\n"
+        try Output.put(out)
+    }
+}
