@@ -59,7 +59,10 @@ struct LiveCommand: Command {
     /// One line per interface per interval, for pipes and files.
     func plainLines(_ source: any CounterSource, _ engine: inout DeltaEngine, _ persistence: StatePersistence?) throws(CLIError) {
         StopSignal.install()
-        persistence?.record(engine.apply(CommonOptions.filtered(try CommonOptions.take(source), filter)))
+        // Not inside `persistence?.record(...)`: optional chaining would skip
+        // the sample when there is no state file.
+        let baseline = engine.apply(CommonOptions.filtered(try CommonOptions.take(source), filter))
+        persistence?.record(baseline)
         try Output.put("# ifmeter live: \(source.sourceName) every \(Units.duration(interval)), one line per interface per interval. "
             + "Figures are estimates from interface counters (protocol overhead included, not per-app); ≥ lower bound, ~ wrap-corrected.\n")
         let start = monotonicNow()
@@ -122,7 +125,8 @@ final class LiveTerminal {
     func run(_ engine: inout DeltaEngine) throws(CLIError) {
         TerminalState.enter()
         defer { TerminalState.restore() }
-        persistence?.record(engine.apply(CommonOptions.filtered(try CommonOptions.take(source), command.filter)))
+        let baseline = engine.apply(CommonOptions.filtered(try CommonOptions.take(source), command.filter))
+        persistence?.record(baseline)
         model.update(deltas: [], totals: engine.interfaces, time: wallClock())
         var next = monotonicNow() + command.interval
         draw()

@@ -156,6 +156,16 @@ public final class VethPair: @unchecked Sendable {
         try b.ip("neigh", "add", ipA, "lladdr", macA, "dev", nameB, "nud", "permanent")
         try a.ip("link", "set", nameA, "up")
         try b.ip("link", "set", nameB, "up")
+        // The carrier comes up a moment later (linkwatch); until then the
+        // veth drops what it is given, uncounted.
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline {
+            let linkA = try a.ip("-o", "link", "show", "dev", nameA)
+            let linkB = try b.ip("-o", "link", "show", "dev", nameB)
+            if linkA.contains("LOWER_UP"), linkB.contains("LOWER_UP"), !linkA.contains("NO-CARRIER") { return }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        throw TestFailure("the veth pair's carrier did not come up")
     }
 
     /// Bytes a veth counts for one UDP datagram: Ethernet, IPv4, UDP headers.

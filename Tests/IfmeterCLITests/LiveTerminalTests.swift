@@ -25,10 +25,12 @@ struct LiveTerminalTests {
                 return s.contains(text) ? s : nil
             }
         }
-        /// Runs `stty -a` in the shell and returns its output.
+        /// Runs `stty -a` in the shell and returns its output. The marker
+        /// it waits for is computed by the shell, so the typed command line
+        /// (which shows at once) cannot match it.
         func stty() throws -> String {
-            try keys("clear; stty -a | tr ' ;' '\\n\\n' | grep -E '^-?(icanon|echo)$' | tr '\\n' ' '; echo STTY-DONE", "Enter")
-            return try waitFor("STTY-DONE")
+            try keys("clear; stty -a | tr ' ;' '\\n\\n' | grep -E '^-?(icanon|echo)$' | tr '\\n' ' '; echo STTY-$((40+2))", "Enter")
+            return try waitFor("STTY-42")
         }
     }
 
