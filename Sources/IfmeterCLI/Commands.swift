@@ -148,6 +148,7 @@ struct SampleCommand: Command {
         var engine = DeltaEngine(configuration: configuration)
         let renderer = IntervalRenderer(bits: bits)
         var first = CommonOptions.filtered(try CommonOptions.take(source), filter)
+        _ = source.takeEvents()  // before the baseline: nothing to count
         engine.apply(first)
         let start = first.time
         var printed = 0
@@ -157,9 +158,9 @@ struct SampleCommand: Command {
         first.interfaces.removeAll()
         while watch || printed < count! {
             guard sleepUntil(start + Double(printed + 1) * interval) else { break }
-            let sample = CommonOptions.filtered(try CommonOptions.take(source), filter)
+            let (events, sample) = try CommonOptions.take(source, filter)
             let previous = engine.lastSampleTime
-            let deltas = engine.apply(sample)
+            let deltas = engine.apply(events, sample)
             let seconds = previous.map { sample.time - $0 }
             if json {
                 try Output.put(JSONWriter().string(
@@ -223,9 +224,15 @@ struct RecordCommand: Command {
         var start = 0.0
         while intervals.map({ taken <= $0 }) ?? true {
             if taken > 0, !sleepUntil(start + Double(taken) * interval) { break }
-            let sample = CommonOptions.filtered(try CommonOptions.take(source), filter)
+            let (events, sample) = try CommonOptions.take(source, filter)
             if taken == 0 { start = sample.time }
-            try Output.put(TraceWriter.line(.sample(sample)) + "\n", to: fd)
+            // Deletions with their final counters come before the sample, as
+            // the engine applies them (none before the first sample).
+            var lines = ""
+            if taken > 0 {
+                for event in events.deleted { lines += TraceWriter.line(.deleted(event)) + "\n" }
+            }
+            try Output.put(lines + TraceWriter.line(.sample(sample)) + "\n", to: fd)
             taken += 1
         }
         try file?.sync()

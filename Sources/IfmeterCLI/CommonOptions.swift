@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import IfmeterCore
 import IfmeterSampling
 
@@ -17,6 +22,9 @@ enum CommonOptions {
             default: SourceKind.platformDefault.rawValue),
         OptionSpec("--sysfs-root", value: "path", help: "Read interface facts from this sysfs tree.", hidden: true),
         OptionSpec("--no-sysfs", help: "Read no sysfs facts.", hidden: true),
+        OptionSpec("--netns", value: "name", help: "Sample inside this named network namespace (ip netns), from outside it."),
+        OptionSpec("--no-link-events", help: "Do not listen to link notifications (deleted interfaces' last traffic is then lost).", hidden: true),
+        OptionSpec("--event-buffer", value: "bytes", help: "Receive buffer of the link-notification socket.", hidden: true),
         OptionSpec("--force-link-dump", help: "Use RTM_GETLINK instead of RTM_GETSTATS.", hidden: true),
     ]
 
@@ -48,6 +56,7 @@ enum CommonOptions {
     }
 
     static func sourceKind(_ p: ParsedArguments) throws(CLIError) -> SourceKind {
+        try validateNamespace(p)
         guard let text = p.value("--source") else { return .platformDefault }
         guard let kind = SourceKind(rawValue: text) else {
             throw p.usage("unknown source '\(text)' for '--source'; use netlink or getifaddrs")
@@ -60,7 +69,23 @@ enum CommonOptions {
         if let root = p.value("--sysfs-root") { options.sysfs = SysfsReader(root: root) }
         if p.flag("--no-sysfs") { options.sysfs = nil }
         options.forceLinkDump = p.flag("--force-link-dump")
+        options.linkEvents = !p.flag("--no-link-events")
+        if let bytes = p.value("--event-buffer").flatMap(Int32.init) { options.eventBufferBytes = bytes }
+        options.namespace = p.value("--netns")
         return options
+    }
+
+    /// Checks --netns before anything runs.
+    static func validateNamespace(_ p: ParsedArguments) throws(CLIError) {
+        guard let name = p.value("--netns") else { return }
+        guard !name.isEmpty, !name.contains("/"), name != ".", name != ".." else {
+            throw p.usage("invalid value '\(name)' for '--netns <name>': expected a name from 'ip netns list'")
+        }
+        #if os(Linux)
+        guard access(NetworkNamespace.path(name), F_OK) == 0 else {
+            throw p.usage("no network namespace '\(name)' (no \(NetworkNamespace.path(name))); see 'ip netns list'")
+        }
+        #endif
     }
 
     static func openSource(_ p: ParsedArguments) throws(CLIError) -> any CounterSource {
@@ -114,6 +139,12 @@ enum CommonOptions {
         } catch {
             throw .runtime("sampling failed: \(error)")
         }
+    }
+
+    /// Takes one sample and the link events that came with it, filtered.
+    static func take(_ source: any CounterSource, _ filter: InterfaceFilter) throws(CLIError) -> (events: LinkEvents, sample: Sample) {
+        let sample = filtered(try take(source), filter)
+        return (source.takeEvents().filtered(filter), sample)
     }
 
     /// Applies the name and kind filter to a sample.

@@ -61,7 +61,7 @@ struct LiveCommand: Command {
         StopSignal.install()
         // Not inside `persistence?.record(...)`: optional chaining would skip
         // the sample when there is no state file.
-        let baseline = engine.apply(CommonOptions.filtered(try CommonOptions.take(source), filter))
+        let baseline = engine.apply(try CommonOptions.take(source, filter).sample)
         persistence?.record(baseline)
         try Output.put("# ifmeter live: \(source.sourceName) every \(Units.duration(interval)), one line per interface per interval. "
             + "Figures are estimates from interface counters (protocol overhead included, not per-app); ≥ lower bound, ~ wrap-corrected.\n")
@@ -70,8 +70,8 @@ struct LiveCommand: Command {
         while true {
             n += 1
             guard sleepUntil(start + Double(n) * interval) else { return }
-            let sample = CommonOptions.filtered(try CommonOptions.take(source), filter)
-            let deltas = engine.apply(sample)
+            let (events, sample) = try CommonOptions.take(source, filter)
+            let deltas = engine.apply(events, sample)
             persistence?.record(deltas)
             persistence?.saveIfDue(engine, force: false)
             let clock = LiveClock.format(wallClock())
@@ -125,7 +125,7 @@ final class LiveTerminal {
     func run(_ engine: inout DeltaEngine) throws(CLIError) {
         TerminalState.enter()
         defer { TerminalState.restore() }
-        let baseline = engine.apply(CommonOptions.filtered(try CommonOptions.take(source), command.filter))
+        let baseline = engine.apply(try CommonOptions.take(source, command.filter).sample)
         persistence?.record(baseline)
         model.update(deltas: [], totals: engine.interfaces, time: wallClock())
         var next = monotonicNow() + command.interval
@@ -166,8 +166,8 @@ final class LiveTerminal {
                 keysOpen = false
             }
             if monotonicNow() >= next {
-                let sample = CommonOptions.filtered(try CommonOptions.take(source), command.filter)
-                let deltas = engine.apply(sample)
+                let (events, sample) = try CommonOptions.take(source, command.filter)
+                let deltas = engine.apply(events, sample)
                 persistence?.record(deltas)
                 persistence?.saveIfDue(engine, force: false)
                 engine.forget(notSeenSince: sample.time - 3600)

@@ -208,8 +208,12 @@ public struct DeltaEngine: Sendable {
     }
 
     /// Applies a sample: every interface seen at one instant.
+    ///
+    /// `eventsLost`: link notifications were lost (the queue overflowed), so
+    /// an interface that went away since the last sample may have been
+    /// deleted with traffic nobody saw: its totals become lower bounds.
     @discardableResult
-    public mutating func apply(_ sample: Sample) -> [InterfaceDelta] {
+    public mutating func apply(_ sample: Sample, eventsLost: Bool = false) -> [InterfaceDelta] {
         let t = sample.time
         let isFirst = lastSampleTime == nil
         let previousSampleTime = lastSampleTime
@@ -221,6 +225,13 @@ public struct DeltaEngine: Sendable {
 
         for current in sample.interfaces {
             guard seen.insert(current.name).inserted else { continue }
+            if let s = series[current.name], let deleted = s.deletedIndex, let deletedIndex = deleted,
+               current.index == deletedIndex {
+                // Read before its deletion (notifications and dumps race): the
+                // deletion's final counters already count it.
+                seen.remove(current.name)
+                continue
+            }
             let classification = current.classification ?? NameRules.classify(current.name, platform: configuration.platform)
             let delta: InterfaceDelta
             if var s = series[current.name] {
@@ -313,6 +324,9 @@ public struct DeltaEngine: Sendable {
         if seen.count != series.count {
             for i in series.indices where series.values[i].state.present && !seen.contains(series.keys[i]) {
                 series.values[i].state.present = false
+                if eventsLost, series.values[i].deletedIndex == nil {
+                    series.values[i].state.quality = .lowerBound
+                }
             }
         }
         lastSampleTime = t

@@ -137,6 +137,13 @@ public struct LiveModel: Sendable {
                     row.recentEvents.append(LiveEvent(time: time, text: text))
                     if row.recentEvents.count > Self.recentEventLimit { row.recentEvents.removeFirst() }
                 }
+                // Shown in the status line as it happens.
+                switch delta.change {
+                case .deleted: note = ("\(t.name) deleted", time)
+                case .recreated: note = ("\(t.name) recreated", time)
+                case .appeared: note = ("\(t.name) appeared", time)
+                default: break
+                }
             } else if row.present || t.deletedAt != nil {
                 row.rxRate = nil
                 row.txRate = nil

@@ -9,6 +9,26 @@ public protocol CounterSource: AnyObject {
     var sourceName: String { get }
     /// Reads all interfaces now.
     func sample() throws(SamplingError) -> Sample
+    /// The link events seen up to the last sample, in order. Apply the
+    /// deletions to the delta engine before that sample.
+    func takeEvents() -> LinkEvents
+}
+
+extension CounterSource {
+    public func takeEvents() -> LinkEvents { LinkEvents() }
+}
+
+/// Link notifications between two samples.
+public struct LinkEvents: Sendable {
+    /// Deleted interfaces with their final counters.
+    public var deleted: [DeletionEvent] = []
+    /// Names of interfaces created.
+    public var created: [String] = []
+    /// Times the notification queue overflowed: deletions may have been
+    /// missed, so the intervals of interfaces that went away are lower bounds.
+    public var overruns = 0
+
+    public init() {}
 }
 
 /// Which counter source to use.
@@ -41,12 +61,23 @@ public struct SamplerOptions: Sendable {
     /// Keep the kernel's full link statistics in each sample (for
     /// node_exporter compatibility); off, samples carry ifmeter's counters only.
     public var kernelStats: Bool
+    /// Listen to link notifications: deletions with their final counters
+    /// (nothing lost to a deleted or recreated interface) and creations.
+    public var linkEvents: Bool
+    /// The notification socket's receive buffer.
+    public var eventBufferBytes: Int32
+    /// Sample inside this named network namespace (`/run/netns/NAME`).
+    public var namespace: String?
 
     public init(
         sysfs: SysfsReader? = SysfsReader(), catalogRefreshSeconds: Double = 10, forceLinkDump: Bool = false,
-        receiveBufferBytes: Int32 = 1 << 20, kernelStats: Bool = false
+        receiveBufferBytes: Int32 = 1 << 20, kernelStats: Bool = false, linkEvents: Bool = true,
+        eventBufferBytes: Int32 = 4 << 20, namespace: String? = nil
     ) {
         self.kernelStats = kernelStats
+        self.linkEvents = linkEvents
+        self.eventBufferBytes = eventBufferBytes
+        self.namespace = namespace
         self.sysfs = sysfs
         self.catalogRefreshSeconds = catalogRefreshSeconds
         self.forceLinkDump = forceLinkDump
@@ -54,10 +85,28 @@ public struct SamplerOptions: Sendable {
     }
 }
 
-/// Opens a counter source of the given kind.
+/// Opens a counter source of the given kind. With `options.namespace`, its
+/// sockets are opened inside that namespace (and stay there), and sysfs,
+/// which shows this namespace's links, is not read.
 public func makeCounterSource(_ kind: SourceKind, options: SamplerOptions = SamplerOptions()) throws(SamplingError)
     -> any CounterSource
 {
+    #if os(Linux)
+    if let namespace = options.namespace {
+        var inside = options
+        inside.namespace = nil
+        inside.sysfs = nil
+        do {
+            let source = try NetworkNamespace.perform(in: namespace) { try makeCounterSource(kind, options: inside) }
+            if let portable = source as? GetifaddrsSampler { portable.namespace = namespace }
+            return source
+        } catch let error as SamplingError {
+            throw error
+        } catch {
+            throw SamplingError(call: "setns(\(namespace))", message: "\(error)")
+        }
+    }
+    #endif
     switch kind {
     case .netlink:
         #if os(Linux)
@@ -67,5 +116,30 @@ public func makeCounterSource(_ kind: SourceKind, options: SamplerOptions = Samp
         #endif
     case .getifaddrs:
         return try GetifaddrsSampler(options: options)
+    }
+}
+
+extension DeltaEngine {
+    /// Applies a sample with the link events that came with it: deletions
+    /// first (their final counters), then the sample.
+    public mutating func apply(_ events: LinkEvents, _ sample: Sample) -> [InterfaceDelta] {
+        var deltas: [InterfaceDelta] = []
+        for event in events.deleted {
+            if let delta = apply(event) { deltas.append(delta) }
+        }
+        return deltas + apply(sample, eventsLost: events.overruns > 0)
+    }
+}
+
+extension LinkEvents {
+    /// Only the events of interfaces the filter admits.
+    public func filtered(_ filter: InterfaceFilter) -> LinkEvents {
+        guard !filter.isEmpty else { return self }
+        var copy = self
+        copy.deleted = deleted.filter {
+            filter.admits(name: $0.interface.name, kind: $0.interface.kind ?? NameRules.classify($0.interface.name).kind)
+        }
+        copy.created = created.filter { filter.admits(name: $0) }
+        return copy
     }
 }

@@ -19,6 +19,9 @@ public final class GetifaddrsSampler: CounterSource {
     private let catalogSocket: NetlinkSocket?
     #endif
     private let options: SamplerOptions
+    /// getifaddrs opens a socket per call: with a namespace, each call runs
+    /// on a helper thread inside it.
+    var namespace: String?
 
     public init(options: SamplerOptions = SamplerOptions()) throws(SamplingError) {
         self.options = options
@@ -30,6 +33,21 @@ public final class GetifaddrsSampler: CounterSource {
     }
 
     public func sample() throws(SamplingError) -> Sample {
+        #if os(Linux)
+        if let namespace {
+            do {
+                return try NetworkNamespace.perform(in: namespace) { try self.sampleHere() }
+            } catch let error as SamplingError {
+                throw error
+            } catch {
+                throw SamplingError(call: "setns(\(namespace))", message: "\(error)")
+            }
+        }
+        #endif
+        return try sampleHere()
+    }
+
+    private func sampleHere() throws(SamplingError) -> Sample {
         let t = monotonicSeconds()
         var list: UnsafeMutablePointer<ifaddrs>?
         guard getifaddrs(&list) == 0 else { throw SamplingError.system("getifaddrs") }

@@ -85,35 +85,65 @@ final class LinkCatalog {
         entries.reserveCapacity(links.count)
         var keptFacts: [FactKey: SysfsFacts] = [:]
         for link in links {
-            var facts = KernelFacts(linkKind: link.linkKind, arphrdType: link.arphrd)
-            var reportedSpeed: UInt64?
-            var hardware = false
-            if let sysfs {
-                let key = FactKey(index: link.index, name: link.name)
-                var fromSysfs = sysfsFacts[key] ?? sysfs.read(link.name)
-                // A name reused by another namespace's link would mislead:
-                // trust sysfs only when it names the same index.
-                if fromSysfs.ifindex == link.index {
-                    hardware = fromSysfs.facts.hasDevice
-                    // A hardware link's speed may change (renegotiation).
-                    if hardware, sysfsFacts[key] != nil { fromSysfs.speedBps = sysfs.speedBps(link.name) }
-                    keptFacts[key] = fromSysfs
-                    facts = fromSysfs.merged(linkKind: link.linkKind, arphrdType: link.arphrd)
-                    reportedSpeed = fromSysfs.speedBps
-                }
-            }
-            let attributes = LinkAttributes(
-                operstate: link.operstate, adminUp: link.flags & 1 != 0 /* IFF_UP */, mtu: link.mtu,
-                arphrdType: link.arphrd, reportedSpeedBps: reportedSpeed, isHardware: sysfs == nil ? nil : hardware)
-            entries[link.index] = LinkEntry(
-                index: link.index, name: link.name,
-                classification: Classifier.classify(name: link.name, facts: facts, platform: .linux),
-                attributes: attributes, speedCeilingBps: hardware ? reportedSpeed : nil)
+            let (entry, facts) = entry(for: link)
+            entries[link.index] = entry
+            if let facts { keptFacts[FactKey(index: link.index, name: link.name)] = facts }
         }
         byIndex = entries
         sysfsFacts = keptFacts
         refreshedAt = monotonicSeconds()
         refreshes += 1
+    }
+
+    /// Takes what a link notification says: a new or changed link is
+    /// entered at once, without a dump.
+    func upsert(_ message: LinkMessage) {
+        guard let name = message.name ?? byIndex[message.index]?.name else { return }
+        let old = byIndex[message.index]
+        let link = KernelLink(
+            index: message.index, name: name, linkKind: message.linkKind, arphrd: message.arphrd, flags: message.flags,
+            operstate: message.operstate ?? old?.attributes.operstate ?? "unknown",
+            mtu: message.mtu ?? old?.attributes.mtu ?? 0)
+        let (entry, facts) = entry(for: link)
+        byIndex[message.index] = entry
+        if let facts { sysfsFacts[FactKey(index: link.index, name: link.name)] = facts }
+    }
+
+    func remove(index: Int) {
+        if let old = byIndex.removeValue(forKey: index) {
+            sysfsFacts[FactKey(index: index, name: old.name)] = nil
+        }
+    }
+
+    /// Builds one entry: netlink's facts, then sysfs's, then the classifier;
+    /// returns the sysfs facts to keep for this link instance too.
+    private func entry(for link: KernelLink) -> (LinkEntry, SysfsFacts?) {
+        var kept: SysfsFacts?
+        var facts = KernelFacts(linkKind: link.linkKind, arphrdType: link.arphrd)
+        var reportedSpeed: UInt64?
+        var hardware = false
+        if let sysfs {
+            let key = FactKey(index: link.index, name: link.name)
+            var fromSysfs = sysfsFacts[key] ?? sysfs.read(link.name)
+            // A name reused by another namespace's link would mislead:
+            // trust sysfs only when it names the same index.
+            if fromSysfs.ifindex == link.index {
+                hardware = fromSysfs.facts.hasDevice
+                // A hardware link's speed may change (renegotiation).
+                if hardware, sysfsFacts[key] != nil { fromSysfs.speedBps = sysfs.speedBps(link.name) }
+                kept = fromSysfs
+                facts = fromSysfs.merged(linkKind: link.linkKind, arphrdType: link.arphrd)
+                reportedSpeed = fromSysfs.speedBps
+            }
+        }
+        let attributes = LinkAttributes(
+            operstate: link.operstate, adminUp: link.flags & 1 != 0 /* IFF_UP */, mtu: link.mtu,
+            arphrdType: link.arphrd, reportedSpeedBps: reportedSpeed, isHardware: sysfs == nil ? nil : hardware)
+        let entry = LinkEntry(
+            index: link.index, name: link.name,
+            classification: Classifier.classify(name: link.name, facts: facts, platform: .linux),
+            attributes: attributes, speedCeilingBps: hardware ? reportedSpeed : nil)
+        return (entry, kept)
     }
 }
 #endif

@@ -23,6 +23,12 @@ public final class NetlinkSampler: CounterSource {
     private let catalog: LinkCatalog
     private let statsRequest: OpaquePointer
     private let linkRequest: OpaquePointer
+    private let listener: LinkEventListener?
+    private var pending = LinkEvents()
+    /// Notifications were lost: the catalog may be stale.
+    private var catalogStale = false
+    /// Indexes deleted since the last sample: a dump may still show them.
+    private var recentlyDeleted = Set<Int>()
     private typealias Raw = (index: Int, counters: Counters, width: CounterWidth, stats: KernelLinkStats?)
     /// Reused between samples.
     private var rawBuffer: [Raw] = []
@@ -53,6 +59,17 @@ public final class NetlinkSampler: CounterSource {
             throw error
         }
         mode = options.forceLinkDump ? .link : .stats
+        if options.linkEvents {
+            do {
+                listener = try LinkEventListener(receiveBuffer: options.eventBufferBytes)
+            } catch {
+                nlmsg_free(statsRequest)
+                nlmsg_free(linkRequest)
+                throw error
+            }
+        } else {
+            listener = nil
+        }
     }
 
     deinit {
@@ -67,8 +84,47 @@ public final class NetlinkSampler: CounterSource {
     /// sysfs facts of new links).
     public func refreshCatalog() throws(SamplingError) { try catalog.refresh() }
 
+    public func takeEvents() -> LinkEvents {
+        defer { pending = LinkEvents() }
+        return pending
+    }
+
+    /// Notification overflows so far (for tests and benchmarks).
+    public private(set) var overruns = 0
+
+    /// Reads the queued link notifications: deletions become events with
+    /// their final counters, and the catalog follows creations and changes
+    /// without a dump.
+    private func drainEvents(at t: Double) {
+        guard let listener else { return }
+        let overflowed = listener.drain { message in
+            if message.deleted {
+                let known = catalog.byIndex[message.index]
+                catalog.remove(index: message.index)
+                recentlyDeleted.insert(message.index)
+                guard let name = message.name ?? known?.name, let counters = message.counters else { return }
+                let classification = known?.classification
+                    ?? Classifier.classify(name: name, facts: KernelFacts(linkKind: message.linkKind, arphrdType: message.arphrd))
+                pending.deleted.append(DeletionEvent(time: t, interface: InterfaceSample(
+                    name: name, index: message.index, classification: classification, width: .bits64, counters: counters)))
+            } else {
+                if catalog.byIndex[message.index] == nil, let name = message.name { pending.created.append(name) }
+                catalog.upsert(message)
+            }
+            // The links changed: the next sample rebuilds its templates.
+            order = []
+        }
+        if overflowed > 0 {
+            overruns += overflowed
+            pending.overruns += overflowed
+            catalogStale = true
+            order = []
+        }
+    }
+
     public func sample() throws(SamplingError) -> Sample {
         let t = monotonicSeconds()
+        drainEvents(at: t)
         var raw = rawBuffer
         rawBuffer = []
         defer {
@@ -94,11 +150,18 @@ public final class NetlinkSampler: CounterSource {
             try readCounters(into: &collector)
             raw = collector.raw
         }
+        // Deletions during or after the dump: their events apply before
+        // this sample, whose readings of them came first (the engine knows).
+        drainEvents(at: t)
         if !aligned {
             // Links came, went or moved, or the periodic refresh is due.
             interfaces = []
             interfaces.reserveCapacity(raw.count)
-            try catalog.refresh()
+            let missing = raw.contains { catalog.byIndex[$0.index] == nil && !recentlyDeleted.contains($0.index) }
+            if missing || catalogStale || t - catalog.refreshedAt >= options.catalogRefreshSeconds {
+                try catalog.refresh()
+                catalogStale = false
+            }
             let links = catalog.byIndex
             for entry in raw {
                 // A link created between the two dumps is left for the next
@@ -117,6 +180,7 @@ public final class NetlinkSampler: CounterSource {
                 templates = []
             }
         }
+        recentlyDeleted.removeAll(keepingCapacity: true)
         return Sample(time: t, interfaces: interfaces)
     }
 

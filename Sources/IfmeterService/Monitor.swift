@@ -103,16 +103,13 @@ public final class Monitor: Sendable {
         public var engine: EngineConfiguration
         /// Interfaces gone for longer than this are forgotten; nil keeps them.
         public var seriesLifetime: Double?
-        /// Sample inside this named network namespace.
-        public var namespace: String?
         /// Keep totals across restarts in this state file.
         public var state: StateOptions?
 
         public init(
             source: SourceKind = .platformDefault, samplerOptions: SamplerOptions = SamplerOptions(),
             interval: Double = 1, filter: InterfaceFilter = InterfaceFilter(),
-            engine: EngineConfiguration = EngineConfiguration(), seriesLifetime: Double? = nil, namespace: String? = nil,
-            state: StateOptions? = nil
+            engine: EngineConfiguration = EngineConfiguration(), seriesLifetime: Double? = nil, state: StateOptions? = nil
         ) {
             self.state = state
             self.source = source
@@ -121,7 +118,6 @@ public final class Monitor: Sendable {
             self.filter = filter
             self.engine = engine
             self.seriesLifetime = seriesLifetime
-            self.namespace = namespace
         }
     }
 
@@ -209,21 +205,7 @@ public final class Monitor: Sendable {
     // MARK: the loop, on the monitor's thread
 
     private func openSource() throws(SamplingError) -> any CounterSource {
-        let kind = configuration.source, options = configuration.samplerOptions
-        #if os(Linux)
-        if let namespace = configuration.namespace {
-            // Sockets opened inside stay inside: sampling from this thread
-            // then reads the namespace's links.
-            do {
-                return try NetworkNamespace.perform(in: namespace) { try makeCounterSource(kind, options: options) }
-            } catch let error as SamplingError {
-                throw error
-            } catch {
-                throw SamplingError(call: "setns(\(namespace))", message: "\(error)")
-            }
-        }
-        #endif
-        return try makeCounterSource(kind, options: options)
+        try makeCounterSource(configuration.source, options: configuration.samplerOptions)
     }
 
     private func run(_ start: StartBox) {
@@ -280,7 +262,8 @@ public final class Monitor: Sendable {
             if !filter.isEmpty {
                 sample.interfaces.removeAll { !filter.admits(name: $0.name, kind: $0.kind ?? NameRules.classify($0.name).kind) }
             }
-            let deltas = engine.apply(sample)
+            let events = source.takeEvents().filtered(filter)
+            let deltas = engine.apply(events, sample)
             if let lifetime = configuration.seriesLifetime { engine.forget(notSeenSince: sample.time - lifetime) }
             if let persistence {
                 persistence.record(deltas)
@@ -291,6 +274,8 @@ public final class Monitor: Sendable {
             let updated = state.withLock { state -> MonitorState in
                 state.generation += 1
                 state.samples += 1
+                state.overruns += UInt64(events.overruns)
+                state.lastEvents = events
                 state.lastSampleSeconds = duration
                 state.lastSampleTime = wallClock()
                 state.lastError = nil
@@ -337,6 +322,8 @@ public struct MonitorState: Sendable {
     public var sampleErrors: UInt64 = 0
     /// Link-notification overruns (each resynchronized with a full dump).
     public var overruns: UInt64 = 0
+    /// The link events applied with the last sample.
+    public var lastEvents = LinkEvents()
     public var lastError: String?
     public var lastSampleSeconds: Double?
     /// Unix time of the last successful sample.

@@ -94,8 +94,10 @@ struct PrometheusServerTests {
         #expect(try query(ns, #"resets(ifmeter_receive_bytes_total{interface="tunT"}[1m])"#, at: t1) == 0, "no false reset")
         #expect(try query(ns, #"resets(ifmeter_transmit_bytes_total{interface="vA"}[1m])"#, at: t1) == 0)
         #expect(try query(ns, #"ifmeter_interface_recreations_total{interface="tunT"}"#, at: t1) == 1)
-        #expect(try query(ns, #"ifmeter_interface_quality{interface="tunT",quality="lower-bound"}"#, at: t1) == 1,
-                "a recreation without a deletion event is a lower bound")
+        // The deletion notification carried the old instance's final counters.
+        #expect(try query(ns, #"ifmeter_interface_deletions_total{interface="tunT"}"#, at: t1) == 1)
+        #expect(try query(ns, #"ifmeter_interface_quality{interface="tunT",quality="exact"}"#, at: t1) == 1,
+                "a recreation with its deletion event is exact")
         #expect(try query(ns, #"up{job="ifmeter"}"#, at: t1) == 1)
         let targets = try RawHTTP.request("/api/v1/targets", port: 9090, in: ns.name).text
         #expect(targets.contains(#""health":"up""#) && targets.contains(#""lastError":"""#), "\(targets)")

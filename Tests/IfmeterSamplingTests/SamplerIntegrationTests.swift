@@ -147,23 +147,30 @@ struct SamplerIntegrationTests {
         #expect(totals.totals.rxBytes == 10 * 128 + 3 * 78)
     }
 
-    @Test func catalogRefreshesOnlyWhenInterfacesChange() throws {
+    @Test func catalogFollowsLinkEventsWithoutDumps() throws {
         try Netns.requireRoot()
         let ns = try TestNamespace()
-        let sampler = try NetworkNamespace.perform(in: ns.name) {
-            try NetlinkSampler(options: SamplerOptions(sysfs: nil, catalogRefreshSeconds: 3600))
+        for events in [true, false] {
+            let sampler = try NetworkNamespace.perform(in: ns.name) {
+                try NetlinkSampler(options: SamplerOptions(sysfs: nil, catalogRefreshSeconds: 3600, linkEvents: events))
+            }
+            _ = try sampler.sample()
+            _ = try sampler.sample()
+            _ = try sampler.sample()
+            #expect(sampler.catalogRefreshes == 1)
+            try ns.ip("link", "add", "x7", "type", "veth", "peer", "name", "y7")
+            let s = try sampler.sample()
+            // With notifications the new links are known without a dump;
+            // without, the changed set of indexes triggers one.
+            #expect(sampler.catalogRefreshes == (events ? 1 : 2))
+            #expect(s.interfaces.first { $0.name == "x7" }?.classification == Classification(kind: .virtual, evidence: "link-kind:veth"))
+            if events { #expect(Set(sampler.takeEvents().created) == ["x7", "y7"]) }
+            try ns.ip("link", "set", "x7", "name", "renamed7")
+            let renamed = try sampler.sample()
+            // A rename keeps the index set: a notification tells at once,
+            // otherwise the next periodic refresh.
+            #expect(renamed.interfaces.contains { $0.name == "renamed7" } == events)
+            try ns.ip("link", "del", "renamed7")
         }
-        _ = try sampler.sample()
-        _ = try sampler.sample()
-        _ = try sampler.sample()
-        #expect(sampler.catalogRefreshes == 1)
-        try ns.ip("link", "add", "x7", "type", "veth", "peer", "name", "y7")
-        let s = try sampler.sample()
-        #expect(sampler.catalogRefreshes == 2)
-        #expect(s.interfaces.first { $0.name == "x7" }?.classification == Classification(kind: .virtual, evidence: "link-kind:veth"))
-        try ns.ip("link", "set", "x7", "name", "renamed7")
-        // A rename keeps the index set: seen at the next periodic refresh.
-        _ = try sampler.sample()
-        #expect(sampler.catalogRefreshes == 2)
     }
 }
