@@ -143,8 +143,12 @@ enum CommonOptions {
 
     /// Takes one sample and the link events that came with it, filtered.
     static func take(_ source: any CounterSource, _ filter: InterfaceFilter) throws(CLIError) -> (events: LinkEvents, sample: Sample) {
-        let sample = filtered(try take(source), filter)
-        return (source.takeEvents().filtered(filter), sample)
+        do {
+            let (events, sample) = try source.read()
+            return (events.filtered(filter), filtered(sample, filter))
+        } catch {
+            throw .runtime("sampling failed: \(error)")
+        }
     }
 
     /// Applies the name and kind filter to a sample.

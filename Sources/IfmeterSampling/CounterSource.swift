@@ -16,6 +16,14 @@ public protocol CounterSource: AnyObject {
 
 extension CounterSource {
     public func takeEvents() -> LinkEvents { LinkEvents() }
+
+    /// A sample and the link events that came with it, in the order the
+    /// engine needs (the events first). Prefer this to calling `sample` and
+    /// `takeEvents` by hand: the events are those drained by this sample.
+    public func read() throws(SamplingError) -> (events: LinkEvents, sample: Sample) {
+        let sample = try sample()
+        return (takeEvents(), sample)
+    }
 }
 
 /// Link notifications between two samples.

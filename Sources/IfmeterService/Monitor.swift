@@ -257,12 +257,12 @@ public final class Monitor: Sendable {
     private func takeSample(_ source: any CounterSource, _ engine: inout DeltaEngine, _ persistence: inout StatePersistence?) {
         let started = monotonicSeconds()
         do {
-            var sample = try source.sample()
+            var (events, sample) = try source.read()
             let filter = configuration.filter
             if !filter.isEmpty {
                 sample.interfaces.removeAll { !filter.admits(name: $0.name, kind: $0.kind ?? NameRules.classify($0.name).kind) }
             }
-            let events = source.takeEvents().filtered(filter)
+            events = events.filtered(filter)
             let deltas = engine.apply(events, sample)
             if let lifetime = configuration.seriesLifetime { engine.forget(notSeenSince: sample.time - lifetime) }
             if let persistence {

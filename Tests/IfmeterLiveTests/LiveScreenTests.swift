@@ -167,3 +167,20 @@ func scenario() -> LiveModel {
         #expect(!model.helpOpen, "any key closes the help")
     }
 }
+
+@Suite struct LiveEventNoteTests {
+    @Test func aDeletionShowsAsItHappens() {
+        var engine = DeltaEngine()
+        var model = LiveModel(host: "h", source: "netlink", interval: 1)
+        let tun = InterfaceSample(name: "tun0", index: 7, counters: Counters(rxBytes: 10, txBytes: 10, rxPackets: 1, txPackets: 1))
+        model.update(deltas: engine.apply(Sample(time: 0, interfaces: [tun])), totals: engine.interfaces, time: 100)
+        var final = tun
+        final.counters = Counters(rxBytes: 50, txBytes: 10, rxPackets: 2, txPackets: 1)
+        let deleted = engine.apply(DeletionEvent(time: 0.5, interface: final)).map { [$0] } ?? []
+        model.update(deltas: deleted + engine.apply(Sample(time: 1, interfaces: [])), totals: engine.interfaces, time: 101)
+        #expect(model.note?.text == "tun0 deleted")
+        #expect(model.interfaces["tun0"]?.recentEvents.last?.text == "deleted")
+        let screen = LiveRenderer(color: false).render(model, width: 80, height: 12).joined(separator: "\n")
+        #expect(screen.contains("tun0 deleted"))
+    }
+}
