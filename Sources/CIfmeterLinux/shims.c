@@ -128,6 +128,45 @@ int cifm_spawn_detached(char *const argv[]) {
     return status;
 }
 
+int cifm_raw_event_socket(int rcvbuf) {
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+    if (fd < 0)
+        return -1;
+    if (rcvbuf > 0) {
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf);
+    }
+    struct sockaddr_nl sa = {.nl_family = AF_NETLINK, .nl_groups = RTMGRP_LINK};
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+long cifm_raw_event_drain(int fd, void *buf, size_t len, long *overruns) {
+    long count = 0;
+    for (;;) {
+        ssize_t n = recv(fd, buf, len, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == ENOBUFS) {
+                (*overruns)++;
+                continue;
+            }
+            return count;
+        }
+        if (n == 0)
+            return count;
+        for (struct nlmsghdr *nh = buf; NLMSG_OK(nh, (size_t)n); nh = NLMSG_NEXT(nh, n))
+            if (nh->nlmsg_type == RTM_NEWLINK || nh->nlmsg_type == RTM_DELLINK)
+                count++;
+    }
+}
+
 int cifm_raw_netlink_open(int rcvbuf) {
     int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
     if (fd < 0)

@@ -91,12 +91,17 @@ public final class NetlinkSampler: CounterSource {
 
     /// Notification overflows so far (for tests and benchmarks).
     public private(set) var overruns = 0
+    /// CPU seconds this sampler's thread spent reading and applying link
+    /// notifications (for the benchmark).
+    public private(set) var eventCPUSeconds = 0.0
 
     /// Reads the queued link notifications: deletions become events with
     /// their final counters, and the catalog follows creations and changes
     /// without a dump.
     private func drainEvents(at t: Double) {
         guard let listener else { return }
+        let cpu0 = threadCPUSeconds()
+        defer { eventCPUSeconds += threadCPUSeconds() - cpu0 }
         let overflowed = listener.drain { message in
             if message.deleted {
                 let known = catalog.byIndex[message.index]

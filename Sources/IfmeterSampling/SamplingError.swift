@@ -45,6 +45,13 @@ public func monotonicSeconds() -> Double {
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
+/// CPU seconds the calling thread has used.
+func threadCPUSeconds() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
 /// Reads a small text file whole (sysfs, procfs). Nil when it cannot be read.
 func readSmallFile(_ path: String, limit: Int = 4096) -> String? {
     let fd = open(path, O_RDONLY | O_CLOEXEC)

@@ -156,6 +156,91 @@ func wrk(_ namespace: String, _ url: String, headers: [String], seconds: Int) ->
     return run
 }
 
+/// Seconds of CPU the calling thread has used.
+func threadCPU() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+/// The link-event path during a storm of 2000 veth pairs created and
+/// deleted, side by side with a full RTM_GETLINK dump per event.
+func stormBenchmark(pairs: Int) {
+    let namespace = "ifmbench-\(getpid())-storm"
+    guard spawn(["ip", "netns", "add", namespace]) == 0 else { fail("ip netns add \(namespace) failed") }
+    defer { spawn(["ip", "netns", "del", namespace]) }
+    let path = "/tmp/\(namespace).batch"
+    var text = ""
+    for n in 0..<pairs { text += "link add t\(n)x type veth peer name t\(n)y\n" }
+    for n in 0..<pairs { text += "link del t\(n)x\n" }
+    guard let file = fopen(path, "w") else { fail("cannot write \(path)") }
+    fputs(text, file)
+    fclose(file)
+    defer { unlink(path) }
+
+    /// Runs the storm while `step` runs every `every` seconds on a thread
+    /// inside the namespace; returns the thread's CPU seconds and the wall time.
+    func during(every: Double, _ step: () throws -> Void) throws -> (cpu: Double, seconds: Double) {
+        try NetworkNamespace.perform(in: namespace) {
+            let storm = spawnBackground(["ip", "-n", namespace, "-batch", path])
+            let start = now(), cpu0 = threadCPU()
+            var status: Int32 = 0
+            while waitpid(storm, &status, WNOHANG) == 0 {
+                try step()
+                usleep(UInt32(every * 1_000_000))
+            }
+            backgroundProcesses.removeAll { $0 == storm }
+            try step()
+            return (threadCPU() - cpu0, now() - start)
+        }
+    }
+
+    // ifmeter's event path: the sampler every 100 ms, notifications drained.
+    let sampler = try! NetworkNamespace.perform(in: namespace) { try NetlinkSampler(options: SamplerOptions(sysfs: nil)) }
+    var engine = DeltaEngine()
+    var events = 0, overruns = 0, samples = 0
+    let ours = try! during(every: 0.1) {
+        let (linkEvents, sample) = try sampler.read()
+        events += linkEvents.created.count + linkEvents.deleted.count
+        overruns += linkEvents.overruns
+        _ = engine.apply(linkEvents, sample)
+        samples += 1
+    }
+
+    // The alternative: a full RTM_GETLINK dump for every notification.
+    let buffer = UnsafeMutableRawPointer.allocate(byteCount: 1 << 16, alignment: 8)
+    defer { buffer.deallocate() }
+    let eventSocket = try! NetworkNamespace.perform(in: namespace) { cifm_raw_event_socket(4 << 20) }
+    let dumpSocket = try! NetworkNamespace.perform(in: namespace) { cifm_raw_netlink_open(1 << 20) }
+    defer {
+        close(eventSocket)
+        close(dumpSocket)
+    }
+    var seq: UInt32 = 1, sum: UInt64 = 0
+    var dumped = 0, lost = 0
+    let theirs = try! during(every: 0.001) {
+        var over = 0
+        let n = cifm_raw_event_drain(eventSocket, buffer, 1 << 16, &over)
+        lost += over
+        for _ in 0..<n {
+            seq += 1
+            _ = cifm_raw_getlink_dump(dumpSocket, buffer, 1 << 16, seq, &sum)
+            dumped += 1
+        }
+    }
+    print("")
+    print("link events: \(pairs) veth pairs created and deleted (ip -batch) while sampling")
+    let eventCPU = sampler.eventCPUSeconds
+    print("  ifmeter's event path (read, parse, catalog, deletion events): \(Units.fixed(eventCPU * 1000, 1)) ms of CPU for "
+        + "\(events) link events, \(Units.fixed(eventCPU / Double(max(events, 1)) * 1e6, 1)) us per event, \(overruns) overruns")
+    print("  the whole sampler meanwhile (\(samples) samples every 100 ms, dumps waiting on the storm's RTNL lock included): "
+        + "\(Units.fixed(ours.cpu * 1000, 1)) ms of CPU over \(Units.fixed(ours.seconds, 1)) s")
+    print("  a full RTM_GETLINK dump per event: \(Units.fixed(theirs.cpu * 1000, 1)) ms of CPU over \(Units.fixed(theirs.seconds, 1)) s, "
+        + "\(dumped) dumps, \(Units.fixed(theirs.cpu / Double(max(dumped, 1)) * 1e6, 1)) us per event, \(lost) overruns")
+    print("  CPU per event, full dump / ifmeter's event path: \(Units.fixed((theirs.cpu / Double(max(dumped, 1))) / (eventCPU / Double(max(events, 1))), 1))x")
+    fflush(nil)
+}
+
 /// The time to render one live-view frame with `count` interfaces, each
 /// with a full history, at 120x40, the detail pane open.
 func renderBenchmark(interfaces count: Int) -> Double {
@@ -438,6 +523,7 @@ for target in targets {
         rssLine = "peak RSS of 'ifmeter sample' at \(count) interfaces: \(Units.fixed(Double(peak) / 1024, 1)) MiB (target: under 20 MB)"
     }
 }
+if getenv("IFMETER_BENCH_NO_STORM") == nil { stormBenchmark(pairs: 2000) }
 print("")
 print(rssLine)
 print("anchors measured for the issue at 4001 interfaces: RTM_GETSTATS 0.8 ms, /proc/net/dev 3.5 ms, RTM_GETLINK 6.3 ms,")

@@ -82,6 +82,15 @@ int cifm_run_peak_rss(char *const argv[], long *peak_kib);
 /// wait status, or -1 with errno set.
 int cifm_spawn_detached(char *const argv[]);
 
+/// Opens a non-blocking NETLINK_ROUTE socket subscribed to link
+/// notifications (RTNLGRP_LINK), for the benchmark's full-dump-per-event
+/// comparison. Returns the descriptor or -1.
+int cifm_raw_event_socket(int rcvbuf);
+
+/// Reads what is queued on an event socket: returns the number of link
+/// messages read; *overruns counts ENOBUFS.
+long cifm_raw_event_drain(int fd, void *buf, size_t len, long *overruns);
+
 /// Opens a NETLINK_ROUTE socket for the raw loops, with a receive buffer
 /// of `rcvbuf` bytes. Returns the descriptor or -1.
 int cifm_raw_netlink_open(int rcvbuf);
