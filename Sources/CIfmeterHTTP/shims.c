@@ -1,5 +1,6 @@
 #include "CIfmeterHTTP.h"
 
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,66 @@
 #include <sys/socket.h>
 #include <microhttpd.h>
 #include <zlib.h>
+
+// libmicrohttpd, loaded at run time.
+static struct {
+    struct MHD_Daemon *(*start_daemon)(unsigned int, uint16_t, MHD_AcceptPolicyCallback, void *, MHD_AccessHandlerCallback,
+                                       void *, ...);
+    void (*stop_daemon)(struct MHD_Daemon *);
+    int (*get_connection_values)(struct MHD_Connection *, enum MHD_ValueKind, MHD_KeyValueIterator, void *);
+    struct MHD_Response *(*create_response)(size_t, const void *, MHD_ContentReaderFreeCallback, void *);
+    enum MHD_Result (*add_response_header)(struct MHD_Response *, const char *, const char *);
+    enum MHD_Result (*queue_response)(struct MHD_Connection *, unsigned int, struct MHD_Response *);
+    void (*destroy_response)(struct MHD_Response *);
+} mhd;
+
+int cifm_http_load(char *error, size_t error_len) {
+    if (mhd.start_daemon)
+        return 0;
+    void *lib = dlopen("libmicrohttpd.so.12", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        snprintf(error, error_len, "%s", dlerror());
+        return -1;
+    }
+#define RESOLVE(field, symbol)                                          \
+    do {                                                                \
+        *(void **)&mhd.field = dlsym(lib, symbol);                      \
+        if (!mhd.field) {                                               \
+            snprintf(error, error_len, "libmicrohttpd lacks %s", symbol); \
+            mhd.start_daemon = NULL;                                    \
+            return -1;                                                  \
+        }                                                               \
+    } while (0)
+    RESOLVE(stop_daemon, "MHD_stop_daemon");
+    RESOLVE(get_connection_values, "MHD_get_connection_values");
+    RESOLVE(create_response, "MHD_create_response_from_buffer_with_free_callback_cls");
+    RESOLVE(add_response_header, "MHD_add_response_header");
+    RESOLVE(queue_response, "MHD_queue_response");
+    RESOLVE(destroy_response, "MHD_destroy_response");
+    RESOLVE(start_daemon, "MHD_start_daemon");
+#undef RESOLVE
+    return 0;
+}
+
+int cifm_mhd_get_connection_values(struct MHD_Connection *connection, int kind,
+                                   int (*iterator)(void *cls, int kind, const char *key, const char *value),
+                                   void *iterator_cls) {
+    return mhd.get_connection_values(connection, (enum MHD_ValueKind)kind, (MHD_KeyValueIterator)iterator, iterator_cls);
+}
+
+struct MHD_Response *cifm_mhd_create_response(size_t size, void *buffer, void (*free_callback)(void *), void *free_cls) {
+    return mhd.create_response(size, buffer, free_callback, free_cls);
+}
+
+int cifm_mhd_add_response_header(struct MHD_Response *response, const char *header, const char *content) {
+    return mhd.add_response_header(response, header, content) == MHD_YES ? 0 : -1;
+}
+
+int cifm_mhd_queue_response(struct MHD_Connection *connection, unsigned int status, struct MHD_Response *response) {
+    return mhd.queue_response(connection, status, response) == MHD_YES ? 1 : 0;
+}
+
+void cifm_mhd_destroy_response(struct MHD_Response *response) { mhd.destroy_response(response); }
 
 struct cifm_http_server {
     struct MHD_Daemon *daemon;
@@ -34,7 +95,11 @@ cifm_http_server *cifm_http_start(int fd, cifm_http_limits limits, cifm_http_han
     server->logger = logger;
     server->logger_cls = logger_cls;
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
-    server->daemon = MHD_start_daemon(
+    if (!mhd.start_daemon) {
+        free(server);
+        return NULL;
+    }
+    server->daemon = mhd.start_daemon(
         flags, 0, NULL, NULL, (MHD_AccessHandlerCallback)handler, handler_cls,
         MHD_OPTION_EXTERNAL_LOGGER, log_adapter, server,
         MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
@@ -54,7 +119,7 @@ cifm_http_server *cifm_http_start(int fd, cifm_http_limits limits, cifm_http_han
 void cifm_http_stop(cifm_http_server *server) {
     if (!server)
         return;
-    MHD_stop_daemon(server->daemon);
+    mhd.stop_daemon(server->daemon);
     free(server);
 }
 

@@ -144,6 +144,11 @@ public final class HTTPServer: Sendable {
     /// address cannot be bound (in use, not local, ...).
     public init(address: ListenAddress, limits: HTTPLimits = HTTPLimits(), logger: @escaping Logger, handler: @escaping Handler) throws(HTTPServerError) {
         self.address = address
+        var reason = [CChar](repeating: 0, count: 512)
+        guard cifm_http_load(&reason, reason.count) == 0 else {
+            let text = reason.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+            throw HTTPServerError(message: "cannot load libmicrohttpd (\(text)); install it (Debian: libmicrohttpd12)")
+        }
         let fd = try Self.listen(on: address)
         let context = HTTPServerContextBox(handler: handler, logger: logger)
         self.context = context
@@ -204,10 +209,6 @@ public final class HTTPServer: Sendable {
     }
 }
 
-// libmicrohttpd's closed C enums, by value.
-private let headerKind = MHD_ValueKind(rawValue: 1)!  // MHD_HEADER_KIND
-private let mhdYes = MHD_Result(rawValue: 1)!  // MHD_YES
-
 /// libmicrohttpd's access handler: builds the request, calls the Swift
 /// handler, queues its response. The first call only marks the request;
 /// a request body is read and discarded (every answer here ignores it);
@@ -226,11 +227,11 @@ private let accessHandler: cifm_http_handler = { cls, connection, url, method, _
     let context = Unmanaged<HTTPServerContextBox>.fromOpaque(cls).takeUnretainedValue()
     var headers: [String: String] = [:]
     withUnsafeMutablePointer(to: &headers) { headersPointer in
-        _ = MHD_get_connection_values(connection, headerKind, { cls, _, key, value in
-            guard let cls, let key else { return mhdYes }
+        _ = cifm_mhd_get_connection_values(connection, 1 /* MHD_HEADER_KIND */, { cls, _, key, value in
+            guard let cls, let key else { return 1 }
             let dict = cls.assumingMemoryBound(to: [String: String].self)
             dict.pointee[String(cString: key).lowercased()] = value.map { String(cString: $0) } ?? ""
-            return mhdYes
+            return 1  // MHD_YES: go on
         }, headersPointer)
     }
     var path = String(cString: url)
@@ -240,7 +241,7 @@ private let accessHandler: cifm_http_handler = { cls, connection, url, method, _
         ? context.handle(HTTPRequest(method: methodText, path: path, headers: headers))
         : HTTPResponse(status: 400, text: "400 Bad Request: the request method is not an HTTP token; send GET /metrics.\n")
     let body = Unmanaged.passRetained(response.body)
-    let mhdResponse = MHD_create_response_from_buffer_with_free_callback_cls(
+    let mhdResponse = cifm_mhd_create_response(
         response.body.count, UnsafeMutableRawPointer(mutating: response.body.base), { cls in
             if let cls { Unmanaged<HTTPBody>.fromOpaque(cls).release() }
         }, body.toOpaque())
@@ -248,10 +249,10 @@ private let accessHandler: cifm_http_handler = { cls, connection, url, method, _
         body.release()
         return 0
     }
-    for (name, value) in response.headers { MHD_add_response_header(mhdResponse, name, value) }
-    let queued = MHD_queue_response(connection, UInt32(response.status), mhdResponse)
-    MHD_destroy_response(mhdResponse)
-    return Int32(queued.rawValue)
+    for (name, value) in response.headers { _ = cifm_mhd_add_response_header(mhdResponse, name, value) }
+    let queued = cifm_mhd_queue_response(connection, UInt32(response.status), mhdResponse)
+    cifm_mhd_destroy_response(mhdResponse)
+    return queued
 }
 
 /// RFC 9110 token characters, which a method must consist of.

@@ -24,6 +24,21 @@ typedef struct cifm_http_limits {
     size_t memory_per_connection;   // bounds request headers
 } cifm_http_limits;
 
+/// Loads libmicrohttpd (libmicrohttpd.so.12) and resolves what ifmeter
+/// uses. Returns 0, or -1 with the reason in `error`.
+int cifm_http_load(char *error, size_t error_len);
+
+// libmicrohttpd's functions, called through the loaded library.
+enum MHD_ValueKind;
+struct MHD_Response;
+int cifm_mhd_get_connection_values(struct MHD_Connection *connection, int kind,
+                                   int (*iterator)(void *cls, int kind, const char *key, const char *value),
+                                   void *iterator_cls);
+struct MHD_Response *cifm_mhd_create_response(size_t size, void *buffer, void (*free_callback)(void *), void *free_cls);
+int cifm_mhd_add_response_header(struct MHD_Response *response, const char *header, const char *content);
+int cifm_mhd_queue_response(struct MHD_Connection *connection, unsigned int status, struct MHD_Response *response);
+void cifm_mhd_destroy_response(struct MHD_Response *response);
+
 /// A running daemon and its logger.
 typedef struct cifm_http_server cifm_http_server;
 
