@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import IfmeterCore
+import IfmeterSampling
 import IfmeterService
 import Synchronization
 
@@ -96,7 +97,7 @@ struct ExportCommand: Command {
         defer { monitor.stop() }
         let host = hostName()
         let startWall = wallClock()
-        var periodStart = (wall: startWall, monotonic: monotonicNow())
+        var periodStart = (wall: startWall, monotonic: monotonicSeconds())
         var failing: [String: Bool] = [:]
         var stateFailing = false
 
@@ -116,7 +117,7 @@ struct ExportCommand: Command {
 
         func writePeriod() {
             let state = monitor.current
-            let end = (wall: wallClock(), monotonic: monotonicNow())
+            let end = (wall: wallClock(), monotonic: monotonicSeconds())
             let entries = accumulator.withLock { $0.take() }
             if let stateError = state.stateError, !stateFailing {
                 Output.error("ifmeter export: saving state failed: \(stateError); retrying")
@@ -156,7 +157,7 @@ struct ExportCommand: Command {
             periodStart = end
         }
 
-        let loopStart = monotonicNow()
+        let loopStart = monotonicSeconds()
         var period = 0
         while sleepUntil(loopStart + Double(period + 1) * every) {
             writePeriod()

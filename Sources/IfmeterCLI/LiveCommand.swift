@@ -65,7 +65,7 @@ struct LiveCommand: Command {
         persistence?.record(baseline)
         try Output.put("# ifmeter live: \(source.sourceName) every \(Units.duration(interval)), one line per interface per interval. "
             + "Figures are estimates from interface counters (protocol overhead included, not per-app); ≥ lower bound, ~ wrap-corrected.\n")
-        let start = monotonicNow()
+        let start = monotonicSeconds()
         var n = 0
         while true {
             n += 1
@@ -74,7 +74,7 @@ struct LiveCommand: Command {
             let deltas = engine.apply(events, sample)
             persistence?.record(deltas)
             persistence?.saveIfDue(engine, force: false)
-            let clock = LiveClock.format(wallClock())
+            let clock = LiveRenderer.clock(wallClock())
             var text = ""
             for delta in deltas.sorted(by: { $0.name < $1.name }) {
                 let totals = engine.totals(for: delta.name)
@@ -90,15 +90,6 @@ struct LiveCommand: Command {
             }
             try Output.put(text)
         }
-    }
-}
-
-enum LiveClock {
-    /// `HH:MM:SS` UTC of a Unix time.
-    static func format(_ time: Double) -> String {
-        let seconds = Int(time.rounded(.down)) % 86400
-        func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
-        return "\(two(seconds / 3600)):\(two(seconds % 3600 / 60)):\(two(seconds % 60))"
     }
 }
 
@@ -128,11 +119,11 @@ final class LiveTerminal {
         let baseline = engine.apply(try CommonOptions.take(source, command.filter).sample)
         persistence?.record(baseline)
         model.update(deltas: [], totals: engine.interfaces, time: wallClock())
-        var next = monotonicNow() + command.interval
+        var next = monotonicSeconds() + command.interval
         draw()
         var keysOpen = true
         while !TerminalState.stopRequested {
-            let timeout = max(0, next - monotonicNow())
+            let timeout = max(0, next - monotonicSeconds())
             var fds = [
                 pollfd(fd: keysOpen ? 0 : -1, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: TerminalState.wakeRead, events: Int16(POLLIN), revents: 0),
@@ -165,7 +156,7 @@ final class LiveTerminal {
             } else if fds[0].revents & Int16(POLLNVAL) != 0 {
                 keysOpen = false
             }
-            if monotonicNow() >= next {
+            if monotonicSeconds() >= next {
                 let (events, sample) = try CommonOptions.take(source, command.filter)
                 let deltas = engine.apply(events, sample)
                 persistence?.record(deltas)
@@ -173,7 +164,7 @@ final class LiveTerminal {
                 engine.forget(notSeenSince: sample.time - 3600)
                 model.update(deltas: deltas, totals: engine.interfaces, time: wallClock())
                 next += command.interval
-                if next < monotonicNow() { next = monotonicNow() + command.interval }
+                if next < monotonicSeconds() { next = monotonicSeconds() + command.interval }
                 redraw = true
             }
             if redraw { draw() }

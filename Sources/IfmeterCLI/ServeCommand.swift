@@ -172,10 +172,10 @@ struct ServeCommand: Command {
         guard let header else { return false }
         for part in header.split(separator: ",") {
             let fields = part.split(separator: ";")
-            guard let coding = fields.first?.trimmingCharacters(), coding == "gzip" || coding == "*" else { continue }
+            guard let coding = fields.first?.trimmingSpaces(), coding == "gzip" || coding == "*" else { continue }
             let q = fields.dropFirst().compactMap { field -> Double? in
                 let pair = field.split(separator: "=")
-                return pair.count == 2 && pair[0].trimmingCharacters() == "q" ? Double(pair[1].trimmingCharacters()) : nil
+                return pair.count == 2 && pair[0].trimmingSpaces() == "q" ? Double(pair[1].trimmingSpaces()) : nil
             }.first ?? 1
             if q > 0 { return true }
         }
@@ -185,15 +185,6 @@ struct ServeCommand: Command {
     static func isGzip(_ body: HTTPBody) -> Bool {
         guard let base = body.base, body.count >= 2 else { return false }
         return base.load(as: UInt8.self) == 0x1F && base.load(fromByteOffset: 1, as: UInt8.self) == 0x8B
-    }
-}
-
-extension Substring {
-    func trimmingCharacters() -> String {
-        var s = self
-        while s.first == " " || s.first == "\t" { s = s.dropFirst() }
-        while s.last == " " || s.last == "\t" { s = s.dropLast() }
-        return String(s)
     }
 }
 
@@ -228,7 +219,7 @@ final class RateLimitedLog: Sendable {
     }
 
     func write(_ line: String) {
-        let now = monotonicNow()
+        let now = monotonicSeconds()
         let (print, suppressed) = state.withLock { state -> (Bool, Int) in
             guard now - state.last >= every else {
                 state.suppressed += 1

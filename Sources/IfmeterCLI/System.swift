@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import IfmeterSampling
 import Synchronization
 
 /// Writes whole strings to a file descriptor, retrying partial writes, so a
@@ -85,7 +86,7 @@ func sleepUntil(_ deadline: Double) -> Bool {
     if StopSignal.blocked.load(ordering: .relaxed) {
         var set = StopSignal.stopSignals
         while !StopSignal.requested {
-            let remaining = deadline - monotonicNow()
+            let remaining = deadline - monotonicSeconds()
             if remaining <= 0 { return true }
             var timeout = timespec(tv_sec: Int(remaining), tv_nsec: Int((remaining - Double(Int(remaining))) * 1e9))
             let signal = sigtimedwait(&set, nil, &timeout)
@@ -100,12 +101,6 @@ func sleepUntil(_ deadline: Double) -> Bool {
         if rc != EINTR { return !StopSignal.requested }
     }
     return false
-}
-
-func monotonicNow() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
 /// The machine's host name.

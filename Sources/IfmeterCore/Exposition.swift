@@ -113,7 +113,8 @@ public enum ExpositionNegotiation {
 }
 
 extension Substring {
-    func trimmingSpaces() -> String {
+    /// Without leading and trailing spaces and tabs (header values).
+    public func trimmingSpaces() -> String {
         var s = self
         while s.first == " " || s.first == "\t" { s = s.dropFirst() }
         while s.last == " " || s.last == "\t" { s = s.dropLast() }

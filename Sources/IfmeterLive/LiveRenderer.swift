@@ -194,8 +194,8 @@ public struct LiveRenderer: Sendable {
         return lines
     }
 
-    /// `HH:MM:SS` in UTC.
-    static func clock(_ time: Double) -> String {
+    /// `HH:MM:SS` in UTC of a Unix time.
+    public static func clock(_ time: Double) -> String {
         let seconds = Int(time.rounded(.down)) % 86400
         func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
         return "\(two(seconds / 3600)):\(two(seconds % 3600 / 60)):\(two(seconds % 60))"

@@ -60,40 +60,19 @@ func operstateName(_ value: UInt8) -> String {
 /// overflows it (ENOBUFS), which `drain` counts and reports, never hides
 /// (no NETLINK_NO_ENOBUFS).
 final class LinkEventListener {
-    let handle: OpaquePointer
-    private var buffer: UnsafeMutableRawBufferPointer
+    private let socket: NetlinkSocket
 
     init(receiveBuffer: Int32) throws(SamplingError) {
-        guard let sk = nl_socket_alloc() else { throw SamplingError(call: "nl_socket_alloc", message: "out of memory") }
-        nl_socket_disable_seq_check(sk)
-        var rc = nl_connect(sk, NETLINK_ROUTE)
-        if rc >= 0 { rc = nl_socket_add_membership(sk, Int32(RTNLGRP_LINK.rawValue)) }
-        if rc >= 0 { rc = nl_socket_set_nonblocking(sk) }
-        if rc < 0 {
-            nl_socket_free(sk)
-            throw NetlinkSocket.libnl("link notifications", rc)
-        }
-        _ = nl_socket_set_buffer_size(sk, receiveBuffer, 0)
-        // Root may go past net.core.rmem_max.
-        var size = receiveBuffer
-        _ = setsockopt(nl_socket_get_fd(sk), SOL_SOCKET, SO_RCVBUFFORCE, &size, socklen_t(MemoryLayout<Int32>.size))
-        handle = sk
-        buffer = .allocate(byteCount: 64 * 1024, alignment: 8)
+        socket = try NetlinkSocket(receiveBuffer: receiveBuffer, multicastGroup: Int32(RTNLGRP_LINK.rawValue))
     }
-
-    deinit {
-        nl_socket_free(handle)
-        buffer.deallocate()
-    }
-
-    var fd: Int32 { nl_socket_get_fd(handle) }
 
     /// Reads every queued notification. Returns how many times the queue
     /// had overflowed (each loses an unknown number of notifications).
     func drain(_ visit: (LinkMessage) -> Void) -> Int {
         var overruns = 0
         while true {
-            let n = recv(fd, buffer.baseAddress, buffer.count, 0)
+            let buffer = socket.receiveArea
+            let n = recv(socket.fd, buffer.baseAddress, buffer.count, 0)
             if n < 0 {
                 switch errno {
                 case EINTR: continue

@@ -12,20 +12,40 @@ final class NetlinkSocket {
     /// larger buffer lets the kernel fill more per `recvmsg`.
     private var buffer: UnsafeMutableRawBufferPointer
 
-    init(receiveBuffer: Int32 = 1 << 20) throws(SamplingError) {
+    /// A connected NETLINK_ROUTE socket. With `multicastGroup` it listens
+    /// to that group's notifications instead, without blocking, and asks
+    /// for its receive buffer past net.core.rmem_max when allowed (root).
+    init(receiveBuffer: Int32 = 1 << 20, multicastGroup: Int32? = nil) throws(SamplingError) {
         guard let sk = nl_socket_alloc() else {
             throw SamplingError(call: "nl_socket_alloc", message: "out of memory")
         }
-        let rc = nl_connect(sk, NETLINK_ROUTE)
+        var call = "nl_connect"
+        var rc = nl_connect(sk, NETLINK_ROUTE)
+        if rc >= 0, let group = multicastGroup {
+            nl_socket_disable_seq_check(sk)
+            call = "nl_socket_add_membership"
+            rc = nl_socket_add_membership(sk, group)
+            if rc >= 0 {
+                call = "nl_socket_set_nonblocking"
+                rc = nl_socket_set_nonblocking(sk)
+            }
+        }
         if rc < 0 {
             nl_socket_free(sk)
-            throw Self.libnl("nl_connect", rc)
+            throw Self.libnl(call, rc)
         }
         nl_socket_disable_auto_ack(sk)
         _ = nl_socket_set_buffer_size(sk, receiveBuffer, 0)
+        if multicastGroup != nil {
+            var size = receiveBuffer
+            _ = setsockopt(nl_socket_get_fd(sk), SOL_SOCKET, SO_RCVBUFFORCE, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         handle = sk
         buffer = .allocate(byteCount: 64 * 1024, alignment: 8)
     }
+
+    /// The buffer `dump` reads into, for other readers of this socket.
+    var receiveArea: UnsafeMutableRawBufferPointer { buffer }
 
     deinit {
         nl_socket_free(handle)
