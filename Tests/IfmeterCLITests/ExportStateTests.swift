@@ -232,6 +232,15 @@ struct ExportStateTests {
         #expect(result.status == 1 && result.err.contains("does not exist"))
         result = try ifmeter(["export"])
         #expect(result.status == 64 && result.err.contains("nothing to export"))
+        // A read-only folder (root writes anywhere else): an error at start too.
+        let readOnly = dir + "/ro"
+        try FileManager.default.createDirectory(atPath: readOnly, withIntermediateDirectories: true)
+        try run(["mount", "-t", "tmpfs", "-o", "ro,size=16k", "tmpfs", readOnly])
+        defer { _ = try? run(["umount", readOnly], allowFailure: true) }
+        result = try ifmeter(["export", "--json", readOnly + "/r.json"], in: ns)
+        #expect(result.status == 1 && result.err.contains("Read-only file system"), "\(result.err)")
+        result = try ifmeter(["serve", "--state", readOnly + "/state.db"], in: ns)
+        #expect(result.status == 1 && result.err.contains("Read-only file system"), "\(result.err)")
     }
 
     @Test func serveContinuesItsCountersFromTheState() throws {
