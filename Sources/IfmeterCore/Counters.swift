@@ -125,11 +125,16 @@ public struct Counters: Sendable, Hashable {
     /// Adds `other` into `self`, key by key, saturating at 2^64-1. A key present
     /// in either operand is present in the result.
     public mutating func add(_ other: Counters) {
-        for key in other.keys {
+        // Over all keys with a presence test, not `keys`: no array per call.
+        for key in CounterKey.allCases where other.has(key) {
             let (sum, overflow) = value(key).addingReportingOverflow(other.value(key))
             self[key] = overflow ? UInt64.max : sum
         }
     }
+
+    /// Whether `key` is present.
+    @inline(__always)
+    public func has(_ key: CounterKey) -> Bool { present & (1 << UInt8(key.rawValue)) != 0 }
 
     public var rxBytes: UInt64 { value(.rxBytes) }
     public var txBytes: UInt64 { value(.txBytes) }

@@ -183,6 +183,8 @@ public struct DeltaEngine: Sendable {
         var deletedIndex: Int??
         /// Restored across a reboot: the next sample counts in full.
         var restartPending = false
+        /// The number of the last sample that showed this name.
+        var stamp = 0
 
     mutating func absorb(_ sample: InterfaceSample, classification: Classification, at t: Double) {
         state.classification = classification
@@ -221,117 +223,126 @@ public struct DeltaEngine: Sendable {
         noteTime(t)
         var deltas: [InterfaceDelta] = []
         deltas.reserveCapacity(sample.interfaces.count)
-        var seen = Set<String>(minimumCapacity: sample.interfaces.count)
+        // Series this sample shows are stamped with it: no set of names to
+        // hash, and a name twice in one sample is seen once.
+        let stamp = samplesSeen + 1
 
         for current in sample.interfaces {
-            guard seen.insert(current.name).inserted else { continue }
-            if let s = series[current.name], let deleted = s.deletedIndex, let deletedIndex = deleted,
-               current.index == deletedIndex {
-                // Read before its deletion (notifications and dumps race): the
-                // deletion's final counters already count it.
-                seen.remove(current.name)
+            let classification = current.classification ?? NameRules.classify(current.name, platform: configuration.platform)
+            let ceiling = self.ceiling(for: current)
+            if let i = series.index(forKey: current.name) {
+                // Updated in place: a series is big, copies cost.
+                if let delta = Self.update(
+                    &series.values[i], with: current, classification: classification, stamp: stamp, at: t, isFirst: isFirst,
+                    previousSampleTime: previousSampleTime, ceiling: ceiling)
+                {
+                    deltas.append(delta)
+                }
                 continue
             }
-            let classification = current.classification ?? NameRules.classify(current.name, platform: configuration.platform)
-            let delta: InterfaceDelta
-            if var s = series[current.name] {
-                var counters: Counters
-                var change: DeltaChange
-                var quality = Quality.exact
-                var seconds: Double?
-                if s.restartPending {
-                    // Saved before a reboot: these counters began at boot.
-                    counters = current.counters
-                    change = .restarted
-                    quality = .lowerBound
-                    s.state.events.resets += 1
-                    seconds = nil
-                } else if s.deletedIndex != nil {
-                    // The instance last sampled was deleted and its final
-                    // counters counted: whatever is here now is new (rule 4).
-                    counters = current.counters
-                    change = .recreated
-                    s.state.events.recreations += 1
-                    seconds = previousSampleTime.map { t - $0 }
-                } else if let prev = s.prev {
-                    seconds = t - s.prevTime
-                    if let oldIndex = prev.index, let newIndex = current.index, oldIndex != newIndex {
-                        // Recreated without a deletion event: the old instance's
-                        // traffic after `prev` is lost (rule 4).
-                        counters = current.counters
-                        change = .recreated
-                        quality = .lowerBound
-                        s.state.events.recreations += 1
-                    } else {
-                        (counters, change) = Self.difference(
-                            from: prev.counters, to: current.counters, width: current.width,
-                            seconds: t - s.prevTime, ceiling: ceiling(for: current))
-                        switch change {
-                        case .wrap:
-                            quality = .wrapCorrected
-                            s.state.events.wraps += 1
-                        case .reset:
-                            quality = .lowerBound
-                            s.state.events.resets += 1
-                        default: break
-                        }
-                    }
-                } else {
-                    // Known so far only from deletion events.
-                    if isFirst {
-                        counters = Self.zero(like: current.counters)
-                        change = .baseline
-                        s.state.baseline = current.counters
-                    } else {
-                        counters = current.counters
-                        change = s.state.events.deletions > 0 ? .recreated : .appeared
-                        if change == .recreated { s.state.events.recreations += 1 }
-                        seconds = previousSampleTime.map { t - $0 }
-                    }
-                }
-                s.state.totals.add(counters)
-                s.state.quality = max(s.state.quality, quality)
-                s.state.lastChange = change
-                s.absorb(current, classification: classification, at: t)
-                s.prev = current
-                s.prevTime = t
-                s.deletedIndex = nil
-                s.restartPending = false
-                series[current.name] = s
-                delta = InterfaceDelta(
-                    name: current.name, classification: classification, index: current.index, change: change,
-                    counters: counters, seconds: seconds, quality: quality, time: t)
-            } else {
-                let counters = isFirst ? Self.zero(like: current.counters) : current.counters
-                let change: DeltaChange = isFirst ? .baseline : .appeared
-                let state = InterfaceTotals(
-                    name: current.name, classification: classification, index: current.index,
-                    width: current.width, speedBps: current.speedBps, attributes: current.attributes,
-                    totals: counters, quality: .exact, events: EventCounts(),
-                    baseline: isFirst ? current.counters : Self.zero(like: current.counters),
-                    lastCounters: current.counters, lastKernelStats: current.kernelStats, firstSeen: t, lastSeen: t,
-                    present: true,
-                    deletedAt: nil, lastChange: change)
-                series[current.name] = Series(state: state, prev: current, prevTime: t, deletedIndex: nil)
-                delta = InterfaceDelta(
-                    name: current.name, classification: classification, index: current.index, change: change,
-                    counters: counters, seconds: isFirst ? nil : previousSampleTime.map { t - $0 },
-                    quality: .exact, time: t)
-            }
-            deltas.append(delta)
+            let counters = isFirst ? Self.zero(like: current.counters) : current.counters
+            let change: DeltaChange = isFirst ? .baseline : .appeared
+            let state = InterfaceTotals(
+                name: current.name, classification: classification, index: current.index,
+                width: current.width, speedBps: current.speedBps, attributes: current.attributes,
+                totals: counters, quality: .exact, events: EventCounts(),
+                baseline: isFirst ? current.counters : Self.zero(like: current.counters),
+                lastCounters: current.counters, lastKernelStats: current.kernelStats, firstSeen: t, lastSeen: t,
+                present: true, deletedAt: nil, lastChange: change)
+            series[current.name] = Series(state: state, prev: current, prevTime: t, deletedIndex: nil, stamp: stamp)
+            deltas.append(InterfaceDelta(
+                name: current.name, classification: classification, index: current.index, change: change,
+                counters: counters, seconds: isFirst ? nil : previousSampleTime.map { t - $0 },
+                quality: .exact, time: t))
         }
         // Rule 6: an interface missing from this sample pauses its series.
-        if seen.count != series.count {
-            for i in series.indices where series.values[i].state.present && !seen.contains(series.keys[i]) {
-                series.values[i].state.present = false
-                if eventsLost, series.values[i].deletedIndex == nil {
-                    series.values[i].state.quality = .lowerBound
-                }
+        for i in series.indices where series.values[i].state.present && series.values[i].stamp != stamp {
+            series.values[i].state.present = false
+            if eventsLost, series.values[i].deletedIndex == nil {
+                series.values[i].state.quality = .lowerBound
             }
         }
         lastSampleTime = t
         samplesSeen += 1
         return deltas
+    }
+
+    /// Rules 3 to 5 (and the recreations of rule 4) for a name already
+    /// known; nil when the reading is to be skipped.
+    private static func update(
+        _ s: inout Series, with current: InterfaceSample, classification: Classification, stamp: Int, at t: Double,
+        isFirst: Bool, previousSampleTime: Double?, ceiling: Double
+    ) -> InterfaceDelta? {
+        // The same name twice in one sample: the first reading stands.
+        if s.stamp == stamp { return nil }
+        if let deleted = s.deletedIndex, let deletedIndex = deleted, current.index == deletedIndex {
+            // Read before its deletion (notifications and dumps race): the
+            // deletion's final counters already count it.
+            return nil
+        }
+        var counters: Counters
+        var change: DeltaChange
+        var quality = Quality.exact
+        var seconds: Double?
+        if s.restartPending {
+            // Saved before a reboot: these counters began at boot.
+            counters = current.counters
+            change = .restarted
+            quality = .lowerBound
+            s.state.events.resets += 1
+        } else if s.deletedIndex != nil {
+            // The instance last sampled was deleted and its final counters
+            // counted: whatever is here now is new (rule 4).
+            counters = current.counters
+            change = .recreated
+            s.state.events.recreations += 1
+            seconds = previousSampleTime.map { t - $0 }
+        } else if let prev = s.prev {
+            seconds = t - s.prevTime
+            if let oldIndex = prev.index, let newIndex = current.index, oldIndex != newIndex {
+                // Recreated without a deletion event: the old instance's
+                // traffic after `prev` is lost (rule 4).
+                counters = current.counters
+                change = .recreated
+                quality = .lowerBound
+                s.state.events.recreations += 1
+            } else {
+                (counters, change) = difference(
+                    from: prev.counters, to: current.counters, width: current.width, seconds: t - s.prevTime,
+                    ceiling: ceiling)
+                switch change {
+                case .wrap:
+                    quality = .wrapCorrected
+                    s.state.events.wraps += 1
+                case .reset:
+                    quality = .lowerBound
+                    s.state.events.resets += 1
+                default: break
+                }
+            }
+        } else if isFirst {
+            // Known so far only from deletion events.
+            counters = zero(like: current.counters)
+            change = .baseline
+            s.state.baseline = current.counters
+        } else {
+            counters = current.counters
+            change = s.state.events.deletions > 0 ? .recreated : .appeared
+            if change == .recreated { s.state.events.recreations += 1 }
+            seconds = previousSampleTime.map { t - $0 }
+        }
+        s.state.totals.add(counters)
+        s.state.quality = max(s.state.quality, quality)
+        s.state.lastChange = change
+        s.absorb(current, classification: classification, at: t)
+        s.prev = current
+        s.prevTime = t
+        s.deletedIndex = nil
+        s.restartPending = false
+        s.stamp = stamp
+        return InterfaceDelta(
+            name: current.name, classification: classification, index: current.index, change: change,
+            counters: counters, seconds: seconds, quality: quality, time: t)
     }
 
     /// Applies a deletion event with the interface's final counters.
@@ -500,17 +511,18 @@ public struct DeltaEngine: Sendable {
         from prev: Counters, to cur: Counters, width: CounterWidth, seconds: Double, ceiling: Double
     ) -> (Counters, DeltaChange) {
         var delta = Counters()
-        var decreased: [CounterKey] = []
-        for key in cur.keys {
-            guard let old = prev[key] else {
+        var anyDecreased = false
+        for key in CounterKey.allCases where cur.has(key) {
+            guard prev.has(key) else {
                 // A counter the earlier reading lacked: nothing to compare.
                 delta[key] = 0
                 continue
             }
-            let new = cur.value(key)
-            if new >= old { delta[key] = new - old } else { decreased.append(key) }
+            let old = prev.value(key), new = cur.value(key)
+            if new >= old { delta[key] = new - old } else { anyDecreased = true }
         }
-        if decreased.isEmpty { return (delta, .steady) }
+        if !anyDecreased { return (delta, .steady) }
+        let decreased = CounterKey.allCases.filter { cur.has($0) && prev.has($0) && cur.value($0) < prev.value($0) }
         let plausible = width == .bits32 && decreased.allSatisfy { key in
             let old = prev.value(key), new = cur.value(key)
             guard old < 1 << 32, new < 1 << 32 else { return false }
@@ -529,7 +541,7 @@ public struct DeltaEngine: Sendable {
 
     private static func zero(like counters: Counters) -> Counters {
         var zero = Counters.zero
-        for key in counters.keys { zero[key] = 0 }
+        for key in CounterKey.allCases where counters.has(key) { zero[key] = 0 }
         return zero
     }
 }
