@@ -21,10 +21,10 @@ static struct {
     void (*destroy_response)(struct MHD_Response *);
 } mhd;
 
-int cifm_http_load(char *error, size_t error_len) {
+int cifm_http_load(const char *library, char *error, size_t error_len) {
     if (mhd.start_daemon)
         return 0;
-    void *lib = dlopen("libmicrohttpd.so.12", RTLD_NOW | RTLD_LOCAL);
+    void *lib = dlopen(library, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         snprintf(error, error_len, "%s", dlerror());
         return -1;

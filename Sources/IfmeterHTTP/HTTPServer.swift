@@ -145,9 +145,11 @@ public final class HTTPServer: Sendable {
     public init(address: ListenAddress, limits: HTTPLimits = HTTPLimits(), logger: @escaping Logger, handler: @escaping Handler) throws(HTTPServerError) {
         self.address = address
         var reason = [CChar](repeating: 0, count: 512)
-        guard cifm_http_load(&reason, reason.count) == 0 else {
+        // IFMETER_LIBMICROHTTPD names another build of the library.
+        let library = getenv("IFMETER_LIBMICROHTTPD").map { String(cString: $0) } ?? "libmicrohttpd.so.12"
+        guard cifm_http_load(library, &reason, reason.count) == 0 else {
             let text = reason.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-            throw HTTPServerError(message: "cannot load libmicrohttpd (\(text)); install it (Debian: libmicrohttpd12)")
+            throw HTTPServerError(message: "cannot load libmicrohttpd (\(text)); install it (Debian: libmicrohttpd12) or name it with IFMETER_LIBMICROHTTPD")
         }
         let fd = try Self.listen(on: address)
         let context = HTTPServerContextBox(handler: handler, logger: logger)

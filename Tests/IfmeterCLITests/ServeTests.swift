@@ -156,6 +156,11 @@ struct ServeTests {
         #expect(malformed.status == 64 && malformed.err.contains("expected HOST:PORT"))
         let name = try ifmeter(["serve", "--listen", "example.org:80"])
         #expect(name.status == 1 && name.err.contains("is not an IP address"), "\(name.err)")
+        // libmicrohttpd is loaded when serving starts: a missing one is one clear line.
+        let missing = try run(["env", "IFMETER_LIBMICROHTTPD=/nonexistent/libmicrohttpd.so", "ip", "netns", "exec", ns.name,
+                               try ifmeterBinary(), "serve", "--listen", "127.0.0.1:9875"], allowFailure: true)
+        #expect(missing.status == 1 && missing.err.contains("cannot load libmicrohttpd"), "\(missing.err)")
+        #expect(missing.err.split(separator: "\n").count == 1)
     }
 
     @Test func seriesLifetimeDropsGoneInterfaces() throws {

@@ -24,9 +24,9 @@ typedef struct cifm_http_limits {
     size_t memory_per_connection;   // bounds request headers
 } cifm_http_limits;
 
-/// Loads libmicrohttpd (libmicrohttpd.so.12) and resolves what ifmeter
-/// uses. Returns 0, or -1 with the reason in `error`.
-int cifm_http_load(char *error, size_t error_len);
+/// Loads libmicrohttpd (`library`, such as libmicrohttpd.so.12) and
+/// resolves what ifmeter uses. Returns 0, or -1 with the reason in `error`.
+int cifm_http_load(const char *library, char *error, size_t error_len);
 
 // libmicrohttpd's functions, called through the loaded library.
 enum MHD_ValueKind;
