@@ -8,7 +8,7 @@ BUILD_PACKAGES := pkg-config libnl-3-dev libnl-route-3-dev libmicrohttpd-dev zli
 # and the reference OpenMetrics parser (prometheus_client, for /usr/bin/python3).
 TEST_PACKAGES := $(BUILD_PACKAGES) prometheus prometheus-node-exporter gzip python3-prometheus-client python3-venv \
 	tmux procps sqlite3 util-linux
-BENCH_PACKAGES := $(BUILD_PACKAGES) wrk prometheus-node-exporter tmux
+BENCH_PACKAGES := $(BUILD_PACKAGES) wrk prometheus-node-exporter tmux time
 RUN_ARGS ?= live
 
 .PHONY: run test bench build release deps clean

@@ -71,27 +71,6 @@ void cifm_tune_malloc(void) {
 
 int cifm_setns_net(int fd) { return setns(fd, CLONE_NEWNET); }
 
-int cifm_run_peak_rss(char *const argv[], long *peak_kib) {
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0)
-            dup2(null, 1);
-        execvp(argv[0], argv);
-        _exit(127);
-    }
-    int status = 0;
-    struct rusage usage;
-    while (wait4(pid, &status, 0, &usage) < 0) {
-        if (errno != EINTR)
-            return -1;
-    }
-    *peak_kib = usage.ru_maxrss;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 extern char **environ;
 
 int cifm_spawn_detached(char *const argv[]) {

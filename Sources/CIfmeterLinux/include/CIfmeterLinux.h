@@ -70,12 +70,6 @@ long cifm_raw_getlink_dump(int fd, void *buf, size_t len, uint32_t seq, uint64_t
 /// namespace): the number of interfaces and the sum of receive bytes.
 long cifm_raw_proc_net_dev(char *buf, size_t len, uint64_t *sum);
 
-/// Runs argv (searched in PATH) with stdout on /dev/null, waits, and returns
-/// its exit status; *peak_kib gets its peak RSS. It forks rather than
-/// vforks: a vforked child starts on its parent's memory, and the kernel
-/// would count the parent's peak as the child's.
-int cifm_run_peak_rss(char *const argv[], long *peak_kib);
-
 /// Runs argv (searched in PATH) with stdio on /dev/null and every other
 /// descriptor closed, and waits for it; for programs that leave a daemon
 /// behind (tmux), which must not inherit the caller's pipes. Returns the
