@@ -107,15 +107,18 @@ int cifm_spawn_detached(char *const argv[]) {
     return status;
 }
 
-int cifm_raw_event_socket(int rcvbuf) {
-    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+/// A bound NETLINK_ROUTE socket, subscribed to `groups`, with a receive
+/// buffer of `rcvbuf` bytes (past rmem_max, when allowed, if `force`).
+static int open_route_socket(int type_flags, unsigned int groups, int rcvbuf, int force) {
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | type_flags, NETLINK_ROUTE);
     if (fd < 0)
         return -1;
     if (rcvbuf > 0) {
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf);
+        if (force)
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf);
     }
-    struct sockaddr_nl sa = {.nl_family = AF_NETLINK, .nl_groups = RTMGRP_LINK};
+    struct sockaddr_nl sa = {.nl_family = AF_NETLINK, .nl_groups = groups};
     if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
         int saved = errno;
         close(fd);
@@ -124,6 +127,8 @@ int cifm_raw_event_socket(int rcvbuf) {
     }
     return fd;
 }
+
+int cifm_raw_event_socket(int rcvbuf) { return open_route_socket(SOCK_NONBLOCK, RTMGRP_LINK, rcvbuf, 1); }
 
 long cifm_raw_event_drain(int fd, void *buf, size_t len, long *overruns) {
     long count = 0;
@@ -146,21 +151,7 @@ long cifm_raw_event_drain(int fd, void *buf, size_t len, long *overruns) {
     }
 }
 
-int cifm_raw_netlink_open(int rcvbuf) {
-    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
-    if (fd < 0)
-        return -1;
-    if (rcvbuf > 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-    struct sockaddr_nl sa = {.nl_family = AF_NETLINK};
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        int saved = errno;
-        close(fd);
-        errno = saved;
-        return -1;
-    }
-    return fd;
-}
+int cifm_raw_netlink_open(int rcvbuf) { return open_route_socket(0, 0, rcvbuf, 0); }
 
 static long raw_dump(int fd, void *buf, size_t len, uint32_t seq, uint64_t *sum, int stats) {
     struct {
