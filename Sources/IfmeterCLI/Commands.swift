@@ -88,7 +88,7 @@ struct ListCommand: Command {
 
     func run() throws(CLIError) {
         let source = try CommonOptions.openSource(arguments)
-        let sample = CommonOptions.filtered(try CommonOptions.take(source), filter)
+        let sample = try CommonOptions.take(source, filter).sample
         let renderer = ListRenderer()
         try Output.put(json
             ? JSONWriter(indent: 2).string(renderer.json(sample, source: source.sourceName)) + "\n"
@@ -138,7 +138,7 @@ struct SampleCommand: Command {
     func run() throws(CLIError) {
         let source = try CommonOptions.openSource(arguments)
         guard count != nil || watch else {
-            let sample = CommonOptions.filtered(try CommonOptions.take(source), filter)
+            let sample = try CommonOptions.take(source, filter).sample
             let renderer = SnapshotRenderer(bits: bits)
             return try Output.put(json
                 ? JSONWriter().string(renderer.json(sample, source: source.sourceName)) + "\n"
@@ -147,15 +147,14 @@ struct SampleCommand: Command {
         StopSignal.install()
         var engine = DeltaEngine(configuration: configuration)
         let renderer = IntervalRenderer(bits: bits)
-        var first = CommonOptions.filtered(try CommonOptions.take(source), filter)
-        _ = source.takeEvents()  // before the baseline: nothing to count
+        // The baseline: its link events count nothing.
+        let first = try CommonOptions.take(source, filter).sample
         engine.apply(first)
         let start = first.time
         var printed = 0
         if !json, !watch || Output.isTerminal(1) {
             try Output.put("Sampling \(source.sourceName) every \(Units.duration(interval)); figures are estimates (see the end).\n\n")
         }
-        first.interfaces.removeAll()
         while watch || printed < count! {
             guard sleepUntil(start + Double(printed + 1) * interval) else { break }
             let (events, sample) = try CommonOptions.take(source, filter)

@@ -132,16 +132,8 @@ enum CommonOptions {
         return text
     }
 
-    /// Takes one sample, turning a sampling failure into a runtime error.
-    static func take(_ source: any CounterSource) throws(CLIError) -> Sample {
-        do {
-            return try source.sample()
-        } catch {
-            throw .runtime("sampling failed: \(error)")
-        }
-    }
-
-    /// Takes one sample and the link events that came with it, filtered.
+    /// Takes one sample and the link events that came with it, filtered; a
+    /// sampling failure is a runtime error.
     static func take(_ source: any CounterSource, _ filter: InterfaceFilter) throws(CLIError) -> (events: LinkEvents, sample: Sample) {
         do {
             let (events, sample) = try source.read()

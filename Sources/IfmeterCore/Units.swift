@@ -9,7 +9,8 @@ public enum Units {
         for _ in 0..<decimals { scale *= 10 }
         let negative = x < 0
         let scaled = (abs(x) * scale).rounded(.toNearestOrAwayFromZero)
-        guard scaled < 9.2e18 else { return (negative ? "-" : "") + String(format2e: abs(x)) }
+        // Too large for UInt64: the shortest text that reads back the same.
+        guard scaled < 9.2e18 else { return (negative ? "-" : "") + abs(x).description }
         let n = UInt64(scaled)
         let whole = n / UInt64(scale)
         var text = String(whole)
@@ -133,12 +134,5 @@ public enum Units {
         }
         guard !t.isEmpty, let value = Double(String(t)), value.isFinite, value > 0 else { return nil }
         return value * factor
-    }
-}
-
-extension String {
-    /// Scientific notation for numbers too large for `Units.fixed`.
-    init(format2e value: Double) {
-        self = value.description
     }
 }
