@@ -28,13 +28,16 @@ let package = Package(
         // C shims for libmicrohttpd's variadic start and zlib's macros.
         .target(name: "CIfmeterHTTP", dependencies: ["CMicroHTTPD", "CZlib"]),
         // The HTTP server: the one place that calls libmicrohttpd.
-        .target(name: "IfmeterHTTP", dependencies: ["CIfmeterHTTP", "CMicroHTTPD"]),
-        // C shims for kernel macros and inline structures Swift cannot import,
-        // and the raw C loops the benchmark compares against.
+        .target(name: "IfmeterHTTP", dependencies: ["IfmeterCore", "CIfmeterHTTP", "CMicroHTTPD"]),
+        // C shims for kernel macros and inline structures Swift cannot import.
         .target(
             name: "CIfmeterLinux",
             cSettings: [.define("_GNU_SOURCE")]
         ),
+        // The tests' C (a tun device, a spawn for daemons) and the
+        // benchmark's raw loops, apart from the product's shims.
+        .target(name: "CIfmeterTestSupport", cSettings: [.define("_GNU_SOURCE")]),
+        .target(name: "CIfmeterBench", cSettings: [.define("_GNU_SOURCE")]),
         // Platform-neutral: model, classifier rules, delta engine, trace format,
         // report model and renderers. No Linux-only import.
         .target(name: "IfmeterCore"),
@@ -51,11 +54,12 @@ let package = Package(
         .target(name: "IfmeterLive", dependencies: ["IfmeterCore"]),
         // Persistent totals and daily and monthly usage, in SQLite.
         .target(name: "IfmeterStore", dependencies: ["IfmeterCore", "CSQLite"]),
-        // The sampling loop the long-running commands share.
-        .target(name: "IfmeterService", dependencies: ["IfmeterCore", "IfmeterSampling", "IfmeterStore"]),
+        // The one sampling pipeline every command uses: source, filter,
+        // engine, persistence, subscribers; and the files it writes.
+        .target(name: "IfmeterPipeline", dependencies: ["IfmeterCore", "IfmeterSampling", "IfmeterStore"]),
         .target(
             name: "IfmeterCLI",
-            dependencies: ["IfmeterCore", "IfmeterSampling", "IfmeterService", "IfmeterHTTP", "IfmeterLive", "IfmeterStore"]
+            dependencies: ["IfmeterCore", "IfmeterSampling", "IfmeterPipeline", "IfmeterHTTP", "IfmeterLive", "IfmeterStore"]
         ),
         .executableTarget(
             name: "ifmeter",
@@ -63,17 +67,21 @@ let package = Package(
         ),
         .executableTarget(
             name: "ifmeter-bench",
-            dependencies: ["IfmeterCore", "IfmeterSampling", "IfmeterLive", "CIfmeterLinux"]
+            dependencies: ["IfmeterCore", "IfmeterSampling", "IfmeterPipeline", "IfmeterLive", "CIfmeterBench"]
         ),
-        // Namespaces, veth pairs and traffic for the integration tests.
-        .target(name: "IfmeterTestSupport", dependencies: ["IfmeterSampling", "CIfmeterLinux"]),
+        // Namespaces, veth pairs and traffic for the integration tests, and
+        // a scripted counter source.
+        .target(name: "IfmeterTestSupport", dependencies: ["IfmeterCore", "IfmeterSampling", "CIfmeterTestSupport"]),
         .testTarget(name: "IfmeterCoreTests", dependencies: ["IfmeterCore"]),
         .testTarget(
             name: "IfmeterSamplingTests",
-            dependencies: ["IfmeterSampling", "IfmeterCore", "CIfmeterLinux", "CNetlink", "IfmeterTestSupport"]),
+            dependencies: ["IfmeterSampling", "IfmeterCore", "CNetlink", "IfmeterTestSupport"]),
         .testTarget(name: "IfmeterCLITests", dependencies: ["IfmeterCLI", "IfmeterCore", "IfmeterTestSupport"]),
-        .testTarget(name: "IfmeterLiveTests", dependencies: ["IfmeterLive", "IfmeterCore"]),
+        .testTarget(name: "IfmeterLiveTests", dependencies: ["IfmeterLive", "IfmeterCore", "IfmeterPipeline", "IfmeterTestSupport"]),
         .testTarget(name: "IfmeterStoreTests", dependencies: ["IfmeterStore", "IfmeterCore"]),
+        .testTarget(
+            name: "IfmeterPipelineTests",
+            dependencies: ["IfmeterPipeline", "IfmeterCore", "IfmeterStore", "IfmeterTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterPipeline
 import IfmeterSampling
 
 /// A subcommand: its declaration, validation (in `init`) and its work.
@@ -28,8 +29,7 @@ public enum IfmeterCLI {
 
               See 'ifmeter <subcommand> --help' for detailed help.
 
-            Figures are estimates from interface counters: they include protocol
-            overhead and are not per-app accounting.
+            \(wordWrap(Caveat.sentence, width: 72).joined(separator: "\n"))
             """,
         options: [OptionSpec("--version", help: "Show the version.")])
 
@@ -75,24 +75,27 @@ struct ListCommand: Command {
             OptionSpec("--format", value: "format", help: "text or json.", default: "text"),
         ])
 
-    let arguments: ParsedArguments
-    let filter: InterfaceFilter
+    let setup: SamplingSetup
     let json: Bool
 
     init(_ p: ParsedArguments) throws(CLIError) {
-        arguments = p
-        filter = try CommonOptions.filter(p)
         json = try CommonOptions.format(p, allowed: ["text", "json"], default: "text") == "json"
-        _ = try CommonOptions.sourceKind(p)
+        setup = try SamplingSetup(p, sampleLimit: 1, stopOnFailure: true)
     }
 
     func run() throws(CLIError) {
-        let source = try CommonOptions.openSource(arguments)
-        let sample = try CommonOptions.take(source, filter).sample
-        let renderer = ListRenderer()
-        try Output.put(json
-            ? JSONWriter(indent: 2).string(renderer.json(sample, source: source.sourceName)) + "\n"
-            : renderer.text(sample, source: source.sourceName))
+        let pipeline = try setup.pipeline()
+        let renderer = ListRenderer(), source = pipeline.source.sourceName
+        let printer = Printer { update, _ in
+            guard let sample = update.reading?.sample else { return nil }
+            return json
+                ? JSONWriter(indent: 2).string(renderer.json(sample, source: source)) + "\n"
+                : renderer.text(sample, source: source)
+        }
+        pipeline.subscribe(printer)
+        var waiter = SignalWaiter()
+        pipeline.run(&waiter)
+        try printer.check()
     }
 }
 
@@ -113,63 +116,55 @@ struct SampleCommand: Command {
             CommonOptions.bits, CommonOptions.maxRate,
         ] + CommonOptions.source + CommonOptions.filters)
 
-    let arguments: ParsedArguments
-    let interval: Double
+    let setup: SamplingSetup
     let count: Int?
     let watch: Bool
     let json: Bool
     let bits: Bool
-    let filter: InterfaceFilter
-    let configuration: EngineConfiguration
 
     init(_ p: ParsedArguments) throws(CLIError) {
-        arguments = p
-        interval = try CommonOptions.duration(p, "--interval", default: 1)
         count = try CommonOptions.positiveInt(p, "--count")
         watch = p.flag("--watch")
         if watch, count != nil { throw p.usage("'--count' and '--watch' cannot be used together") }
         json = try CommonOptions.format(p, allowed: ["text", "json"], default: "text") == "json"
         bits = p.flag("--bits")
-        filter = try CommonOptions.filter(p)
-        configuration = try CommonOptions.engineConfiguration(p)
-        _ = try CommonOptions.sourceKind(p)
+        let limit = watch ? nil : (count.map { $0 + 1 } ?? 1)
+        setup = try SamplingSetup(p, sampleLimit: limit, stopOnFailure: true)
     }
 
     func run() throws(CLIError) {
-        let source = try CommonOptions.openSource(arguments)
-        guard count != nil || watch else {
-            let sample = try CommonOptions.take(source, filter).sample
+        let pipeline = try setup.pipeline()
+        let source = pipeline.source.sourceName
+        let printer: Printer
+        if count == nil && !watch {
             let renderer = SnapshotRenderer(bits: bits)
-            return try Output.put(json
-                ? JSONWriter().string(renderer.json(sample, source: source.sourceName)) + "\n"
-                : renderer.text(sample, source: source.sourceName))
-        }
-        StopSignal.install()
-        var engine = DeltaEngine(configuration: configuration)
-        let renderer = IntervalRenderer(bits: bits)
-        // The baseline: its link events count nothing.
-        let first = try CommonOptions.take(source, filter).sample
-        engine.apply(first)
-        let start = first.time
-        var printed = 0
-        if !json, !watch || Output.isTerminal(1) {
-            try Output.put("Sampling \(source.sourceName) every \(Units.duration(interval)); figures are estimates (see the end).\n\n")
-        }
-        while watch || printed < count! {
-            guard sleepUntil(start + Double(printed + 1) * interval) else { break }
-            let (events, sample) = try CommonOptions.take(source, filter)
-            let previous = engine.lastSampleTime
-            let deltas = engine.apply(events, sample)
-            let seconds = previous.map { sample.time - $0 }
-            if json {
-                try Output.put(JSONWriter().string(
-                    renderer.json(deltas: deltas, totals: engine.totals(for:), time: sample.time, seconds: seconds)) + "\n")
-            } else {
-                try Output.put(renderer.text(deltas: deltas, totals: engine.totals(for:), time: sample.time, seconds: seconds) + "\n")
+            printer = Printer { update, _ in
+                guard let sample = update.reading?.sample else { return nil }
+                return json
+                    ? JSONWriter().string(renderer.json(sample, source: source)) + "\n"
+                    : renderer.text(sample, source: source)
             }
-            printed += 1
+        } else {
+            let renderer = IntervalRenderer(bits: bits)
+            printer = Printer { update, pipeline in
+                // The baseline: its link events count nothing.
+                guard case .sampled = update.outcome, !update.isBaseline else { return nil }
+                if json {
+                    return JSONWriter().string(renderer.json(
+                        deltas: update.deltas, totals: pipeline.totals(for:), time: update.time, seconds: update.seconds)) + "\n"
+                }
+                return renderer.text(deltas: update.deltas, totals: pipeline.totals(for:), time: update.time, seconds: update.seconds) + "\n"
+            }
+            if !json, !watch || Output.isTerminal(1) {
+                try Output.put("Sampling \(source) every \(Units.duration(setup.configuration.interval)); figures are estimates (see the end).\n\n")
+            }
         }
-        if !json { try Output.put(Caveats.all.joined(separator: "\n") + "\n") }
+        pipeline.subscribe(printer)
+        StopSignal.install()
+        var waiter = SignalWaiter(stop: { printer.failure != nil })
+        pipeline.run(&waiter)
+        try printer.check()
+        if !json, count != nil || watch { try Output.put(Caveat.all.joined(separator: "\n") + "\n") }
     }
 }
 
@@ -189,51 +184,41 @@ struct RecordCommand: Command {
             OptionSpec("--output", short: "-o", value: "file", help: "Write the trace here instead of stdout."),
         ] + CommonOptions.source + CommonOptions.filters)
 
-    let arguments: ParsedArguments
-    let interval: Double
-    let intervals: Int?
+    let setup: SamplingSetup
     let output: String?
-    let filter: InterfaceFilter
 
     init(_ p: ParsedArguments) throws(CLIError) {
-        arguments = p
-        interval = try CommonOptions.duration(p, "--interval", default: 1)
+        let interval = try CommonOptions.duration(p, "--interval", default: 1)
         let count = try CommonOptions.positiveInt(p, "--count")
         let duration = p.has("--duration") ? try CommonOptions.duration(p, "--duration", default: 0) : nil
         if count != nil, duration != nil { throw p.usage("'--count' and '--duration' cannot be used together") }
-        if let duration {
-            intervals = max(1, Int((duration / interval).rounded(.down)))
-        } else {
-            intervals = count
-        }
+        let intervals = duration.map { max(1, Int(($0 / interval).rounded(.down))) } ?? count
         output = p.value("--output").flatMap { $0 == "-" ? nil : $0 }
-        filter = try CommonOptions.filter(p)
-        _ = try CommonOptions.sourceKind(p)
+        setup = try SamplingSetup(p, sampleLimit: intervals.map { $0 + 1 }, stopOnFailure: true)
     }
 
     func run() throws(CLIError) {
-        let source = try CommonOptions.openSource(arguments)
+        let pipeline = try setup.pipeline()
         let file = try output.map { path throws(CLIError) in try TraceFile(creating: path) }
-        let fd = file?.fd ?? 1
         defer { file?.close() }
-        StopSignal.install()
-        let header = TraceHeader(platform: Platform.current, source: source.sourceName, host: hostName())
-        try Output.put(TraceWriter.headerLine(header, extra: ["interval": .number(interval)]) + "\n", to: fd)
-        var taken = 0
-        var start = 0.0
-        while intervals.map({ taken <= $0 }) ?? true {
-            if taken > 0, !sleepUntil(start + Double(taken) * interval) { break }
-            let (events, sample) = try CommonOptions.take(source, filter)
-            if taken == 0 { start = sample.time }
-            // Deletions with their final counters come before the sample, as
-            // the engine applies them (none before the first sample).
+        let header = TraceHeader(platform: Platform.current, source: pipeline.source.sourceName, host: hostName())
+        let fd = file?.fd ?? 1
+        try Output.put(TraceWriter.headerLine(header, extra: ["interval": .number(setup.configuration.interval)]) + "\n", to: fd)
+        // Deletions with their final counters come before the sample, as
+        // the engine applies them (none before the first sample).
+        let printer = Printer(fd: fd) { update, _ in
+            guard case .sampled = update.outcome, let reading = update.reading else { return nil }
             var lines = ""
-            if taken > 0 {
-                for event in events.deleted { lines += TraceWriter.line(.deleted(event)) + "\n" }
+            if !update.isBaseline {
+                for event in reading.events.deleted { lines += TraceWriter.line(.deleted(event)) + "\n" }
             }
-            try Output.put(lines + TraceWriter.line(.sample(sample)) + "\n", to: fd)
-            taken += 1
+            return lines + TraceWriter.line(.sample(reading.sample)) + "\n"
         }
+        pipeline.subscribe(printer)
+        StopSignal.install()
+        var waiter = SignalWaiter(stop: { printer.failure != nil })
+        pipeline.run(&waiter)
+        try printer.check()
         try file?.sync()
     }
 }
@@ -284,9 +269,12 @@ struct ReplayCommand: Command {
             start = end + 1
         }
         // The header, read with the first line, picks the name rules.
-        var engine = DeltaEngine(configuration: try CommonOptions.engineConfiguration(arguments, platform: reader.header.platform))
-        for record in records { engine.apply(record) }
-        let report = Report(engine: engine, header: reader.header, filter: filter)
+        let platform = reader.header.platform
+        var engine = DeltaEngine(configuration: try CommonOptions.engineConfiguration(arguments, platform: platform))
+        for record in records {
+            if let kept = filter.filtered(record, platform: platform) { engine.apply(kept) }
+        }
+        let report = Report(engine: engine, header: reader.header)
         try Output.put(text ? TextReportRenderer(bits: bits).render(report) : JSONReportRenderer().render(report))
     }
 }

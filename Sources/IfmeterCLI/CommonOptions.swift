@@ -4,6 +4,8 @@ import Glibc
 import Darwin
 #endif
 import IfmeterCore
+import IfmeterPipeline
+import IfmeterStore
 import IfmeterSampling
 
 /// Options several commands share, declared once.
@@ -36,6 +38,16 @@ enum CommonOptions {
     static let interval = OptionSpec("--interval", short: "-i", value: "duration", help: "Time between samples, like 500ms, 0.5s, 2m or 10.", default: "1s")
 
     static let bits = OptionSpec("--bits", help: "Show rates in bits per second.")
+
+    static let seriesLifetime = OptionSpec(
+        "--series-lifetime", value: "duration", help: "Forget an interface this long after it went away.", default: "5m")
+
+    /// The options of the commands that sample until stopped.
+    static let monitoring: [OptionSpec] = [
+        interval, maxRate, seriesLifetime,
+        OptionSpec("--state", value: "path", help: "Keep totals across restarts and reboots, and daily and monthly usage, in this SQLite file."),
+        OptionSpec("--boot-id-file", value: "path", help: "Read the boot id here.", hidden: true),
+    ] + source + filters
 
     static func filter(_ p: ParsedArguments) throws(CLIError) -> InterfaceFilter {
         var kinds: Set<InterfaceKind>?
@@ -88,15 +100,6 @@ enum CommonOptions {
         #endif
     }
 
-    static func openSource(_ p: ParsedArguments) throws(CLIError) -> any CounterSource {
-        let kind = try sourceKind(p)
-        do {
-            return try makeCounterSource(kind, options: samplerOptions(p))
-        } catch {
-            throw .runtime("cannot open the \(kind.rawValue) source: \(error)")
-        }
-    }
-
     static func duration(_ p: ParsedArguments, _ long: String, default value: Double) throws(CLIError) -> Double {
         guard let text = p.value(long) else { return value }
         guard let seconds = Units.parseDuration(text), seconds > 0 else {
@@ -131,25 +134,110 @@ enum CommonOptions {
         }
         return text
     }
+}
 
-    /// Takes one sample and the link events that came with it, filtered; a
-    /// sampling failure is a runtime error.
-    static func take(_ source: any CounterSource, _ filter: InterfaceFilter) throws(CLIError) -> (events: LinkEvents, sample: Sample) {
-        do {
-            let (events, sample) = try source.read()
-            return (events.filtered(filter), filtered(sample, filter))
-        } catch {
-            throw .runtime("sampling failed: \(error)")
+/// What a sampling command reads from its options: the source, the
+/// pipeline's configuration and the state file. `pipeline()` opens them.
+struct SamplingSetup {
+    var source: SourceKind
+    var samplerOptions: SamplerOptions
+    var configuration: PipelineConfiguration
+    var state: StateOptions?
+
+    /// Validates the shared options; `interval` and `--state` only where the
+    /// command declares them.
+    init(
+        _ p: ParsedArguments, sampleLimit: Int? = nil, stopOnFailure: Bool = false, kernelStats: Bool = false,
+        saveEvery: Double = 10
+    ) throws(CLIError) {
+        source = try CommonOptions.sourceKind(p)
+        samplerOptions = CommonOptions.samplerOptions(p)
+        samplerOptions.kernelStats = kernelStats
+        configuration = PipelineConfiguration(
+            interval: try CommonOptions.duration(p, "--interval", default: 1), filter: try CommonOptions.filter(p),
+            engine: try CommonOptions.engineConfiguration(p),
+            seriesLifetime: p.spec.options.contains { $0.long == "--series-lifetime" }
+                ? try CommonOptions.duration(p, "--series-lifetime", default: 300) : nil,
+            sampleLimit: sampleLimit, stopOnFailure: stopOnFailure)
+        if let path = p.value("--state") {
+            var options = StateOptions(path: path, host: hostName(), saveEvery: saveEvery)
+            if let file = p.value("--boot-id-file") { options.bootIDFile = file }
+            state = options
         }
     }
 
-    /// Applies the name and kind filter to a sample.
-    static func filtered(_ sample: Sample, _ filter: InterfaceFilter) -> Sample {
-        guard !filter.isEmpty else { return sample }
-        var s = sample
-        s.interfaces = sample.interfaces.filter {
-            filter.admits(name: $0.name, kind: $0.kind ?? NameRules.classify($0.name).kind)
+    /// Opens the source (and the state file) and builds the pipeline.
+    func pipeline() throws(CLIError) -> Pipeline {
+        let counters: any CounterSource
+        do {
+            counters = try makeCounterSource(source, options: samplerOptions)
+        } catch {
+            throw .runtime("cannot open the \(source.rawValue) source: \(error)")
         }
-        return s
+        var persistence: StatePersistence?
+        if let state {
+            do {
+                persistence = try state.open(wallTime: wallClock())
+            } catch {
+                throw CLIError.opening(error)
+            }
+        }
+        return Pipeline(source: counters, configuration: configuration, persistence: persistence)
+    }
+}
+
+extension CLIError {
+    /// A state file a running command cannot use: it cannot start (1).
+    static func opening(_ error: StoreError) -> CLIError { .runtime(error.description) }
+
+    /// A state file that cannot be read: missing is a usage error (64), its
+    /// content bad data (65), anything else a runtime failure (1).
+    static func reading(_ error: StoreError, command: String) -> CLIError {
+        switch error {
+        case .missing: .usage(error.description, command: command)
+        case _ where error.isBadData: .data(error.description)
+        default: .runtime(error.description)
+        }
+    }
+}
+
+/// Waits between samples until a stop signal (SIGINT, SIGTERM), or until
+/// `stop` says so (a subscriber's output failed).
+struct SignalWaiter: PipelineWaiter {
+    var stop: () -> Bool = { false }
+
+    mutating func wait(until deadline: Double, _ pipeline: Pipeline) -> Bool {
+        !stop() && sleepUntil(deadline) && !stop()
+    }
+}
+
+/// Keeps the updates a command prints from: the last one, and the first
+/// failure of writing them.
+final class Printer: PipelineSubscriber {
+    private let render: (PipelineUpdate, Pipeline) -> String?
+    private(set) var last: PipelineUpdate?
+    private(set) var failure: CLIError?
+    let fd: Int32
+
+    /// `render` gives the text for an update (nil prints nothing).
+    init(fd: Int32 = 1, _ render: @escaping (PipelineUpdate, Pipeline) -> String?) {
+        self.fd = fd
+        self.render = render
+    }
+
+    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
+        last = update
+        guard failure == nil, let text = render(update, pipeline) else { return }
+        do {
+            try Output.put(text, to: fd)
+        } catch {
+            failure = error
+        }
+    }
+
+    /// Throws the sampling failure or the write failure that ended the run.
+    func check() throws(CLIError) {
+        if let failure { throw failure }
+        if let last, case .failed(let error) = last.outcome { throw .runtime("sampling failed: \(error)") }
     }
 }

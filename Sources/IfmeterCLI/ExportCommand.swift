@@ -4,9 +4,8 @@ import Glibc
 import Darwin
 #endif
 import IfmeterCore
+import IfmeterPipeline
 import IfmeterSampling
-import IfmeterService
-import Synchronization
 
 struct ExportCommand: Command {
     static let spec = CommandSpec(
@@ -30,10 +29,8 @@ struct ExportCommand: Command {
             OptionSpec("--keep", value: "n", help: "Rotated --json-lines files to keep (PATH.1 ... PATH.N).", default: "5"),
             OptionSpec("--textfile", value: "path", help: "Write the Prometheus text exposition here."),
             OptionSpec("--every", value: "duration", help: "Length of a period: time between writes.", default: "15s"),
-            MonitorOptions.compat,
-            OptionSpec("--series-lifetime", value: "duration", help: "Drop an interface this long after it went away.",
-                       default: "5m"),
-        ] + MonitorOptions.common)
+            CompatOption.spec,
+        ] + CommonOptions.monitoring)
 
     let textfile: String?
     let json: String?
@@ -42,7 +39,7 @@ struct ExportCommand: Command {
     let keep: Int
     let every: Double
     let families: ExpositionFamilies
-    let configuration: Monitor.Configuration
+    let setup: SamplingSetup
 
     init(_ p: ParsedArguments) throws(CLIError) {
         textfile = p.value("--textfile")
@@ -62,10 +59,8 @@ struct ExportCommand: Command {
         }
         keep = try CommonOptions.positiveInt(p, "--keep") ?? 5
         every = try CommonOptions.duration(p, "--every", default: 15)
-        families = try MonitorOptions.families(p)
-        let lifetime = try CommonOptions.duration(p, "--series-lifetime", default: 300)
-        configuration = try MonitorOptions.configuration(
-            p, seriesLifetime: lifetime, kernelStats: families != .ifmeter, saveEvery: every)
+        families = try CompatOption.families(p)
+        setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: every)
     }
 
     func run() throws(CLIError) {
@@ -74,7 +69,7 @@ struct ExportCommand: Command {
             do {
                 try AtomicFile.checkWritable(path)
             } catch {
-                throw .runtime("cannot export to \(path): \(error)")
+                throw .runtime("cannot export to \(path): \(Describe.folderProblem(error, for: path))")
             }
         }
         var linesFile: JSONLinesFile?
@@ -86,85 +81,111 @@ struct ExportCommand: Command {
                 }
                 linesFile = file
             } catch {
-                throw .runtime("cannot export to \(jsonLines): \(error)")
+                throw .runtime("cannot export to \(jsonLines): \(error.message)")
             }
         }
-        StopSignal.block()
-        let accumulator = Mutex(PeriodAccumulator())
-        let monitor = try MonitorOptions.start(configuration) { state in
-            accumulator.withLock { $0.add(state.lastDeltas) }
-        }
-        defer { monitor.stop() }
-        let host = hostName()
-        let startWall = wallClock()
-        var periodStart = (wall: startWall, monotonic: monotonicSeconds())
-        var failing: [String: Bool] = [:]
-        var stateFailing = false
+        let pipeline = try setup.pipeline()
+        pipeline.subscribe(Exporter(command: self, linesFile: linesFile, host: hostName()))
+        StopSignal.install()
+        var waiter = SignalWaiter()
+        pipeline.run(&waiter)
+    }
+}
 
-        func report(_ what: String, _ result: () throws -> Void) {
-            do {
-                try result()
-                if failing[what] == true { Output.error("ifmeter export: writing \(what) works again") }
-                failing[what] = false
-            } catch {
-                // Once per failure streak; the previous file stays as it was.
-                if failing[what] != true {
-                    Output.error("ifmeter export: \(error); the previous file is kept, retrying every \(Units.duration(every))")
-                }
-                failing[what] = true
-            }
-        }
+/// Writes a report every period: the deltas of the period's samples summed
+/// (a failed sample adds nothing), and the totals at its end. The last
+/// period is written when the pipeline finishes (after the last save).
+final class Exporter: PipelineSubscriber {
+    let command: ExportCommand
+    let linesFile: JSONLinesFile?
+    let host: String
+    private var accumulator = PeriodAccumulator()
+    private var periodStart: (wall: Double, monotonic: Double)?
+    private var last: PipelineUpdate?
+    private var since: Double?
+    private var failing: [String: Bool] = [:]
+    private var stateFailing = false
 
-        func writePeriod() {
-            let state = monitor.current
-            let end = (wall: wallClock(), monotonic: monotonicSeconds())
-            let entries = accumulator.withLock { $0.take() }
-            if let stateError = state.stateError, !stateFailing {
-                Output.error("ifmeter export: saving state failed: \(stateError); retrying")
-                stateFailing = true
-            } else if state.stateError == nil {
-                stateFailing = false
-            }
-            if json != nil || jsonLines != nil {
-                let periodReport = PeriodReport(
-                    host: host, source: state.sourceName,
-                    period: PeriodReport.Period(
-                        startWall: periodStart.wall, endWall: end.wall, startMonotonic: periodStart.monotonic,
-                        endMonotonic: end.monotonic),
-                    interfaces: state.interfaces, periodEntries: entries, since: startWall, state: state.stateInfo)
-                let renderer = PeriodReportRenderer()
-                if let json {
-                    if json == "-" {
-                        report("stdout") { try Output.put(renderer.line(periodReport) + "\n") }
-                    } else {
-                        let text = JSONWriter(indent: 2).string(renderer.value(periodReport)) + "\n"
-                        report(json) { try AtomicFile.write(Array(text.utf8), to: json) }
-                    }
-                }
-                if let jsonLines {
-                    let line = renderer.line(periodReport) + "\n"
-                    if let linesFile {
-                        report(jsonLines) { try linesFile.append(line) }
-                    } else {
-                        report("stdout") { try Output.put(line) }
-                    }
-                }
-            }
-            if let textfile {
-                let input = ScrapeCache.input(state, families: families, version: IfmeterCLI.version, interval: configuration.interval)
-                report(textfile) { try AtomicFile.write(PrometheusTextRenderer().render(input), to: textfile) }
-            }
-            periodStart = end
-        }
+    init(command: ExportCommand, linesFile: JSONLinesFile?, host: String) {
+        self.command = command
+        self.linesFile = linesFile
+        self.host = host
+    }
 
-        let loopStart = monotonicSeconds()
-        var period = 0
-        while sleepUntil(loopStart + Double(period + 1) * every) {
-            writePeriod()
-            period += 1
+    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
+        accumulator.add(update.deltas)
+        last = update
+        if since == nil { since = update.health.startTime }
+        guard let start = periodStart else {
+            periodStart = (update.wallTime, update.time)
+            return
         }
-        // Stopped: the current period is written, then the state saved (the
-        // monitor's stop).
-        writePeriod()
+        // A period ends with the first sample at least its length after its
+        // start (half an interval early: samples jitter).
+        if update.time - start.monotonic >= command.every - pipeline.configuration.interval / 2 {
+            writePeriod(pipeline, end: (update.wallTime, update.time))
+        }
+    }
+
+    func pipelineFinished(_ pipeline: Pipeline) {
+        guard let last else { return }
+        writePeriod(pipeline, end: (last.wallTime, last.time))
+    }
+
+    private func report(_ what: String, _ result: () throws -> Void) {
+        do {
+            try result()
+            if failing[what] == true { Output.error("ifmeter export: writing \(what) works again") }
+            failing[what] = false
+        } catch {
+            // Once per failure streak; the previous file stays as it was.
+            if failing[what] != true {
+                Output.error("ifmeter export: \(error); the previous file is kept, retrying every \(Units.duration(command.every))")
+            }
+            failing[what] = true
+        }
+    }
+
+    private func writePeriod(_ pipeline: Pipeline, end: (wall: Double, monotonic: Double)) {
+        guard let start = periodStart, let last else { return }
+        let entries = accumulator.take()
+        if let stateError = last.persistence?.lastError, !stateFailing {
+            Output.error("ifmeter export: saving state failed: \(stateError); retrying")
+            stateFailing = true
+        } else if last.persistence?.lastError == nil {
+            stateFailing = false
+        }
+        let totals = pipeline.totals
+        if command.json != nil || command.jsonLines != nil {
+            let periodReport = PeriodReport(
+                host: host, source: last.health.source,
+                period: PeriodReport.Period(
+                    startWall: start.wall, endWall: end.wall, startMonotonic: start.monotonic, endMonotonic: end.monotonic),
+                interfaces: totals, periodEntries: entries, since: since ?? start.wall, state: last.persistence?.info)
+            let renderer = PeriodReportRenderer()
+            if let json = command.json {
+                if json == "-" {
+                    report("stdout") { try Output.put(renderer.line(periodReport) + "\n") }
+                } else {
+                    let text = JSONWriter(indent: 2).string(renderer.value(periodReport)) + "\n"
+                    report(json) { try AtomicFile.write(Array(text.utf8), to: json) }
+                }
+            }
+            if command.jsonLines != nil {
+                let line = renderer.line(periodReport) + "\n"
+                if let linesFile {
+                    report(command.jsonLines!) { try linesFile.append(line) }
+                } else {
+                    report("stdout") { try Output.put(line) }
+                }
+            }
+        }
+        if let textfile = command.textfile {
+            let input = ScrapeCache.input(
+                totals, health: last.health, families: command.families, version: IfmeterCLI.version,
+                interval: pipeline.configuration.interval)
+            report(textfile) { try AtomicFile.write(PrometheusTextRenderer().render(input), to: textfile) }
+        }
+        periodStart = end
     }
 }

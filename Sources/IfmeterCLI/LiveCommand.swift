@@ -5,8 +5,8 @@ import Darwin
 #endif
 import IfmeterCore
 import IfmeterLive
+import IfmeterPipeline
 import IfmeterSampling
-import IfmeterService
 
 struct LiveCommand: Command {
     static let spec = CommandSpec(
@@ -18,157 +18,87 @@ struct LiveCommand: Command {
             When stdout is not a terminal, prints one plain line per interface per
             interval instead.
             """,
-        options: [CommonOptions.bits] + MonitorOptions.common)
+        options: [CommonOptions.bits] + CommonOptions.monitoring)
 
-    let arguments: ParsedArguments
-    let interval: Double
+    let setup: SamplingSetup
     let bits: Bool
-    let filter: InterfaceFilter
-    let configuration: EngineConfiguration
-    let state: StateOptions?
 
     init(_ p: ParsedArguments) throws(CLIError) {
-        arguments = p
-        state = MonitorOptions.stateOptions(p, saveEvery: 10)
-        interval = try CommonOptions.duration(p, "--interval", default: 1)
         bits = p.flag("--bits")
-        filter = try CommonOptions.filter(p)
-        configuration = try CommonOptions.engineConfiguration(p)
-        _ = try CommonOptions.sourceKind(p)
+        setup = try SamplingSetup(p, saveEvery: 10)
     }
 
     func run() throws(CLIError) {
-        let source = try CommonOptions.openSource(arguments)
-        var engine = DeltaEngine(configuration: configuration)
-        var persistence: StatePersistence?
-        if let state {
-            do {
-                persistence = try StatePersistence(options: state, engine: &engine)
-            } catch {
-                throw .runtime(error.message)
-            }
-        }
-        defer { persistence?.saveIfDue(engine, force: true) }
+        let pipeline = try setup.pipeline()
         if Output.isTerminal(1) {
-            try LiveTerminal(source: source, command: self, persistence: persistence).run(&engine)
+            let screen = LiveScreen(pipeline: pipeline, bits: bits)
+            pipeline.subscribe(screen)
+            TerminalState.enter()
+            defer { TerminalState.restore() }
+            var waiter = KeyWaiter(screen: screen)
+            pipeline.run(&waiter)
         } else {
-            try plainLines(source, &engine, persistence)
-        }
-    }
-
-    /// One line per interface per interval, for pipes and files.
-    func plainLines(_ source: any CounterSource, _ engine: inout DeltaEngine, _ persistence: StatePersistence?) throws(CLIError) {
-        StopSignal.install()
-        // Not inside `persistence?.record(...)`: optional chaining would skip
-        // the sample when there is no state file.
-        let baseline = engine.apply(try CommonOptions.take(source, filter).sample)
-        persistence?.record(baseline)
-        try Output.put("# ifmeter live: \(source.sourceName) every \(Units.duration(interval)), one line per interface per interval. "
-            + "Figures are estimates from interface counters (protocol overhead included, not per-app); ≥ lower bound, ~ wrap-corrected.\n")
-        let start = monotonicSeconds()
-        var n = 0
-        while true {
-            n += 1
-            guard sleepUntil(start + Double(n) * interval) else { return }
-            let (events, sample) = try CommonOptions.take(source, filter)
-            let deltas = engine.apply(events, sample)
-            persistence?.record(deltas)
-            persistence?.saveIfDue(engine, force: false)
-            let clock = LiveRenderer.clock(wallClock())
-            var text = ""
-            for delta in deltas.sorted(by: { $0.name < $1.name }) {
-                let totals = engine.totals(for: delta.name)
-                let mark = Caveats.mark(delta.quality), totalMark = Caveats.mark(totals?.quality ?? .exact)
-                let rx = delta.rate(.rxBytes).map { Units.rate(bytesPerSecond: $0, bits: bits) } ?? "-"
-                let tx = delta.rate(.txBytes).map { Units.rate(bytesPerSecond: $0, bits: bits) } ?? "-"
-                text += "\(clock) \(delta.name) \(delta.classification.kind.rawValue) rx \(mark)\(rx) tx \(mark)\(tx)"
-                text += " total rx \(totalMark)\(Units.bytes(totals?.totals.rxBytes ?? 0)) tx \(totalMark)\(Units.bytes(totals?.totals.txBytes ?? 0))"
-                text += " \((totals?.quality ?? .exact).name)"
-                let note = IntervalRenderer.note(delta.change)
-                if !note.isEmpty { text += " (\(note))" }
-                text += "\n"
-            }
-            try Output.put(text)
+            let lines = PlainLines(source: pipeline.source.sourceName, interval: setup.configuration.interval, bits: bits)
+            try Output.put(lines.header)
+            pipeline.subscribe(lines)
+            StopSignal.install()
+            var waiter = SignalWaiter(stop: { lines.failure != nil })
+            pipeline.run(&waiter)
         }
     }
 }
 
-/// The terminal side of the live view: raw mode, the alternate screen, keys,
-/// resizes, and restoring the terminal however the program ends.
-final class LiveTerminal {
-    let source: any CounterSource
-    let command: LiveCommand
-    let persistence: StatePersistence?
+/// One line per interface per interval, for pipes and files.
+final class PlainLines: PipelineSubscriber {
+    let header: String
+    let bits: Bool
+    private(set) var failure: CLIError?
+
+    init(source: String, interval: Double, bits: Bool) {
+        self.bits = bits
+        header = "# ifmeter live: \(source) every \(Units.duration(interval)), one line per interface per interval. \(Caveat.inline)\n"
+    }
+
+    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
+        guard failure == nil, case .sampled = update.outcome, !update.isBaseline else { return }
+        let clock = LiveRenderer.clock(update.wallTime)
+        var text = ""
+        for delta in update.deltas.sorted(by: { $0.key < $1.key }) {
+            let totals = pipeline.totals(for: delta.key)
+            let mark = delta.quality.mark, totalMark = (totals?.quality ?? .exact).mark
+            let rx = delta.rate(.rxBytes).map { Units.rate(bytesPerSecond: $0, bits: bits) } ?? "-"
+            let tx = delta.rate(.txBytes).map { Units.rate(bytesPerSecond: $0, bits: bits) } ?? "-"
+            text += "\(clock) \(delta.key) \(delta.classification.kind.rawValue) rx \(mark)\(rx) tx \(mark)\(tx)"
+            text += " total rx \(totalMark)\(Units.bytes(totals?.totals.rxBytes ?? 0)) tx \(totalMark)\(Units.bytes(totals?.totals.txBytes ?? 0))"
+            text += " \((totals?.quality ?? .exact).name)"
+            if !delta.change.note.isEmpty { text += " (\(delta.change.note))" }
+            text += "\n"
+        }
+        do {
+            try Output.put(text)
+        } catch {
+            failure = error
+        }
+    }
+}
+
+/// The terminal side of the live view: the model fed by the pipeline,
+/// drawn after each update and each key.
+final class LiveScreen: PipelineSubscriber {
     var model: LiveModel
     let renderer: LiveRenderer
 
-    init(source: any CounterSource, command: LiveCommand, persistence: StatePersistence?) {
-        self.source = source
-        self.command = command
-        self.persistence = persistence
-        model = LiveModel(host: hostName(), source: source.sourceName, interval: command.interval)
-        model.bits = command.bits
+    init(pipeline: Pipeline, bits: Bool) {
+        model = LiveModel(host: hostName(), source: pipeline.source.sourceName, interval: pipeline.configuration.interval)
+        model.bits = bits
         let noColor = (getenv("NO_COLOR").map { String(cString: $0) } ?? "").isEmpty == false
         let dumb = getenv("TERM").map { String(cString: $0) } == "dumb"
         renderer = LiveRenderer(color: !noColor && !dumb)
     }
 
-    func run(_ engine: inout DeltaEngine) throws(CLIError) {
-        TerminalState.enter()
-        defer { TerminalState.restore() }
-        let baseline = engine.apply(try CommonOptions.take(source, command.filter).sample)
-        persistence?.record(baseline)
-        model.update(deltas: [], totals: engine.interfaces, time: wallClock())
-        var next = monotonicSeconds() + command.interval
+    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
+        model.update(deltas: update.deltas, changed: update.changed, forgotten: update.forgotten, time: update.wallTime)
         draw()
-        var keysOpen = true
-        while !TerminalState.stopRequested {
-            let timeout = max(0, next - monotonicSeconds())
-            var fds = [
-                pollfd(fd: keysOpen ? 0 : -1, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: TerminalState.wakeRead, events: Int16(POLLIN), revents: 0),
-            ]
-            let rc = poll(&fds, 2, Int32(min(timeout * 1000 + 1, 60_000)))
-            if rc < 0, errno != EINTR { break }
-            if fds[1].revents != 0 { TerminalState.drainWakeups() }
-            if TerminalState.stopRequested { break }
-            var redraw = TerminalState.takeResize()
-            if fds[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
-                var buffer = [UInt8](repeating: 0, count: 256)
-                let n = read(0, &buffer, buffer.count)
-                if n > 0 {
-                    for key in KeyDecoder.decode(Array(buffer[..<n])) {
-                        switch model.handle(key) {
-                        case .quit: return
-                        case .zeroTotals:
-                            engine.zeroTotals()
-                            model.update(deltas: [], totals: engine.interfaces, time: wallClock())
-                            redraw = true
-                        case .redraw: redraw = true
-                        case .none: break
-                        }
-                    }
-                } else if n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN) {
-                    // The terminal hung up: nobody is watching any more.
-                    if isatty(0) == 1 || fds[0].revents & Int16(POLLHUP) != 0 { return }
-                    keysOpen = false  // stdin was a file or pipe that ended
-                }
-            } else if fds[0].revents & Int16(POLLNVAL) != 0 {
-                keysOpen = false
-            }
-            if monotonicSeconds() >= next {
-                let (events, sample) = try CommonOptions.take(source, command.filter)
-                let deltas = engine.apply(events, sample)
-                persistence?.record(deltas)
-                persistence?.saveIfDue(engine, force: false)
-                engine.forget(notSeenSince: sample.time - 3600)
-                model.update(deltas: deltas, totals: engine.interfaces, time: wallClock())
-                next += command.interval
-                if next < monotonicSeconds() { next = monotonicSeconds() + command.interval }
-                redraw = true
-            }
-            if redraw { draw() }
-        }
     }
 
     /// One write per frame: home, then every line at full width. A terminal
@@ -181,6 +111,53 @@ final class LiveTerminal {
         } catch {
             TerminalState.stop.store(true, ordering: .relaxed)
         }
+    }
+}
+
+/// Waits for the next sample while reading keys, resizes and signals; the
+/// view's keys act at once (`r` zeroes the pipeline's totals).
+struct KeyWaiter: PipelineWaiter {
+    let screen: LiveScreen
+    var keysOpen = true
+
+    mutating func wait(until deadline: Double, _ pipeline: Pipeline) -> Bool {
+        while !TerminalState.stopRequested {
+            let timeout = deadline - monotonicSeconds()
+            if timeout <= 0 { return true }
+            var fds = [
+                pollfd(fd: keysOpen ? 0 : -1, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: TerminalState.wakeRead, events: Int16(POLLIN), revents: 0),
+            ]
+            let rc = poll(&fds, 2, Int32(min(timeout * 1000 + 1, 60_000)))
+            if rc < 0, errno != EINTR { return false }
+            if fds[1].revents != 0 { TerminalState.drainWakeups() }
+            if TerminalState.stopRequested { return false }
+            var redraw = TerminalState.takeResize()
+            if fds[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
+                var buffer = [UInt8](repeating: 0, count: 256)
+                let n = read(0, &buffer, buffer.count)
+                if n > 0 {
+                    for key in KeyDecoder.decode(Array(buffer[..<n])) {
+                        switch screen.model.handle(key) {
+                        case .quit: return false
+                        case .zeroTotals:
+                            // Publishes the zeroed totals, which redraws.
+                            pipeline.zeroTotals()
+                        case .redraw: redraw = true
+                        case .none: break
+                        }
+                    }
+                } else if n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN) {
+                    // The terminal hung up: nobody is watching any more.
+                    if isatty(0) == 1 || fds[0].revents & Int16(POLLHUP) != 0 { return false }
+                    keysOpen = false  // stdin was a file or pipe that ended
+                }
+            } else if fds[0].revents & Int16(POLLNVAL) != 0 {
+                keysOpen = false
+            }
+            if redraw { screen.draw() }
+        }
+        return false
     }
 }
 

@@ -1,11 +1,12 @@
 import IfmeterCore
 import IfmeterHTTP
-import IfmeterService
+import IfmeterPipeline
 import Synchronization
 
-/// Renders what a scrape shows from the monitor's latest state, once per
-/// sample and format: every scrape between two samples gets the same bytes,
-/// so scrapes cost a copy, not a render (and never a netlink dump).
+/// What a scrape shows, kept from the pipeline's updates, rendered once
+/// per sample and format when first asked for: every scrape between two
+/// samples gets the same bytes, so scrapes cost a copy, not a render (and
+/// never a netlink dump).
 public final class ScrapeCache: Sendable {
     public struct Variant: Hashable, Sendable {
         public var openMetrics: Bool
@@ -23,9 +24,17 @@ public final class ScrapeCache: Sendable {
         public var body: HTTPBody
     }
 
+    /// Every interface's totals and the health, as of `generation`.
+    struct Snapshot: Sendable {
+        var view = TotalsView()
+        var health: PipelineHealth?
+        var generation = 0
+    }
+
     private let families: ExpositionFamilies
     private let version: String
     private let interval: Double
+    private let snapshot = Mutex(Snapshot())
     private let cache = Mutex<[Variant: Rendered]>([:])
     /// One render at a time: concurrent scrapes of a new sample wait for
     /// the first one's render instead of all rendering it.
@@ -37,14 +46,25 @@ public final class ScrapeCache: Sendable {
         self.interval = interval
     }
 
-    /// The exposition of `state` in `variant`, rendered at most once per
+    /// Takes an update's changes: costs what changed (the view is shared
+    /// with a render in progress only while it runs).
+    public func apply(_ update: PipelineUpdate) {
+        snapshot.withLock { snapshot in
+            snapshot.view.apply(update)
+            snapshot.health = update.health
+            snapshot.generation = update.sequence
+        }
+    }
+
+    /// The latest exposition in `variant`, rendered at most once per
     /// generation. Nil only when gzip fails (then send it uncompressed).
-    public func rendered(_ state: @autoclosure () -> MonitorState, generation: Int, variant: Variant) -> Rendered? {
+    public func rendered(_ variant: Variant) -> Rendered? {
+        let generation = snapshot.withLock { $0.generation }
         if let hit = cache.withLock({ $0[variant] }), hit.generation == generation { return hit }
         return rendering.withLock { _ -> Rendered? in
-            if let hit = cache.withLock({ $0[variant] }), hit.generation == generation { return hit }
-            let snapshot = state()
-            let input = Self.input(snapshot, families: families, version: version, interval: interval)
+            let current = snapshot.withLock { $0 }
+            if let hit = cache.withLock({ $0[variant] }), hit.generation == current.generation { return hit }
+            let input = Self.input(current.view.sorted, health: current.health, families: families, version: version, interval: interval)
             let renderer: any ExpositionRenderer = variant.openMetrics ? OpenMetricsRenderer() : PrometheusTextRenderer()
             let bytes = renderer.render(input)
             let body: HTTPBody
@@ -54,24 +74,47 @@ public final class ScrapeCache: Sendable {
             } else {
                 body = HTTPBody(bytes)
             }
-            let result = Rendered(generation: snapshot.generation, contentType: renderer.contentType, body: body)
+            let result = Rendered(generation: current.generation, contentType: renderer.contentType, body: body)
             cache.withLock { entries in
                 // Keep only the newest generation's renders.
-                entries = entries.filter { $0.value.generation == snapshot.generation }
+                entries = entries.filter { $0.value.generation == current.generation }
                 entries[variant] = result
             }
             return result
         }
     }
 
-    /// The exposition input for a monitor state.
-    public static func input(_ state: MonitorState, families: ExpositionFamilies, version: String, interval: Double) -> ExpositionInput {
-        ExpositionInput(
-            interfaces: state.interfaces,
+    /// The exposition input for totals and the pipeline's health.
+    public static func input(
+        _ interfaces: [InterfaceTotals], health: PipelineHealth?, families: ExpositionFamilies, version: String, interval: Double
+    ) -> ExpositionInput {
+        let health = health ?? PipelineHealth(source: "", startTime: 0)
+        return ExpositionInput(
+            interfaces: interfaces,
             health: ExporterHealth(
-                version: version, source: state.sourceName, samples: state.samples, sampleErrors: state.sampleErrors,
-                overruns: state.overruns, lastSampleSeconds: state.lastSampleSeconds, lastSampleTime: state.lastSampleTime,
-                startTime: state.startTime, intervalSeconds: interval),
+                version: version, source: health.source, samples: health.samples, sampleErrors: health.sampleErrors,
+                overruns: health.overruns, lastSampleSeconds: health.lastSampleSeconds, lastSampleTime: health.lastSampleTime,
+                startTime: health.startTime, intervalSeconds: interval),
             families: families)
+    }
+}
+
+/// Feeds a scrape cache from the pipeline, and says once when the first
+/// sample is in.
+final class ScrapeFeed: PipelineSubscriber {
+    let cache: ScrapeCache
+    private var ready: (() -> Void)?
+
+    init(cache: ScrapeCache, ready: @escaping () -> Void) {
+        self.cache = cache
+        self.ready = ready
+    }
+
+    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
+        cache.apply(update)
+        if let ready {
+            ready()
+            self.ready = nil
+        }
     }
 }

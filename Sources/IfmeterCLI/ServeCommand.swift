@@ -5,40 +5,19 @@ import Darwin
 #endif
 import IfmeterCore
 import IfmeterHTTP
+import IfmeterPipeline
 import IfmeterSampling
-import IfmeterService
 import Synchronization
 
 /// The default port: not node_exporter's 9100. (Prometheus's list of
 /// exporter ports, 9100-9999, is full, so no number there is unique.)
 let defaultServePort: UInt16 = 9874
 
-/// Options the long-running commands share.
-enum MonitorOptions {
-    static let common: [OptionSpec] = [
-        CommonOptions.interval, CommonOptions.maxRate,
-        OptionSpec("--state", value: "path", help: "Keep totals across restarts and reboots, and daily and monthly usage, in this SQLite file."),
-        OptionSpec("--boot-id-file", value: "path", help: "Read the boot id here.", hidden: true),
-    ] + CommonOptions.source + CommonOptions.filters
-
-    static func configuration(
-        _ p: ParsedArguments, seriesLifetime: Double? = nil, kernelStats: Bool = false, saveEvery: Double = 10
-    ) throws(CLIError) -> Monitor.Configuration {
-        var samplerOptions = CommonOptions.samplerOptions(p)
-        samplerOptions.kernelStats = kernelStats
-        return Monitor.Configuration(
-            source: try CommonOptions.sourceKind(p), samplerOptions: samplerOptions,
-            interval: try CommonOptions.duration(p, "--interval", default: 1), filter: try CommonOptions.filter(p),
-            engine: try CommonOptions.engineConfiguration(p), seriesLifetime: seriesLifetime,
-            state: stateOptions(p, saveEvery: saveEvery))
-    }
-
-    static func stateOptions(_ p: ParsedArguments, saveEvery: Double) -> StateOptions? {
-        guard let path = p.value("--state") else { return nil }
-        var options = StateOptions(path: path, host: hostName(), saveEvery: saveEvery)
-        if let file = p.value("--boot-id-file") { options.bootIDFile = file }
-        return options
-    }
+/// Which node_exporter families `serve` and `export --textfile` add.
+enum CompatOption {
+    static let spec = OptionSpec(
+        "--compat", value: "node|node-only",
+        help: "Also (node) or only (node-only) node_exporter's node_network_*_total{device} families, raw kernel counters.")
 
     static func families(_ p: ParsedArguments) throws(CLIError) -> ExpositionFamilies {
         guard let text = p.value("--compat") else { return .ifmeter }
@@ -46,23 +25,6 @@ enum MonitorOptions {
             throw p.usage("unknown value '\(text)' for '--compat'; use node (add node_exporter's families) or node-only")
         }
         return families
-    }
-
-    static let compat = OptionSpec(
-        "--compat", value: "node|node-only",
-        help: "Also (node) or only (node-only) node_exporter's node_network_*_total{device} families, raw kernel counters.")
-
-    /// Starts a monitor, turning a source failure into a runtime error.
-    static func start(_ configuration: Monitor.Configuration, onSample: (@Sendable (MonitorState) -> Void)? = nil) throws(CLIError)
-        -> Monitor
-    {
-        let monitor = Monitor(configuration: configuration, onSample: onSample)
-        do {
-            try monitor.start()
-        } catch {
-            throw .runtime(error.message)
-        }
-        return monitor
     }
 }
 
@@ -80,29 +42,24 @@ struct ServeCommand: Command {
         options: [
             OptionSpec("--listen", value: "address", help: "Address and port, like 127.0.0.1:9874, 0.0.0.0:9874 or [::]:9874.",
                        default: "127.0.0.1:\(defaultServePort)"),
-            MonitorOptions.compat,
-            OptionSpec("--series-lifetime", value: "duration", help: "Drop an interface from the output this long after it went away.",
-                       default: "5m"),
+            CompatOption.spec,
             OptionSpec("--max-connections", value: "n", help: "Open connections at most; idle ones are closed after 10 s.",
                        default: "1024"),
-        ] + MonitorOptions.common)
+        ] + CommonOptions.monitoring)
 
-    let arguments: ParsedArguments
     let address: ListenAddress
     let families: ExpositionFamilies
-    let configuration: Monitor.Configuration
+    let setup: SamplingSetup
     let limits: HTTPLimits
 
     init(_ p: ParsedArguments) throws(CLIError) {
-        arguments = p
         let listen = p.value("--listen") ?? "127.0.0.1:\(defaultServePort)"
         guard let address = ListenAddress(parsing: listen) else {
             throw p.usage("invalid value '\(listen)' for '--listen <address>': expected HOST:PORT like 127.0.0.1:9874 or [::]:9874")
         }
         self.address = address
-        families = try MonitorOptions.families(p)
-        let lifetime = try CommonOptions.duration(p, "--series-lifetime", default: 300)
-        configuration = try MonitorOptions.configuration(p, seriesLifetime: lifetime, kernelStats: families != .ifmeter)
+        families = try CompatOption.families(p)
+        setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: 10)
         var limits = HTTPLimits()
         if let n = try CommonOptions.positiveInt(p, "--max-connections") {
             limits.connections = UInt32(min(n, 1 << 20))
@@ -114,25 +71,27 @@ struct ServeCommand: Command {
     func run() throws(CLIError) {
         StopSignal.block()
         raiseOpenFileLimit(to: Int(limits.connections) + 64)
-        let monitor = try MonitorOptions.start(configuration)
-        defer { monitor.stop() }
-        let cache = ScrapeCache(families: families, version: IfmeterCLI.version, interval: configuration.interval)
+        let pipeline = try setup.pipeline()
+        let interval = setup.configuration.interval
+        let cache = ScrapeCache(families: families, version: IfmeterCLI.version, interval: interval)
+        let announce = "ifmeter serve: listening on http://\(address)/metrics (source \(pipeline.source.sourceName), every \(Units.duration(interval)))"
+        pipeline.subscribe(ScrapeFeed(cache: cache) { Output.error(announce) })
         let server: HTTPServer
         do {
             let log = RateLimitedLog(prefix: "ifmeter serve: ", every: 10)
             server = try HTTPServer(address: address, limits: limits, logger: { line in log.write(line) }) { request in
-                Self.respond(to: request, monitor: monitor, cache: cache)
+                Self.respond(to: request, cache: cache)
             }
         } catch {
-            throw .runtime("\(error). Choose another with --listen.")
+            throw .runtime("cannot listen on \(address): \(error.message). Choose another with --listen.")
         }
-        Output.error("ifmeter serve: listening on http://\(address)/metrics (source \(configuration.source.rawValue), every \(Units.duration(configuration.interval)))")
-        while !StopSignal.requested { _ = sleepUntil(monotonicSeconds() + 3600) }
+        var waiter = SignalWaiter()
+        pipeline.run(&waiter)
         server.stop()
         Output.error("ifmeter serve: stopped")
     }
 
-    static func respond(to request: HTTPRequest, monitor: Monitor, cache: ScrapeCache) -> HTTPResponse {
+    static func respond(to request: HTTPRequest, cache: ScrapeCache) -> HTTPResponse {
         guard request.method == "GET" || request.method == "HEAD" else {
             return HTTPResponse(status: 405, text: "405 Method Not Allowed: use GET or HEAD.\n", headers: [("Allow", "GET, HEAD")])
         }
@@ -140,10 +99,8 @@ struct ServeCommand: Command {
         case "/metrics":
             let openMetrics = ExpositionNegotiation.prefersOpenMetrics(accept: request.headers["accept"])
             let gzip = acceptsGzip(request.headers["accept-encoding"])
-            let state = monitor.current
             let variant = ScrapeCache.Variant(openMetrics: openMetrics, gzip: gzip)
-            guard let rendered = cache.rendered(state, generation: state.generation, variant: variant)
-                ?? cache.rendered(state, generation: state.generation, variant: .init(openMetrics: openMetrics, gzip: false))
+            guard let rendered = cache.rendered(variant) ?? cache.rendered(.init(openMetrics: openMetrics, gzip: false))
             else {
                 return HTTPResponse(status: 500, text: "500: rendering failed\n")
             }
@@ -156,8 +113,7 @@ struct ServeCommand: Command {
                 <html><head><title>ifmeter</title></head><body>
                 <h1>ifmeter \(IfmeterCLI.version)</h1>
                 <p>Network traffic per interface: <a href="/metrics">/metrics</a>.</p>
-                <p>The figures are estimates from interface counters: they include protocol overhead
-                and are not per-app accounting; a total that lost traffic is a lower bound
+                <p>\(Caveat.sentence) \(Caveat.lowerBoundSentence)
                 (see <code>ifmeter_interface_quality</code>).</p>
                 </body></html>
 

@@ -3,6 +3,8 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import IfmeterCore
+import IfmeterPipeline
 import IfmeterSampling
 import Synchronization
 
@@ -136,4 +138,18 @@ func readWholeFile(_ path: String, command: String) throws(CLIError) -> [UInt8] 
         data.append(contentsOf: chunk[..<n])
     }
     return data
+}
+
+/// What a system error means for a person, by errno.
+enum Describe {
+    /// Why a file cannot be written into its folder.
+    static func folderProblem(_ error: SystemError, for path: String) -> String {
+        let folder = AtomicFile.folder(of: path)
+        switch error.errno {
+        case ENOENT: return "the folder \(folder) does not exist"
+        case ENOTDIR: return "\(folder) is not a folder"
+        case EACCES, EPERM: return "no permission to write in \(folder) (\(error.call): \(error.message))"
+        default: return "cannot write in \(folder): \(error.message)"
+        }
+    }
 }

@@ -37,8 +37,7 @@ struct UsageCommand: Command {
         do {
             rows = try StateStore.usage(path: path, granularity: granularity).filter { filter.admits(name: $0.name, kind: $0.kind) }
         } catch {
-            if error.message.hasPrefix("no state file") { throw .usage(error.message, command: Self.spec.name) }
-            throw .data(error.message)
+            throw CLIError.reading(error, command: Self.spec.name)
         }
         let names = Array(Set(rows.map(\.name))).sorted()
         if json {
@@ -59,7 +58,7 @@ struct UsageCommand: Command {
             }
             let value: JSONValue = .object([
                 "schema": .string("ifmeter.usage"), "schema_version": .number(1), "estimate": .bool(true),
-                "caveats": .array(Caveats.all.map(JSONValue.string)),
+                "caveats": .array(Caveat.all.map(JSONValue.string)),
                 "granularity": .string(granularity.rawValue), "interfaces": .array(interfaces),
             ])
             return try Output.put(JSONWriter(indent: 2).string(value) + "\n")
@@ -71,7 +70,7 @@ struct UsageCommand: Command {
             out += "\(name) (\(mine.first?.kind.rawValue ?? "other"))\n"
             var table = TextTable(headers: [granularity == .day ? "DAY" : "MONTH", "RX", "TX", "TOTAL", "QUALITY"], rightAligned: [1, 2, 3])
             for row in mine {
-                let mark = Caveats.mark(row.quality)
+                let mark = row.quality.mark
                 table.add([
                     row.period, mark + " " + Units.bytes(row.counters.rxBytes), mark + " " + Units.bytes(row.counters.txBytes),
                     mark + " " + Units.bytes(row.counters.rxBytes &+ row.counters.txBytes), row.quality.name,
@@ -79,7 +78,7 @@ struct UsageCommand: Command {
             }
             out += table.lines().map { "  " + $0 }.joined(separator: "\n") + "\n\n"
         }
-        out += Caveats.all.joined(separator: "\n") + "\n"
+        out += Caveat.all.joined(separator: "\n") + "\n"
         try Output.put(out)
     }
 }

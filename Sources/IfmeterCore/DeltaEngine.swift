@@ -1,166 +1,26 @@
-/// How much a total can be trusted, best first. The worst interval decides an
-/// interface's quality over the window.
-public enum Quality: Int, Sendable, Hashable, Comparable, CaseIterable {
-    /// Every byte the counters saw is in the total.
-    case exact
-    /// A 32-bit wrap was inferred and corrected.
-    case wrapCorrected
-    /// Some traffic could not be seen: the true value is at least the total.
-    case lowerBound
-
-    public var name: String {
-        switch self {
-        case .exact: "exact"
-        case .wrapCorrected: "wrap-corrected"
-        case .lowerBound: "lower-bound"
-        }
-    }
-
-    public init?(name: String) {
-        guard let quality = Quality.allCases.first(where: { $0.name == name }) else { return nil }
-        self = quality
-    }
-
-    public static func < (lhs: Quality, rhs: Quality) -> Bool { lhs.rawValue < rhs.rawValue }
-}
-
-/// What happened to an interface in one interval (trace v1, delta rules).
-public enum DeltaChange: String, Sendable, Hashable {
-    /// Present in the first sample: counts nothing (rule 1).
-    case baseline
-    /// First seen in a later sample: created since, counted in full (rule 2).
-    case appeared
-    /// Counters grew (rule 3).
-    case steady
-    /// A 32-bit counter wrapped and was corrected (rule 5).
-    case wrap
-    /// Counters went down for a reason other than a wrap (rule 5).
-    case reset
-    /// A new instance under the same name (rule 4).
-    case recreated
-    /// A deletion event with final counters.
-    case deleted
-    /// Restored from saved state, but the machine rebooted while ifmeter was
-    /// stopped: the counters started over, so they count in full and what
-    /// passed between the last save and the reboot is unknown.
-    case restarted
-}
-
-/// How many times each kind of discontinuity happened to an interface.
-public struct EventCounts: Sendable, Hashable {
-    public var wraps = 0
-    public var resets = 0
-    public var recreations = 0
-    public var deletions = 0
-
-    public init(wraps: Int = 0, resets: Int = 0, recreations: Int = 0, deletions: Int = 0) {
-        self.wraps = wraps
-        self.resets = resets
-        self.recreations = recreations
-        self.deletions = deletions
-    }
-}
-
-/// One interface's traffic over one interval.
-public struct InterfaceDelta: Sendable, Hashable {
-    public var name: String
-    public var classification: Classification
-    public var index: Int?
-    public var change: DeltaChange
-    /// The traffic counted for this interval.
-    public var counters: Counters
-    /// Seconds the delta covers; nil for a baseline.
-    public var seconds: Double?
-    public var quality: Quality
-    /// When the interval ended (the sample's or event's time).
-    public var time: Double
-
-    /// Bytes or packets per second, when the interval has a length.
-    public func rate(_ key: CounterKey) -> Double? {
-        guard let seconds, seconds > 0 else { return nil }
-        return Double(counters.value(key)) / seconds
-    }
-}
-
-/// One interface's totals since the engine began.
-public struct InterfaceTotals: Sendable, Hashable {
-    public var name: String
-    public var classification: Classification
-    public var index: Int?
-    public var width: CounterWidth
-    public var speedBps: UInt64?
-    public var attributes: LinkAttributes?
-    /// Traffic counted since the engine began (or since the last `zeroTotals`).
-    public var totals: Counters
-    public var quality: Quality
-    public var events: EventCounts
-    /// The kernel counters when the interface was first seen in the baseline
-    /// sample; zero for an interface that appeared later (counted in full).
-    /// `baseline + totals` continues the kernel's counter without ever going
-    /// down, which is what a Prometheus counter needs.
-    public var baseline: Counters
-    /// The last counters known: a sample's, or a deletion's final ones.
-    public var lastCounters: Counters?
-    /// The last sample's full kernel statistics, when the sampler kept them.
-    public var lastKernelStats: KernelLinkStats?
-    /// When the interface was first and last seen (sample or event).
-    public var firstSeen: Double
-    public var lastSeen: Double
-    /// In the most recent sample.
-    public var present: Bool
-    /// Set when the instance last sampled was deleted and nothing came back.
-    public var deletedAt: Double?
-    /// The last interval's change.
-    public var lastChange: DeltaChange
-
-    public init(
-        name: String, classification: Classification, index: Int?, width: CounterWidth, speedBps: UInt64?,
-        attributes: LinkAttributes?, totals: Counters, quality: Quality, events: EventCounts, baseline: Counters,
-        lastCounters: Counters?, lastKernelStats: KernelLinkStats?, firstSeen: Double, lastSeen: Double, present: Bool,
-        deletedAt: Double?, lastChange: DeltaChange
-    ) {
-        self.name = name
-        self.classification = classification
-        self.index = index
-        self.width = width
-        self.speedBps = speedBps
-        self.attributes = attributes
-        self.totals = totals
-        self.quality = quality
-        self.events = events
-        self.baseline = baseline
-        self.lastCounters = lastCounters
-        self.lastKernelStats = lastKernelStats
-        self.firstSeen = firstSeen
-        self.lastSeen = lastSeen
-        self.present = present
-        self.deletedAt = deletedAt
-        self.lastChange = lastChange
-    }
-}
-
-/// Engine settings. The wrap slack (1.25) and the packet ceiling (R / 40)
-/// are fixed by the contract.
-public struct EngineConfiguration: Sendable, Hashable {
-    /// The byte-rate ceiling when a link's speed is unknown: 1.25e9 bytes/s
-    /// (10 Gbit/s).
-    public var defaultMaxBytesPerSecond: Double
-    /// Name rules for interfaces whose sample carries no kind.
-    public var platform: Platform
-
-    public init(defaultMaxBytesPerSecond: Double = 1.25e9, platform: Platform = .linux) {
-        self.defaultMaxBytesPerSecond = defaultMaxBytesPerSecond
-        self.platform = platform
-    }
-}
-
 /// Turns samples and deletion events into per-interval deltas and totals.
 ///
 /// Pure and deterministic: feed it the same records and it returns the same
-/// results. Its rules are `trace-v1.md`'s, per interface name.
+/// results. Its rules are `trace-v1.md`'s, per series (namespace, name).
+///
+/// Built for the sampling loop: a series lives in a slot of an array, and
+/// the slots of the last sample are kept in its order, so while a source
+/// lists its interfaces in the same order each time (the kernel does) a
+/// sample finds its series by position, with no hashing. What changed since
+/// the last `takeChanges` is tracked, so publishing costs what changed.
 public struct DeltaEngine: Sendable {
     public let configuration: EngineConfiguration
-    private var series: [String: Series] = [:]
+    private var series: [Series] = []
+    private var slots: [SeriesKey: Int] = [:]
+    private var freeSlots: [Int] = []
+    /// The slots of the last sample's interfaces, in its order.
+    private var order: [Int] = []
+    private var nextOrder: [Int] = []
+    /// Slots changed since the last `takeChanges`, each once.
+    private var changed: [Int] = []
+    private var changeRound = 1
+    /// Series forgotten since the last `takeChanges`.
+    private var forgotten: [SeriesKey] = []
     /// The window: from the first sample (the baseline; events before it
     /// count nothing) to the latest record.
     public private(set) var firstTime: Double?
@@ -175,29 +35,86 @@ public struct DeltaEngine: Sendable {
 
     private struct Series: Sendable {
         var state: InterfaceTotals
-        /// The last sampled instance, and when it was sampled.
-        var prev: InterfaceSample?
+        /// The last sampled instance: its counters, index, width and speed
+        /// ceiling, and when it was sampled.
+        var hasPrev = false
+        var prevCounters = Counters()
+        var prevIndex: Int?
+        var prevWidth = CounterWidth.bits64
+        var prevSpeed: UInt64?
         var prevTime: Double = 0
         /// The index of the instance whose deletion was last accounted for;
-        /// set only while no later sample has shown the name again.
+        /// set only while no later sample has shown the series again.
         var deletedIndex: Int??
         /// Restored across a reboot: the next sample counts in full.
         var restartPending = false
-        /// The number of the last sample that showed this name.
+        /// The number of the last sample that showed this series.
         var stamp = 0
+        /// The change round this series was last listed as changed in.
+        var changedRound = 0
+        /// False for a slot whose series was forgotten.
+        var inUse = true
 
-    mutating func absorb(_ sample: InterfaceSample, classification: Classification, at t: Double) {
-        state.classification = classification
-        state.index = sample.index
-        state.width = sample.width
-        state.speedBps = sample.speedBps
-        state.attributes = sample.attributes
-        state.lastCounters = sample.counters
-        state.lastKernelStats = sample.kernelStats
-        state.lastSeen = t
-        state.present = true
-        state.deletedAt = nil
-    }
+        init(state: InterfaceTotals) { self.state = state }
+
+        func matches(_ sample: InterfaceSample) -> Bool {
+            ExactText.equal(state.name, sample.name) && ExactText.equal(state.netns, sample.netns)
+        }
+
+        /// The last sampled instance as a reading (for saving).
+        var prev: InterfaceSample? {
+            guard hasPrev else { return nil }
+            return InterfaceSample(
+                name: state.name, netns: state.netns, index: prevIndex, classification: state.classification,
+                width: prevWidth, speedBps: prevSpeed, counters: prevCounters)
+        }
+
+        mutating func remember(_ sample: InterfaceSample, at t: Double) {
+            hasPrev = true
+            prevCounters = sample.counters
+            prevIndex = sample.index
+            prevWidth = sample.width
+            prevSpeed = sample.speedBps
+            prevTime = t
+        }
+
+        /// Takes what a sample says of the interface; returns whether any
+        /// of it differs from what was there.
+        mutating func absorb(_ sample: InterfaceSample, classification: Classification, at t: Double) -> Bool {
+            var differs = !state.present || state.deletedAt != nil
+            if state.classification != classification {
+                state.classification = classification
+                differs = true
+            }
+            if state.index != sample.index {
+                state.index = sample.index
+                differs = true
+            }
+            if state.width != sample.width {
+                state.width = sample.width
+                differs = true
+            }
+            if state.speedBps != sample.speedBps {
+                state.speedBps = sample.speedBps
+                differs = true
+            }
+            if state.attributes != sample.attributes {
+                state.attributes = sample.attributes
+                differs = true
+            }
+            if state.lastCounters != sample.counters {
+                state.lastCounters = sample.counters
+                differs = true
+            }
+            if sample.kernelStats != nil || state.lastKernelStats != nil, state.lastKernelStats != sample.kernelStats {
+                state.lastKernelStats = sample.kernelStats
+                differs = true
+            }
+            state.lastSeen = t
+            state.present = true
+            state.deletedAt = nil
+            return differs
+        }
     }
 
     /// Applies one trace record.
@@ -207,6 +124,20 @@ public struct DeltaEngine: Sendable {
         case .sample(let sample): return apply(sample)
         case .deleted(let event): return apply(event).map { [$0] } ?? []
         }
+    }
+
+    /// Applies a reading: its deletions first (their final counters), then
+    /// its sample. Overruns make the intervals of interfaces that went away
+    /// lower bounds.
+    @discardableResult
+    public mutating func apply(_ reading: SourceReading) -> [InterfaceDelta] {
+        var deltas: [InterfaceDelta] = []
+        for event in reading.events.deleted {
+            if let delta = apply(event) { deltas.append(delta) }
+        }
+        let sampled = apply(reading.sample, eventsLost: reading.events.overruns > 0)
+        if deltas.isEmpty { return sampled }
+        return deltas + sampled
     }
 
     /// Applies a sample: every interface seen at one instant.
@@ -220,65 +151,79 @@ public struct DeltaEngine: Sendable {
         let isFirst = lastSampleTime == nil
         let previousSampleTime = lastSampleTime
         if isFirst { firstTime = t }
-        noteTime(t)
+        lastTime = t
         var deltas: [InterfaceDelta] = []
         deltas.reserveCapacity(sample.interfaces.count)
         // Series this sample shows are stamped with it: no set of names to
-        // hash, and a name twice in one sample is seen once.
+        // hash, and a series twice in one sample is seen once.
         let stamp = samplesSeen + 1
+        nextOrder.removeAll(keepingCapacity: true)
+        nextOrder.reserveCapacity(sample.interfaces.count)
 
-        for current in sample.interfaces {
+        for (position, current) in sample.interfaces.enumerated() {
             let classification = current.classification ?? NameRules.classify(current.name, platform: configuration.platform)
-            let ceiling = self.ceiling(for: current)
-            if let i = series.index(forKey: current.name) {
+            var slot = -1
+            if position < order.count {
+                let candidate = order[position]
+                if series[candidate].inUse, series[candidate].matches(current) { slot = candidate }
+            }
+            if slot < 0, let found = slots[current.key] { slot = found }
+            if slot >= 0 {
+                nextOrder.append(slot)
+                let ceiling = self.ceiling(speed: current.speedBps)
                 // Updated in place: a series is big, copies cost.
-                if let delta = Self.update(
-                    &series.values[i], with: current, classification: classification, stamp: stamp, at: t, isFirst: isFirst,
-                    previousSampleTime: previousSampleTime, ceiling: ceiling)
-                {
-                    deltas.append(delta)
-                }
+                let (delta, differs) = Self.update(
+                    &series[slot], with: current, classification: classification, stamp: stamp, at: t,
+                    isFirst: isFirst, previousSampleTime: previousSampleTime, ceiling: ceiling)
+                if differs { markChanged(slot) }
+                if let delta { deltas.append(delta) }
                 continue
             }
             let counters = isFirst ? Self.zero(like: current.counters) : current.counters
             let change: DeltaChange = isFirst ? .baseline : .appeared
-            let state = InterfaceTotals(
-                name: current.name, classification: classification, index: current.index,
+            var entry = Series(state: InterfaceTotals(
+                name: current.name, netns: current.netns, classification: classification, index: current.index,
                 width: current.width, speedBps: current.speedBps, attributes: current.attributes,
                 totals: counters, quality: .exact, events: EventCounts(),
                 baseline: isFirst ? current.counters : Self.zero(like: current.counters),
                 lastCounters: current.counters, lastKernelStats: current.kernelStats, firstSeen: t, lastSeen: t,
-                present: true, deletedAt: nil, lastChange: change)
-            series[current.name] = Series(state: state, prev: current, prevTime: t, deletedIndex: nil, stamp: stamp)
+                present: true, deletedAt: nil))
+            entry.remember(current, at: t)
+            entry.stamp = stamp
+            nextOrder.append(insert(entry, key: current.key))
             deltas.append(InterfaceDelta(
-                name: current.name, classification: classification, index: current.index, change: change,
-                counters: counters, seconds: isFirst ? nil : previousSampleTime.map { t - $0 },
+                name: current.name, netns: current.netns, classification: classification, index: current.index,
+                change: change, counters: counters, seconds: isFirst ? nil : previousSampleTime.map { t - $0 },
                 quality: .exact, time: t))
         }
         // Rule 6: an interface missing from this sample pauses its series.
-        for i in series.indices where series.values[i].state.present && series.values[i].stamp != stamp {
-            series.values[i].state.present = false
-            if eventsLost, series.values[i].deletedIndex == nil {
-                series.values[i].state.quality = .lowerBound
+        // Only series of the last sample can be present.
+        for slot in order where series[slot].inUse && series[slot].state.present && series[slot].stamp != stamp {
+            series[slot].state.present = false
+            if eventsLost, series[slot].deletedIndex == nil {
+                series[slot].state.quality = .lowerBound
             }
+            markChanged(slot)
         }
+        swap(&order, &nextOrder)
         lastSampleTime = t
         samplesSeen += 1
         return deltas
     }
 
-    /// Rules 3 to 5 (and the recreations of rule 4) for a name already
-    /// known; nil when the reading is to be skipped.
+    /// Rules 3 to 5 (and the recreations of rule 4) for a series already
+    /// known. Returns the delta (nil when the reading is to be skipped) and
+    /// whether the series' published state changed.
     private static func update(
         _ s: inout Series, with current: InterfaceSample, classification: Classification, stamp: Int, at t: Double,
         isFirst: Bool, previousSampleTime: Double?, ceiling: Double
-    ) -> InterfaceDelta? {
-        // The same name twice in one sample: the first reading stands.
-        if s.stamp == stamp { return nil }
+    ) -> (InterfaceDelta?, Bool) {
+        // The same series twice in one sample: the first reading stands.
+        if s.stamp == stamp { return (nil, false) }
         if let deleted = s.deletedIndex, let deletedIndex = deleted, current.index == deletedIndex {
             // Read before its deletion (notifications and dumps race): the
             // deletion's final counters already count it.
-            return nil
+            return (nil, false)
         }
         var counters: Counters
         var change: DeltaChange
@@ -297,9 +242,9 @@ public struct DeltaEngine: Sendable {
             change = .recreated
             s.state.events.recreations += 1
             seconds = previousSampleTime.map { t - $0 }
-        } else if let prev = s.prev {
+        } else if s.hasPrev {
             seconds = t - s.prevTime
-            if let oldIndex = prev.index, let newIndex = current.index, oldIndex != newIndex {
+            if let oldIndex = s.prevIndex, let newIndex = current.index, oldIndex != newIndex {
                 // Recreated without a deletion event: the old instance's
                 // traffic after `prev` is lost (rule 4).
                 counters = current.counters
@@ -308,7 +253,7 @@ public struct DeltaEngine: Sendable {
                 s.state.events.recreations += 1
             } else {
                 (counters, change) = difference(
-                    from: prev.counters, to: current.counters, width: current.width, seconds: t - s.prevTime,
+                    from: s.prevCounters, to: current.counters, width: current.width, seconds: t - s.prevTime,
                     ceiling: ceiling)
                 switch change {
                 case .wrap:
@@ -331,18 +276,24 @@ public struct DeltaEngine: Sendable {
             if change == .recreated { s.state.events.recreations += 1 }
             seconds = previousSampleTime.map { t - $0 }
         }
-        s.state.totals.add(counters)
-        s.state.quality = max(s.state.quality, quality)
-        s.state.lastChange = change
-        s.absorb(current, classification: classification, at: t)
-        s.prev = current
-        s.prevTime = t
+        var differs = change != .steady
+        if counters.anyNonZero {
+            s.state.totals.add(counters)
+            differs = true
+        }
+        if quality > s.state.quality {
+            s.state.quality = quality
+            differs = true
+        }
+        if s.absorb(current, classification: classification, at: t) { differs = true }
+        s.remember(current, at: t)
         s.deletedIndex = nil
         s.restartPending = false
         s.stamp = stamp
-        return InterfaceDelta(
-            name: current.name, classification: classification, index: current.index, change: change,
-            counters: counters, seconds: seconds, quality: quality, time: t)
+        let delta = InterfaceDelta(
+            name: current.name, netns: current.netns, classification: classification, index: current.index,
+            change: change, counters: counters, seconds: seconds, quality: quality, time: t)
+        return (delta, differs)
     }
 
     /// Applies a deletion event with the interface's final counters.
@@ -350,26 +301,31 @@ public struct DeltaEngine: Sendable {
     public mutating func apply(_ event: DeletionEvent) -> InterfaceDelta? {
         let t = event.time
         let final = event.interface
-        let name = final.name
-        noteTime(t)
-        var s = series[name] ?? Series(
-            state: InterfaceTotals(
-                name: name,
-                classification: final.classification ?? NameRules.classify(name, platform: configuration.platform),
+        let key = final.key
+        lastTime = t
+        let slot: Int
+        if let found = slots[key] {
+            slot = found
+        } else {
+            var entry = Series(state: InterfaceTotals(
+                name: final.name, netns: final.netns,
+                classification: final.classification ?? NameRules.classify(final.name, platform: configuration.platform),
                 index: final.index, width: final.width, speedBps: final.speedBps, attributes: final.attributes,
                 totals: Self.zero(like: final.counters), quality: .exact, events: EventCounts(),
                 baseline: Self.zero(like: final.counters), lastCounters: nil, lastKernelStats: nil, firstSeen: t,
-                lastSeen: t,
-                present: false, deletedAt: nil, lastChange: .deleted))
-
+                lastSeen: t, present: false, deletedAt: nil))
+            entry.stamp = 0
+            slot = insert(entry, key: key)
+        }
+        var s = series[slot]
         var counters: Counters
         var quality = Quality.exact
         var seconds: Double?
         if let deletedIndex = s.deletedIndex, let index = final.index, deletedIndex == index {
             // The same deletion reported twice: already counted.
             return nil
-        } else if s.deletedIndex == nil, let prev = s.prev {
-            if let oldIndex = prev.index, let index = final.index, oldIndex != index {
+        } else if s.deletedIndex == nil, s.hasPrev {
+            if let oldIndex = s.prevIndex, let index = final.index, oldIndex != index {
                 // An instance created after `prev` and deleted before any
                 // sample saw it: counted in full. The instance that `prev`
                 // saw went away without a deletion event: lost traffic.
@@ -378,11 +334,10 @@ public struct DeltaEngine: Sendable {
                 s.state.events.recreations += 1
             } else {
                 // The sampled instance's traffic after `prev` (rule 4).
-                let width = prev.width
                 var change: DeltaChange
                 (counters, change) = Self.difference(
-                    from: prev.counters, to: final.counters, width: width,
-                    seconds: t - s.prevTime, ceiling: ceiling(for: prev))
+                    from: s.prevCounters, to: final.counters, width: s.prevWidth,
+                    seconds: t - s.prevTime, ceiling: ceiling(speed: s.prevSpeed))
                 if change == .wrap {
                     quality = .wrapCorrected
                     s.state.events.wraps += 1
@@ -401,47 +356,79 @@ public struct DeltaEngine: Sendable {
                 counters = final.counters
                 seconds = lastSampleTime.map { t - $0 }
             }
-            if s.state.events.deletions > 0 || s.prev != nil { s.state.events.recreations += 1 }
+            if s.state.events.deletions > 0 || s.hasPrev { s.state.events.recreations += 1 }
         }
         s.state.events.deletions += 1
         s.state.totals.add(counters)
         s.state.quality = max(s.state.quality, quality)
-        s.state.lastChange = .deleted
         s.state.lastCounters = final.counters
         s.state.lastSeen = t
         s.state.present = false
         s.state.deletedAt = t
         if let classification = final.classification { s.state.classification = classification }
         s.deletedIndex = .some(final.index)
-        series[name] = s
+        series[slot] = s
+        markChanged(slot)
         return InterfaceDelta(
-            name: name, classification: s.state.classification, index: final.index, change: .deleted,
-            counters: counters, seconds: seconds, quality: quality, time: t)
+            name: final.name, netns: final.netns, classification: s.state.classification, index: final.index,
+            change: .deleted, counters: counters, seconds: seconds, quality: quality, time: t)
     }
 
-    /// Every interface seen so far, sorted by name.
+    // MARK: - Reading the totals
+
+    /// Every interface seen so far, sorted by (namespace, name). Costs a
+    /// sort: for reports, not for every sample (see `takeChanges`).
     public var interfaces: [InterfaceTotals] {
-        series.values.map(\.state).sorted { $0.name < $1.name }
+        series.lazy.filter(\.inUse).map(\.state).sorted { $0.key < $1.key }
     }
+
+    /// How many series the engine holds.
+    public var count: Int { slots.count }
 
     /// One interface's totals.
-    public func totals(for name: String) -> InterfaceTotals? { series[name]?.state }
+    public func totals(for key: SeriesKey) -> InterfaceTotals? {
+        slots[key].map { series[$0].state }
+    }
+
+    /// One interface of the own namespace.
+    public func totals(for name: String) -> InterfaceTotals? { totals(for: SeriesKey(name: name)) }
+
+    /// The series whose totals, quality, events, presence or facts changed
+    /// since the last call (new ones included), and the keys of those
+    /// forgotten (apply these first: a key can be forgotten and seen anew);
+    /// then starts over. Costs what changed.
+    public mutating func takeChanges() -> (changed: [InterfaceTotals], forgotten: [SeriesKey]) {
+        let result = (changed.compactMap { series[$0].inUse ? series[$0].state : nil }, forgotten)
+        changed.removeAll(keepingCapacity: true)
+        forgotten.removeAll()
+        changeRound += 1
+        return result
+    }
 
     /// Starts the totals again from zero, keeping the series' last counters so
     /// the next interval is measured as before. Quality and event counts start
     /// over with the totals, because they describe the totals.
     public mutating func zeroTotals() {
-        for name in series.keys {
-            series[name]!.state.totals = Self.zero(like: series[name]!.state.totals)
-            series[name]!.state.quality = .exact
-            series[name]!.state.events = EventCounts()
+        for slot in series.indices where series[slot].inUse {
+            series[slot].state.totals = Self.zero(like: series[slot].state.totals)
+            series[slot].state.quality = .exact
+            series[slot].state.events = EventCounts()
+            markChanged(slot)
         }
     }
 
     /// Forgets interfaces not seen since `time` (neither sampled nor deleted),
     /// so that interface churn does not grow the engine's memory forever.
     public mutating func forget(notSeenSince time: Double) {
-        series = series.filter { $0.value.state.present || $0.value.state.lastSeen >= time }
+        for slot in series.indices where series[slot].inUse && !series[slot].state.present && series[slot].state.lastSeen < time {
+            let key = series[slot].state.key
+            slots[key] = nil
+            series[slot].inUse = false
+            series[slot].state = Self.vacant
+            series[slot].hasPrev = false
+            freeSlots.append(slot)
+            forgotten.append(key)
+        }
     }
 
     // MARK: - Saved state
@@ -461,10 +448,11 @@ public struct DeltaEngine: Sendable {
         }
     }
 
-    /// Every interface's state, to save.
+    /// Every interface's state, to save, sorted by (namespace, name).
     public var saved: [SavedSeries] {
-        series.values.map { SavedSeries(totals: $0.state, last: $0.deletedIndex == nil ? $0.prev : nil, lastTime: $0.prevTime) }
-            .sorted { $0.totals.name < $1.totals.name }
+        series.lazy.filter(\.inUse)
+            .map { SavedSeries(totals: $0.state, last: $0.deletedIndex == nil ? $0.prev : nil, lastTime: $0.prevTime) }
+            .sorted { $0.totals.key < $1.totals.key }
     }
 
     /// Continues from saved state; call before the first sample.
@@ -485,10 +473,21 @@ public struct DeltaEngine: Sendable {
                 state.firstSeen = now
                 state.lastSeen = now
             }
-            var entry = Series(state: state, prev: item.last, prevTime: item.lastTime, deletedIndex: nil)
-            if item.last == nil { entry.deletedIndex = .some(item.totals.index) }
-            if !sameBoot, item.last != nil { entry.restartPending = true }
-            series[item.totals.name] = entry
+            var entry = Series(state: state)
+            if let last = item.last {
+                entry.remember(last, at: item.lastTime)
+                if !sameBoot { entry.restartPending = true }
+            } else {
+                entry.prevTime = item.lastTime
+                entry.deletedIndex = .some(item.totals.index)
+            }
+            let key = state.key
+            if let slot = slots[key] {
+                series[slot] = entry
+                markChanged(slot)
+            } else {
+                _ = insert(entry, key: key)
+            }
         }
         // The saved interfaces are known: the next sample is no baseline
         // for them; it stays one for interfaces never seen.
@@ -496,13 +495,9 @@ public struct DeltaEngine: Sendable {
 
     // MARK: - Rules
 
-    private mutating func noteTime(_ t: Double) {
-        lastTime = t
-    }
-
     /// R: the byte-rate ceiling (rule 5).
-    private func ceiling(for sample: InterfaceSample) -> Double {
-        if let speed = sample.speedBps, speed > 0 { return Double(speed) / 8 }
+    private func ceiling(speed: UInt64?) -> Double {
+        if let speed, speed > 0 { return Double(speed) / 8 }
         return configuration.defaultMaxBytesPerSecond
     }
 
@@ -539,9 +534,49 @@ public struct DeltaEngine: Sendable {
         return (cur, .reset)
     }
 
-    private static func zero(like counters: Counters) -> Counters {
+    static func zero(like counters: Counters) -> Counters {
         var zero = Counters.zero
         for key in CounterKey.allCases where counters.has(key) { zero[key] = 0 }
         return zero
+    }
+
+    // MARK: - Slots
+
+    private mutating func insert(_ entry: Series, key: SeriesKey) -> Int {
+        var entry = entry
+        entry.inUse = true
+        let slot: Int
+        if let reused = freeSlots.popLast() {
+            // Listed as changed already this round (it was forgotten): once.
+            entry.changedRound = series[reused].changedRound
+            series[reused] = entry
+            slot = reused
+        } else {
+            series.append(entry)
+            slot = series.count - 1
+        }
+        slots[key] = slot
+        markChanged(slot)
+        return slot
+    }
+
+    private mutating func markChanged(_ slot: Int) {
+        guard series[slot].changedRound != changeRound else { return }
+        series[slot].changedRound = changeRound
+        changed.append(slot)
+    }
+
+    /// What a forgotten slot holds until it is reused.
+    private static let vacant = InterfaceTotals(
+        name: "", classification: Classification(kind: .other, evidence: ""), index: nil, width: .bits64, speedBps: nil,
+        attributes: nil, totals: Counters(), quality: .exact, events: EventCounts(), baseline: Counters(),
+        lastCounters: nil, lastKernelStats: nil, firstSeen: 0, lastSeen: 0, present: false, deletedAt: nil)
+}
+
+extension Counters {
+    /// Whether any present counter is non-zero.
+    @inline(__always)
+    public var anyNonZero: Bool {
+        (v0 | v1 | v2 | v3 | v4 | v5 | v6 | v7) != 0
     }
 }

@@ -133,7 +133,7 @@ struct ExpositionWriter {
         bytes.reserveCapacity(capacity)
     }
 
-    static let caveat = "An estimate from interface counters: protocol overhead included, not per-app."
+    static let caveat = Caveat.short
 
     enum Kind {
         case counter, gauge, info
@@ -270,7 +270,7 @@ struct ExpositionWriter {
     // MARK: the exporter's health
 
     mutating func writeHealth(_ health: ExporterHealth, interfaces: Int) {
-        let note = "(ifmeter's own health; its interface figures are estimates from interface counters, protocol overhead included, not per-app.)"
+        let note = Caveat.health
         header("ifmeter_samples", .counter, help: "Samples taken. \(note)")
         plain("ifmeter_samples_total", String(health.samples))
         created("ifmeter_samples", health.startTime)

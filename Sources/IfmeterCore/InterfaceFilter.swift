@@ -26,6 +26,53 @@ public struct InterfaceFilter: Sendable, Hashable {
         if let kinds, !kinds.contains(kind) { return false }
         return admits(name: name)
     }
+
+    /// The one rule for readings: the kind the source found from kernel
+    /// facts, or the platform's name rules when it found none (a trace
+    /// without kinds), exactly as the delta engine classifies.
+    public func admits(_ interface: InterfaceSample, platform: Platform) -> Bool {
+        if isEmpty { return true }
+        let kind = interface.kind ?? NameRules.classify(interface.name, platform: platform).kind
+        return admits(name: interface.name, kind: kind)
+    }
+
+    /// Leaves in a sample only the interfaces admitted.
+    public func apply(to sample: inout Sample, platform: Platform) {
+        guard !isEmpty else { return }
+        sample.interfaces.removeAll { !admits($0, platform: platform) }
+    }
+
+    /// Leaves only the events of interfaces admitted.
+    public func apply(to events: inout LinkEvents, platform: Platform) {
+        guard !isEmpty else { return }
+        events.deleted.removeAll { !admits($0.interface, platform: platform) }
+        events.created.removeAll { !admits(name: $0.name) }
+    }
+
+    /// A trace record with only what is admitted; nil for an event left out.
+    public func filtered(_ record: TraceRecord, platform: Platform) -> TraceRecord? {
+        switch record {
+        case .sample(var sample):
+            apply(to: &sample, platform: platform)
+            return .sample(sample)
+        case .deleted(let event):
+            return admits(event.interface, platform: platform) ? record : nil
+        }
+    }
+}
+
+/// What a person types to find interfaces (the live view's `f`): a glob
+/// when it has `*`, `?` or `[`, else a part of the name.
+public struct NamePattern: Sendable, Hashable {
+    public var text: String
+
+    public init(_ text: String) { self.text = text }
+
+    public func matches(_ name: String) -> Bool {
+        if text.isEmpty { return true }
+        if text.contains(where: { "*?[".contains($0) }) { return Glob.matches(text, name) }
+        return name.contains(text)
+    }
 }
 
 /// Shell-style glob matching: `*`, `?` and `[...]` classes (`[!...]` negates).

@@ -10,25 +10,25 @@ public struct PeriodAccumulator: Sendable {
         public var seconds: Double = 0
     }
 
-    public private(set) var entries: [String: Entry] = [:]
+    public private(set) var entries: [SeriesKey: Entry] = [:]
 
     public init() {}
 
     public mutating func add(_ deltas: [InterfaceDelta]) {
         for d in deltas where d.change != .baseline {
-            var e = entries[d.name] ?? Entry(classification: d.classification)
+            var e = entries[d.key] ?? Entry(classification: d.classification)
             e.classification = d.classification
             e.counters.add(d.counters)
             e.quality = max(e.quality, d.quality)
             if d.change != .steady, !e.changes.contains(d.change) { e.changes.append(d.change) }
             if d.change != .deleted { e.seconds += d.seconds ?? 0 }
-            entries[d.name] = e
+            entries[d.key] = e
         }
     }
 
     /// Puts back entries taken but not used (a failed save), adding them to
     /// whatever came since.
-    public mutating func putBack(_ taken: [String: Entry]) {
+    public mutating func putBack(_ taken: [SeriesKey: Entry]) {
         for (name, old) in taken {
             var e = entries[name] ?? Entry(classification: old.classification)
             e.counters.add(old.counters)
@@ -40,7 +40,7 @@ public struct PeriodAccumulator: Sendable {
     }
 
     /// Returns the entries and starts a new period.
-    public mutating func take() -> [String: Entry] {
+    public mutating func take() -> [SeriesKey: Entry] {
         defer { entries = [:] }
         return entries
     }
@@ -84,14 +84,14 @@ public struct PeriodReport: Sendable {
     public var source: String
     public var period: Period
     public var interfaces: [InterfaceTotals]
-    public var periodEntries: [String: PeriodAccumulator.Entry]
+    public var periodEntries: [SeriesKey: PeriodAccumulator.Entry]
     /// Unix time the totals count from without `--state`.
     public var since: Double
     public var state: State?
 
     public init(
         host: String, source: String, period: Period, interfaces: [InterfaceTotals],
-        periodEntries: [String: PeriodAccumulator.Entry], since: Double, state: State?
+        periodEntries: [SeriesKey: PeriodAccumulator.Entry], since: Double, state: State?
     ) {
         self.host = host
         self.source = source
@@ -112,18 +112,12 @@ public struct PeriodReportRenderer: Sendable {
 
     public func value(_ report: PeriodReport) -> JSONValue {
         let seconds = report.period.endMonotonic - report.period.startMonotonic
-        var physical = (rx: UInt64(0), tx: UInt64(0)), tunnel = (rx: UInt64(0), tx: UInt64(0))
+        var summary = TrafficSummary()
         var interfaces: [JSONValue] = []
         for i in report.interfaces {
-            let entry = report.periodEntries[i.name]
+            let entry = report.periodEntries[i.key]
             let delta = entry?.counters ?? .zero
-            if i.classification.kind.isPhysical {
-                physical.rx &+= delta.rxBytes
-                physical.tx &+= delta.txBytes
-            } else if i.classification.kind == .tunnel {
-                tunnel.rx &+= delta.rxBytes
-                tunnel.tx &+= delta.txBytes
-            }
+            summary.add(i.classification.kind, rx: Double(delta.rxBytes), tx: Double(delta.txBytes))
             var rates: [String: JSONValue] = [:]
             for key in CounterKey.required {
                 rates[key.jsonKey + "_per_second"] = seconds > 0 ? .number(Double(delta.value(key)) / seconds) : .null
@@ -148,18 +142,18 @@ public struct PeriodReportRenderer: Sendable {
             o["index"] = i.index.map { .number($0) } ?? .null
             interfaces.append(.object(o))
         }
-        func pair(_ p: (rx: UInt64, tx: UInt64)) -> JSONValue {
+        func pair(_ rx: Double, _ tx: Double) -> JSONValue {
             .object([
-                "rx_bytes": .number(p.rx), "tx_bytes": .number(p.tx),
-                "rx_bytes_per_second": seconds > 0 ? .number(Double(p.rx) / seconds) : .null,
-                "tx_bytes_per_second": seconds > 0 ? .number(Double(p.tx) / seconds) : .null,
+                "rx_bytes": .number(UInt64(rx)), "tx_bytes": .number(UInt64(tx)),
+                "rx_bytes_per_second": seconds > 0 ? .number(rx / seconds) : .null,
+                "tx_bytes_per_second": seconds > 0 ? .number(tx / seconds) : .null,
             ])
         }
         var o: [String: JSONValue] = [
             "schema": .string(Self.schemaName),
             "schema_version": .number(Self.schemaVersion),
             "estimate": .bool(true),
-            "caveats": .array(Caveats.all.map(JSONValue.string)),
+            "caveats": .array(Caveat.all.map(JSONValue.string)),
             "host": .string(report.host),
             "source": .string(report.source),
             "period": .object([
@@ -172,9 +166,9 @@ public struct PeriodReportRenderer: Sendable {
             "totals_since": .string(RFC3339.format(report.state?.since ?? report.since)),
             "interfaces": .array(interfaces),
             "summary": .object([
-                "physical": pair(physical),
-                "tunnel": pair(tunnel),
-                "note": .string("Tunnel traffic rides inside physical traffic (wifi, cellular, ethernet): the two are shown apart and never added."),
+                "physical": pair(summary.physicalRx, summary.physicalTx),
+                "tunnel": pair(summary.tunnelRx, summary.tunnelTx),
+                "note": .string(TrafficSummary.note),
             ]),
         ]
         if let state = report.state {

@@ -1,24 +1,3 @@
-/// What every output says about its figures.
-public enum Caveats {
-    /// Interface counters are not an accounting of applications' traffic.
-    public static let estimate =
-        "Estimates from interface counters: they include protocol overhead (headers, retransmissions) and are not per-app accounting."
-    public static let lowerBound =
-        "≥ marks a lower bound: some traffic could not be seen (a counter reset, or an interface recreated without a deletion event); the true value is at least the figure."
-    public static let wrapCorrected =
-        "~ marks a figure corrected for a 32-bit counter wrap; ≈ marks an exact reading of the counters."
-    public static let all = [estimate, lowerBound, wrapCorrected]
-
-    /// The mark printed before a figure of this quality.
-    public static func mark(_ quality: Quality) -> String {
-        switch quality {
-        case .exact: "≈"
-        case .wrapCorrected: "~"
-        case .lowerBound: "≥"
-        }
-    }
-}
-
 /// Totals over a window: what `replay` prints and what a finished `sample`
 /// or `record` run sums up.
 public struct Report: Sendable {
@@ -34,11 +13,9 @@ public struct Report: Sendable {
         self.interfaces = interfaces
     }
 
-    /// The engine's totals, filtered, sorted by name.
-    public init(engine: DeltaEngine, header: TraceHeader = TraceHeader(), filter: InterfaceFilter = InterfaceFilter()) {
-        self.init(
-            start: engine.firstTime, end: engine.lastTime, header: header,
-            interfaces: engine.interfaces.filter { filter.admits(name: $0.name, kind: $0.classification.kind) })
+    /// The engine's totals, sorted by (namespace, name).
+    public init(engine: DeltaEngine, header: TraceHeader = TraceHeader()) {
+        self.init(start: engine.firstTime, end: engine.lastTime, header: header, interfaces: engine.interfaces)
     }
 }
 
@@ -67,7 +44,7 @@ public struct JSONReportRenderer: ReportRenderer {
             "schema": .string("ifmeter.replay"),
             "schema_version": .number(1),
             "estimate": .bool(true),
-            "caveats": .array(Caveats.all.map(JSONValue.string)),
+            "caveats": .array(Caveat.all.map(JSONValue.string)),
             "window": .object(window),
             "interfaces": .array(report.interfaces.map(Self.interface)),
             "platform": .string(report.header.platform.rawValue),
@@ -129,31 +106,20 @@ public struct TextReportRenderer: ReportRenderer {
             headers: ["INTERFACE", "KIND", "RX", "TX", "RX PKTS", "TX PKTS", "QUALITY", "EVENTS"],
             rightAligned: [2, 3, 4, 5])
         for i in report.interfaces {
-            let mark = Caveats.mark(i.quality)
+            let mark = i.quality.mark
             let rx = bits ? Units.fixed(Double(i.totals.rxBytes) * 8, 0) + " bit" : Units.bytes(i.totals.rxBytes)
             let tx = bits ? Units.fixed(Double(i.totals.txBytes) * 8, 0) + " bit" : Units.bytes(i.totals.txBytes)
             table.add([
                 i.name, i.classification.kind.rawValue, "\(mark) \(rx)", "\(mark) \(tx)",
                 "\(mark) \(Units.grouped(i.totals.rxPackets))", "\(mark) \(Units.grouped(i.totals.txPackets))",
-                i.quality.name, Self.describe(i.events),
+                i.quality.name, i.events.summary,
             ])
         }
         lines += table.lines()
         if report.interfaces.isEmpty { lines.append("(no interfaces)") }
         lines.append("")
-        lines += Caveats.all
+        lines += Caveat.all
         return lines.joined(separator: "\n") + "\n"
-    }
-
-    /// `1 wrap, 2 recreations`, or `-`.
-    public static func describe(_ events: EventCounts) -> String {
-        var parts: [String] = []
-        func add(_ n: Int, _ one: String, _ many: String) { if n > 0 { parts.append("\(n) \(n == 1 ? one : many)") } }
-        add(events.wraps, "wrap", "wraps")
-        add(events.resets, "reset", "resets")
-        add(events.recreations, "recreation", "recreations")
-        add(events.deletions, "deletion", "deletions")
-        return parts.isEmpty ? "-" : parts.joined(separator: ", ")
     }
 }
 

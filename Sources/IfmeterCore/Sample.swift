@@ -52,6 +52,8 @@ public struct KernelLinkStats: Sendable, Hashable {
 /// One interface's counters at one instant.
 public struct InterfaceSample: Sendable, Hashable {
     public var name: String
+    /// The network namespace it lives in; empty for the sampler's own.
+    public var netns: String
     /// The kernel's interface index; nil when unknown.
     public var index: Int?
     /// The kind and the evidence for it; nil when the trace gave none (the
@@ -69,11 +71,12 @@ public struct InterfaceSample: Sendable, Hashable {
     public var kernelStats: KernelLinkStats?
 
     public init(
-        name: String, index: Int? = nil, classification: Classification? = nil,
+        name: String, netns: String = "", index: Int? = nil, classification: Classification? = nil,
         width: CounterWidth = .bits64, speedBps: UInt64? = nil, counters: Counters,
         attributes: LinkAttributes? = nil, kernelStats: KernelLinkStats? = nil
     ) {
         self.name = name
+        self.netns = netns
         self.index = index
         self.classification = classification
         self.width = width
@@ -84,6 +87,9 @@ public struct InterfaceSample: Sendable, Hashable {
     }
 
     public var kind: InterfaceKind? { classification?.kind }
+
+    /// The series this reading belongs to.
+    public var key: SeriesKey { SeriesKey(netns: netns, name: name) }
 }
 
 /// Every interface seen at one instant. `time` is seconds on a monotonic
@@ -108,6 +114,51 @@ public struct DeletionEvent: Sendable, Hashable {
         self.time = time
         self.interface = interface
     }
+}
+
+/// Link notifications read with one sample: deletions with their final
+/// counters (to apply before the sample), creations, and overruns.
+public struct LinkEvents: Sendable, Hashable {
+    /// Deleted interfaces with their final counters, in the order read.
+    public var deleted: [DeletionEvent] = []
+    /// Interfaces created.
+    public var created: [SeriesKey] = []
+    /// Times the notification queue overflowed: deletions may have been
+    /// missed, so the intervals of interfaces that went away are lower bounds.
+    public var overruns = 0
+
+    public init(deleted: [DeletionEvent] = [], created: [SeriesKey] = [], overruns: Int = 0) {
+        self.deleted = deleted
+        self.created = created
+        self.overruns = overruns
+    }
+
+    public var isEmpty: Bool { deleted.isEmpty && created.isEmpty && overruns == 0 }
+}
+
+/// What a counter source read at one instant: the link events since its
+/// last reading, which the engine applies first, and the sample.
+public struct SourceReading: Sendable, Hashable {
+    public var events: LinkEvents
+    public var sample: Sample
+
+    public init(events: LinkEvents = LinkEvents(), sample: Sample) {
+        self.events = events
+        self.sample = sample
+    }
+}
+
+/// Something that reads every interface's counters at one instant: the
+/// netlink and getifaddrs samplers, or a scripted source in tests.
+///
+/// A source owns its resources (sockets, buffers) and is used from one
+/// thread at a time.
+public protocol CounterSource: AnyObject {
+    /// `netlink` or `getifaddrs`: written into trace headers and reports.
+    var sourceName: String { get }
+    /// Reads every interface now, with the link events read since the
+    /// last reading.
+    func read() throws(SystemError) -> SourceReading
 }
 
 /// One line of a trace after its header.

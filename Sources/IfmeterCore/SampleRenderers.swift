@@ -6,7 +6,7 @@ public struct ListRenderer: Sendable {
         var table = TextTable(
             headers: ["INDEX", "INTERFACE", "KIND", "EVIDENCE", "WIDTH", "SPEED", "OPERSTATE", "MTU"],
             rightAligned: [0, 4, 7])
-        for i in sample.interfaces.sorted(by: { $0.name < $1.name }) {
+        for i in sample.interfaces.sorted(by: { $0.key < $1.key }) {
             let attributes = i.attributes
             var speed = "-"
             if let ceiling = i.speedBps {
@@ -29,7 +29,7 @@ public struct ListRenderer: Sendable {
     public func json(_ sample: Sample, source: String) -> JSONValue {
         .object([
             "source": .string(source),
-            "interfaces": .array(sample.interfaces.sorted(by: { $0.name < $1.name }).map(Self.describe)),
+            "interfaces": .array(sample.interfaces.sorted(by: { $0.key < $1.key }).map(Self.describe)),
         ])
     }
 
@@ -65,7 +65,7 @@ public struct SnapshotRenderer: Sendable {
         var table = TextTable(
             headers: ["INTERFACE", "INDEX", "KIND", "RX", "TX", "RX PKTS", "TX PKTS", "WIDTH"],
             rightAligned: [1, 3, 4, 5, 6])
-        for i in sample.interfaces.sorted(by: { $0.name < $1.name }) {
+        for i in sample.interfaces.sorted(by: { $0.key < $1.key }) {
             let c = i.counters
             table.add([
                 i.name, i.index.map(String.init) ?? "-", i.kind?.rawValue ?? "-",
@@ -76,7 +76,7 @@ public struct SnapshotRenderer: Sendable {
         var lines = table.lines()
         lines.append("")
         lines.append("Counters since each interface was created, read by \(source). A 32-bit counter wraps at 4 GiB.")
-        lines.append(Caveats.estimate)
+        lines.append(Caveat.estimate)
         return lines.joined(separator: "\n") + "\n"
     }
 
@@ -87,10 +87,10 @@ public struct SnapshotRenderer: Sendable {
     public func json(_ sample: Sample, source: String) -> JSONValue {
         .object([
             "estimate": .bool(true),
-            "caveats": .array([.string(Caveats.estimate)]),
+            "caveats": .array([.string(Caveat.estimate)]),
             "source": .string(source),
             "t": .number(sample.time),
-            "interfaces": .array(sample.interfaces.sorted(by: { $0.name < $1.name }).map { i in
+            "interfaces": .array(sample.interfaces.sorted(by: { $0.key < $1.key }).map { i in
                 guard case .object(var o) = ListRenderer.describe(i) else { return .null }
                 o["counters"] = JSONReportRenderer.counters(i.counters)
                 return .object(o)
@@ -105,24 +105,24 @@ public struct IntervalRenderer: Sendable {
 
     public init(bits: Bool = false) { self.bits = bits }
 
-    public func text(deltas: [InterfaceDelta], totals: (String) -> InterfaceTotals?, time: Double, seconds: Double?) -> String {
+    public func text(deltas: [InterfaceDelta], totals: (SeriesKey) -> InterfaceTotals?, time: Double, seconds: Double?) -> String {
         var table = TextTable(
             headers: ["INTERFACE", "KIND", "RX RATE", "TX RATE", "RX", "TX", "TOTAL RX", "TOTAL TX", "NOTE"],
             rightAligned: [2, 3, 4, 5, 6, 7])
-        for d in deltas.sorted(by: { $0.name < $1.name }) {
-            let mark = Caveats.mark(d.quality)
+        for d in deltas.sorted(by: { $0.key < $1.key }) {
+            let mark = d.quality.mark
             let rx = d.rate(.rxBytes).map { mark + " " + Units.rate(bytesPerSecond: $0, bits: bits) } ?? "-"
             let tx = d.rate(.txBytes).map { mark + " " + Units.rate(bytesPerSecond: $0, bits: bits) } ?? "-"
             var totalRx = "-", totalTx = "-"
-            if let t = totals(d.name) {
-                let m = Caveats.mark(t.quality)
+            if let t = totals(d.key) {
+                let m = t.quality.mark
                 totalRx = m + " " + Units.bytes(t.totals.rxBytes)
                 totalTx = m + " " + Units.bytes(t.totals.txBytes)
             }
             table.add([
                 d.name, d.classification.kind.rawValue, rx, tx,
                 mark + " " + Units.bytes(d.counters.rxBytes), mark + " " + Units.bytes(d.counters.txBytes),
-                totalRx, totalTx, Self.note(d.change),
+                totalRx, totalTx, d.change.note,
             ])
         }
         var head = "t=\(Units.fixed(time, 3))"
@@ -130,26 +130,12 @@ public struct IntervalRenderer: Sendable {
         return ([head] + table.lines()).joined(separator: "\n") + "\n"
     }
 
-    /// What the NOTE column says about an interval's change.
-    public static func note(_ change: DeltaChange) -> String {
-        switch change {
-        case .baseline: "baseline"
-        case .steady: ""
-        case .appeared: "new"
-        case .wrap: "32-bit wrap corrected"
-        case .reset: "counter reset"
-        case .recreated: "recreated"
-        case .deleted: "deleted"
-        case .restarted: "restarted after a reboot"
-        }
-    }
-
-    public func json(deltas: [InterfaceDelta], totals: (String) -> InterfaceTotals?, time: Double, seconds: Double?) -> JSONValue {
+    public func json(deltas: [InterfaceDelta], totals: (SeriesKey) -> InterfaceTotals?, time: Double, seconds: Double?) -> JSONValue {
         .object([
             "estimate": .bool(true),
             "t": .number(time),
             "seconds": seconds.map(JSONValue.number) ?? .null,
-            "interfaces": .array(deltas.sorted(by: { $0.name < $1.name }).map { d in
+            "interfaces": .array(deltas.sorted(by: { $0.key < $1.key }).map { d in
                 var o: [String: JSONValue] = [
                     "name": .string(d.name),
                     "kind": .string(d.classification.kind.rawValue),
@@ -163,7 +149,7 @@ public struct IntervalRenderer: Sendable {
                 var rates: [String: JSONValue] = [:]
                 for key in d.counters.keys { rates[key.jsonKey + "_per_second"] = d.rate(key).map(JSONValue.number) ?? .null }
                 o["rates"] = .object(rates)
-                if let t = totals(d.name) {
+                if let t = totals(d.key) {
                     o["totals"] = JSONReportRenderer.counters(t.totals)
                     o["totals_quality"] = .string(t.quality.name)
                 }

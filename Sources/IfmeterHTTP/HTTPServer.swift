@@ -1,15 +1,17 @@
 import CIfmeterHTTP
 import CMicroHTTPD
 import Glibc
+import IfmeterCore
 import Synchronization
 
-/// A failed call while setting up the server, with the call and errno's text.
-public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
-    public var message: String
-    public var description: String { message }
+/// errno, read through a function so that `SystemError.errno` does not
+/// shadow it.
+private func currentErrno() -> Int32 { errno }
 
-    static func system(_ what: String, _ code: Int32 = errno) -> HTTPServerError {
-        HTTPServerError(message: "\(what): \(String(cString: strerror(code)))")
+extension SystemError {
+    /// From errno (as the call left it, or given).
+    static func http(_ call: String, _ code: Int32 = currentErrno()) -> SystemError {
+        SystemError(call: call, errno: code, message: String(cString: strerror(code)))
     }
 }
 
@@ -142,14 +144,16 @@ public final class HTTPServer: Sendable {
 
     /// Binds `address` and starts serving. Throws with the reason when the
     /// address cannot be bound (in use, not local, ...).
-    public init(address: ListenAddress, limits: HTTPLimits = HTTPLimits(), logger: @escaping Logger, handler: @escaping Handler) throws(HTTPServerError) {
+    public init(address: ListenAddress, limits: HTTPLimits = HTTPLimits(), logger: @escaping Logger, handler: @escaping Handler) throws(SystemError) {
         self.address = address
         var reason = [CChar](repeating: 0, count: 512)
         // IFMETER_LIBMICROHTTPD names another build of the library.
         let library = getenv("IFMETER_LIBMICROHTTPD").map { String(cString: $0) } ?? "libmicrohttpd.so.12"
         guard cifm_http_load(library, &reason, reason.count) == 0 else {
             let text = reason.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-            throw HTTPServerError(message: "cannot load libmicrohttpd (\(text)); install it (Debian: libmicrohttpd12) or name it with IFMETER_LIBMICROHTTPD")
+            throw SystemError(
+                call: "dlopen(\(library))",
+                message: "cannot load libmicrohttpd (\(text)); install it (Debian: libmicrohttpd12) or name it with IFMETER_LIBMICROHTTPD")
         }
         let fd = try Self.listen(on: address)
         let context = HTTPServerContextBox(handler: handler, logger: logger)
@@ -160,7 +164,7 @@ public final class HTTPServer: Sendable {
         let unmanaged = Unmanaged.passUnretained(context).toOpaque()
         guard let started = cifm_http_start(fd, raw, accessHandler, unmanaged, logHandler, unmanaged) else {
             close(fd)
-            throw HTTPServerError(message: "cannot start the HTTP server on \(address)")
+            throw SystemError(call: "MHD_start_daemon(\(address))", message: "libmicrohttpd could not start")
         }
         server = Mutex(started)
     }
@@ -178,19 +182,21 @@ public final class HTTPServer: Sendable {
     }
 
     /// The port actually bound (useful with port 0 in tests).
-    public static func listen(on address: ListenAddress) throws(HTTPServerError) -> Int32 {
+    public static func listen(on address: ListenAddress) throws(SystemError) -> Int32 {
         var hints = addrinfo()
         hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV | AI_NUMERICHOST
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         var result: UnsafeMutablePointer<addrinfo>?
         let rc = getaddrinfo(address.host, String(address.port), &hints, &result)
         if rc != 0 {
-            throw HTTPServerError(message: "cannot listen on \(address): '\(address.host)' is not an IP address (\(String(cString: gai_strerror(rc))))")
+            throw SystemError(
+                call: "getaddrinfo(\(address.host))",
+                message: "'\(address.host)' is not an IP address (\(String(cString: gai_strerror(rc))))")
         }
         defer { freeaddrinfo(result) }
-        guard let info = result else { throw HTTPServerError(message: "cannot listen on \(address): no address") }
+        guard let info = result else { throw SystemError(call: "getaddrinfo(\(address.host))", message: "no address") }
         let fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw .system("cannot listen on \(address): socket") }
+        guard fd >= 0 else { throw .http("socket") }
         var one: Int32 = 1, zero: Int32 = 0
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         if info.pointee.ai_family == AF_INET6 {
@@ -200,12 +206,12 @@ public final class HTTPServer: Sendable {
         if bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) != 0 {
             let code = errno
             close(fd)
-            throw .system("cannot listen on \(address)", code)
+            throw .http("bind(\(address))", code)
         }
         if Glibc.listen(fd, 511) != 0 {
             let code = errno
             close(fd)
-            throw .system("cannot listen on \(address)", code)
+            throw .http("listen(\(address))", code)
         }
         return fd
     }

@@ -30,9 +30,40 @@ public struct LiveEvent: Sendable, Hashable {
     public var text: String
 }
 
+/// Recent rates, oldest first, in a ring: appending never moves the others.
+public struct RateHistory: Sendable {
+    public let capacity: Int
+    private var storage: [Double] = []
+    private var start = 0
+
+    public init(capacity: Int) { self.capacity = capacity }
+
+    public mutating func append(_ value: Double) {
+        if storage.count < capacity {
+            storage.append(value)
+        } else {
+            storage[start] = value
+            start = (start + 1) % capacity
+        }
+    }
+
+    public var count: Int { storage.count }
+    public var isEmpty: Bool { storage.isEmpty }
+
+    /// Oldest first.
+    public var values: [Double] { Array(storage[start...] + storage[..<start]) }
+
+    /// The newest `n`, oldest first.
+    public func suffix(_ n: Int) -> [Double] { Array(values.suffix(n)) }
+
+    public var peak: Double { storage.max() ?? 0 }
+    public var average: Double { storage.isEmpty ? 0 : storage.reduce(0, +) / Double(storage.count) }
+}
+
 /// One interface as the live view shows it.
 public struct LiveInterface: Sendable {
     public var name: String
+    public var netns: String
     public var classification: Classification
     public var index: Int?
     public var width: CounterWidth
@@ -44,9 +75,9 @@ public struct LiveInterface: Sendable {
     public var txRate: Double?
     /// Quality of the last interval.
     public var rateQuality: Quality = .exact
-    /// Recent rates, oldest first, at most `LiveModel.historyLength`.
-    public var rxHistory: [Double] = []
-    public var txHistory: [Double] = []
+    /// Recent rates, at most `LiveModel.historyLength`.
+    public var rxHistory = RateHistory(capacity: LiveModel.historyLength)
+    public var txHistory = RateHistory(capacity: LiveModel.historyLength)
     public var totals: Counters = .zero
     public var quality: Quality = .exact
     public var events = EventCounts()
@@ -55,12 +86,18 @@ public struct LiveInterface: Sendable {
     public var goneSince: Double?
     public var recentEvents: [LiveEvent] = []
 
+    public var key: SeriesKey { SeriesKey(netns: netns, name: name) }
     public var kind: InterfaceKind { classification.kind }
     public var totalRate: Double { (rxRate ?? 0) + (txRate ?? 0) }
-    public var peakRx: Double { rxHistory.max() ?? 0 }
-    public var peakTx: Double { txHistory.max() ?? 0 }
-    public var averageRx: Double { rxHistory.isEmpty ? 0 : rxHistory.reduce(0, +) / Double(rxHistory.count) }
-    public var averageTx: Double { txHistory.isEmpty ? 0 : txHistory.reduce(0, +) / Double(txHistory.count) }
+    public var peakRx: Double { rxHistory.peak }
+    public var peakTx: Double { txHistory.peak }
+    public var averageRx: Double { rxHistory.average }
+    public var averageTx: Double { txHistory.average }
+
+    mutating func note(_ text: String, at time: Double) {
+        recentEvents.append(LiveEvent(time: time, text: text))
+        if recentEvents.count > LiveModel.recentEventLimit { recentEvents.removeFirst() }
+    }
 }
 
 /// Everything the screen shows; the renderer is a pure function of it and
@@ -72,11 +109,11 @@ public struct LiveModel: Sendable {
     public var host: String
     public var source: String
     public var interval: Double
-    public var interfaces: [String: LiveInterface] = [:]
-    public var selected: String?
+    public var interfaces: [SeriesKey: LiveInterface] = [:]
+    public var selected: SeriesKey?
     public var sort: LiveSort = .rate
     public var bits = false
-    /// A glob or a plain substring of names; empty shows all.
+    /// A glob or a plain part of names; empty shows all.
     public var filter = ""
     /// Typing a filter: keys go into `filterDraft`.
     public var editingFilter = false
@@ -93,6 +130,11 @@ public struct LiveModel: Sendable {
     public var note: (text: String, time: Double)?
     /// The first row shown (the list scrolls to keep the selection visible).
     public var scroll = 0
+    /// Rows gone (deleted, or missing from samples), until they leave.
+    private var gone: Set<SeriesKey> = []
+    /// Changes that came while paused, applied when the view resumes.
+    private var pendingChanged: [SeriesKey: InterfaceTotals] = [:]
+    private var pendingForgotten: Set<SeriesKey> = []
 
     public init(host: String, source: String, interval: Double) {
         self.host = host
@@ -100,95 +142,117 @@ public struct LiveModel: Sendable {
         self.interval = interval
     }
 
+    /// The row of an interface of the own namespace.
+    public func row(_ name: String) -> LiveInterface? { interfaces[SeriesKey(name: name)] }
+
     // MARK: data
 
-    /// Takes one interval's deltas and the engine's totals. `time` is Unix
-    /// time. A paused view keeps what it shows.
-    public mutating func update(deltas: [InterfaceDelta], totals: [InterfaceTotals], time: Double) {
-        if paused { return }
+    /// Takes one update: its deltas (rates, history, events) and the totals
+    /// that changed. `time` is Unix time. A paused view keeps what it shows
+    /// and catches up when it resumes.
+    public mutating func update(deltas: [InterfaceDelta], changed: [InterfaceTotals], forgotten: [SeriesKey], time: Double) {
+        if paused {
+            for key in forgotten {
+                pendingChanged[key] = nil
+                pendingForgotten.insert(key)
+            }
+            for t in changed { pendingChanged[t.key] = t }
+            return
+        }
         now = time
-        var byName: [String: InterfaceDelta] = [:]
-        for delta in deltas { byName[delta.name] = delta }
-        var seen = Set<String>()
-        for t in totals {
-            seen.insert(t.name)
-            var row = interfaces[t.name] ?? LiveInterface(
-                name: t.name, classification: t.classification, index: t.index, width: t.width)
-            row.classification = t.classification
-            row.index = t.index
-            row.width = t.width
-            row.speedCeilingBps = t.speedBps
-            row.reportedSpeedBps = t.attributes?.reportedSpeedBps
-            row.operstate = t.attributes?.operstate
-            row.totals = t.totals
-            row.quality = t.quality
-            row.events = t.events
-            if let delta = byName[t.name] {
-                row.rxRate = delta.rate(.rxBytes)
-                row.txRate = delta.rate(.txBytes)
-                row.rateQuality = delta.quality
-                if delta.change != .baseline, delta.change != .deleted {
-                    row.rxHistory.append(row.rxRate ?? 0)
-                    row.txHistory.append(row.txRate ?? 0)
-                    if row.rxHistory.count > Self.historyLength { row.rxHistory.removeFirst(row.rxHistory.count - Self.historyLength) }
-                    if row.txHistory.count > Self.historyLength { row.txHistory.removeFirst(row.txHistory.count - Self.historyLength) }
-                }
-                if let text = Self.describe(delta.change) {
-                    row.recentEvents.append(LiveEvent(time: time, text: text))
-                    if row.recentEvents.count > Self.recentEventLimit { row.recentEvents.removeFirst() }
-                }
-                // Shown in the status line as it happens.
-                switch delta.change {
-                case .deleted: note = ("\(t.name) deleted", time)
-                case .recreated: note = ("\(t.name) recreated", time)
-                case .appeared: note = ("\(t.name) appeared", time)
-                default: break
-                }
-            } else if row.present || t.deletedAt != nil {
+        for key in forgotten { remove(key) }
+        var withDelta = Set<SeriesKey>()
+        for delta in deltas {
+            let key = delta.key
+            withDelta.insert(key)
+            var row = interfaces[key] ?? LiveInterface(
+                name: delta.name, netns: delta.netns, classification: delta.classification, index: delta.index,
+                width: .bits64)
+            row.rxRate = delta.rate(.rxBytes)
+            row.txRate = delta.rate(.txBytes)
+            row.rateQuality = delta.quality
+            if delta.change != .baseline, delta.change != .deleted {
+                row.rxHistory.append(row.rxRate ?? 0)
+                row.txHistory.append(row.txRate ?? 0)
+            }
+            if let text = delta.change.eventText { row.note(text, at: time) }
+            // Shown in the status line as it happens.
+            switch delta.change {
+            case .deleted: note = ("\(key) deleted", time)
+            case .recreated: note = ("\(key) recreated", time)
+            case .appeared: note = ("\(key) appeared", time)
+            default: break
+            }
+            interfaces[key] = row
+        }
+        for t in changed { absorb(t, time: time, hadDelta: withDelta.contains(t.key)) }
+        // Gone rows: no rate any more, and they leave after the linger time.
+        for key in gone {
+            guard var row = interfaces[key] else {
+                gone.remove(key)
+                continue
+            }
+            if !withDelta.contains(key) {
                 row.rxRate = nil
                 row.txRate = nil
+                interfaces[key] = row
             }
-            if t.present {
-                row.present = true
-                row.goneSince = nil
-            } else {
-                if row.goneSince == nil {
-                    row.goneSince = time
-                    if t.deletedAt == nil, byName[t.name] == nil {
-                        row.recentEvents.append(LiveEvent(time: time, text: "gone"))
-                        if row.recentEvents.count > Self.recentEventLimit { row.recentEvents.removeFirst() }
-                    }
-                }
-                row.present = false
-            }
-            interfaces[t.name] = row
-        }
-        // Gone for longer than the linger time, or forgotten by the engine.
-        for (name, row) in interfaces where !seen.contains(name) || (row.goneSince.map { time - $0 > lingerSeconds } ?? false) {
-            interfaces[name] = nil
+            if let since = row.goneSince, time - since > lingerSeconds { remove(key) }
         }
         keepSelectionValid()
     }
 
-    static func describe(_ change: DeltaChange) -> String? {
-        switch change {
-        case .wrap: "32-bit counter wrapped (corrected)"
-        case .reset: "counters reset (lower bound)"
-        case .recreated: "recreated"
-        case .deleted: "deleted"
-        case .appeared: "appeared"
-        case .restarted: "counters restarted (reboot while stopped)"
-        case .baseline, .steady: nil
+    /// Takes an interface's totals and facts.
+    private mutating func absorb(_ t: InterfaceTotals, time: Double, hadDelta: Bool) {
+        var row = interfaces[t.key] ?? LiveInterface(
+            name: t.name, netns: t.netns, classification: t.classification, index: t.index, width: t.width)
+        row.classification = t.classification
+        row.index = t.index
+        row.width = t.width
+        row.speedCeilingBps = t.speedBps
+        row.reportedSpeedBps = t.attributes?.reportedSpeedBps
+        row.operstate = t.attributes?.operstate
+        row.totals = t.totals
+        row.quality = t.quality
+        row.events = t.events
+        if t.present {
+            row.present = true
+            row.goneSince = nil
+            gone.remove(t.key)
+        } else {
+            if row.goneSince == nil {
+                row.goneSince = time
+                if t.deletedAt == nil, !hadDelta { row.note("gone", at: time) }
+            }
+            row.present = false
+            gone.insert(t.key)
         }
+        interfaces[t.key] = row
+    }
+
+    private mutating func remove(_ key: SeriesKey) {
+        interfaces[key] = nil
+        gone.remove(key)
+    }
+
+    /// Applies what came while the view was paused.
+    mutating func catchUp() {
+        let changed = Array(pendingChanged.values), forgotten = Array(pendingForgotten)
+        pendingChanged = [:]
+        pendingForgotten = []
+        update(deltas: [], changed: changed, forgotten: forgotten, time: now)
     }
 
     // MARK: what is shown
 
+    /// Whether a row passes the filter and the kinds shown.
+    func isVisible(_ row: LiveInterface) -> Bool {
+        !hiddenKinds.contains(row.kind) && NamePattern(filter).matches(row.name)
+    }
+
     /// The rows shown, filtered and sorted.
     public var visible: [LiveInterface] {
-        let rows = interfaces.values.filter { row in
-            !hiddenKinds.contains(row.kind) && Self.matches(filter: filter, name: row.name)
-        }
+        let rows = interfaces.values.filter(isVisible)
         return rows.sorted { a, b in
             switch sort {
             case .rate:
@@ -198,20 +262,13 @@ public struct LiveModel: Sendable {
                 if ta != tb { return ta > tb }
             case .name: break
             }
-            return a.name < b.name
+            return a.key < b.key
         }
     }
 
-    static func matches(filter: String, name: String) -> Bool {
-        if filter.isEmpty { return true }
-        if filter.contains(where: { "*?[".contains($0) }) { return Glob.matches(filter, name) }
-        return name.contains(filter)
-    }
-
     mutating func keepSelectionValid() {
-        let rows = visible
-        if let selected, rows.contains(where: { $0.name == selected }) { return }
-        selected = rows.first?.name
+        if let selected, let row = interfaces[selected], isVisible(row) { return }
+        selected = visible.first?.key
     }
 
     // MARK: keys
@@ -242,6 +299,7 @@ public struct LiveModel: Sendable {
             filterDraft = filter
         case .character("p"):
             paused.toggle()
+            if !paused { catchUp() }
             note = (paused ? "paused: the figures stay still (sampling goes on)" : "resumed", now)
         case .character("r"):
             note = ("totals zeroed; their quality starts over with them", now)
@@ -278,8 +336,8 @@ public struct LiveModel: Sendable {
     mutating func moveSelection(_ step: Int) {
         let rows = visible
         guard !rows.isEmpty else { return }
-        let current = rows.firstIndex { $0.name == selected } ?? 0
+        let current = rows.firstIndex { $0.key == selected } ?? 0
         let target = max(0, min(rows.count - 1, current.addingReportingOverflow(step).overflow ? (step < 0 ? 0 : rows.count - 1) : current + step))
-        selected = rows[target].name
+        selected = rows[target].key
     }
 }

@@ -26,7 +26,7 @@ public struct LiveRenderer: Sendable {
         let footer = footerLines(model, width: width)
         let summary = summaryLines(model, width: width)
         var detail: [Line] = []
-        if model.detailOpen, let selected = model.interfaces[model.selected ?? ""] {
+        if model.detailOpen, let key = model.selected, let selected = model.interfaces[key] {
             detail = detailLines(selected, model: model, width: width, height: height)
         }
         // Rows get what the fixed parts leave (at least one).
@@ -36,12 +36,12 @@ public struct LiveRenderer: Sendable {
             detail = Array(detail.prefix(max(0, detail.count + room - 1)))
             room = 1
         }
-        let selectedIndex = rows.firstIndex { $0.name == model.selected } ?? 0
+        let selectedIndex = rows.firstIndex { $0.key == model.selected } ?? 0
         var first = min(max(0, model.scroll), max(0, rows.count - room))
         if selectedIndex < first { first = selectedIndex }
         if selectedIndex >= first + room { first = selectedIndex - room + 1 }
         for row in rows.dropFirst(first).prefix(room) {
-            lines.append(layout.row(row, model: model, selected: row.name == model.selected, style: self))
+            lines.append(layout.row(row, model: model, selected: row.key == model.selected, style: self))
         }
         if rows.isEmpty {
             lines.append(Line(width: width).text(model.interfaces.isEmpty ? "  waiting for the first interval…" : "  no interface matches the filter or kinds shown", dim))
@@ -80,24 +80,19 @@ public struct LiveRenderer: Sendable {
     /// Physical traffic, and tunnel traffic apart: it rides inside the
     /// physical links, so adding the two would count it twice.
     func summaryLines(_ model: LiveModel, width: Int) -> [Line] {
-        var physicalRx = 0.0, physicalTx = 0.0, tunnelRx = 0.0, tunnelTx = 0.0
+        var summary = TrafficSummary()
         for row in model.interfaces.values where row.present {
-            if row.kind.isPhysical {
-                physicalRx += row.rxRate ?? 0
-                physicalTx += row.txRate ?? 0
-            } else if row.kind == .tunnel {
-                tunnelRx += row.rxRate ?? 0
-                tunnelTx += row.txRate ?? 0
-            }
+            summary.add(row.kind, rx: row.rxRate ?? 0, tx: row.txRate ?? 0)
         }
+        let (physicalRx, physicalTx, tunnelRx, tunnelTx) = (summary.physicalRx, summary.physicalTx, summary.tunnelRx, summary.tunnelTx)
         let r = { (v: Double) in Units.rate(bytesPerSecond: v, bits: model.bits) }
         let physical = Line(width: width).text("physical ", bold).text("↓\(r(physicalRx)) ↑\(r(physicalTx))")
         if width >= 72 {
             var line = physical.text("  tunnel ", bold).text("↓\(r(tunnelRx)) ↑\(r(tunnelTx))")
-            if width >= 100 { line = line.text(" (inside physical, not added)", dim) }
+            if width >= 100 { line = line.text(" " + TrafficSummary.wideNote, dim) }
             return [line]
         }
-        return [physical, Line(width: width).text("tunnel   ", bold).text("↓\(r(tunnelRx)) ↑\(r(tunnelTx))").text(" (inside)", dim)]
+        return [physical, Line(width: width).text("tunnel   ", bold).text("↓\(r(tunnelRx)) ↑\(r(tunnelTx))").text(" " + TrafficSummary.narrowNote, dim)]
     }
 
     func footerLines(_ model: LiveModel, width: Int) -> [Line] {
@@ -113,14 +108,7 @@ public struct LiveRenderer: Sendable {
                     ? "q quit · jk select · Enter detail · s sort · b bits · f filter · 1-7 kinds · p · r · ?"
                     : "q jk Enter s b f 1-7 p r, ? help", dim)
         }
-        let caveat: String
-        switch width {
-        case 128...: caveat = "≈ estimates from interface counters: protocol overhead included, not per-app. ≥ lower bound (traffic lost). ~ wrap-corrected."
-        case 94...: caveat = "≈ estimates from interface counters (overhead incl., not per-app) · ≥ lower bound · ~ wrapped"
-        case 80...: caveat = "≈ estimates from counters (overhead incl., not per-app) · ≥ lower bound · ~ wrap"
-        case 50...: caveat = "≈ estimates, not per-app · ≥ lower bound · ~ wrapped"
-        default: caveat = "≈ estimates, not per-app · ≥ lower bound"
-        }
+        let caveat = Caveat.line(fitting: width)
         return [status, Line(width: width).text(caveat, dim)]
     }
 
@@ -146,7 +134,7 @@ public struct LiveRenderer: Sendable {
         for (label, history, peak, average) in [
             ("rx", row.rxHistory, row.peakRx, row.averageRx), ("tx", row.txHistory, row.peakTx, row.averageTx),
         ] {
-            let graph = Graph.blocks(Array(history.suffix(graphWidth)), width: graphWidth, height: graphHeight)
+            let graph = Graph.blocks(history.suffix(graphWidth), width: graphWidth, height: graphHeight)
             for (n, text) in graph.enumerated() {
                 var line = Line(width: width)
                 let caption = n == 0 ? "\(label) peak" : (n == 1 ? "   avg" : "")
@@ -176,11 +164,8 @@ public struct LiveRenderer: Sendable {
             "1..7       show or hide wifi, cellular, tunnel, ethernet, loopback, virtual, other",
             "p          pause the figures (sampling goes on)", "r          zero the totals (their quality starts over)",
             "?          this help", "",
-            "Figures are estimates from interface counters: they include protocol",
-            "overhead and are not per-app accounting. ≈ exact counters, ~ corrected",
-            "for a 32-bit wrap, ≥ a lower bound (traffic was lost to a reset or an",
-            "unseen recreation). Tunnel traffic rides inside physical traffic, so the",
-            "summary shows it apart instead of adding it.", "", "Any key closes this help.",
+        ] + wordWrap(Caveat.paragraph, width: 72) + [
+            "", "Any key closes this help.",
         ]
         var lines = text.prefix(height).map { Line(width: width).text($0, $0 == text[0] ? bold : plain).finish() }
         while lines.count < height { lines.append(Line(width: width).finish()) }
@@ -296,7 +281,7 @@ struct Layout {
         line = line.text(pad(truncate(row.name, nameWidth), nameWidth) + " ", gone ? style.dim : style.plain)
         let kind = shortKinds ? Self.shortKind(row.kind) : row.kind.rawValue
         line = line.text(pad(kind, kindWidth), gone ? style.dim : style.kindStyle(row.kind)).text(" ")
-        let mark = Caveats.mark(row.rateQuality)
+        let mark = row.rateQuality.mark
         let rate = { (v: Double?) -> String in
             guard let v, !gone else { return gone ? "gone" : "-" }
             return mark + Units.rate(bytesPerSecond: v, bits: model.bits)
@@ -304,10 +289,10 @@ struct Layout {
         line = line.text(padLeft(rate(row.rxRate), rateWidth) + " ", gone ? style.dim : style.rxStyle)
         line = line.text(padLeft(rate(row.txRate), rateWidth), gone ? style.dim : style.txStyle)
         if sparkWidth > 0 {
-            let history = zip(row.rxHistory, row.txHistory).map { $0 + $1 }
+            let history = zip(row.rxHistory.values, row.txHistory.values).map { $0 + $1 }
             line = line.text(" ").text(Graph.sparkline(Array(history.suffix(sparkWidth)), width: sparkWidth), gone ? style.dim : style.plain)
         }
-        let totalMark = Caveats.mark(row.quality)
+        let totalMark = row.quality.mark
         if showTotals >= 1 {
             line = line.text(" " + padLeft(totalMark + Units.bytes(row.totals.rxBytes), totalWidth), gone ? style.dim : style.qualityStyle(row.quality))
         }

@@ -23,7 +23,7 @@ public final class GetifaddrsSampler: CounterSource {
     /// on a helper thread inside it.
     var namespace: String?
 
-    public init(options: SamplerOptions = SamplerOptions()) throws(SamplingError) {
+    public init(options: SamplerOptions = SamplerOptions()) throws(SystemError) {
         self.options = options
         #if os(Linux)
         let socket = try NetlinkSocket(receiveBuffer: options.receiveBufferBytes)
@@ -32,25 +32,30 @@ public final class GetifaddrsSampler: CounterSource {
         #endif
     }
 
-    public func sample() throws(SamplingError) -> Sample {
+    /// Reads every link's counters (getifaddrs gives no link events).
+    public func read() throws(SystemError) -> SourceReading {
+        SourceReading(sample: try sample())
+    }
+
+    private func sample() throws(SystemError) -> Sample {
         #if os(Linux)
         if let namespace {
             do {
                 return try NetworkNamespace.perform(in: namespace) { try self.sampleHere() }
-            } catch let error as SamplingError {
+            } catch let error as SystemError {
                 throw error
             } catch {
-                throw SamplingError(call: "setns(\(namespace))", message: "\(error)")
+                throw SystemError(call: "setns(\(namespace))", message: "\(error)")
             }
         }
         #endif
         return try sampleHere()
     }
 
-    private func sampleHere() throws(SamplingError) -> Sample {
+    private func sampleHere() throws(SystemError) -> Sample {
         let t = monotonicSeconds()
         var list: UnsafeMutablePointer<ifaddrs>?
-        guard getifaddrs(&list) == 0 else { throw SamplingError.system("getifaddrs") }
+        guard getifaddrs(&list) == 0 else { throw SystemError.system("getifaddrs") }
         defer { freeifaddrs(list) }
         var found: [(name: String, index: Int, type: Int, counters: Counters, stats: KernelLinkStats?)] = []
         var cursor = list
@@ -72,7 +77,7 @@ public final class GetifaddrsSampler: CounterSource {
                 var fields = [UInt64](repeating: 0, count: 24)
                 if cifm_ifaddrs_kernel_stats(ifa, &fields) == 0 { kernelStats = KernelLinkStats(values: fields) }
             }
-            found.append((String(cString: ifa.pointee.ifa_name), Int(index), Int(hatype), counters, kernelStats))
+            found.append((InterfaceName.decode(cString: ifa.pointee.ifa_name), Int(index), Int(hatype), counters, kernelStats))
             #else
             guard let addr = ifa.pointee.ifa_addr, addr.pointee.sa_family == UInt8(AF_LINK),
                   let data = ifa.pointee.ifa_data
@@ -84,7 +89,7 @@ public final class GetifaddrsSampler: CounterSource {
                 rxPackets: UInt64(d.ifi_ipackets), txPackets: UInt64(d.ifi_opackets),
                 rxErrors: UInt64(d.ifi_ierrors), txErrors: UInt64(d.ifi_oerrors),
                 rxDropped: UInt64(d.ifi_iqdrops), txDropped: nil)
-            found.append((String(cString: ifa.pointee.ifa_name), index, Int(d.ifi_type), counters, nil))
+            found.append((InterfaceName.decode(cString: ifa.pointee.ifa_name), index, Int(d.ifi_type), counters, nil))
             #endif
         }
         #if os(Linux)

@@ -53,11 +53,11 @@ final class LinkCatalog {
     /// Fills a libnl-route link cache, takes what ifmeter needs from each
     /// link and frees it at once: the cache holds about 1.7 KiB per link
     /// that nothing reads until the next refresh, which fills a new one.
-    private func readLinkCache() throws(SamplingError) -> [KernelLink] {
+    private func readLinkCache() throws(SystemError) -> [KernelLink] {
         var created: OpaquePointer?
         let rc = rtnl_link_alloc_cache(socket.handle, AF_UNSPEC, &created)
         if rc < 0 { throw NetlinkSocket.libnl("rtnl_link_alloc_cache", rc) }
-        guard let cache = created else { throw SamplingError(call: "rtnl_link_alloc_cache", message: "no cache") }
+        guard let cache = created else { throw SystemError(call: "rtnl_link_alloc_cache", message: "no cache") }
         defer { nl_cache_free(cache) }
         var links: [KernelLink] = []
         links.reserveCapacity(Int(nl_cache_nitems(cache)))
@@ -69,7 +69,7 @@ final class LinkCatalog {
                     .map { String(cString: $0).lowercased() } ?? "unknown"
             }
             links.append(KernelLink(
-                index: Int(rtnl_link_get_ifindex(link)), name: String(cString: rtnl_link_get_name(link)),
+                index: Int(rtnl_link_get_ifindex(link)), name: InterfaceName.decode(cString: rtnl_link_get_name(link)),
                 linkKind: rtnl_link_get_type(link).map { String(cString: $0) },
                 arphrd: Int(rtnl_link_get_arptype(link)), flags: rtnl_link_get_flags(link),
                 operstate: operstate, mtu: UInt32(rtnl_link_get_mtu(link))))
@@ -79,7 +79,7 @@ final class LinkCatalog {
     }
 
     /// Reads the link cache and rebuilds every entry, with sysfs facts.
-    func refresh() throws(SamplingError) {
+    func refresh() throws(SystemError) {
         let links = try readLinkCache()
         var entries: [Int: LinkEntry] = [:]
         entries.reserveCapacity(links.count)

@@ -18,28 +18,27 @@ struct LinkMessage {
     var counters: Counters?
 }
 
-/// Parses an RTM_NEWLINK or RTM_DELLINK message with libnl's attribute API.
-func parseLinkMessage(_ nh: UnsafeMutablePointer<nlmsghdr>) -> LinkMessage? {
-    let type = Int32(nh.pointee.nlmsg_type)
-    guard type == Int32(RTM_NEWLINK) || type == Int32(RTM_DELLINK) else { return nil }
-    let header = Int32(MemoryLayout<ifinfomsg>.size)
-    guard nh.pointee.nlmsg_len >= UInt32(MemoryLayout<nlmsghdr>.size) + UInt32(header) else { return nil }
-    let info = nlmsg_data(nh).assumingMemoryBound(to: ifinfomsg.self).pointee
-    let attrs = nlmsg_attrdata(nh, header), length = nlmsg_attrlen(nh, header)
-    var message = LinkMessage(
+/// Parses an RTM_NEWLINK or RTM_DELLINK message; nil for other messages
+/// and for one too short to hold its `ifinfomsg`.
+func parseLinkMessage(_ message: NetlinkReceived) -> LinkMessage? {
+    let type = message.type
+    guard type == Int32(RTM_NEWLINK) || type == Int32(RTM_DELLINK),
+          let info = message.header(as: ifinfomsg.self), let attributes = message.attributes(after: ifinfomsg.self)
+    else { return nil }
+    var link = LinkMessage(
         deleted: type == Int32(RTM_DELLINK), index: Int(info.ifi_index), arphrd: Int(info.ifi_type), flags: info.ifi_flags)
-    if let attr = nla_find(attrs, length, Int32(IFLA_IFNAME)), let name = nla_get_string(attr) {
-        message.name = String(cString: name)
+    for attribute in attributes {
+        switch attribute.type {
+        case Int(IFLA_IFNAME): link.name = attribute.string
+        case Int(IFLA_MTU): link.mtu = attribute.u32
+        case Int(IFLA_OPERSTATE): link.operstate = attribute.u8.map(operstateName)
+        case Int(IFLA_LINKINFO):
+            if let kind = attribute.nested.first(Int32(IFLA_INFO_KIND)) { link.linkKind = kind.string }
+        case Int(IFLA_STATS64): link.counters = linkStats64(attribute)
+        default: break
+        }
     }
-    if let attr = nla_find(attrs, length, Int32(IFLA_MTU)) { message.mtu = nla_get_u32(attr) }
-    if let attr = nla_find(attrs, length, Int32(IFLA_OPERSTATE)) { message.operstate = operstateName(nla_get_u8(attr)) }
-    if let attr = nla_find(attrs, length, Int32(IFLA_LINKINFO)),
-       let kind = nla_find(nla_data(attr)?.assumingMemoryBound(to: nlattr.self), nla_len(attr), Int32(IFLA_INFO_KIND)),
-       let text = nla_get_string(kind) {
-        message.linkKind = String(cString: text)
-    }
-    if let attr = nla_find(attrs, length, Int32(IFLA_STATS64)) { message.counters = linkStats64(attr) }
-    return message
+    return link
 }
 
 /// RFC 2863 operational states, as the kernel numbers them (IF_OPER_*).
@@ -62,8 +61,8 @@ func operstateName(_ value: UInt8) -> String {
 final class LinkEventListener {
     private let socket: NetlinkSocket
 
-    init(receiveBuffer: Int32) throws(SamplingError) {
-        socket = try NetlinkSocket(receiveBuffer: receiveBuffer, multicastGroup: Int32(RTNLGRP_LINK.rawValue))
+    init(receiveBuffer: Int32) throws(SystemError) {
+        socket = try NetlinkSocket(receiveBuffer: receiveBuffer, multicastGroups: [Int32(RTNLGRP_LINK.rawValue)])
     }
 
     /// Reads every queued notification. Returns how many times the queue
@@ -83,11 +82,8 @@ final class LinkEventListener {
                 }
             }
             if n == 0 { return overruns }
-            var remaining = Int32(n)
-            var nh = buffer.baseAddress!.assumingMemoryBound(to: nlmsghdr.self)
-            while nlmsg_ok(nh, remaining) != 0 {
-                if let message = parseLinkMessage(nh) { visit(message) }
-                nh = nlmsg_next(nh, &remaining)
+            for message in NetlinkMessages(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n)) {
+                if let link = parseLinkMessage(message) { visit(link) }
             }
         }
     }

@@ -12,19 +12,21 @@ final class NetlinkSocket {
     /// larger buffer lets the kernel fill more per `recvmsg`.
     private var buffer: UnsafeMutableRawBufferPointer
 
-    /// A connected NETLINK_ROUTE socket. With `multicastGroup` it listens
-    /// to that group's notifications instead, without blocking, and asks
+    /// A connected NETLINK_ROUTE socket. With `multicastGroups` it listens
+    /// to those groups' notifications instead, without blocking, and asks
     /// for its receive buffer past net.core.rmem_max when allowed (root).
-    init(receiveBuffer: Int32 = 1 << 20, multicastGroup: Int32? = nil) throws(SamplingError) {
+    init(receiveBuffer: Int32 = 1 << 20, multicastGroups: [Int32] = []) throws(SystemError) {
         guard let sk = nl_socket_alloc() else {
-            throw SamplingError(call: "nl_socket_alloc", message: "out of memory")
+            throw SystemError(call: "nl_socket_alloc", message: "out of memory")
         }
         var call = "nl_connect"
         var rc = nl_connect(sk, NETLINK_ROUTE)
-        if rc >= 0, let group = multicastGroup {
+        if rc >= 0, !multicastGroups.isEmpty {
             nl_socket_disable_seq_check(sk)
-            call = "nl_socket_add_membership"
-            rc = nl_socket_add_membership(sk, group)
+            for group in multicastGroups where rc >= 0 {
+                call = "nl_socket_add_membership(\(group))"
+                rc = nl_socket_add_membership(sk, group)
+            }
             if rc >= 0 {
                 call = "nl_socket_set_nonblocking"
                 rc = nl_socket_set_nonblocking(sk)
@@ -36,7 +38,7 @@ final class NetlinkSocket {
         }
         nl_socket_disable_auto_ack(sk)
         _ = nl_socket_set_buffer_size(sk, receiveBuffer, 0)
-        if multicastGroup != nil {
+        if !multicastGroups.isEmpty {
             var size = receiveBuffer
             _ = setsockopt(nl_socket_get_fd(sk), SOL_SOCKET, SO_RCVBUFFORCE, &size, socklen_t(MemoryLayout<Int32>.size))
         }
@@ -54,21 +56,8 @@ final class NetlinkSocket {
 
     var fd: Int32 { nl_socket_get_fd(handle) }
 
-    static func libnl(_ call: String, _ code: Int32) -> SamplingError {
-        SamplingError(call: call, errno: nil, message: String(cString: nl_geterror(code)))
-    }
-
-    /// Builds a dump request once; send it again and again with `dump`.
-    static func request(type: Int32, header: UnsafeRawBufferPointer) throws(SamplingError) -> OpaquePointer {
-        guard let msg = nlmsg_alloc_simple(type, NLM_F_DUMP | NLM_F_REQUEST) else {
-            throw SamplingError(call: "nlmsg_alloc_simple", message: "out of memory")
-        }
-        let rc = nlmsg_append(msg, UnsafeMutableRawPointer(mutating: header.baseAddress), header.count, Int32(NLMSG_ALIGNTO))
-        if rc < 0 {
-            nlmsg_free(msg)
-            throw libnl("nlmsg_append", rc)
-        }
-        return msg
+    static func libnl(_ call: String, _ code: Int32) -> SystemError {
+        SystemError(call: call, errno: nil, message: String(cString: nl_geterror(code)))
     }
 
     /// Sends `request` and calls `visit` for every message of the answer.
@@ -76,9 +65,9 @@ final class NetlinkSocket {
     /// links changed under it) is run again, up to three times; `restart`
     /// is called first, so the caller can forget what it collected.
     func dump(
-        _ request: OpaquePointer, name: String, restart: () -> Void = {},
-        _ visit: (UnsafeMutablePointer<nlmsghdr>) -> Void
-    ) throws(SamplingError) {
+        _ request: NetlinkMessage, name: String, restart: () -> Void = {},
+        _ visit: (NetlinkReceived) -> Void
+    ) throws(SystemError) {
         var attempt = 0
         while true {
             attempt += 1
@@ -89,11 +78,11 @@ final class NetlinkSocket {
     }
 
     private func dumpOnce(
-        _ request: OpaquePointer, name: String, _ visit: (UnsafeMutablePointer<nlmsghdr>) -> Void
-    ) throws(SamplingError) -> Bool {
+        _ request: NetlinkMessage, name: String, _ visit: (NetlinkReceived) -> Void
+    ) throws(SystemError) -> Bool {
         let seq = nl_socket_use_seq(handle)
-        nlmsg_hdr(request).pointee.nlmsg_seq = seq
-        let sent = nl_send_auto(handle, request)
+        nlmsg_hdr(request.handle).pointee.nlmsg_seq = seq
+        let sent = nl_send_auto(handle, request.handle)
         if sent < 0 { throw Self.libnl("nl_send_auto(\(name))", sent) }
         let port = nl_socket_get_local_port(handle)
         var interrupted = false
@@ -112,73 +101,194 @@ final class NetlinkSocket {
             }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw SamplingError.system("recvmsg(\(name))")
+                throw SystemError.system("recvmsg(\(name))")
             }
             if hdr.msg_flags & Int32(MSG_TRUNC) != 0 {
-                throw SamplingError(call: "recvmsg(\(name))", message: "netlink message truncated")
+                throw SystemError(call: "recvmsg(\(name))", message: "netlink message truncated")
             }
             if peer.nl_pid != 0 { continue }  // not from the kernel
-            var remaining = Int32(n)
-            var nh = buffer.baseAddress!.assumingMemoryBound(to: nlmsghdr.self)
-            while nlmsg_ok(nh, remaining) != 0 {
-                let h = nh.pointee
-                if h.nlmsg_seq == seq && (h.nlmsg_pid == port || h.nlmsg_pid == 0) {
-                    if Int32(h.nlmsg_flags) & NLM_F_DUMP_INTR != 0 { interrupted = true }
-                    switch Int32(h.nlmsg_type) {
-                    case NLMSG_DONE:
-                        return interrupted
-                    case NLMSG_ERROR:
-                        let err = nlmsg_data(nh).assumingMemoryBound(to: nlmsgerr.self).pointee.error
-                        if err == 0 { break }
-                        throw SamplingError(
-                            call: "netlink \(name)", errno: -err, message: String(cString: strerror(-err)))
-                    case NLMSG_NOOP, NLMSG_OVERRUN:
-                        break
-                    default:
-                        visit(nh)
+            for message in NetlinkMessages(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n)) {
+                guard message.sequence == seq, message.port == port || message.port == 0 else { continue }
+                if message.flags & Int32(NLM_F_DUMP_INTR) != 0 { interrupted = true }
+                switch message.type {
+                case NLMSG_DONE:
+                    return interrupted
+                case NLMSG_ERROR:
+                    guard let err = message.header(as: nlmsgerr.self)?.error else {
+                        throw SystemError(call: "netlink \(name)", message: "short NLMSG_ERROR message")
                     }
+                    if err == 0 { break }
+                    throw SystemError(call: "netlink \(name)", errno: -err, message: String(cString: strerror(-err)))
+                case NLMSG_NOOP, NLMSG_OVERRUN:
+                    break
+                default:
+                    visit(message)
                 }
-                nh = nlmsg_next(nh, &remaining)
             }
         }
     }
 }
 
-/// Reads a `struct rtnl_link_stats64` from an attribute, which netlink
-/// aligns to 4 bytes only. Only the eight counters ifmeter keeps are loaded
-/// (the struct has 24 and more), field by field; older kernels send a
-/// shorter struct, so only what the attribute holds is read.
-func linkStats64(_ attr: UnsafeMutablePointer<nlattr>) -> Counters? {
-    guard nla_len(attr) >= 8 * 8 else { return nil }
-    let p = UnsafeRawPointer(nla_data(attr)!)
+/// A netlink request built once and sent again and again; freed with its
+/// owner (no `nlmsg_free` by hand).
+final class NetlinkMessage {
+    let handle: OpaquePointer
+
+    /// A dump request of `type` with the fixed header `header`.
+    init(dump type: Int32, header: UnsafeRawBufferPointer) throws(SystemError) {
+        guard let msg = nlmsg_alloc_simple(type, NLM_F_DUMP | NLM_F_REQUEST) else {
+            throw SystemError(call: "nlmsg_alloc_simple", message: "out of memory")
+        }
+        let rc = nlmsg_append(msg, UnsafeMutableRawPointer(mutating: header.baseAddress), header.count, Int32(NLMSG_ALIGNTO))
+        if rc < 0 {
+            nlmsg_free(msg)
+            throw NetlinkSocket.libnl("nlmsg_append", rc)
+        }
+        handle = msg
+    }
+
+    /// A dump request whose fixed header is `header`'s bytes.
+    convenience init<Header>(dump type: Int32, _ header: Header) throws(SystemError) {
+        var copy = header
+        let bytes = withUnsafeBytes(of: &copy) { Array($0) }
+        try self.init(dump: type, header: bytes.withUnsafeBytes { $0 })
+    }
+
+    deinit { nlmsg_free(handle) }
+}
+
+/// The messages in a buffer the kernel filled, each checked to lie within it.
+struct NetlinkMessages: Sequence, IteratorProtocol {
+    private var rest: UnsafeRawBufferPointer
+
+    init(_ buffer: UnsafeRawBufferPointer) { rest = buffer }
+
+    mutating func next() -> NetlinkReceived? {
+        let headerSize = MemoryLayout<nlmsghdr>.size
+        guard rest.count >= headerSize, let base = rest.baseAddress else { return nil }
+        let length = Int(base.loadUnaligned(as: UInt32.self))
+        guard length >= headerSize, length <= rest.count else { return nil }
+        let message = NetlinkReceived(bytes: UnsafeRawBufferPointer(start: base, count: length))
+        let advance = Swift.min(rest.count, (length + 3) & ~3)
+        rest = UnsafeRawBufferPointer(rebasing: rest[advance...])
+        return message
+    }
+}
+
+/// One received netlink message: its header fields, its fixed header, and
+/// its attributes, every read checked against the message's length.
+struct NetlinkReceived {
+    /// The whole message, `nlmsg_len` bytes.
+    let bytes: UnsafeRawBufferPointer
+
+    private func field<T>(_ offset: Int, _ type: T.Type) -> T {
+        bytes.baseAddress!.loadUnaligned(fromByteOffset: offset, as: T.self)
+    }
+
+    var type: Int32 { Int32(field(4, UInt16.self)) }
+    var flags: Int32 { Int32(field(6, UInt16.self)) }
+    var sequence: UInt32 { field(8, UInt32.self) }
+    var port: UInt32 { field(12, UInt32.self) }
+
+    static let headerLength = (MemoryLayout<nlmsghdr>.size + 3) & ~3
+
+    /// The fixed header after `nlmsghdr` (`ifinfomsg`, `if_stats_msg`, ...);
+    /// nil when the message is too short to hold one.
+    func header<T>(as type: T.Type) -> T? {
+        guard bytes.count >= Self.headerLength + MemoryLayout<T>.size else { return nil }
+        return field(Self.headerLength, T.self)
+    }
+
+    /// The attributes after a fixed header of `T`; nil when the message is
+    /// too short to hold the header.
+    func attributes<T>(after type: T.Type) -> NetlinkAttributes? {
+        let start = Self.headerLength + ((MemoryLayout<T>.size + 3) & ~3)
+        guard bytes.count >= Self.headerLength + MemoryLayout<T>.size else { return nil }
+        guard start <= bytes.count else { return NetlinkAttributes(UnsafeRawBufferPointer(start: nil, count: 0)) }
+        return NetlinkAttributes(UnsafeRawBufferPointer(rebasing: bytes[start...]))
+    }
+}
+
+/// A run of netlink attributes (`struct nlattr`: length, type, payload).
+/// Walking it checks every length against what is left, as `nla_ok` does.
+struct NetlinkAttributes: Sequence, IteratorProtocol {
+    private var rest: UnsafeRawBufferPointer
+
+    init(_ buffer: UnsafeRawBufferPointer) { rest = buffer }
+
+    mutating func next() -> NetlinkAttribute? {
+        guard rest.count >= 4, let base = rest.baseAddress else { return nil }
+        let length = Int(base.loadUnaligned(as: UInt16.self))
+        let type = base.loadUnaligned(fromByteOffset: 2, as: UInt16.self) & 0x3FFF  // without NLA_F_NESTED, NLA_F_NET_BYTEORDER
+        guard length >= 4, length <= rest.count else { return nil }
+        let attribute = NetlinkAttribute(type: Int(type), payload: UnsafeRawBufferPointer(rebasing: rest[4..<length]))
+        rest = UnsafeRawBufferPointer(rebasing: rest[Swift.min(rest.count, (length + 3) & ~3)...])
+        return attribute
+    }
+
+    /// The first attribute of `type`.
+    func first(_ type: Int32) -> NetlinkAttribute? {
+        for attribute in self where attribute.type == Int(type) { return attribute }
+        return nil
+    }
+}
+
+/// One attribute; every read checks the payload's length.
+struct NetlinkAttribute {
+    let type: Int
+    let payload: UnsafeRawBufferPointer
+
+    var u8: UInt8? { payload.count >= 1 ? payload.load(as: UInt8.self) : nil }
+    var u32: UInt32? { payload.count >= 4 ? payload.loadUnaligned(as: UInt32.self) : nil }
+
+    /// The `n`th 64-bit field (a `struct rtnl_link_stats64`), when present.
+    func u64(at n: Int) -> UInt64? {
+        (n + 1) * 8 <= payload.count ? payload.loadUnaligned(fromByteOffset: n * 8, as: UInt64.self) : nil
+    }
+
+    /// The `n`th 32-bit field (a `struct rtnl_link_stats`), when present.
+    func u32(at n: Int) -> UInt32? {
+        (n + 1) * 4 <= payload.count ? payload.loadUnaligned(fromByteOffset: n * 4, as: UInt32.self) : nil
+    }
+
+    /// A NUL-terminated string, read within the payload.
+    var string: String? {
+        guard !payload.isEmpty else { return nil }
+        let end = payload.firstIndex(of: 0) ?? payload.count
+        return InterfaceName.decode(payload[..<end])
+    }
+
+    var nested: NetlinkAttributes { NetlinkAttributes(payload) }
+}
+
+/// Reads the eight counters ifmeter keeps from a `struct rtnl_link_stats64`
+/// (which begins rx_packets, tx_packets, rx_bytes, tx_bytes, rx_errors,
+/// tx_errors, rx_dropped, tx_dropped); nil when the attribute is shorter.
+func linkStats64(_ attr: NetlinkAttribute) -> Counters? {
+    guard attr.payload.count >= 8 * 8 else { return nil }
+    let p = attr.payload
     func field(_ n: Int) -> UInt64 { p.loadUnaligned(fromByteOffset: n * 8, as: UInt64.self) }
-    // rtnl_link_stats64 begins rx_packets, tx_packets, rx_bytes, tx_bytes,
-    // rx_errors, tx_errors, rx_dropped, tx_dropped.
+    return Counters(all: field(2), field(3), field(0), field(1), field(4), field(5), field(6), field(7))
+}
+
+/// The same from the 32-bit `struct rtnl_link_stats` (IFLA_STATS), for
+/// kernels whose answer lacks IFLA_STATS64.
+func linkStats32(_ attr: NetlinkAttribute) -> Counters? {
+    guard attr.payload.count >= 8 * 4 else { return nil }
+    let p = attr.payload
+    func field(_ n: Int) -> UInt64 { UInt64(p.loadUnaligned(fromByteOffset: n * 4, as: UInt32.self)) }
     return Counters(all: field(2), field(3), field(0), field(1), field(4), field(5), field(6), field(7))
 }
 
 /// All the 64-bit link statistics the attribute holds (up to 24 fields).
-func kernelStats64(_ attr: UnsafeMutablePointer<nlattr>) -> KernelLinkStats {
-    let count = min(Int(nla_len(attr)) / 8, KernelLinkStats.Field.allCases.count)
-    let p = UnsafeRawPointer(nla_data(attr)!)
-    return KernelLinkStats(values: (0..<count).map { p.loadUnaligned(fromByteOffset: $0 * 8, as: UInt64.self) })
+func kernelStats64(_ attr: NetlinkAttribute) -> KernelLinkStats {
+    let count = min(attr.payload.count / 8, KernelLinkStats.Field.allCases.count)
+    return KernelLinkStats(values: (0..<count).map { attr.u64(at: $0)! })
 }
 
 /// All the 32-bit link statistics the attribute holds, widened.
-func kernelStats32(_ attr: UnsafeMutablePointer<nlattr>) -> KernelLinkStats {
-    let count = min(Int(nla_len(attr)) / 4, KernelLinkStats.Field.allCases.count)
-    let p = UnsafeRawPointer(nla_data(attr)!)
-    return KernelLinkStats(values: (0..<count).map { UInt64(p.loadUnaligned(fromByteOffset: $0 * 4, as: UInt32.self)) })
-}
-
-/// Reads the 32-bit `struct rtnl_link_stats` (IFLA_STATS), for kernels whose
-/// answer lacks IFLA_STATS64.
-func linkStats32(_ attr: UnsafeMutablePointer<nlattr>) -> Counters? {
-    guard nla_len(attr) >= 8 * 4 else { return nil }
-    let s = UnsafeRawPointer(nla_data(attr)!).loadUnaligned(as: rtnl_link_stats.self)
-    return Counters(
-        rxBytes: UInt64(s.rx_bytes), txBytes: UInt64(s.tx_bytes), rxPackets: UInt64(s.rx_packets),
-        txPackets: UInt64(s.tx_packets), rxErrors: UInt64(s.rx_errors), txErrors: UInt64(s.tx_errors),
-        rxDropped: UInt64(s.rx_dropped), txDropped: UInt64(s.tx_dropped))
+func kernelStats32(_ attr: NetlinkAttribute) -> KernelLinkStats {
+    let count = min(attr.payload.count / 4, KernelLinkStats.Field.allCases.count)
+    return KernelLinkStats(values: (0..<count).map { UInt64(attr.u32(at: $0)!) })
 }
 #endif

@@ -21,8 +21,8 @@ public final class NetlinkSampler: CounterSource {
     private let options: SamplerOptions
     private let socket: NetlinkSocket
     private let catalog: LinkCatalog
-    private let statsRequest: OpaquePointer
-    private let linkRequest: OpaquePointer
+    private let statsRequest: NetlinkMessage
+    private let linkRequest: NetlinkMessage
     private let listener: LinkEventListener?
     private var pending = LinkEvents()
     /// Notifications were lost: the catalog may be stale.
@@ -38,43 +38,19 @@ public final class NetlinkSampler: CounterSource {
     private var order: [Int] = []
     private var templates: [InterfaceSample] = []
 
-    public init(options: SamplerOptions = SamplerOptions()) throws(SamplingError) {
+    public init(options: SamplerOptions = SamplerOptions()) throws(SystemError) {
         self.options = options
         socket = try NetlinkSocket(receiveBuffer: options.receiveBufferBytes)
         catalog = LinkCatalog(socket: socket, sysfs: options.sysfs)
         var stats = if_stats_msg()
         stats.family = UInt8(AF_UNSPEC)
         stats.filter_mask = cifm_stats_filter_link64()
-        statsRequest = try withUnsafeBytes(of: &stats) { bytes throws(SamplingError) in
-            try NetlinkSocket.request(type: Int32(RTM_GETSTATS), header: bytes)
-        }
+        statsRequest = try NetlinkMessage(dump: Int32(RTM_GETSTATS), stats)
         var info = ifinfomsg()
         info.ifi_family = UInt8(AF_UNSPEC)
-        do {
-            linkRequest = try withUnsafeBytes(of: &info) { bytes throws(SamplingError) in
-                try NetlinkSocket.request(type: Int32(RTM_GETLINK), header: bytes)
-            }
-        } catch {
-            nlmsg_free(statsRequest)
-            throw error
-        }
+        linkRequest = try NetlinkMessage(dump: Int32(RTM_GETLINK), info)
         mode = options.forceLinkDump ? .link : .stats
-        if options.linkEvents {
-            do {
-                listener = try LinkEventListener(receiveBuffer: options.eventBufferBytes)
-            } catch {
-                nlmsg_free(statsRequest)
-                nlmsg_free(linkRequest)
-                throw error
-            }
-        } else {
-            listener = nil
-        }
-    }
-
-    deinit {
-        nlmsg_free(statsRequest)
-        nlmsg_free(linkRequest)
+        listener = options.linkEvents ? try LinkEventListener(receiveBuffer: options.eventBufferBytes) : nil
     }
 
     /// How many times the link catalog was refilled (for tests and benchmarks).
@@ -82,12 +58,7 @@ public final class NetlinkSampler: CounterSource {
 
     /// Refills the link catalog now (libnl-route link cache refill plus the
     /// sysfs facts of new links).
-    public func refreshCatalog() throws(SamplingError) { try catalog.refresh() }
-
-    public func takeEvents() -> LinkEvents {
-        defer { pending = LinkEvents() }
-        return pending
-    }
+    public func refreshCatalog() throws(SystemError) { try catalog.refresh() }
 
     /// Notification overflows so far (for tests and benchmarks).
     public private(set) var overruns = 0
@@ -113,7 +84,9 @@ public final class NetlinkSampler: CounterSource {
                 pending.deleted.append(DeletionEvent(time: t, interface: InterfaceSample(
                     name: name, index: message.index, classification: classification, width: .bits64, counters: counters)))
             } else {
-                if catalog.byIndex[message.index] == nil, let name = message.name { pending.created.append(name) }
+                if catalog.byIndex[message.index] == nil, let name = message.name {
+                    pending.created.append(SeriesKey(name: name))
+                }
                 catalog.upsert(message)
             }
             // The links changed: the next sample rebuilds its templates.
@@ -127,7 +100,15 @@ public final class NetlinkSampler: CounterSource {
         }
     }
 
-    public func sample() throws(SamplingError) -> Sample {
+    /// Reads every link's counters, with the link notifications read
+    /// before and during the dump (their deletions apply first).
+    public func read() throws(SystemError) -> SourceReading {
+        let sample = try sample()
+        defer { pending = LinkEvents() }
+        return SourceReading(events: pending, sample: sample)
+    }
+
+    private func sample() throws(SystemError) -> Sample {
         let t = monotonicSeconds()
         drainEvents(at: t)
         var raw = rawBuffer
@@ -142,7 +123,7 @@ public final class NetlinkSampler: CounterSource {
             // The common case: the links are the ones of the last sample, in
             // the same order. Each element is built in place from its
             // template as the dump is parsed: one copy, no hashing.
-            interfaces = try [InterfaceSample](unsafeUninitializedCapacity: order.count) { buffer, built throws(SamplingError) in
+            interfaces = try [InterfaceSample](unsafeUninitializedCapacity: order.count) { buffer, built throws(SystemError) in
                 var assembler = Assembler(order: order, templates: templates, base: buffer.baseAddress!, raw: raw)
                 try readCounters(into: &assembler)
                 assembler.finish()
@@ -190,18 +171,16 @@ public final class NetlinkSampler: CounterSource {
     }
 
     /// Dumps every link's counters into `sink`, in dump order.
-    private func readCounters<Sink: CounterSink>(into sink: inout Sink) throws(SamplingError) {
+    private func readCounters<Sink: CounterSink>(into sink: inout Sink) throws(SystemError) {
         let keepStats = options.kernelStats
         if mode == .stats {
             do {
-                try socket.dump(statsRequest, name: "RTM_GETSTATS", restart: { sink.restart() }) { nh in
-                    let header = Int32(MemoryLayout<if_stats_msg>.size)
-                    let message = nlmsg_data(nh).assumingMemoryBound(to: if_stats_msg.self)
-                    guard let attr = nla_find(nlmsg_attrdata(nh, header), nlmsg_attrlen(nh, header),
-                                              Int32(IFLA_STATS_LINK_64)),
+                try socket.dump(statsRequest, name: "RTM_GETSTATS", restart: { sink.restart() }) { message in
+                    guard message.type == Int32(RTM_NEWSTATS), let header = message.header(as: if_stats_msg.self),
+                          let attr = message.attributes(after: if_stats_msg.self)?.first(Int32(IFLA_STATS_LINK_64)),
                           let counters = linkStats64(attr)
                     else { return }
-                    sink.emit(Int(message.pointee.ifindex), counters, .bits64, keepStats ? kernelStats64(attr) : nil)
+                    sink.emit(Int(header.ifindex), counters, .bits64, keepStats ? kernelStats64(attr) : nil)
                 }
                 return
             } catch let error where error.errno == EOPNOTSUPP || error.errno == EINVAL {
@@ -210,15 +189,14 @@ public final class NetlinkSampler: CounterSource {
                 sink.restart()
             }
         }
-        try socket.dump(linkRequest, name: "RTM_GETLINK", restart: { sink.restart() }) { nh in
-            guard Int32(nh.pointee.nlmsg_type) == Int32(RTM_NEWLINK) else { return }
-            let header = Int32(MemoryLayout<ifinfomsg>.size)
-            let message = nlmsg_data(nh).assumingMemoryBound(to: ifinfomsg.self)
-            let attrs = nlmsg_attrdata(nh, header), length = nlmsg_attrlen(nh, header)
-            let index = Int(message.pointee.ifi_index)
-            if let attr = nla_find(attrs, length, Int32(IFLA_STATS64)), let counters = linkStats64(attr) {
+        try socket.dump(linkRequest, name: "RTM_GETLINK", restart: { sink.restart() }) { message in
+            guard message.type == Int32(RTM_NEWLINK), let header = message.header(as: ifinfomsg.self),
+                  let attributes = message.attributes(after: ifinfomsg.self)
+            else { return }
+            let index = Int(header.ifi_index)
+            if let attr = attributes.first(Int32(IFLA_STATS64)), let counters = linkStats64(attr) {
                 sink.emit(index, counters, .bits64, keepStats ? kernelStats64(attr) : nil)
-            } else if let attr = nla_find(attrs, length, Int32(IFLA_STATS)), let counters = linkStats32(attr) {
+            } else if let attr = attributes.first(Int32(IFLA_STATS)), let counters = linkStats32(attr) {
                 sink.emit(index, counters, .bits32, keepStats ? kernelStats32(attr) : nil)
             }
         }

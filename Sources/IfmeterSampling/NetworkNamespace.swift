@@ -1,6 +1,7 @@
 #if os(Linux)
 import CIfmeterLinux
 import Glibc
+import IfmeterCore
 
 /// Runs work inside a named network namespace (`/run/netns/NAME`, as
 /// `ip netns add` makes) without moving the whole process there.
@@ -17,7 +18,7 @@ public enum NetworkNamespace {
 
     public static func perform<T>(in name: String, _ body: () throws -> T) throws -> T {
         let fd = open(path(name), O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw SamplingError.system("open(\(path(name)))") }
+        guard fd >= 0 else { throw SystemError.system("open(\(path(name)))") }
         defer { close(fd) }
         return try withoutActuallyEscaping(body) { body in
             let job = Job(fd: fd, body: body)
@@ -30,7 +31,7 @@ public enum NetworkNamespace {
             }, unmanaged.toOpaque())
             if rc != 0 {
                 unmanaged.release()
-                throw SamplingError.system("pthread_create", code: rc)
+                throw SystemError.system("pthread_create", code: rc)
             }
             pthread_join(thread, nil)
             return try job.result!.get()
@@ -52,7 +53,7 @@ public enum NetworkNamespace {
 
         func run() {
             guard cifm_setns_net(fd) == 0 else {
-                result = .failure(SamplingError.system("setns(CLONE_NEWNET)"))
+                result = .failure(SystemError.system("setns(CLONE_NEWNET)"))
                 return
             }
             result = Result { try body() }

@@ -1,10 +1,69 @@
 import CSQLite
+import IfmeterCore
 
-/// A SQLite failure: the call, and SQLite's words.
-public struct StoreError: Error, Sendable, CustomStringConvertible {
-    public var message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
+/// Why a state file cannot be used, by case: callers pick exit codes and
+/// words from the case, never from the text.
+public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// No file at the path (reading usage).
+    case missing(path: String)
+    /// The folder for a new state file does not exist.
+    case noFolder(path: String, folder: String)
+    /// Something other than a regular file is there.
+    case notRegularFile(path: String)
+    /// Another ifmeter holds the file's lock.
+    case inUse(path: String)
+    /// A file that is not ifmeter state (not SQLite, or no meta table).
+    case notState(path: String, detail: String)
+    /// ifmeter state that fails SQLite's check.
+    case corrupt(path: String, detail: String)
+    /// Written by a newer ifmeter, or an older schema this one cannot read.
+    case newerSchema(path: String, version: Int, known: Int)
+    case olderSchema(path: String, version: Int, known: Int)
+    /// Another machine's totals.
+    case otherHost(path: String, owner: String, host: String)
+    /// The boot id could not be read.
+    case noBootID(file: String)
+    /// A system call failed (open, flock).
+    case system(path: String, SystemError)
+    /// SQLite failed: the call and its words.
+    case sqlite(path: String, call: String, message: String)
+
+    public var description: String {
+        switch self {
+        case .missing(let path):
+            "no state file at \(path)"
+        case .noFolder(let path, let folder):
+            "cannot use state file \(path): the folder \(folder) does not exist"
+        case .notRegularFile(let path):
+            "cannot use state file \(path): it is not a regular file"
+        case .inUse(let path):
+            "state file \(path) is in use by another ifmeter; give this one another --state"
+        case .notState(let path, let detail):
+            "refusing state file \(path): it is not an ifmeter state file or it is corrupt (\(detail)); move it away or choose another --state"
+        case .corrupt(let path, let detail):
+            "refusing state file \(path): it is corrupt (\(detail)); move it away or choose another --state"
+        case .newerSchema(let path, let version, let known):
+            "refusing state file \(path): it was written by a newer ifmeter (state schema \(version), this one reads \(known)); use that ifmeter or another --state"
+        case .olderSchema(let path, let version, let known):
+            "refusing state file \(path): state schema \(version) is older than this ifmeter knows (\(known))"
+        case .otherHost(let path, let owner, let host):
+            "refusing state file \(path): it belongs to host '\(owner)', and this is '\(host)'; its totals are not this machine's"
+        case .noBootID(let file):
+            "cannot read the boot id from \(file)"
+        case .system(let path, let error):
+            "cannot use state file \(path): \(error.call): \(error.message)"
+        case .sqlite(let path, let call, let message):
+            "\(path): \(call): \(message)"
+        }
+    }
+
+    /// The file's content is the problem (not this process, not the system).
+    public var isBadData: Bool {
+        switch self {
+        case .notState, .corrupt, .newerSchema, .olderSchema, .otherHost: true
+        default: false
+        }
+    }
 }
 
 /// The thin layer over SQLite's C API: a connection, statements, values.
@@ -20,7 +79,7 @@ final class Database {
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
             if let db { sqlite3_close_v2(db) }
-            throw StoreError("cannot open \(path): \(message)")
+            throw StoreError.sqlite(path: path, call: "sqlite3_open_v2", message: message)
         }
         handle = db
         self.path = path
@@ -31,20 +90,22 @@ final class Database {
 
     var lastError: String { String(cString: sqlite3_errmsg(handle)) }
 
+    func failure(_ call: String) -> StoreError { .sqlite(path: path, call: call, message: lastError) }
+
     func execute(_ sql: String) throws(StoreError) {
         var message: UnsafeMutablePointer<CChar>?
         let rc = sqlite3_exec(handle, sql, nil, nil, &message)
         if rc != SQLITE_OK {
             let text = message.map { String(cString: $0) } ?? lastError
             sqlite3_free(message)
-            throw StoreError("\(path): \(text)")
+            throw StoreError.sqlite(path: path, call: "sqlite3_exec", message: text)
         }
     }
 
     func prepare(_ sql: String) throws(StoreError) -> Statement {
         var statement: OpaquePointer?
         guard sqlite3_prepare_v2(handle, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
-            throw StoreError("\(path): \(lastError)")
+            throw StoreError.sqlite(path: path, call: "sqlite3_prepare_v2", message: lastError)
         }
         return Statement(statement, database: self)
     }
@@ -93,7 +154,7 @@ final class Statement {
             case .real(let v): rc = sqlite3_bind_double(handle, i, v)
             case .text(let v): rc = sqlite3_bind_text(handle, i, v, -1, Self.transient)
             }
-            if rc != SQLITE_OK { throw StoreError("\(database.path): \(database.lastError)") }
+            if rc != SQLITE_OK { throw database.failure("sqlite3_bind") }
         }
     }
 
@@ -101,7 +162,7 @@ final class Statement {
     func run(_ values: [Value] = []) throws(StoreError) {
         try bind(values)
         let rc = sqlite3_step(handle)
-        guard rc == SQLITE_DONE || rc == SQLITE_ROW else { throw StoreError("\(database.path): \(database.lastError)") }
+        guard rc == SQLITE_DONE || rc == SQLITE_ROW else { throw database.failure("sqlite3_step") }
         sqlite3_reset(handle)
     }
 
@@ -112,7 +173,7 @@ final class Statement {
         while true {
             let rc = sqlite3_step(handle)
             if rc == SQLITE_DONE { return }
-            guard rc == SQLITE_ROW else { throw StoreError("\(database.path): \(database.lastError)") }
+            guard rc == SQLITE_ROW else { throw database.failure("sqlite3_step") }
             try row(Row(handle: handle))
         }
     }

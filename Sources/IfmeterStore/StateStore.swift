@@ -45,18 +45,22 @@ public final class StateStore {
         let folder = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
         var st = stat()
         guard stat(folder.isEmpty ? "/" : folder, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
-            throw StoreError("cannot use state file \(path): the folder \(folder) does not exist")
+            throw StoreError.noFolder(path: path, folder: folder)
         }
         let existed = stat(path, &st) == 0 && st.st_size > 0
         if stat(path, &st) == 0, (st.st_mode & S_IFMT) != S_IFREG {
-            throw StoreError("cannot use state file \(path): it is not a regular file")
+            throw StoreError.notRegularFile(path: path)
         }
 
         let lock = open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard lock >= 0 else { throw StoreError("cannot use state file \(path): cannot create \(path).lock: \(String(cString: strerror(errno)))") }
+        guard lock >= 0 else {
+            let code = errno
+            throw StoreError.system(
+                path: path, SystemError(call: "open(\(path).lock)", errno: code, message: String(cString: strerror(code))))
+        }
         if flock(lock, LOCK_EX | LOCK_NB) != 0 {
             close(lock)
-            throw StoreError("state file \(path) is in use by another ifmeter; give this one another --state")
+            throw StoreError.inUse(path: path)
         }
         lockDescriptor = lock
 
@@ -142,16 +146,22 @@ public final class StateStore {
             quality = max(quality, excluded.quality)
         """
 
+    /// SQLite's words for a failure, without the path.
+    static func detail(_ error: StoreError) -> String {
+        if case .sqlite(_, _, let message) = error { return message }
+        return error.description
+    }
+
     /// Refuses what is not this host's ifmeter state of a version it reads.
     static func check(_ db: Database, path: String, host: String) throws(StoreError) {
         var result = ""
         do {
             try db.prepare("PRAGMA quick_check").query { row throws(StoreError) in result = row.text(0) ?? "" }
         } catch {
-            throw StoreError("refusing state file \(path): it is not an ifmeter state file or it is corrupt (\(error.message)); move it away or choose another --state")
+            throw StoreError.notState(path: path, detail: Self.detail(error))
         }
         guard result == "ok" else {
-            throw StoreError("refusing state file \(path): it is corrupt (\(result)); move it away or choose another --state")
+            throw StoreError.corrupt(path: path, detail: result)
         }
         var meta: [String: String] = [:]
         do {
@@ -159,27 +169,35 @@ public final class StateStore {
                 if let key = row.text(0), let value = row.text(1) { meta[key] = value }
             }
         } catch {
-            throw StoreError("refusing state file \(path): it is a SQLite file but not ifmeter state (no meta table); choose another --state")
+            throw StoreError.notState(path: path, detail: "a SQLite file without ifmeter's meta table")
         }
         guard let version = meta["schema_version"].flatMap(Int.init) else {
-            throw StoreError("refusing state file \(path): it has no schema version; choose another --state")
+            throw StoreError.notState(path: path, detail: "no schema version")
         }
         if version > schemaVersion {
-            throw StoreError("refusing state file \(path): it was written by a newer ifmeter (state schema \(version), this one reads \(schemaVersion)); use that ifmeter or another --state")
+            throw StoreError.newerSchema(path: path, version: version, known: schemaVersion)
         }
         if version < schemaVersion {
-            throw StoreError("refusing state file \(path): state schema \(version) is older than this ifmeter knows (\(schemaVersion))")
+            throw StoreError.olderSchema(path: path, version: version, known: schemaVersion)
         }
         if let owner = meta["host"], owner != host {
-            throw StoreError("refusing state file \(path): it belongs to host '\(owner)', and this is '\(host)'; its totals are not this machine's")
+            throw StoreError.otherHost(path: path, owner: owner, host: host)
         }
+    }
+
+    /// A stored name: `NAME`, or `NS/NAME` for another namespace's interface
+    /// (neither a namespace nor an interface name holds a `/`).
+    public static func key(_ stored: String) -> SeriesKey {
+        guard let slash = stored.firstIndex(of: "/") else { return SeriesKey(name: stored) }
+        return SeriesKey(netns: String(stored[..<slash]), name: String(stored[stored.index(after: slash)...]))
     }
 
     static func loadSeries(_ db: Database) throws(StoreError) -> [DeltaEngine.SavedSeries] {
         var series: [DeltaEngine.SavedSeries] = []
         let n = Int32(counterColumns.count)
         try db.prepare("SELECT * FROM interfaces ORDER BY name").query { row throws(StoreError) in
-            guard let name = row.text(0), let kindText = row.text(1), let evidence = row.text(2) else { return }
+            guard let stored = row.text(0), let kindText = row.text(1), let evidence = row.text(2) else { return }
+            let key = Self.key(stored)
             let classification = Classification(kind: InterfaceKind(rawValue: kindText) ?? .other, evidence: evidence)
             let index: Int? = row.isNull(3) ? nil : Int(row.int(3))
             let width = CounterWidth(rawValue: Int(row.int(4))) ?? .bits64
@@ -196,15 +214,17 @@ public final class StateStore {
             let last = counters(from: 8), totals = counters(from: 8 + n), base = counters(from: 8 + 2 * n)
             let q = 8 + 3 * n
             let state = InterfaceTotals(
-                name: name, classification: classification, index: index, width: width, speedBps: speed, attributes: nil,
+                name: key.name, netns: key.netns, classification: classification, index: index, width: width,
+                speedBps: speed, attributes: nil,
                 totals: totals, quality: Quality(rawValue: Int(row.int(q))) ?? .lowerBound,
                 events: EventCounts(wraps: Int(row.int(q + 1)), resets: Int(row.int(q + 2)), recreations: Int(row.int(q + 3)),
                                     deletions: Int(row.int(q + 4))),
                 baseline: base, lastCounters: hasLast ? last : nil, lastKernelStats: nil, firstSeen: row.double(q + 5),
-                lastSeen: row.double(q + 6), present: false, deletedAt: row.isNull(q + 7) ? nil : row.double(q + 7),
-                lastChange: .steady)
+                lastSeen: row.double(q + 6), present: false, deletedAt: row.isNull(q + 7) ? nil : row.double(q + 7))
             let sample = hasLast
-                ? InterfaceSample(name: name, index: index, classification: classification, width: width, speedBps: speed, counters: last)
+                ? InterfaceSample(
+                    name: key.name, netns: key.netns, index: index, classification: classification, width: width,
+                    speedBps: speed, counters: last)
                 : nil
             series.append(DeltaEngine.SavedSeries(totals: state, last: sample, lastTime: lastTime))
         }
@@ -215,15 +235,14 @@ public final class StateStore {
     /// the last save, per interface) to today's and this month's rows, in
     /// one transaction: a kill at any moment leaves the last save whole.
     public func save(
-        _ saved: [DeltaEngine.SavedSeries], usage: [String: (kind: InterfaceKind, counters: Counters, quality: Quality)],
-        wallTime: Double
+        _ saved: [DeltaEngine.SavedSeries], usage: [SeriesKey: UsageEntry], wallTime: Double
     ) throws(StoreError) {
         let (day, month) = Self.periods(wallTime)
         try database.transaction { () throws(StoreError) in
             for item in saved {
                 let t = item.totals
                 var values: [Statement.Value] = [
-                    .text(t.name), .text(t.classification.kind.rawValue), .text(t.classification.evidence),
+                    .text(t.key.description), .text(t.classification.kind.rawValue), .text(t.classification.evidence),
                     t.index.map { .integer(Int64($0)) } ?? .null, .integer(Int64(t.width.rawValue)),
                     t.speedBps.map { .integer(Int64(bitPattern: $0)) } ?? .null, .integer(item.last == nil ? 0 : 1),
                     .real(item.lastTime),
@@ -240,7 +259,8 @@ public final class StateStore {
                 ]
                 try upsertInterface.run(values)
             }
-            for (name, entry) in usage.sorted(by: { $0.key < $1.key }) {
+            for (key, entry) in usage.sorted(by: { $0.key < $1.key }) {
+                let name = key.description
                 let c = entry.counters
                 for (granularity, period) in [("day", day), ("month", month)] {
                     try addUsage.run([
@@ -285,7 +305,7 @@ public final class StateStore {
     /// read-only: it works while another ifmeter writes it.
     public static func usage(path: String, granularity: Granularity) throws(StoreError) -> [UsageRow] {
         var st = stat()
-        guard stat(path, &st) == 0 else { throw StoreError("no state file at \(path)") }
+        guard stat(path, &st) == 0 else { throw StoreError.missing(path: path) }
         let db = try Database(path: path, readOnly: true)
         var rows: [UsageRow] = []
         do {
@@ -300,9 +320,22 @@ public final class StateStore {
                     quality: Quality(rawValue: Int(row.int(7))) ?? .lowerBound))
             }
         } catch {
-            throw StoreError("cannot read usage from \(path): it is not an ifmeter state file or it is corrupt (\(error.message))")
+            throw StoreError.notState(path: path, detail: Self.detail(error))
         }
         return rows
+    }
+}
+
+/// One interface's traffic to add to the usage tables.
+public struct UsageEntry: Sendable, Hashable {
+    public var kind: InterfaceKind
+    public var counters: Counters
+    public var quality: Quality
+
+    public init(kind: InterfaceKind, counters: Counters, quality: Quality) {
+        self.kind = kind
+        self.counters = counters
+        self.quality = quality
     }
 }
 

@@ -1,6 +1,6 @@
 // Helpers shared by the test targets: namespaces, veth pairs, traffic,
 // running the ifmeter binary. Linked by tests only.
-import CIfmeterLinux
+import CIfmeterTestSupport
 import Foundation
 import IfmeterSampling
 

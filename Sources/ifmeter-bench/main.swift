@@ -2,7 +2,7 @@
 // interfaces (veth pairs in a namespace made for the run), for ifmeter's
 // samplers side by side with minimal C loops: the raw RTM_GETSTATS dump
 // (the practical limit), the raw RTM_GETLINK dump and /proc/net/dev.
-import CIfmeterLinux
+import CIfmeterBench
 import Glibc
 import IfmeterCore
 import IfmeterLive
@@ -200,10 +200,10 @@ func stormBenchmark(pairs: Int) {
     var engine = DeltaEngine()
     var events = 0, overruns = 0, samples = 0
     let ours = try! during(every: 0.1) {
-        let (linkEvents, sample) = try sampler.read()
-        events += linkEvents.created.count + linkEvents.deleted.count
-        overruns += linkEvents.overruns
-        _ = engine.apply(linkEvents, sample)
+        let reading = try sampler.read()
+        events += reading.events.created.count + reading.events.deleted.count
+        overruns += reading.events.overruns
+        _ = engine.apply(reading)
         samples += 1
     }
 
@@ -253,7 +253,9 @@ func renderBenchmark(interfaces count: Int) -> Double {
                 name: "if\(n)", index: n + 1, classification: Classification(kind: kinds[n % kinds.count], evidence: "bench"),
                 counters: Counters(rxBytes: UInt64(step * (n + 1) * 1000), txBytes: UInt64(step * 700), rxPackets: UInt64(step), txPackets: UInt64(step)))
         }
-        model.update(deltas: engine.apply(Sample(time: Double(step), interfaces: interfaces)), totals: engine.interfaces, time: Double(step))
+        let deltas = engine.apply(Sample(time: Double(step), interfaces: interfaces))
+        let (changed, forgotten) = engine.takeChanges()
+        model.update(deltas: deltas, changed: changed, forgotten: forgotten, time: Double(step))
     }
     _ = model.handle(.enter)
     let renderer = LiveRenderer(color: true)
@@ -461,7 +463,7 @@ for target in targets {
         let netlink = try NetlinkSampler(options: SamplerOptions(sysfs: nil))
         let portable = try GetifaddrsSampler(options: SamplerOptions(sysfs: nil))
         var engine = DeltaEngine()
-        let sample = try netlink.sample()
+        let sample = try netlink.read().sample
         var t = sample.time
         // The sampler and its practical limit alternate, so both see the
         // same machine; the other methods run in blocks of their own (run
@@ -471,14 +473,14 @@ for target in targets {
                 seq += 1
                 check(cifm_raw_getstats_dump(fd, buffer, 1 << 16, seq, &sum), "RTM_GETSTATS")
             }),
-            ("ifmeter netlink sampler", { check(try netlink.sample().interfaces.count, "netlink sampler") }),
+            ("ifmeter netlink sampler", { check(try netlink.read().sample.interfaces.count, "netlink sampler") }),
         ]) + measure([("raw RTM_GETLINK dump (C)", {
                 seq += 1
                 check(cifm_raw_getlink_dump(fd, buffer, 1 << 16, seq, &sum), "RTM_GETLINK")
             })], budget: 1)
             + measure([("read /proc/net/dev (C)", { check(cifm_raw_proc_net_dev(procBuffer, 8 << 20, &sum), "/proc/net/dev") })], budget: 1)
             + measure([("libnl link cache refill", { try netlink.refreshCatalog() })], budget: 1)
-            + measure([("ifmeter getifaddrs sampler", { check(try portable.sample().interfaces.count, "getifaddrs sampler") })], budget: 1)
+            + measure([("ifmeter getifaddrs sampler", { check(try portable.read().sample.interfaces.count, "getifaddrs sampler") })], budget: 1)
             + measure([("delta engine, one sample", {
                 t += 1
                 engine.apply(Sample(time: t, interfaces: sample.interfaces))

@@ -42,10 +42,11 @@ import Testing
             ["--interval=500ms", "-n", "3", "--include", "eth*,wl*", "--include", "tun0", "--kind", "wifi,tunnel"],
             spec: SampleCommand.spec)
         let command = try SampleCommand(p)
-        #expect(command.interval == 0.5)
+        #expect(command.setup.configuration.interval == 0.5)
         #expect(command.count == 3)
-        #expect(command.filter.include == ["eth*", "wl*", "tun0"])
-        #expect(command.filter.kinds == [.wifi, .tunnel])
+        #expect(command.setup.configuration.sampleLimit == 4, "N intervals are N+1 samples")
+        #expect(command.setup.configuration.filter.include == ["eth*", "wl*", "tun0"])
+        #expect(command.setup.configuration.filter.kinds == [.wifi, .tunnel])
     }
 
     @Test func replayNeedsAFile() throws {
@@ -56,7 +57,7 @@ import Testing
 
     @Test func recordDurationBecomesIntervals() throws {
         let command = try RecordCommand(ParsedArguments.parse(["--duration", "2m", "--interval", "10s"], spec: RecordCommand.spec))
-        #expect(command.intervals == 12)
+        #expect(command.setup.configuration.sampleLimit == 13, "12 intervals of 10 s")
         #expect(failure(["--duration", "1m", "--count", "3"], RecordCommand.self)?.exitCode == 64)
     }
 

@@ -1,4 +1,4 @@
-import CIfmeterLinux
+import CIfmeterTestSupport
 import Foundation
 import IfmeterCore
 import IfmeterSampling

@@ -34,13 +34,21 @@ func scenario() -> LiveModel {
         if step < 8 { interfaces.append(s("veth9a", 20, .virtual, 100 * UInt64(step), 50, evidence: "link-kind:veth")) }
         let deltas = engine.apply(Sample(time: t, interfaces: interfaces))
         packets += 100
-        model.update(deltas: deltas, totals: engine.interfaces, time: t0 + t)
+        model.feed(deltas, from: &engine, time: t0 + t)
         rxWifi += 250_000 * UInt64(step % 4 + 1)
         rxCell = (rxCell + 300_000) & 0xFFFF_FFFF  // wraps at 4 GiB
         rxTun = step == 5 ? 1000 : rxTun + 120_000  // recreated after step 5
         rxEth = step == 9 ? 10 : rxEth + 1_000_000  // reset after step 9
     }
     return model
+}
+
+extension LiveModel {
+    /// One update as the pipeline makes it: the deltas and the engine's changes.
+    mutating func feed(_ deltas: [InterfaceDelta], from engine: inout DeltaEngine, time: Double) {
+        let (changed, forgotten) = engine.takeChanges()
+        update(deltas: deltas, changed: changed, forgotten: forgotten, time: time)
+    }
 }
 
 @Suite struct LiveScreenTests {
@@ -91,20 +99,23 @@ func scenario() -> LiveModel {
 
     @Test func theScenarioHasWhatTheScreensShow() {
         let model = scenario()
-        #expect(model.interfaces["wwan0"]?.quality == .wrapCorrected)
-        #expect(model.interfaces["enp3s0"]?.quality == .lowerBound)
-        #expect(model.interfaces["tun0"]?.events.recreations == 1)
-        #expect(model.interfaces["veth9a"]?.present == false)
-        #expect(model.interfaces["tun0"]?.recentEvents.map(\.text).contains("recreated") == true)
+        #expect(model.row("wwan0")?.quality == .wrapCorrected)
+        #expect(model.row("enp3s0")?.quality == .lowerBound)
+        #expect(model.row("tun0")?.events.recreations == 1)
+        #expect(model.row("veth9a")?.present == false)
+        #expect(model.row("tun0")?.recentEvents.map(\.text).contains("recreated") == true)
     }
 
     @Test func goneInterfacesLingerThenGo() {
         var model = scenario()
-        #expect(model.interfaces["veth9a"] != nil)
-        var engine = DeltaEngine()
-        engine.apply(Sample(time: 0, interfaces: []))
-        model.update(deltas: [], totals: [], time: model.now + 60)
-        #expect(model.interfaces.isEmpty)
+        #expect(model.row("veth9a") != nil)
+        model.update(deltas: [], changed: [], forgotten: [], time: model.now + 5)
+        #expect(model.row("veth9a") != nil, "a gone interface lingers")
+        model.update(deltas: [], changed: [], forgotten: [], time: model.now + 60)
+        #expect(model.row("veth9a") == nil, "and then goes")
+        #expect(model.row("tun0") != nil, "present ones stay")
+        model.update(deltas: [], changed: [], forgotten: [SeriesKey(name: "tun0")], time: model.now + 1)
+        #expect(model.row("tun0") == nil, "forgotten by the engine: gone at once")
     }
 
     @Test func summaryKeepsTunnelTrafficApart() {
@@ -131,8 +142,8 @@ func scenario() -> LiveModel {
         _ = model.handle(.character("p"))
         #expect(model.paused)
         let frozen = model.now
-        model.update(deltas: [], totals: [], time: frozen + 5)
-        #expect(model.now == frozen && !model.interfaces.isEmpty, "paused: the figures stay still")
+        model.update(deltas: [], changed: [], forgotten: [SeriesKey(name: "lo")], time: frozen + 5)
+        #expect(model.now == frozen && model.row("lo") != nil, "paused: the figures stay still")
         _ = model.handle(.character("7"))
         #expect(model.hiddenKinds == [.other])
         _ = model.handle(.character("6"))
@@ -173,13 +184,13 @@ func scenario() -> LiveModel {
         var engine = DeltaEngine()
         var model = LiveModel(host: "h", source: "netlink", interval: 1)
         let tun = InterfaceSample(name: "tun0", index: 7, counters: Counters(rxBytes: 10, txBytes: 10, rxPackets: 1, txPackets: 1))
-        model.update(deltas: engine.apply(Sample(time: 0, interfaces: [tun])), totals: engine.interfaces, time: 100)
+        model.feed(engine.apply(Sample(time: 0, interfaces: [tun])), from: &engine, time: 100)
         var final = tun
         final.counters = Counters(rxBytes: 50, txBytes: 10, rxPackets: 2, txPackets: 1)
         let deleted = engine.apply(DeletionEvent(time: 0.5, interface: final)).map { [$0] } ?? []
-        model.update(deltas: deleted + engine.apply(Sample(time: 1, interfaces: [])), totals: engine.interfaces, time: 101)
+        model.feed(deleted + engine.apply(Sample(time: 1, interfaces: [])), from: &engine, time: 101)
         #expect(model.note?.text == "tun0 deleted")
-        #expect(model.interfaces["tun0"]?.recentEvents.last?.text == "deleted")
+        #expect(model.row("tun0")?.recentEvents.last?.text == "deleted")
         let screen = LiveRenderer(color: false).render(model, width: 80, height: 12).joined(separator: "\n")
         #expect(screen.contains("tun0 deleted"))
     }

@@ -13,7 +13,7 @@ import Testing
     @Test func samplerOpensWithoutANamespace() throws {
         // The sampler needs no privilege: it reads this namespace's links.
         let sampler = try NetlinkSampler(options: SamplerOptions(sysfs: nil))
-        let sample = try sampler.sample()
+        let sample = try sampler.read().sample
         #expect(sample.interfaces.contains { $0.name == "lo" && $0.classification?.kind == .loopback })
         #expect(sampler.mode == .stats)
     }

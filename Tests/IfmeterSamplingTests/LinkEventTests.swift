@@ -1,4 +1,4 @@
-import CIfmeterLinux
+import CIfmeterTestSupport
 import Foundation
 import IfmeterCore
 import IfmeterSampling
@@ -37,7 +37,7 @@ struct LinkEventTests {
         var sent: UInt64 = 0
         var open = try tun(ns, count: 3, payload: 50, sent: &sent)
         let first = try sampler.read()
-        _ = engine.apply(first.events, first.sample)
+        _ = engine.apply(first)
         sent = 0  // the baseline counts nothing
         try tunWrite(open, count: 2, payload: 60, sent: &sent)
         for round in 0..<4 {
@@ -46,12 +46,10 @@ struct LinkEventTests {
             close(open)
             for n in 0..<(2 + round) { close(try tun(ns, count: 5 + n, payload: 100 + 10 * n, sent: &sent)) }
             open = try tun(ns, count: 4, payload: 90, sent: &sent)
-            let (events, sample) = try sampler.read()
-            _ = engine.apply(events, sample)
+            _ = engine.apply(try sampler.read())
         }
         close(open)
-        let (events, sample) = try sampler.read()
-        _ = engine.apply(events, sample)
+        _ = engine.apply(try sampler.read())
         let totals = try #require(engine.totals(for: "tunT"))
         return (totals.totals.rxBytes, sent, totals.quality, totals.events.deletions)
     }
@@ -84,14 +82,14 @@ struct LinkEventTests {
         let sampler = try NetworkNamespace.perform(in: pair.a.name) { try NetlinkSampler(options: SamplerOptions(sysfs: nil)) }
         var engine = DeltaEngine()
         var read = try sampler.read()
-        _ = engine.apply(read.events, read.sample)
+        _ = engine.apply(read)
         try pair.sendUDP(count: 30, payload: 300)
         // Deleted before any sample saw that traffic.
         try pair.a.ip("link", "del", pair.nameA)
         read = try sampler.read()
-        _ = engine.apply(read.events, read.sample)
+        _ = engine.apply(read)
         read = try sampler.read()
-        _ = engine.apply(read.events, read.sample)
+        _ = engine.apply(read)
         let vA = try #require(engine.totals(for: pair.nameA))
         #expect(vA.totals.txBytes == 30 * VethPair.frameBytes(payload: 300))
         #expect(vA.quality == .exact && vA.events.deletions == 1 && !vA.present)
@@ -106,7 +104,7 @@ struct LinkEventTests {
         }
         var engine = DeltaEngine()
         var read = try sampler.read()
-        _ = engine.apply(read.events, read.sample)
+        _ = engine.apply(read)
         let batch = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-storm-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: batch) }
         var create = "", delete = ""
@@ -124,14 +122,14 @@ struct LinkEventTests {
             sent += 20 * VethPair.frameBytes(payload: 200)
             read = try sampler.read()
             overruns += read.events.overruns
-            _ = engine.apply(read.events, read.sample)
+            _ = engine.apply(read)
             Thread.sleep(forTimeInterval: 0.02)
         }
         #expect(storm.stop() == 0, "the storm ran to its end: \(storm.log)")
         for _ in 0..<2 {
             read = try sampler.read()
             overruns += read.events.overruns
-            _ = engine.apply(read.events, read.sample)
+            _ = engine.apply(read)
         }
         #expect(overruns > 0, "a 2000-pair storm overflows an 8 KiB queue")
         #expect(sampler.overruns == overruns)
@@ -139,7 +137,7 @@ struct LinkEventTests {
         let vA = try #require(engine.totals(for: pair.nameA))
         #expect(vA.totals.txBytes == sent)
         #expect(vA.quality == .exact)
-        let final = try sampler.sample()
+        let final = try sampler.read().sample
         #expect(Set(final.interfaces.map(\.name)) == ["lo", pair.nameA], "the catalog caught up after the overruns")
     }
 }

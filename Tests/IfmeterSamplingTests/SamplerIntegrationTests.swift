@@ -1,4 +1,4 @@
-import CIfmeterLinux
+import CIfmeterTestSupport
 import Foundation
 import IfmeterCore
 import IfmeterSampling
@@ -30,10 +30,10 @@ struct SamplerIntegrationTests {
             try NetlinkSampler(options: SamplerOptions(sysfs: nil))
         }
         var engine = DeltaEngine()
-        let before = try sampler.sample(), peerBefore = try peer.sample()
+        let before = try sampler.read().sample, peerBefore = try peer.read().sample
         engine.apply(before)
         try pair.sendUDP(count: 200, payload: 1000)
-        let after = try sampler.sample(), peerAfter = try peer.sample()
+        let after = try sampler.read().sample, peerAfter = try peer.read().sample
         let deltas = engine.apply(after)
 
         let sent = 200 * VethPair.frameBytes(payload: 1000)
@@ -68,10 +68,10 @@ struct SamplerIntegrationTests {
         let portable = try NetworkNamespace.perform(in: pair.a.name) {
             try GetifaddrsSampler(options: SamplerOptions(sysfs: nil))
         }
-        func portableSample() throws -> Sample { try NetworkNamespace.perform(in: pair.a.name) { try portable.sample() } }
-        let n0 = try netlink.sample(), g0 = try portableSample()
+        func portableSample() throws -> Sample { try NetworkNamespace.perform(in: pair.a.name) { try portable.read().sample } }
+        let n0 = try netlink.read().sample, g0 = try portableSample()
         try pair.sendUDP(count: 150, payload: 700)
-        let n1 = try netlink.sample(), g1 = try portableSample()
+        let n1 = try netlink.read().sample, g1 = try portableSample()
         for name in [pair.nameA, "lo"] {
             #expect(try counters(n1, name) == counters(g1, name), "\(name): both sources read the same counters")
         }
@@ -91,7 +91,7 @@ struct SamplerIntegrationTests {
              try NetlinkSampler(options: SamplerOptions(sysfs: nil, forceLinkDump: true)))
         }
         try pair.sendUDP(count: 20, payload: 100)
-        let s = try stats.sample(), l = try link.sample()
+        let s = try stats.read().sample, l = try link.read().sample
         #expect(stats.mode == .stats && link.mode == .link)
         #expect(try counters(s, pair.nameA) == counters(l, pair.nameA))
         #expect(s.interfaces.map(\.name).sorted() == l.interfaces.map(\.name).sorted())
@@ -118,9 +118,9 @@ struct SamplerIntegrationTests {
         var engine = DeltaEngine()
         let first = try openTun()
         let firstIndex = try ns.ifindex("tunT")
-        engine.apply(try sampler.sample())  // before tunT has traffic
+        engine.apply(try sampler.read().sample)  // before tunT has traffic
         try push(first, count: 10, payload: 100)
-        let s1 = try sampler.sample()
+        let s1 = try sampler.read().sample
         engine.apply(s1)
         #expect(try counters(s1, "tunT").rxBytes == 10 * 128)
         let tun = try #require(s1.interfaces.first { $0.name == "tunT" })
@@ -135,7 +135,7 @@ struct SamplerIntegrationTests {
         let secondIndex = try ns.ifindex("tunT")
         #expect(secondIndex != firstIndex)
         try push(second, count: 3, payload: 50)
-        let s2 = try sampler.sample()
+        let s2 = try sampler.read().sample
         let delta = try #require(engine.apply(s2).first { $0.name == "tunT" })
         #expect(delta.change == .recreated)
         #expect(delta.index == secondIndex)
@@ -154,19 +154,20 @@ struct SamplerIntegrationTests {
             let sampler = try NetworkNamespace.perform(in: ns.name) {
                 try NetlinkSampler(options: SamplerOptions(sysfs: nil, catalogRefreshSeconds: 3600, linkEvents: events))
             }
-            _ = try sampler.sample()
-            _ = try sampler.sample()
-            _ = try sampler.sample()
+            _ = try sampler.read().sample
+            _ = try sampler.read().sample
+            _ = try sampler.read().sample
             #expect(sampler.catalogRefreshes == 1)
             try ns.ip("link", "add", "x7", "type", "veth", "peer", "name", "y7")
-            let s = try sampler.sample()
+            let reading = try sampler.read()
+            let s = reading.sample
             // With notifications the new links are known without a dump;
             // without, the changed set of indexes triggers one.
             #expect(sampler.catalogRefreshes == (events ? 1 : 2))
             #expect(s.interfaces.first { $0.name == "x7" }?.classification == Classification(kind: .virtual, evidence: "link-kind:veth"))
-            if events { #expect(Set(sampler.takeEvents().created) == ["x7", "y7"]) }
+            if events { #expect(Set(reading.events.created.map(\.name)) == ["x7", "y7"]) }
             try ns.ip("link", "set", "x7", "name", "renamed7")
-            let renamed = try sampler.sample()
+            let renamed = try sampler.read().sample
             // A rename keeps the index set: a notification tells at once,
             // otherwise the next periodic refresh.
             #expect(renamed.interfaces.contains { $0.name == "renamed7" } == events)

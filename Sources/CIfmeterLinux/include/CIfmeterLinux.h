@@ -1,6 +1,6 @@
-// C shims for ifmeter: kernel macros and inline helpers Swift cannot import,
-// and the raw loops `make bench` compares the Swift samplers against.
-// Every name is prefixed `cifm_`.
+// C shims for ifmeter: kernel macros and inline helpers Swift cannot import.
+// Every name is prefixed `cifm_`. The tests' C is in CIfmeterTestSupport,
+// the benchmark's raw loops in CIfmeterBench.
 #ifndef CIFMETER_LINUX_H
 #define CIFMETER_LINUX_H
 
@@ -42,11 +42,6 @@ int cifm_ifaddrs_kernel_stats(const struct ifaddrs *ifa, uint64_t out[24]);
 /// Returns 0 on success, -1 when the address is not AF_PACKET.
 int cifm_ifaddrs_packet_info(const struct ifaddrs *ifa, int *ifindex, int *hatype);
 
-/// Opens a tun (or tap, when `tap` is non-zero) device named `name` in the
-/// calling thread's network namespace. Returns the descriptor, or -1 with
-/// errno set. Used by the tests, which push packets through it.
-int cifm_tun_open(const char *name, int tap);
-
 /// Tunes glibc's malloc for a process whose big buffers come and go every
 /// interval: a fixed mmap threshold (256 KiB) returns them to the system
 /// when freed, and two arenas keep helper threads from each holding freed
@@ -56,38 +51,6 @@ void cifm_tune_malloc(void);
 /// setns(fd, CLONE_NEWNET) for the calling thread. Returns 0 or -1 and errno.
 int cifm_setns_net(int fd);
 
-// ---- raw loops for `make bench` -------------------------------------------
-
-/// One full RTM_GETSTATS (IFLA_STATS_LINK_64) dump on netlink socket `fd`,
-/// parsed the minimal way: the number of interfaces, and the sum of their
-/// rx_bytes in *sum. Returns -1 with errno set on failure.
-long cifm_raw_getstats_dump(int fd, void *buf, size_t len, uint32_t seq, uint64_t *sum);
-
-/// One full RTM_GETLINK dump, reading IFLA_STATS64 the same way.
-long cifm_raw_getlink_dump(int fd, void *buf, size_t len, uint32_t seq, uint64_t *sum);
-
-/// Reads and parses /proc/thread-self/net/dev (the calling thread's
-/// namespace): the number of interfaces and the sum of receive bytes.
-long cifm_raw_proc_net_dev(char *buf, size_t len, uint64_t *sum);
-
-/// Runs argv (searched in PATH) with stdio on /dev/null and every other
-/// descriptor closed, and waits for it; for programs that leave a daemon
-/// behind (tmux), which must not inherit the caller's pipes. Returns the
-/// wait status, or -1 with errno set.
-int cifm_spawn_detached(char *const argv[]);
-
-/// Opens a non-blocking NETLINK_ROUTE socket subscribed to link
-/// notifications (RTNLGRP_LINK), for the benchmark's full-dump-per-event
-/// comparison. Returns the descriptor or -1.
-int cifm_raw_event_socket(int rcvbuf);
-
-/// Reads what is queued on an event socket: returns the number of link
-/// messages read; *overruns counts ENOBUFS.
-long cifm_raw_event_drain(int fd, void *buf, size_t len, long *overruns);
-
-/// Opens a NETLINK_ROUTE socket for the raw loops, with a receive buffer
-/// of `rcvbuf` bytes. Returns the descriptor or -1.
-int cifm_raw_netlink_open(int rcvbuf);
 #endif
 
 #endif

@@ -3,38 +3,20 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import IfmeterCore
 
-/// A failed system or library call, with the call and the system's words for
-/// what went wrong (as swift-system's `Errno` does).
-public struct SamplingError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// The C call that failed, such as `getifaddrs` or `nl_connect`.
-    public var call: String
-    /// errno, when the failure has one.
-    public var errno: Int32?
-    public var message: String
-
-    public init(call: String, errno: Int32? = nil, message: String) {
-        self.call = call
-        self.errno = errno
-        self.message = message
-    }
-
+extension SystemError {
     /// From errno as the call left it.
-    public static func system(_ call: String) -> SamplingError {
+    public static func system(_ call: String) -> SystemError {
         system(call, code: currentErrno())
     }
 
-    public static func system(_ call: String, code: Int32) -> SamplingError {
-        SamplingError(call: call, errno: code, message: String(cString: strerror(code)))
-    }
-
-    public var description: String {
-        if let errno { return "\(call): \(message) (errno \(errno))" }
-        return "\(call): \(message)"
+    public static func system(_ call: String, code: Int32) -> SystemError {
+        SystemError(call: call, errno: code, message: String(cString: strerror(code)))
     }
 }
 
-/// errno, read through a function so that `SamplingError.errno` does not
+/// errno, read through a function so that `SystemError.errno` does not
 /// shadow it.
 func currentErrno() -> Int32 { errno }
 
@@ -97,4 +79,18 @@ func listDirectory(_ path: String) -> [String] {
         if name != "." && name != ".." { names.append(name) }
     }
     return names
+}
+
+/// Seconds since the Unix epoch.
+public func wallClock() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+/// Sleeps for `seconds` (returns early on a signal).
+public func sleepSeconds(_ seconds: Double) {
+    guard seconds > 0 else { return }
+    var ts = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
+    _ = nanosleep(&ts, nil)
 }

@@ -1,44 +1,5 @@
 import IfmeterCore
 
-/// Something that reads every interface's counters at one instant.
-///
-/// A source owns C resources (sockets, buffers) and is used from one thread
-/// at a time; create it on the thread that samples.
-public protocol CounterSource: AnyObject {
-    /// `netlink` or `getifaddrs`: written into trace headers and reports.
-    var sourceName: String { get }
-    /// Reads all interfaces now.
-    func sample() throws(SamplingError) -> Sample
-    /// The link events seen up to the last sample, in order. Apply the
-    /// deletions to the delta engine before that sample.
-    func takeEvents() -> LinkEvents
-}
-
-extension CounterSource {
-    public func takeEvents() -> LinkEvents { LinkEvents() }
-
-    /// A sample and the link events that came with it, in the order the
-    /// engine needs (the events first). Prefer this to calling `sample` and
-    /// `takeEvents` by hand: the events are those drained by this sample.
-    public func read() throws(SamplingError) -> (events: LinkEvents, sample: Sample) {
-        let sample = try sample()
-        return (takeEvents(), sample)
-    }
-}
-
-/// Link notifications between two samples.
-public struct LinkEvents: Sendable {
-    /// Deleted interfaces with their final counters.
-    public var deleted: [DeletionEvent] = []
-    /// Names of interfaces created.
-    public var created: [String] = []
-    /// Times the notification queue overflowed: deletions may have been
-    /// missed, so the intervals of interfaces that went away are lower bounds.
-    public var overruns = 0
-
-    public init() {}
-}
-
 /// Which counter source to use.
 public enum SourceKind: String, CaseIterable, Sendable {
     case netlink, getifaddrs
@@ -96,7 +57,7 @@ public struct SamplerOptions: Sendable {
 /// Opens a counter source of the given kind. With `options.namespace`, its
 /// sockets are opened inside that namespace (and stay there), and sysfs,
 /// which shows this namespace's links, is not read.
-public func makeCounterSource(_ kind: SourceKind, options: SamplerOptions = SamplerOptions()) throws(SamplingError)
+public func makeCounterSource(_ kind: SourceKind, options: SamplerOptions = SamplerOptions()) throws(SystemError)
     -> any CounterSource
 {
     #if os(Linux)
@@ -108,10 +69,10 @@ public func makeCounterSource(_ kind: SourceKind, options: SamplerOptions = Samp
             let source = try NetworkNamespace.perform(in: namespace) { try makeCounterSource(kind, options: inside) }
             if let portable = source as? GetifaddrsSampler { portable.namespace = namespace }
             return source
-        } catch let error as SamplingError {
+        } catch let error as SystemError {
             throw error
         } catch {
-            throw SamplingError(call: "setns(\(namespace))", message: "\(error)")
+            throw SystemError(call: "setns(\(namespace))", message: "\(error)")
         }
     }
     #endif
@@ -120,34 +81,9 @@ public func makeCounterSource(_ kind: SourceKind, options: SamplerOptions = Samp
         #if os(Linux)
         return try NetlinkSampler(options: options)
         #else
-        throw SamplingError(call: "netlink", message: "the netlink source exists on Linux only; use --source getifaddrs")
+        throw SystemError(call: "netlink", message: "the netlink source exists on Linux only; use --source getifaddrs")
         #endif
     case .getifaddrs:
         return try GetifaddrsSampler(options: options)
-    }
-}
-
-extension DeltaEngine {
-    /// Applies a sample with the link events that came with it: deletions
-    /// first (their final counters), then the sample.
-    public mutating func apply(_ events: LinkEvents, _ sample: Sample) -> [InterfaceDelta] {
-        var deltas: [InterfaceDelta] = []
-        for event in events.deleted {
-            if let delta = apply(event) { deltas.append(delta) }
-        }
-        return deltas + apply(sample, eventsLost: events.overruns > 0)
-    }
-}
-
-extension LinkEvents {
-    /// Only the events of interfaces the filter admits.
-    public func filtered(_ filter: InterfaceFilter) -> LinkEvents {
-        guard !filter.isEmpty else { return self }
-        var copy = self
-        copy.deleted = deleted.filter {
-            filter.admits(name: $0.interface.name, kind: $0.interface.kind ?? NameRules.classify($0.interface.name).kind)
-        }
-        copy.created = created.filter { filter.admits(name: $0) }
-        return copy
     }
 }

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import IfmeterCore
 
 /// A JSON Lines file that only ever holds whole lines: each line goes out
 /// in one write, a failed write is cut back off, and an unfinished last line
@@ -18,7 +19,7 @@ public final class JSONLinesFile {
     private var fd: Int32
     private var size: Int
 
-    public init(path: String, maxSize: Int, keep: Int) throws(FileWriteError) {
+    public init(path: String, maxSize: Int, keep: Int) throws(SystemError) {
         self.path = path
         self.maxSize = maxSize
         self.keep = keep
@@ -29,9 +30,9 @@ public final class JSONLinesFile {
 
     deinit { if fd >= 0 { close(fd) } }
 
-    private func openFile() throws(FileWriteError) {
+    private func openFile() throws(SystemError) {
         let descriptor = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { throw Self.fail("cannot open \(path)") }
+        guard descriptor >= 0 else { throw Self.fail("open(\(path))") }
         fd = descriptor
         var st = stat()
         fstat(fd, &st)
@@ -48,7 +49,7 @@ public final class JSONLinesFile {
                 scanned += 1
             }
             if end < size {
-                guard ftruncate(fd, off_t(end)) == 0 else { throw Self.fail("cannot repair \(path)") }
+                guard ftruncate(fd, off_t(end)) == 0 else { throw Self.fail("ftruncate(\(path))") }
                 repairedBytes = size - end
                 size = end
             }
@@ -56,7 +57,7 @@ public final class JSONLinesFile {
     }
 
     /// Appends one line (with its `\n`).
-    public func append(_ line: String) throws(FileWriteError) {
+    public func append(_ line: String) throws(SystemError) {
         let bytes = Array(line.utf8)
         if size > 0, size + bytes.count > maxSize { try rotate() }
         let before = size
@@ -65,7 +66,7 @@ public final class JSONLinesFile {
             let n = bytes.withUnsafeBytes { systemWrite(fd, $0.baseAddress! + offset, $0.count - offset) }
             if n < 0 {
                 if errno == EINTR { continue }
-                let error = Self.fail("cannot write \(path)")
+                let error = Self.fail("write(\(path))")
                 // Leave no part of the line behind.
                 _ = ftruncate(fd, off_t(before))
                 throw error
@@ -73,14 +74,14 @@ public final class JSONLinesFile {
             offset += n
         }
         if fsync(fd) != 0, errno != EINVAL {
-            let error = Self.fail("cannot sync \(path)")
+            let error = Self.fail("fsync(\(path))")
             _ = ftruncate(fd, off_t(before))
             throw error
         }
         size = before + bytes.count
     }
 
-    private func rotate() throws(FileWriteError) {
+    private func rotate() throws(SystemError) {
         close(fd)
         fd = -1
         if keep > 0 {
@@ -88,7 +89,7 @@ public final class JSONLinesFile {
                 rename("\(path).\(n)", "\(path).\(n + 1)")
             }
             guard rename(path, "\(path).1") == 0 else {
-                let error = Self.fail("cannot rotate \(path)")
+                let error = Self.fail("rename(\(path), \(path).1)")
                 try openFile()
                 throw error
             }
@@ -103,7 +104,8 @@ public final class JSONLinesFile {
         }
     }
 
-    private static func fail(_ what: String) -> FileWriteError {
-        FileWriteError(message: "\(what): \(String(cString: strerror(errno)))")
+    private static func fail(_ call: String) -> SystemError {
+        let code = errno
+        return SystemError(call: call, errno: code, message: String(cString: strerror(code)))
     }
 }

@@ -1,0 +1,154 @@
+// What every output says about its figures, in one place: the estimate
+// caveat in its lengths, the quality marks and their legend, the notes on
+// what happened to an interface, and the physical/tunnel summary. Text
+// reports, the live view, JSON and the Prometheus HELP lines all take their
+// words from here.
+
+/// The caveat every output carries: interface counters are estimates of
+/// traffic, not an accounting of it.
+public enum Caveat {
+    /// One sentence, the long form: text report footers and JSON `caveats`.
+    public static let estimate =
+        "Estimates from interface counters: they include protocol overhead (headers, retransmissions) and are not per-app accounting."
+    public static let lowerBound =
+        "≥ marks a lower bound: some traffic could not be seen (a counter reset, or an interface recreated without a deletion event); the true value is at least the figure."
+    public static let wrapCorrected =
+        "~ marks a figure corrected for a 32-bit counter wrap; ≈ marks an exact reading of the counters."
+    /// Every long caveat, in order.
+    public static let all = [estimate, lowerBound, wrapCorrected]
+
+    /// The medium form, for help texts and pages: what the figures are.
+    public static let sentence =
+        "Figures are estimates from interface counters: they include protocol overhead and are not per-app accounting."
+    /// The medium form with what the marks mean, for the live view's help.
+    public static let paragraph = sentence
+        + " ≈ exact counters, ~ corrected for a 32-bit wrap, ≥ a lower bound (traffic was lost to a reset or an unseen recreation). "
+        + TrafficSummary.explanation
+
+    /// The short form, for Prometheus HELP lines.
+    public static let short = "An estimate from interface counters: protocol overhead included, not per-app."
+    /// The short form for families about ifmeter itself.
+    public static let health =
+        "(ifmeter's own health; its interface figures are estimates from interface counters, protocol overhead included, not per-app.)"
+    /// The short form with the marks, for one header line of plain output.
+    public static let inline =
+        "Figures are estimates from interface counters (protocol overhead included, not per-app); ≥ lower bound, ~ wrap-corrected."
+    /// A lower bound, in words, for a page without the marks.
+    public static let lowerBoundSentence = "A total that lost traffic is a lower bound"
+
+    /// The caveat with the marks' legend, as long as fits one terminal line
+    /// of `width` columns.
+    public static func line(fitting width: Int) -> String {
+        switch width {
+        case 128...: "≈ estimates from interface counters: protocol overhead included, not per-app. ≥ lower bound (traffic lost). ~ wrap-corrected."
+        case 94...: "≈ estimates from interface counters (overhead incl., not per-app) · ≥ lower bound · ~ wrapped"
+        case 80...: "≈ estimates from counters (overhead incl., not per-app) · ≥ lower bound · ~ wrap"
+        case 50...: "≈ estimates, not per-app · ≥ lower bound · ~ wrapped"
+        default: "≈ estimates, not per-app · ≥ lower bound"
+        }
+    }
+}
+
+extension Quality {
+    /// The mark printed before a figure of this quality.
+    public var mark: String {
+        switch self {
+        case .exact: "≈"
+        case .wrapCorrected: "~"
+        case .lowerBound: "≥"
+        }
+    }
+}
+
+extension DeltaChange {
+    /// A few words for a table's NOTE column; empty for a steady interval.
+    public var note: String {
+        switch self {
+        case .baseline: "baseline"
+        case .steady: ""
+        case .appeared: "new"
+        case .wrap: "32-bit wrap corrected"
+        case .reset: "counter reset"
+        case .recreated: "recreated"
+        case .deleted: "deleted"
+        case .restarted: "restarted after a reboot"
+        }
+    }
+
+    /// A line for an interface's event list; nil when nothing happened.
+    public var eventText: String? {
+        switch self {
+        case .wrap: "32-bit counter wrapped (corrected)"
+        case .reset: "counters reset (lower bound)"
+        case .recreated: "recreated"
+        case .deleted: "deleted"
+        case .appeared: "appeared"
+        case .restarted: "counters restarted (reboot while stopped)"
+        case .baseline, .steady: nil
+        }
+    }
+}
+
+extension EventCounts {
+    /// `1 wrap, 2 recreations`, or `-`.
+    public var summary: String {
+        var parts: [String] = []
+        func add(_ n: Int, _ one: String, _ many: String) { if n > 0 { parts.append("\(n) \(n == 1 ? one : many)") } }
+        add(wraps, "wrap", "wraps")
+        add(resets, "reset", "resets")
+        add(recreations, "recreation", "recreations")
+        add(deletions, "deletion", "deletions")
+        return parts.isEmpty ? "-" : parts.joined(separator: ", ")
+    }
+}
+
+/// Physical traffic (Wi-Fi, cellular, Ethernet) and tunnel traffic, kept
+/// apart: a tunnel's packets ride inside a physical link, so adding the two
+/// would count them twice.
+public struct TrafficSummary: Sendable, Hashable {
+    public var physicalRx: Double = 0
+    public var physicalTx: Double = 0
+    public var tunnelRx: Double = 0
+    public var tunnelTx: Double = 0
+
+    public init() {}
+
+    /// Adds one interface's figures (bytes, or bytes per second).
+    public mutating func add(_ kind: InterfaceKind, rx: Double, tx: Double) {
+        if kind.isPhysical {
+            physicalRx += rx
+            physicalTx += tx
+        } else if kind == .tunnel {
+            tunnelRx += rx
+            tunnelTx += tx
+        }
+    }
+
+    /// Why the two are apart, in one sentence (JSON `summary.note`).
+    public static let note =
+        "Tunnel traffic rides inside physical traffic (wifi, cellular, ethernet): the two are shown apart and never added."
+    /// The same for a help text.
+    public static let explanation =
+        "Tunnel traffic rides inside physical traffic, so the summary shows it apart instead of adding it."
+    /// After the tunnel figures on a wide line, and on a narrow one.
+    public static let wideNote = "(inside physical, not added)"
+    public static let narrowNote = "(inside)"
+}
+
+/// Greedy word wrap at `width` columns (one column per scalar), for help
+/// texts built from the sentences above.
+public func wordWrap(_ text: String, width: Int) -> [String] {
+    var lines: [String] = []
+    var line = ""
+    for word in text.split(separator: " ") {
+        let candidate = line.isEmpty ? String(word) : line + " " + word
+        if candidate.unicodeScalars.count > width, !line.isEmpty {
+            lines.append(line)
+            line = String(word)
+        } else {
+            line = candidate
+        }
+    }
+    if !line.isEmpty { lines.append(line) }
+    return lines
+}

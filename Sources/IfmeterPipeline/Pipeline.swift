@@ -1,0 +1,272 @@
+import IfmeterCore
+import IfmeterSampling
+import IfmeterStore
+
+/// How a pipeline samples.
+public struct PipelineConfiguration: Sendable {
+    /// Seconds between samples.
+    public var interval: Double
+    /// Which interfaces go on: applied once, to the readings, before the
+    /// engine sees them.
+    public var filter: InterfaceFilter
+    public var engine: EngineConfiguration
+    /// Interfaces gone for longer than this are forgotten; nil keeps them.
+    public var seriesLifetime: Double?
+    /// Stop after this many samples (the first is the baseline); nil runs
+    /// until the waiter says stop.
+    public var sampleLimit: Int?
+    /// End the loop at the first failed sample (commands that print what
+    /// they sample); otherwise failures are counted and sampling goes on.
+    public var stopOnFailure: Bool
+
+    public init(
+        interval: Double = 1, filter: InterfaceFilter = InterfaceFilter(), engine: EngineConfiguration = EngineConfiguration(),
+        seriesLifetime: Double? = nil, sampleLimit: Int? = nil, stopOnFailure: Bool = false
+    ) {
+        self.interval = interval
+        self.filter = filter
+        self.engine = engine
+        self.seriesLifetime = seriesLifetime
+        self.sampleLimit = sampleLimit
+        self.stopOnFailure = stopOnFailure
+    }
+}
+
+/// The pipeline's own health: what `ifmeter_samples_total` and its
+/// neighbours report.
+public struct PipelineHealth: Sendable, Hashable {
+    public var source: String
+    /// Unix time the pipeline started.
+    public var startTime: Double
+    public var samples: UInt64 = 0
+    public var sampleErrors: UInt64 = 0
+    /// Link-notification overruns (each resynchronized with a full dump).
+    public var overruns: UInt64 = 0
+    /// How long the last sample took (read, filter, engine, save).
+    public var lastSampleSeconds: Double?
+    /// Unix time of the last successful sample.
+    public var lastSampleTime: Double?
+    /// The last sample's failure; nil once sampling works again.
+    public var lastError: SystemError?
+
+    public init(source: String, startTime: Double) {
+        self.source = source
+        self.startTime = startTime
+    }
+}
+
+/// What the pipeline published after a sample (or a failed one, or zeroed
+/// totals): the typed result every output is built from.
+public struct PipelineUpdate: Sendable {
+    public enum Outcome: Sendable, Hashable {
+        /// A sample was read and applied.
+        case sampled
+        /// Reading failed; nothing was applied.
+        case failed(SystemError)
+        /// The totals were zeroed (the live view's `r`).
+        case zeroed
+    }
+
+    /// Bumped by every update: caches key on it.
+    public var sequence: Int
+    public var outcome: Outcome
+    /// The first sample: every interface's baseline, no traffic yet.
+    public var isBaseline: Bool
+    /// When (monotonic seconds: the sample's time), and the wall clock then.
+    public var time: Double
+    public var wallTime: Double
+    /// The filtered reading: its link events and its sample.
+    public var reading: SourceReading?
+    /// Each interface's traffic over the interval (deletions first).
+    public var deltas: [InterfaceDelta]
+    /// Series whose totals, quality, events, presence or facts changed
+    /// (new ones included), and those forgotten. Apply `forgotten` first.
+    public var changed: [InterfaceTotals]
+    public var forgotten: [SeriesKey]
+    public var health: PipelineHealth
+    public var persistence: PersistenceStatus?
+    /// The engine's window, monotonic seconds.
+    public var windowStart: Double?
+    public var windowEnd: Double?
+
+    /// The time between this sample and the one before it.
+    public var seconds: Double?
+}
+
+/// Something fed by the pipeline: a renderer, an exporter, a cache. Called
+/// on the pipeline's thread, synchronously, in the order subscribed; keep
+/// it short.
+public protocol PipelineSubscriber: AnyObject {
+    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate)
+    /// The loop ended (after the last save).
+    func pipelineFinished(_ pipeline: Pipeline)
+}
+
+extension PipelineSubscriber {
+    public func pipelineFinished(_ pipeline: Pipeline) {}
+}
+
+/// Waits between samples: until a deadline, for a stop signal, for keys.
+/// Returns false to end the loop.
+public protocol PipelineWaiter {
+    mutating func wait(until deadline: Double, _ pipeline: Pipeline) -> Bool
+}
+
+/// The clocks a pipeline reads: monotonic seconds (deadlines) and Unix time
+/// (wall-clock stamps, usage periods). Tests forge them.
+public struct PipelineClock: Sendable {
+    public var monotonic: @Sendable () -> Double
+    public var wall: @Sendable () -> Double
+
+    public init(monotonic: @escaping @Sendable () -> Double, wall: @escaping @Sendable () -> Double) {
+        self.monotonic = monotonic
+        self.wall = wall
+    }
+
+    public static let system = PipelineClock(monotonic: { monotonicSeconds() }, wall: { wallClock() })
+}
+
+/// The one sampling pipeline: source -> filter -> delta engine ->
+/// persistence -> a `PipelineUpdate` for each subscriber. Every command
+/// that samples builds one and subscribes to it; none owns a loop.
+///
+/// Synchronous: `step` takes one sample; `run` is the loop, on the calling
+/// thread, sleeping in its waiter between samples.
+public final class Pipeline {
+    public let source: any CounterSource
+    public let configuration: PipelineConfiguration
+    public private(set) var engine: DeltaEngine
+    public let persistence: StatePersistence?
+    public private(set) var health: PipelineHealth
+    private var subscribers: [any PipelineSubscriber] = []
+    private var sequence = 0
+    private let clock: PipelineClock
+
+    /// With `persistence`, the engine starts from the saved totals.
+    public init(
+        source: any CounterSource, configuration: PipelineConfiguration, persistence: StatePersistence? = nil,
+        clock: PipelineClock = .system
+    ) {
+        self.source = source
+        self.configuration = configuration
+        self.persistence = persistence
+        self.clock = clock
+        engine = DeltaEngine(configuration: configuration.engine)
+        health = PipelineHealth(source: source.sourceName, startTime: clock.wall())
+        persistence?.restore(into: &engine, now: clock.monotonic())
+    }
+
+    public func subscribe(_ subscriber: any PipelineSubscriber) {
+        subscribers.append(subscriber)
+    }
+
+    /// Takes one sample through every stage and publishes it.
+    @discardableResult
+    public func step() -> PipelineUpdate {
+        let started = clock.monotonic()
+        let reading: SourceReading
+        do {
+            reading = try source.read()
+        } catch {
+            health.sampleErrors += 1
+            health.lastError = error
+            health.lastSampleSeconds = clock.monotonic() - started
+            return publish(outcome: .failed(error), reading: nil, deltas: [], time: started, previous: nil)
+        }
+        var filtered = reading
+        let platform = configuration.engine.platform
+        configuration.filter.apply(to: &filtered.sample, platform: platform)
+        configuration.filter.apply(to: &filtered.events, platform: platform)
+        let previous = engine.lastSampleTime
+        let deltas = engine.apply(filtered)
+        let t = filtered.sample.time
+        if let lifetime = configuration.seriesLifetime { engine.forget(notSeenSince: t - lifetime) }
+        let wall = clock.wall()
+        if let persistence {
+            persistence.record(deltas)
+            persistence.saveIfDue(engine, at: t, wallTime: wall, force: false)
+        }
+        health.samples += 1
+        health.overruns += UInt64(filtered.events.overruns)
+        health.lastError = nil
+        health.lastSampleTime = wall
+        health.lastSampleSeconds = clock.monotonic() - started
+        return publish(outcome: .sampled, reading: filtered, deltas: deltas, time: t, previous: previous, wall: wall)
+    }
+
+    /// The loop: a sample every interval (skipping ahead when late), until
+    /// the sample limit or until the waiter says stop; then the last save,
+    /// and `pipelineFinished` for every subscriber.
+    public func run(_ waiter: inout some PipelineWaiter) {
+        defer { finish() }
+        let interval = configuration.interval
+        var next = clock.monotonic()
+        var taken = 0
+        while true {
+            let update = step()
+            switch update.outcome {
+            case .sampled: taken += 1
+            case .failed: if configuration.stopOnFailure { return }
+            case .zeroed: break
+            }
+            if let limit = configuration.sampleLimit, taken >= limit { return }
+            next += interval
+            let now = clock.monotonic()
+            if next < now { next = now + interval - (now - next).truncatingRemainder(dividingBy: interval) }
+            if !waiter.wait(until: next, self) { return }
+        }
+    }
+
+    /// Zeroes the totals (their quality and events start over) and
+    /// publishes the change.
+    public func zeroTotals() {
+        engine.zeroTotals()
+        let now = clock.monotonic()
+        publish(outcome: .zeroed, reading: nil, deltas: [], time: engine.lastSampleTime ?? now, previous: nil)
+    }
+
+    /// Saves now (when persisting) and tells the subscribers the loop ended.
+    public func finish() {
+        persistence?.saveIfDue(engine, at: engine.lastSampleTime ?? clock.monotonic(), wallTime: clock.wall(), force: true)
+        for subscriber in subscribers { subscriber.pipelineFinished(self) }
+    }
+
+    /// Every interface's totals, sorted: costs a sort, so for reports and
+    /// period ends, not for every sample.
+    public var totals: [InterfaceTotals] { engine.interfaces }
+
+    public func totals(for key: SeriesKey) -> InterfaceTotals? { engine.totals(for: key) }
+
+    @discardableResult
+    private func publish(
+        outcome: PipelineUpdate.Outcome, reading: SourceReading?, deltas: [InterfaceDelta], time: Double,
+        previous: Double?, wall: Double? = nil
+    ) -> PipelineUpdate {
+        sequence += 1
+        let (changed, forgotten) = engine.takeChanges()
+        var seconds: Double?
+        if case .sampled = outcome, let previous { seconds = time - previous }
+        var isBaseline = false
+        if case .sampled = outcome { isBaseline = previous == nil }
+        let update = PipelineUpdate(
+            sequence: sequence, outcome: outcome, isBaseline: isBaseline, time: time, wallTime: wall ?? clock.wall(),
+            reading: reading, deltas: deltas, changed: changed, forgotten: forgotten, health: health,
+            persistence: persistence?.status, windowStart: engine.firstTime, windowEnd: engine.lastTime, seconds: seconds)
+        for subscriber in subscribers { subscriber.pipeline(self, published: update) }
+        return update
+    }
+}
+
+/// Waits in real time without any other input; for tests and tools that
+/// stop by the sample limit.
+public struct SleepingWaiter: PipelineWaiter {
+    public init() {}
+
+    public mutating func wait(until deadline: Double, _ pipeline: Pipeline) -> Bool {
+        while true {
+            let remaining = deadline - monotonicSeconds()
+            if remaining <= 0 { return true }
+            sleepSeconds(min(remaining, 1))
+        }
+    }
+}

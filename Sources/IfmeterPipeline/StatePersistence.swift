@@ -1,0 +1,134 @@
+import IfmeterCore
+import IfmeterStore
+
+/// Where saved totals go: the state file, or in tests a store that fails
+/// when told to.
+public protocol StateSaving: AnyObject {
+    /// What the store held when it was opened.
+    var restored: [DeltaEngine.SavedSeries] { get }
+    /// The store was written during this boot: the kernel counters went on.
+    var sameBoot: Bool { get }
+    /// What reports say of the state.
+    var info: PeriodReport.State { get }
+    /// Saves every series and adds `usage` to the usage tables, in one
+    /// transaction.
+    func save(_ saved: [DeltaEngine.SavedSeries], usage: [SeriesKey: UsageEntry], wallTime: Double) throws(StoreError)
+}
+
+extension StateStore: StateSaving {
+    public var info: PeriodReport.State {
+        PeriodReport.State(path: path, since: since, restored: !isNew, sameBoot: sameBoot)
+    }
+}
+
+/// The state of persistence, as updates carry it.
+public struct PersistenceStatus: Sendable {
+    public var info: PeriodReport.State
+    public var saves: Int
+    /// The last save's failure; nil once a save works again.
+    public var lastError: StoreError?
+}
+
+/// A state file in use: restores the engine, then saves its totals, and
+/// the traffic since the last save into the usage tables, at a slow pace.
+/// Traffic of a failed save is kept for the next one: nothing counted is
+/// dropped. Used from the pipeline's thread.
+public final class StatePersistence {
+    public let store: any StateSaving
+    /// Seconds between saves.
+    public let every: Double
+    private var usage = PeriodAccumulator()
+    private var lastSave: Double?
+    public private(set) var saves = 0
+    public private(set) var lastError: StoreError?
+
+    public init(store: any StateSaving, every: Double) {
+        self.store = store
+        self.every = every
+    }
+
+    public var status: PersistenceStatus { PersistenceStatus(info: store.info, saves: saves, lastError: lastError) }
+
+    /// Continues `engine` from what the store held.
+    func restore(into engine: inout DeltaEngine, now: Double) {
+        engine.restore(store.restored, sameBoot: store.sameBoot, now: now)
+    }
+
+    /// Adds a sample's deltas to the traffic not yet saved (baselines
+    /// count nothing).
+    func record(_ deltas: [InterfaceDelta]) { usage.add(deltas) }
+
+    /// Saves when a save is due (`every` after the last, or at once when
+    /// forced); returns whether it tried.
+    @discardableResult
+    func saveIfDue(_ engine: DeltaEngine, at time: Double, wallTime: Double, force: Bool) -> Bool {
+        guard let last = lastSave else {
+            // The first call starts the clock.
+            lastSave = time
+            if !force { return false }
+            return save(engine, at: time, wallTime: wallTime)
+        }
+        guard force || time - last >= every else { return false }
+        return save(engine, at: time, wallTime: wallTime)
+    }
+
+    private func save(_ engine: DeltaEngine, at time: Double, wallTime: Double) -> Bool {
+        let taken = usage.take()
+        let rows = taken.mapValues { UsageEntry(kind: $0.classification.kind, counters: $0.counters, quality: $0.quality) }
+        do {
+            try store.save(engine.saved, usage: rows, wallTime: wallTime)
+            lastSave = time
+            saves += 1
+            lastError = nil
+        } catch {
+            // Kept for the next save.
+            usage.putBack(taken)
+            lastError = error
+        }
+        return true
+    }
+}
+
+/// Every interface's totals as the updates tell them: the changes applied
+/// one by one, so keeping it costs what changed; sorted only when asked.
+public struct TotalsView: Sendable {
+    public private(set) var byKey: [SeriesKey: InterfaceTotals] = [:]
+
+    public init() {}
+
+    public mutating func apply(_ update: PipelineUpdate) {
+        for key in update.forgotten { byKey[key] = nil }
+        for totals in update.changed { byKey[totals.key] = totals }
+    }
+
+    public subscript(key: SeriesKey) -> InterfaceTotals? { byKey[key] }
+
+    public var count: Int { byKey.count }
+
+    /// Sorted by (namespace, name).
+    public var sorted: [InterfaceTotals] { byKey.values.sorted { $0.key < $1.key } }
+}
+
+/// Persistent totals for a pipeline (`--state`).
+public struct StateOptions: Sendable {
+    public var path: String
+    public var host: String
+    /// Where the boot id is read (tests point it at a file of their own).
+    public var bootIDFile: String
+    /// Seconds between saves.
+    public var saveEvery: Double
+
+    public init(path: String, host: String, bootIDFile: String = "/proc/sys/kernel/random/boot_id", saveEvery: Double = 10) {
+        self.path = path
+        self.host = host
+        self.bootIDFile = bootIDFile
+        self.saveEvery = saveEvery
+    }
+
+    /// Opens the state file, or says why not.
+    public func open(wallTime: Double) throws(StoreError) -> StatePersistence {
+        guard let bootID = readBootID(bootIDFile) else { throw .noBootID(file: bootIDFile) }
+        let store = try StateStore(path: path, host: host, bootID: bootID, now: wallTime)
+        return StatePersistence(store: store, every: saveEvery)
+    }
+}
