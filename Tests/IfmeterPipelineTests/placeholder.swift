@@ -1,1 +1,0 @@
-// Pipeline tests: see the other files.

@@ -1,0 +1,140 @@
+import Foundation
+import IfmeterCore
+import IfmeterStore
+import Testing
+
+/// The state file on temporary files: what it keeps, and what it refuses.
+@Suite struct StateStoreTests {
+    let dir: String
+    let noon = 1_796_040_000.0  // 2026-11-30 12:00 UTC
+
+    init() throws {
+        dir = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-store-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    }
+
+    func open(_ name: String = "state.db", host: String = "h", boot: String = "boot-1") throws(StoreError) -> StateStore {
+        try StateStore(path: dir + "/" + name, host: host, bootID: boot, now: noon)
+    }
+
+    /// The store's error, or nil when `body` worked.
+    func failure(_ body: () throws -> Void) -> StoreError? {
+        do {
+            try body()
+            return nil
+        } catch let error as StoreError {
+            return error
+        } catch {
+            Issue.record("not a StoreError: \(error)")
+            return nil
+        }
+    }
+
+    /// A series as the engine saves it, in a namespace when given.
+    func saved(_ name: String, netns: String = "", rx: UInt64, last: UInt64?, quality: Quality = .exact) -> DeltaEngine.SavedSeries {
+        let classification = Classification(kind: .tunnel, evidence: "link-kind:tun")
+        let totals = InterfaceTotals(
+            name: name, netns: netns, classification: classification, index: 7, width: .bits64, speedBps: nil,
+            attributes: nil, totals: Counters(rxBytes: rx, txBytes: 2, rxPackets: 3, txPackets: 4), quality: quality,
+            events: EventCounts(wraps: 1, resets: 0, recreations: 2, deletions: 3),
+            baseline: Counters(rxBytes: 10, txBytes: 20, rxPackets: 1, txPackets: 2), lastCounters: nil,
+            lastKernelStats: nil, firstSeen: 5, lastSeen: 9, present: true, deletedAt: last == nil ? 9 : nil)
+        let sample = last.map {
+            InterfaceSample(
+                name: name, netns: netns, index: 7, classification: classification,
+                counters: Counters(rxBytes: $0, txBytes: 1, rxPackets: 1, txPackets: 1))
+        }
+        return DeltaEngine.SavedSeries(totals: totals, last: sample, lastTime: 9)
+    }
+
+    @Test func savesAndRestoresEverySeries() throws {
+        do {
+            let store = try open()
+            #expect(store.isNew && store.restored.isEmpty && store.sameBoot)
+            try store.save(
+                [saved("tun0", rx: 1000, last: 5000), saved("eth0", netns: "ctr-1", rx: UInt64.max - 1, last: UInt64.max),
+                 saved("wg0", rx: 7, last: nil, quality: .lowerBound)],
+                usage: [:], wallTime: noon)
+        }
+        let again = try open()
+        #expect(!again.isNew && again.sameBoot && again.since == noon)
+        let byName = Dictionary(uniqueKeysWithValues: again.restored.map { ($0.totals.key, $0) })
+        let tun0 = try #require(byName[SeriesKey(name: "tun0")])
+        #expect(tun0.totals.totals.rxBytes == 1000 && tun0.last?.counters.rxBytes == 5000)
+        #expect(tun0.totals.events == EventCounts(wraps: 1, resets: 0, recreations: 2, deletions: 3))
+        #expect(tun0.totals.baseline.rxBytes == 10 && tun0.last?.index == 7)
+        // Unsigned 64-bit counters survive SQLite's signed integers, and a
+        // namespace's interface keeps its namespace.
+        let eth0 = try #require(byName[SeriesKey(netns: "ctr-1", name: "eth0")])
+        #expect(eth0.totals.totals.rxBytes == UInt64.max - 1 && eth0.last?.counters.rxBytes == UInt64.max)
+        let wg0 = try #require(byName[SeriesKey(name: "wg0")])
+        #expect(wg0.last == nil && wg0.totals.quality == .lowerBound && wg0.totals.deletedAt == 9)
+    }
+
+    @Test func anotherBootIsSeen() throws {
+        do { try open().save([saved("tun0", rx: 1, last: 1)], usage: [:], wallTime: noon) }
+        #expect(try open(boot: "boot-2").sameBoot == false)
+    }
+
+    @Test func usageAddsUpPerDayAndMonthWithTheWorstQuality() throws {
+        let store = try open()
+        let key = SeriesKey(name: "wwan0")
+        func entry(_ rx: UInt64, _ quality: Quality) -> [SeriesKey: UsageEntry] {
+            [key: UsageEntry(kind: .cellular, counters: Counters(rxBytes: rx, txBytes: rx / 2, rxPackets: 1, txPackets: 1), quality: quality)]
+        }
+        // Mid-month, so that no time zone moves a day into another month.
+        let day = noon - 86_400 * 10
+        try store.save([], usage: entry(100, .exact), wallTime: day)
+        try store.save([], usage: entry(50, .lowerBound), wallTime: day + 60)
+        try store.save([], usage: entry(7, .exact), wallTime: day - 86_400 * 2)
+        let days = try StateStore.usage(path: store.path, granularity: .day)
+        #expect(days.map(\.counters.rxBytes) == [7, 150])
+        #expect(days.map(\.quality) == [.exact, .lowerBound])
+        let months = try StateStore.usage(path: store.path, granularity: .month)
+        #expect(months.count == 1 && months[0].counters.rxBytes == 157 && months[0].counters.txBytes == 78)
+        #expect(months[0].kind == .cellular && months[0].quality == .lowerBound)
+    }
+
+    @Test func aSecondOpenIsRefusedWhileTheFirstHoldsIt() throws {
+        let first = try open()
+        #expect(failure { _ = try open() } == .inUse(path: first.path))
+    }
+
+    @Test func filesThatAreNotStateAreRefusedAndLeftAlone() throws {
+        let text = dir + "/notes.db"
+        try "not a database, a note".write(toFile: text, atomically: true, encoding: .utf8)
+        guard case .notState = failure({ _ = try open("notes.db") }) else {
+            Issue.record("a text file is not state")
+            return
+        }
+        #expect(try String(contentsOfFile: text, encoding: .utf8) == "not a database, a note", "never overwritten")
+        #expect(failure { _ = try StateStore.usage(path: text, granularity: .day) }?.isBadData == true)
+    }
+
+    @Test func aNewerSchemaAndAnotherHostAreRefused() throws {
+        do { _ = try open() }
+        #expect(failure { _ = try open(host: "other") } == .otherHost(path: dir + "/state.db", owner: "h", host: "other"))
+        try sqlite(dir + "/state.db", "UPDATE meta SET value = '99' WHERE key = 'schema_version';")
+        #expect(failure { _ = try open() } == .newerSchema(path: dir + "/state.db", version: 99, known: StateStore.schemaVersion))
+    }
+
+    @Test func missingThingsAreSaidByCase() throws {
+        #expect(failure { _ = try StateStore.usage(path: dir + "/none.db", granularity: .day) } == .missing(path: dir + "/none.db"))
+        let path = dir + "/no/such/folder/state.db"
+        #expect(failure { _ = try StateStore(path: path, host: "h", bootID: "b", now: noon) } == .noFolder(path: path, folder: dir + "/no/such/folder"))
+    }
+
+    @Test func storedNamesKeepTheirNamespace() {
+        #expect(StateStore.key("eth0") == SeriesKey(name: "eth0"))
+        #expect(StateStore.key("ctr-1/eth0") == SeriesKey(netns: "ctr-1", name: "eth0"))
+    }
+
+    func sqlite(_ path: String, _ statement: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["sqlite3", path, statement]
+        try process.run()
+        process.waitUntilExit()
+        if process.terminationStatus != 0 { throw StoreError.sqlite(path: path, call: "sqlite3", message: "exit \(process.terminationStatus)") }
+    }
+}
