@@ -67,7 +67,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "ifmeter-bench",
-            dependencies: ["IfmeterCore", "IfmeterSampling", "IfmeterPipeline", "IfmeterLive", "CIfmeterBench"]
+            dependencies: ["IfmeterCore", "IfmeterSampling", "IfmeterPipeline", "IfmeterLive", "IfmeterStore", "IfmeterCLI", "CIfmeterBench"]
         ),
         // Namespaces, veth pairs and traffic for the integration tests, and
         // a scripted counter source.

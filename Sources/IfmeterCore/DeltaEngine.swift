@@ -33,6 +33,19 @@ public struct DeltaEngine: Sendable {
         self.configuration = configuration
     }
 
+    /// One reading of a sample, read where it lies (no copy of the whole).
+    struct Reading {
+        let all: [InterfaceSample]
+        let position: Int
+
+        init(_ all: [InterfaceSample], _ position: Int) {
+            self.all = all
+            self.position = position
+        }
+
+        @inline(__always) var pointee: InterfaceSample { all[position] }
+    }
+
     private struct Series: Sendable {
         var state: InterfaceTotals
         /// The last sampled instance: its counters, index, width and speed
@@ -54,6 +67,8 @@ public struct DeltaEngine: Sendable {
         var changedRound = 0
         /// False for a slot whose series was forgotten.
         var inUse = true
+        /// The source's number for the facts last absorbed (0: none).
+        var factsVersion: UInt64 = 0
 
         init(state: InterfaceTotals) { self.state = state }
 
@@ -69,19 +84,46 @@ public struct DeltaEngine: Sendable {
                 width: prevWidth, speedBps: prevSpeed, counters: prevCounters)
         }
 
-        mutating func remember(_ sample: InterfaceSample, at t: Double) {
+        mutating func remember(_ sample: Reading, at t: Double) {
             hasPrev = true
-            prevCounters = sample.counters
-            prevIndex = sample.index
-            prevWidth = sample.width
-            prevSpeed = sample.speedBps
+            prevCounters = sample.pointee.counters
+            prevIndex = sample.pointee.index
+            prevWidth = sample.pointee.width
+            prevSpeed = sample.pointee.speedBps
             prevTime = t
         }
 
+        mutating func remember(_ sample: InterfaceSample, at t: Double) {
+            remember(Reading([sample], 0), at: t)
+        }
+
         /// Takes what a sample says of the interface; returns whether any
-        /// of it differs from what was there.
-        mutating func absorb(_ sample: InterfaceSample, classification: Classification, at t: Double) -> Bool {
+        /// of it differs from what was there. Facts the source says are
+        /// unchanged (the same `factsVersion`) are not compared again.
+        mutating func absorb(_ sample: Reading, classification: Classification, at t: Double) -> Bool {
             var differs = !state.present || state.deletedAt != nil
+            let version = sample.pointee.factsVersion
+            if version == 0 || version != factsVersion {
+                factsVersion = version
+                if absorbFacts(sample.pointee, classification: classification) { differs = true }
+            }
+            if state.lastCounters != sample.pointee.counters {
+                state.lastCounters = sample.pointee.counters
+                differs = true
+            }
+            if sample.pointee.kernelStats != nil || state.lastKernelStats != nil, state.lastKernelStats != sample.pointee.kernelStats {
+                state.lastKernelStats = sample.pointee.kernelStats
+                differs = true
+            }
+            state.lastSeen = t
+            state.present = true
+            state.deletedAt = nil
+            return differs
+        }
+
+        /// The interface's kind, index, width, speed and attributes.
+        mutating func absorbFacts(_ sample: InterfaceSample, classification: Classification) -> Bool {
+            var differs = false
             if state.classification != classification {
                 state.classification = classification
                 differs = true
@@ -102,17 +144,6 @@ public struct DeltaEngine: Sendable {
                 state.attributes = sample.attributes
                 differs = true
             }
-            if state.lastCounters != sample.counters {
-                state.lastCounters = sample.counters
-                differs = true
-            }
-            if sample.kernelStats != nil || state.lastKernelStats != nil, state.lastKernelStats != sample.kernelStats {
-                state.lastKernelStats = sample.kernelStats
-                differs = true
-            }
-            state.lastSeen = t
-            state.present = true
-            state.deletedAt = nil
             return differs
         }
     }
@@ -160,41 +191,49 @@ public struct DeltaEngine: Sendable {
         nextOrder.removeAll(keepingCapacity: true)
         nextOrder.reserveCapacity(sample.interfaces.count)
 
-        for (position, current) in sample.interfaces.enumerated() {
-            let classification = current.classification ?? NameRules.classify(current.name, platform: configuration.platform)
-            var slot = -1
-            if position < order.count {
-                let candidate = order[position]
-                if series[candidate].inUse, series[candidate].matches(current) { slot = candidate }
+        // Read in place, by position: an interface sample is big, copies cost.
+        let readings = sample.interfaces
+        do {
+            for position in readings.indices {
+                let current = Reading(readings, position)
+                let classification = current.pointee.classification
+                    ?? NameRules.classify(current.pointee.name, platform: configuration.platform)
+                var slot = -1
+                if position < order.count {
+                    let candidate = order[position]
+                    if series[candidate].inUse, series[candidate].matches(current.pointee) { slot = candidate }
+                }
+                if slot < 0, let found = slots[current.pointee.key] { slot = found }
+                if slot >= 0 {
+                    nextOrder.append(slot)
+                    let ceiling = self.ceiling(speed: current.pointee.speedBps)
+                    // Updated in place: a series is big, copies cost.
+                    let (delta, differs) = Self.update(
+                        &series[slot], with: current, classification: classification, stamp: stamp, at: t,
+                        isFirst: isFirst, previousSampleTime: previousSampleTime, ceiling: ceiling)
+                    if differs { markChanged(slot) }
+                    if let delta { deltas.append(delta) }
+                    continue
+                }
+                let reading = current.pointee
+                let counters = isFirst ? Self.zero(like: reading.counters) : reading.counters
+                let change: DeltaChange = isFirst ? .baseline : .appeared
+                var entry = Series(state: InterfaceTotals(
+                    name: reading.name, netns: reading.netns, classification: classification, index: reading.index,
+                    width: reading.width, speedBps: reading.speedBps, attributes: reading.attributes,
+                    totals: counters, quality: .exact, events: EventCounts(),
+                    baseline: isFirst ? reading.counters : Self.zero(like: reading.counters),
+                    lastCounters: reading.counters, lastKernelStats: reading.kernelStats, firstSeen: t, lastSeen: t,
+                    present: true, deletedAt: nil))
+                entry.remember(reading, at: t)
+                entry.factsVersion = reading.factsVersion
+                entry.stamp = stamp
+                nextOrder.append(insert(entry, key: reading.key))
+                deltas.append(InterfaceDelta(
+                    name: reading.name, netns: reading.netns, classification: classification, index: reading.index,
+                    change: change, counters: counters, seconds: isFirst ? nil : previousSampleTime.map { t - $0 },
+                    quality: .exact, time: t))
             }
-            if slot < 0, let found = slots[current.key] { slot = found }
-            if slot >= 0 {
-                nextOrder.append(slot)
-                let ceiling = self.ceiling(speed: current.speedBps)
-                // Updated in place: a series is big, copies cost.
-                let (delta, differs) = Self.update(
-                    &series[slot], with: current, classification: classification, stamp: stamp, at: t,
-                    isFirst: isFirst, previousSampleTime: previousSampleTime, ceiling: ceiling)
-                if differs { markChanged(slot) }
-                if let delta { deltas.append(delta) }
-                continue
-            }
-            let counters = isFirst ? Self.zero(like: current.counters) : current.counters
-            let change: DeltaChange = isFirst ? .baseline : .appeared
-            var entry = Series(state: InterfaceTotals(
-                name: current.name, netns: current.netns, classification: classification, index: current.index,
-                width: current.width, speedBps: current.speedBps, attributes: current.attributes,
-                totals: counters, quality: .exact, events: EventCounts(),
-                baseline: isFirst ? current.counters : Self.zero(like: current.counters),
-                lastCounters: current.counters, lastKernelStats: current.kernelStats, firstSeen: t, lastSeen: t,
-                present: true, deletedAt: nil))
-            entry.remember(current, at: t)
-            entry.stamp = stamp
-            nextOrder.append(insert(entry, key: current.key))
-            deltas.append(InterfaceDelta(
-                name: current.name, netns: current.netns, classification: classification, index: current.index,
-                change: change, counters: counters, seconds: isFirst ? nil : previousSampleTime.map { t - $0 },
-                quality: .exact, time: t))
         }
         // Rule 6: an interface missing from this sample pauses its series.
         // Only series of the last sample can be present.
@@ -215,12 +254,12 @@ public struct DeltaEngine: Sendable {
     /// known. Returns the delta (nil when the reading is to be skipped) and
     /// whether the series' published state changed.
     private static func update(
-        _ s: inout Series, with current: InterfaceSample, classification: Classification, stamp: Int, at t: Double,
-        isFirst: Bool, previousSampleTime: Double?, ceiling: Double
+        _ s: inout Series, with reading: Reading, classification: Classification, stamp: Int,
+        at t: Double, isFirst: Bool, previousSampleTime: Double?, ceiling: Double
     ) -> (InterfaceDelta?, Bool) {
         // The same series twice in one sample: the first reading stands.
         if s.stamp == stamp { return (nil, false) }
-        if let deleted = s.deletedIndex, let deletedIndex = deleted, current.index == deletedIndex {
+        if let deleted = s.deletedIndex, let deletedIndex = deleted, reading.pointee.index == deletedIndex {
             // Read before its deletion (notifications and dumps race): the
             // deletion's final counters already count it.
             return (nil, false)
@@ -231,29 +270,29 @@ public struct DeltaEngine: Sendable {
         var seconds: Double?
         if s.restartPending {
             // Saved before a reboot: these counters began at boot.
-            counters = current.counters
+            counters = reading.pointee.counters
             change = .restarted
             quality = .lowerBound
             s.state.events.resets += 1
         } else if s.deletedIndex != nil {
             // The instance last sampled was deleted and its final counters
             // counted: whatever is here now is new (rule 4).
-            counters = current.counters
+            counters = reading.pointee.counters
             change = .recreated
             s.state.events.recreations += 1
             seconds = previousSampleTime.map { t - $0 }
         } else if s.hasPrev {
             seconds = t - s.prevTime
-            if let oldIndex = s.prevIndex, let newIndex = current.index, oldIndex != newIndex {
+            if let oldIndex = s.prevIndex, let newIndex = reading.pointee.index, oldIndex != newIndex {
                 // Recreated without a deletion event: the old instance's
                 // traffic after `prev` is lost (rule 4).
-                counters = current.counters
+                counters = reading.pointee.counters
                 change = .recreated
                 quality = .lowerBound
                 s.state.events.recreations += 1
             } else {
                 (counters, change) = difference(
-                    from: s.prevCounters, to: current.counters, width: current.width, seconds: t - s.prevTime,
+                    from: s.prevCounters, to: reading.pointee.counters, width: reading.pointee.width, seconds: t - s.prevTime,
                     ceiling: ceiling)
                 switch change {
                 case .wrap:
@@ -267,11 +306,11 @@ public struct DeltaEngine: Sendable {
             }
         } else if isFirst {
             // Known so far only from deletion events.
-            counters = zero(like: current.counters)
+            counters = zero(like: reading.pointee.counters)
             change = .baseline
-            s.state.baseline = current.counters
+            s.state.baseline = reading.pointee.counters
         } else {
-            counters = current.counters
+            counters = reading.pointee.counters
             change = s.state.events.deletions > 0 ? .recreated : .appeared
             if change == .recreated { s.state.events.recreations += 1 }
             seconds = previousSampleTime.map { t - $0 }
@@ -285,13 +324,13 @@ public struct DeltaEngine: Sendable {
             s.state.quality = quality
             differs = true
         }
-        if s.absorb(current, classification: classification, at: t) { differs = true }
-        s.remember(current, at: t)
+        if s.absorb(reading, classification: classification, at: t) { differs = true }
+        s.remember(reading, at: t)
         s.deletedIndex = nil
         s.restartPending = false
         s.stamp = stamp
         let delta = InterfaceDelta(
-            name: current.name, netns: current.netns, classification: classification, index: current.index,
+            name: reading.pointee.name, netns: reading.pointee.netns, classification: classification, index: reading.pointee.index,
             change: change, counters: counters, seconds: seconds, quality: quality, time: t)
         return (delta, differs)
     }
@@ -505,6 +544,8 @@ public struct DeltaEngine: Sendable {
     static func difference(
         from prev: Counters, to cur: Counters, width: CounterWidth, seconds: Double, ceiling: Double
     ) -> (Counters, DeltaChange) {
+        // The common case: the same counters, none went down.
+        if let steady = cur.minus(prev) { return (steady, .steady) }
         var delta = Counters()
         var anyDecreased = false
         for key in CounterKey.allCases where cur.has(key) {
@@ -574,6 +615,26 @@ public struct DeltaEngine: Sendable {
 }
 
 extension Counters {
+    /// `self - other`, counter by counter, when both hold the same counters
+    /// and none of `self` is below `other`'s; nil otherwise.
+    @inline(__always)
+    func minus(_ other: Counters) -> Counters? {
+        guard present == other.present, v0 >= other.v0, v1 >= other.v1, v2 >= other.v2, v3 >= other.v3,
+              v4 >= other.v4, v5 >= other.v5, v6 >= other.v6, v7 >= other.v7
+        else { return nil }
+        var result = Counters()
+        result.v0 = v0 - other.v0
+        result.v1 = v1 - other.v1
+        result.v2 = v2 - other.v2
+        result.v3 = v3 - other.v3
+        result.v4 = v4 - other.v4
+        result.v5 = v5 - other.v5
+        result.v6 = v6 - other.v6
+        result.v7 = v7 - other.v7
+        result.present = present
+        return result
+    }
+
     /// Whether any present counter is non-zero.
     @inline(__always)
     public var anyNonZero: Bool {

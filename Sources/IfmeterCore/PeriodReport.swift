@@ -6,23 +6,26 @@ public struct PeriodAccumulator: Sendable {
         public var quality = Quality.exact
         /// Discontinuities seen in the period (wrap, reset, recreated, ...).
         public var changes: [DeltaChange] = []
-        /// Seconds of intervals summed (for rates).
-        public var seconds: Double = 0
+
+        mutating func add(_ d: InterfaceDelta) {
+            classification = d.classification
+            counters.add(d.counters)
+            quality = max(quality, d.quality)
+            if d.change != .steady, !changes.contains(d.change) { changes.append(d.change) }
+        }
     }
 
     public private(set) var entries: [SeriesKey: Entry] = [:]
 
     public init() {}
 
+    /// Adds a sample's deltas. An idle interval (steady, exact, nothing
+    /// counted) adds nothing, so it costs nothing: an interface without an
+    /// entry had no traffic in the period.
     public mutating func add(_ deltas: [InterfaceDelta]) {
         for d in deltas where d.change != .baseline {
-            var e = entries[d.key] ?? Entry(classification: d.classification)
-            e.classification = d.classification
-            e.counters.add(d.counters)
-            e.quality = max(e.quality, d.quality)
-            if d.change != .steady, !e.changes.contains(d.change) { e.changes.append(d.change) }
-            if d.change != .deleted { e.seconds += d.seconds ?? 0 }
-            entries[d.key] = e
+            if d.change == .steady, d.quality == .exact, !d.counters.anyNonZero { continue }
+            entries[d.key, default: Entry(classification: d.classification)].add(d)
         }
     }
 
@@ -34,7 +37,6 @@ public struct PeriodAccumulator: Sendable {
             e.counters.add(old.counters)
             e.quality = max(e.quality, old.quality)
             e.changes = old.changes + e.changes.filter { !old.changes.contains($0) }
-            e.seconds += old.seconds
             entries[name] = e
         }
     }

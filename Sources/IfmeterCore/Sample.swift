@@ -69,6 +69,10 @@ public struct InterfaceSample: Sendable, Hashable {
     public var attributes: LinkAttributes?
     /// Live samplers only, and only when asked for.
     public var kernelStats: KernelLinkStats?
+    /// A source may number its facts (kind, index, width, speed,
+    /// attributes): the same non-zero number means they are the ones it
+    /// gave last time, so the engine need not compare them. Zero: unknown.
+    public var factsVersion: UInt64 = 0
 
     public init(
         name: String, netns: String = "", index: Int? = nil, classification: Classification? = nil,

@@ -37,7 +37,17 @@ public struct SeriesKey: Sendable, Hashable, Comparable, CustomStringConvertible
 public enum ExactText {
     @inline(__always)
     public static func equal(_ a: String, _ b: String) -> Bool {
-        a.utf8.count == b.utf8.count && a.utf8.elementsEqual(b.utf8)
+        // The same representation is the same text: a small string holds
+        // its bytes in these 16 bytes, a large one its storage, which does
+        // not change while shared. Samplers hand the same name over and
+        // over, so this is the common case.
+        if unsafeBitCast(a, to: (UInt64, UInt64).self) == unsafeBitCast(b, to: (UInt64, UInt64).self) { return true }
+        guard a.utf8.count == b.utf8.count else { return false }
+        let compared: Bool?? = a.utf8.withContiguousStorageIfAvailable { x in
+            b.utf8.withContiguousStorageIfAvailable { y in x.elementsEqual(y) }
+        }
+        if let compared, let compared { return compared }
+        return a.utf8.elementsEqual(b.utf8)
     }
 
     @inline(__always)

@@ -53,8 +53,17 @@ public struct RateHistory: Sendable {
     /// Oldest first.
     public var values: [Double] { Array(storage[start...] + storage[..<start]) }
 
-    /// The newest `n`, oldest first.
-    public func suffix(_ n: Int) -> [Double] { Array(values.suffix(n)) }
+    /// The newest `n`, oldest first, read from the ring directly.
+    public func suffix(_ n: Int) -> [Double] {
+        let k = Swift.min(n, storage.count)
+        let first = storage.count < capacity ? storage.count - k : (start + capacity - k) % capacity
+        return (0..<k).map { storage[(first + $0) % storage.count] }
+    }
+
+    /// The newest `n` sums of two histories of the same length.
+    public static func sums(_ a: RateHistory, _ b: RateHistory, last n: Int) -> [Double] {
+        zip(a.suffix(n), b.suffix(n)).map { $0 + $1 }
+    }
 
     public var peak: Double { storage.max() ?? 0 }
     public var average: Double { storage.isEmpty ? 0 : storage.reduce(0, +) / Double(storage.count) }
@@ -85,6 +94,12 @@ public struct LiveInterface: Sendable {
     /// Unix time it went away (deleted, or missing from samples).
     public var goneSince: Double?
     public var recentEvents: [LiveEvent] = []
+    /// The row's place in (namespace, name) order, for sorting by numbers.
+    var nameRank = 0
+    /// A slot no interface holds any more.
+    var vacant = true
+    /// The update that last brought a delta for it.
+    var lastDelta = 0
 
     public var key: SeriesKey { SeriesKey(netns: netns, name: name) }
     public var kind: InterfaceKind { classification.kind }
@@ -93,6 +108,19 @@ public struct LiveInterface: Sendable {
     public var peakTx: Double { txHistory.peak }
     public var averageRx: Double { rxHistory.average }
     public var averageTx: Double { txHistory.average }
+
+    /// Takes one interval's rates and what happened.
+    mutating func took(rx: Double?, tx: Double?, quality: Quality, change: DeltaChange, stamp: Int, at time: Double) {
+        rxRate = rx
+        txRate = tx
+        rateQuality = quality
+        lastDelta = stamp
+        if change != .baseline, change != .deleted {
+            rxHistory.append(rx ?? 0)
+            txHistory.append(tx ?? 0)
+        }
+        if let text = change.eventText { note(text, at: time) }
+    }
 
     mutating func note(_ text: String, at time: Double) {
         recentEvents.append(LiveEvent(time: time, text: text))
@@ -109,7 +137,6 @@ public struct LiveModel: Sendable {
     public var host: String
     public var source: String
     public var interval: Double
-    public var interfaces: [SeriesKey: LiveInterface] = [:]
     public var selected: SeriesKey?
     public var sort: LiveSort = .rate
     public var bits = false
@@ -130,11 +157,30 @@ public struct LiveModel: Sendable {
     public var note: (text: String, time: Double)?
     /// The first row shown (the list scrolls to keep the selection visible).
     public var scroll = 0
+    /// The rows, in slots; `slotOf` finds a key's slot, and the slots of
+    /// the last update's deltas are kept in their order, so while the
+    /// deltas come in the same order (they follow the source's) a row is
+    /// found by position, with no hashing.
+    private var rows: [LiveInterface] = []
+    private var slotOf: [SeriesKey: Int] = [:]
+    private var freeSlots: [Int] = []
+    private var deltaOrder: [Int] = []
+    private var nextDeltaOrder: [Int] = []
+    /// Used slots in (namespace, name) order.
+    private var byName: [Int] = []
     /// Rows gone (deleted, or missing from samples), until they leave.
-    private var gone: Set<SeriesKey> = []
+    private var gone: Set<Int> = []
     /// Changes that came while paused, applied when the view resumes.
     private var pendingChanged: [SeriesKey: InterfaceTotals] = [:]
     private var pendingForgotten: Set<SeriesKey> = []
+    /// Counts updates, to stamp rows that got a delta.
+    private var updates = 0
+    /// Rows came or went: the name order is to be computed again.
+    private var membershipChanged = false
+    /// The longest name, in columns (for the name column's width).
+    public private(set) var longestName = 0
+    /// Physical and tunnel rates of the last sample.
+    public private(set) var summary = TrafficSummary()
 
     public init(host: String, source: String, interval: Double) {
         self.host = host
@@ -142,14 +188,22 @@ public struct LiveModel: Sendable {
         self.interval = interval
     }
 
+    /// How many interfaces the view holds.
+    public var count: Int { slotOf.count }
+    public var isEmpty: Bool { slotOf.isEmpty }
+
+    /// The row of an interface.
+    public func row(for key: SeriesKey) -> LiveInterface? { slotOf[key].map { rows[$0] } }
+
     /// The row of an interface of the own namespace.
-    public func row(_ name: String) -> LiveInterface? { interfaces[SeriesKey(name: name)] }
+    public func row(_ name: String) -> LiveInterface? { row(for: SeriesKey(name: name)) }
 
     // MARK: data
 
     /// Takes one update: its deltas (rates, history, events) and the totals
     /// that changed. `time` is Unix time. A paused view keeps what it shows
-    /// and catches up when it resumes.
+    /// and catches up when it resumes. Costs what the update holds: rows are
+    /// changed in place, found by position or by one hash.
     public mutating func update(deltas: [InterfaceDelta], changed: [InterfaceTotals], forgotten: [SeriesKey], time: Double) {
         if paused {
             for key in forgotten {
@@ -160,79 +214,120 @@ public struct LiveModel: Sendable {
             return
         }
         now = time
+        updates += 1
+        let stamp = updates
         for key in forgotten { remove(key) }
-        var withDelta = Set<SeriesKey>()
-        for delta in deltas {
-            let key = delta.key
-            withDelta.insert(key)
-            var row = interfaces[key] ?? LiveInterface(
-                name: delta.name, netns: delta.netns, classification: delta.classification, index: delta.index,
-                width: .bits64)
-            row.rxRate = delta.rate(.rxBytes)
-            row.txRate = delta.rate(.txBytes)
-            row.rateQuality = delta.quality
-            if delta.change != .baseline, delta.change != .deleted {
-                row.rxHistory.append(row.rxRate ?? 0)
-                row.txHistory.append(row.txRate ?? 0)
+        var sampled = TrafficSummary()
+        nextDeltaOrder.removeAll(keepingCapacity: true)
+        // By position: a delta is big, copies cost.
+        for n in deltas.indices {
+            let change = deltas[n].change
+            let rx = deltas[n].rate(.rxBytes), tx = deltas[n].rate(.txBytes)
+            if change != .deleted { sampled.add(deltas[n].classification.kind, rx: rx ?? 0, tx: tx ?? 0) }
+            var slot = -1
+            if n < deltaOrder.count {
+                let candidate = deltaOrder[n]
+                if !rows[candidate].vacant, ExactText.equal(rows[candidate].name, deltas[n].name),
+                   ExactText.equal(rows[candidate].netns, deltas[n].netns) { slot = candidate }
             }
-            if let text = delta.change.eventText { row.note(text, at: time) }
+            if slot < 0 {
+                slot = self.slot(
+                    for: deltas[n].key,
+                    or: LiveInterface(
+                        name: deltas[n].name, netns: deltas[n].netns, classification: deltas[n].classification,
+                        index: deltas[n].index, width: .bits64))
+            }
+            nextDeltaOrder.append(slot)
+            rows[slot].took(rx: rx, tx: tx, quality: deltas[n].quality, change: change, stamp: stamp, at: time)
             // Shown in the status line as it happens.
-            switch delta.change {
-            case .deleted: note = ("\(key) deleted", time)
-            case .recreated: note = ("\(key) recreated", time)
-            case .appeared: note = ("\(key) appeared", time)
+            switch change {
+            case .deleted: note = ("\(deltas[n].key) deleted", time)
+            case .recreated: note = ("\(deltas[n].key) recreated", time)
+            case .appeared: note = ("\(deltas[n].key) appeared", time)
             default: break
             }
-            interfaces[key] = row
         }
-        for t in changed { absorb(t, time: time, hadDelta: withDelta.contains(t.key)) }
+        if !deltas.isEmpty {
+            summary = sampled
+            swap(&deltaOrder, &nextDeltaOrder)
+        }
+        for t in changed { absorb(t, time: time, stamp: stamp) }
         // Gone rows: no rate any more, and they leave after the linger time.
-        for key in gone {
-            guard var row = interfaces[key] else {
-                gone.remove(key)
-                continue
+        for slot in gone {
+            if rows[slot].lastDelta != stamp {
+                rows[slot].rxRate = nil
+                rows[slot].txRate = nil
             }
-            if !withDelta.contains(key) {
-                row.rxRate = nil
-                row.txRate = nil
-                interfaces[key] = row
-            }
-            if let since = row.goneSince, time - since > lingerSeconds { remove(key) }
+            if let since = rows[slot].goneSince, time - since > lingerSeconds { remove(rows[slot].key) }
         }
+        if membershipChanged { rank() }
         keepSelectionValid()
     }
 
-    /// Takes an interface's totals and facts.
-    private mutating func absorb(_ t: InterfaceTotals, time: Double, hadDelta: Bool) {
-        var row = interfaces[t.key] ?? LiveInterface(
-            name: t.name, netns: t.netns, classification: t.classification, index: t.index, width: t.width)
-        row.classification = t.classification
-        row.index = t.index
-        row.width = t.width
-        row.speedCeilingBps = t.speedBps
-        row.reportedSpeedBps = t.attributes?.reportedSpeedBps
-        row.operstate = t.attributes?.operstate
-        row.totals = t.totals
-        row.quality = t.quality
-        row.events = t.events
-        if t.present {
-            row.present = true
-            row.goneSince = nil
-            gone.remove(t.key)
+    /// The slot of `key`, made from `make` when it has none.
+    private mutating func slot(for key: SeriesKey, or make: @autoclosure () -> LiveInterface) -> Int {
+        if let slot = slotOf[key] { return slot }
+        var row = make()
+        row.vacant = false
+        let slot: Int
+        if let reused = freeSlots.popLast() {
+            rows[reused] = row
+            slot = reused
         } else {
-            if row.goneSince == nil {
-                row.goneSince = time
-                if t.deletedAt == nil, !hadDelta { row.note("gone", at: time) }
-            }
-            row.present = false
-            gone.insert(t.key)
+            rows.append(row)
+            slot = rows.count - 1
         }
-        interfaces[t.key] = row
+        slotOf[key] = slot
+        membershipChanged = true
+        return slot
+    }
+
+    /// Takes an interface's totals and facts.
+    private mutating func absorb(_ t: InterfaceTotals, time: Double, stamp: Int) {
+        let slot = self.slot(
+            for: t.key, or: LiveInterface(name: t.name, netns: t.netns, classification: t.classification, index: t.index, width: t.width))
+        rows[slot].classification = t.classification
+        rows[slot].index = t.index
+        rows[slot].width = t.width
+        rows[slot].speedCeilingBps = t.speedBps
+        rows[slot].reportedSpeedBps = t.attributes?.reportedSpeedBps
+        rows[slot].operstate = t.attributes?.operstate
+        rows[slot].totals = t.totals
+        rows[slot].quality = t.quality
+        rows[slot].events = t.events
+        if t.present {
+            rows[slot].present = true
+            rows[slot].goneSince = nil
+            gone.remove(slot)
+        } else {
+            if rows[slot].goneSince == nil {
+                rows[slot].goneSince = time
+                if t.deletedAt == nil, rows[slot].lastDelta != stamp { rows[slot].note("gone", at: time) }
+            }
+            rows[slot].present = false
+            gone.insert(slot)
+        }
     }
 
     private mutating func remove(_ key: SeriesKey) {
-        interfaces[key] = nil
-        gone.remove(key)
+        guard let slot = slotOf.removeValue(forKey: key) else { return }
+        rows[slot] = LiveInterface(name: "", netns: "", classification: rows[slot].classification, index: nil, width: .bits64)
+        rows[slot].vacant = true
+        freeSlots.append(slot)
+        gone.remove(slot)
+        membershipChanged = true
+    }
+
+    /// Puts the rows in (namespace, name) order, once per change of the
+    /// rows: sorting the view then compares numbers, not names.
+    private mutating func rank() {
+        byName = slotOf.sorted { $0.key < $1.key }.map(\.value)
+        longestName = 0
+        for (n, slot) in byName.enumerated() {
+            rows[slot].nameRank = n
+            longestName = max(longestName, rows[slot].name.unicodeScalars.count)
+        }
+        membershipChanged = false
     }
 
     /// Applies what came while the view was paused.
@@ -250,25 +345,38 @@ public struct LiveModel: Sendable {
         !hiddenKinds.contains(row.kind) && NamePattern(filter).matches(row.name)
     }
 
-    /// The rows shown, filtered and sorted.
-    public var visible: [LiveInterface] {
-        let rows = interfaces.values.filter(isVisible)
-        return rows.sorted { a, b in
-            switch sort {
-            case .rate:
-                if a.totalRate != b.totalRate { return a.totalRate > b.totalRate }
-            case .total:
-                let ta = a.totals.rxBytes &+ a.totals.txBytes, tb = b.totals.rxBytes &+ b.totals.txBytes
-                if ta != tb { return ta > tb }
-            case .name: break
-            }
-            return a.key < b.key
+    /// The slots of the rows shown, filtered and sorted: by numbers (rate,
+    /// total, then the name order), never by copying rows or comparing names.
+    func visibleSlots() -> [Int] {
+        let pattern = NamePattern(filter)
+        let shown = { (slot: Int) -> Bool in
+            !self.hiddenKinds.contains(self.rows[slot].kind) && (self.filter.isEmpty || pattern.matches(self.rows[slot].name))
         }
+        if sort == .name { return byName.filter(shown) }
+        var entries: [(primary: Double, rank: Int, slot: Int)] = []
+        entries.reserveCapacity(byName.count)
+        for slot in byName where shown(slot) {
+            let primary = sort == .rate
+                ? -rows[slot].totalRate : -Double(rows[slot].totals.rxBytes &+ rows[slot].totals.txBytes)
+            entries.append((primary, rows[slot].nameRank, slot))
+        }
+        entries.sort { $0.primary != $1.primary ? $0.primary < $1.primary : $0.rank < $1.rank }
+        return entries.map(\.slot)
     }
 
+    /// The keys of the rows shown, in order.
+    public var visibleKeys: [SeriesKey] { visibleSlots().map { rows[$0].key } }
+
+    /// The rows shown, in order.
+    public var visible: [LiveInterface] { visibleSlots().map { rows[$0] } }
+
+    /// The row in a slot, and the slot of a key (for the renderer).
+    func row(at slot: Int) -> LiveInterface { rows[slot] }
+    func slot(of key: SeriesKey) -> Int? { slotOf[key] }
+
     mutating func keepSelectionValid() {
-        if let selected, let row = interfaces[selected], isVisible(row) { return }
-        selected = visible.first?.key
+        if let selected, let row = row(for: selected), isVisible(row) { return }
+        selected = visibleSlots().first.map { rows[$0].key }
     }
 
     // MARK: keys
@@ -334,10 +442,10 @@ public struct LiveModel: Sendable {
     }
 
     mutating func moveSelection(_ step: Int) {
-        let rows = visible
+        let rows = visibleKeys
         guard !rows.isEmpty else { return }
-        let current = rows.firstIndex { $0.key == selected } ?? 0
+        let current = rows.firstIndex { $0 == selected } ?? 0
         let target = max(0, min(rows.count - 1, current.addingReportingOverflow(step).overflow ? (step < 0 ? 0 : rows.count - 1) : current + step))
-        selected = rows[target].key
+        selected = rows[target]
     }
 }

@@ -22,11 +22,12 @@ public struct LiveRenderer: Sendable {
         lines.append(header(model, width: width))
         let layout = Layout(width: width, model: model)
         lines.append(layout.titles(style: self))
-        let rows = model.visible
+        let rows = model.visibleSlots()
+        let selectedSlot = model.selected.flatMap(model.slot(of:))
         let footer = footerLines(model, width: width)
         let summary = summaryLines(model, width: width)
         var detail: [Line] = []
-        if model.detailOpen, let key = model.selected, let selected = model.interfaces[key] {
+        if model.detailOpen, let key = model.selected, let selected = model.row(for: key) {
             detail = detailLines(selected, model: model, width: width, height: height)
         }
         // Rows get what the fixed parts leave (at least one).
@@ -36,15 +37,15 @@ public struct LiveRenderer: Sendable {
             detail = Array(detail.prefix(max(0, detail.count + room - 1)))
             room = 1
         }
-        let selectedIndex = rows.firstIndex { $0.key == model.selected } ?? 0
+        let selectedIndex = rows.firstIndex { $0 == selectedSlot } ?? 0
         var first = min(max(0, model.scroll), max(0, rows.count - room))
         if selectedIndex < first { first = selectedIndex }
         if selectedIndex >= first + room { first = selectedIndex - room + 1 }
-        for row in rows.dropFirst(first).prefix(room) {
-            lines.append(layout.row(row, model: model, selected: row.key == model.selected, style: self))
+        for slot in rows.dropFirst(first).prefix(room) {
+            lines.append(layout.row(model.row(at: slot), model: model, selected: slot == selectedSlot, style: self))
         }
         if rows.isEmpty {
-            lines.append(Line(width: width).text(model.interfaces.isEmpty ? "  waiting for the first interval…" : "  no interface matches the filter or kinds shown", dim))
+            lines.append(Line(width: width).text(model.isEmpty ? "  waiting for the first interval…" : "  no interface matches the filter or kinds shown", dim))
         }
         while lines.count < height - footer.count - detail.count - (detail.isEmpty ? 0 : 1) - summary.count {
             lines.append(Line(width: width))
@@ -80,10 +81,7 @@ public struct LiveRenderer: Sendable {
     /// Physical traffic, and tunnel traffic apart: it rides inside the
     /// physical links, so adding the two would count it twice.
     func summaryLines(_ model: LiveModel, width: Int) -> [Line] {
-        var summary = TrafficSummary()
-        for row in model.interfaces.values where row.present {
-            summary.add(row.kind, rx: row.rxRate ?? 0, tx: row.txRate ?? 0)
-        }
+        let summary = model.summary
         let (physicalRx, physicalTx, tunnelRx, tunnelTx) = (summary.physicalRx, summary.physicalTx, summary.tunnelRx, summary.tunnelTx)
         let r = { (v: Double) in Units.rate(bytesPerSecond: v, bits: model.bits) }
         let physical = Line(width: width).text("physical ", bold).text("↓\(r(physicalRx)) ↑\(r(physicalTx))")
@@ -236,7 +234,7 @@ struct Layout {
 
     init(width: Int, model: LiveModel) {
         self.width = width
-        let longest = model.interfaces.values.map { $0.name.unicodeScalars.count }.max() ?? 4
+        let longest = model.isEmpty ? 4 : model.longestName
         nameWidth = min(max(longest, 6), width >= 100 ? 18 : 12)
         shortKinds = width < 70
         kindWidth = shortKinds ? 4 : 8
@@ -289,8 +287,8 @@ struct Layout {
         line = line.text(padLeft(rate(row.rxRate), rateWidth) + " ", gone ? style.dim : style.rxStyle)
         line = line.text(padLeft(rate(row.txRate), rateWidth), gone ? style.dim : style.txStyle)
         if sparkWidth > 0 {
-            let history = zip(row.rxHistory.values, row.txHistory.values).map { $0 + $1 }
-            line = line.text(" ").text(Graph.sparkline(Array(history.suffix(sparkWidth)), width: sparkWidth), gone ? style.dim : style.plain)
+            let history = RateHistory.sums(row.rxHistory, row.txHistory, last: sparkWidth)
+            line = line.text(" ").text(Graph.sparkline(history, width: sparkWidth), gone ? style.dim : style.plain)
         }
         let totalMark = row.quality.mark
         if showTotals >= 1 {
@@ -344,9 +342,11 @@ struct Line {
 
     init(width: Int) { self.width = width }
 
-    func text(_ s: String, _ style: LiveRenderer.Style = LiveRenderer.Style(codes: "")) -> Line {
+    /// Appends a piece. Consuming: the line's text is appended to in place,
+    /// not copied for every piece.
+    consuming func text(_ s: String, _ style: LiveRenderer.Style = LiveRenderer.Style(codes: "")) -> Line {
         var copy = self
-        let room = width - used
+        let room = copy.width - copy.used
         guard room > 0 else { return copy }
         var piece = s
         if piece.unicodeScalars.count > room {

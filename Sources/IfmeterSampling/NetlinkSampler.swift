@@ -37,6 +37,9 @@ public final class NetlinkSampler: CounterSource {
     /// name and kind by position, without hashing.
     private var order: [Int] = []
     private var templates: [InterfaceSample] = []
+    /// Numbers the facts the templates hold; a sample built from them says
+    /// so (`factsVersion`), and the engine skips comparing them.
+    private var factsGeneration: UInt64 = 0
 
     public init(options: SamplerOptions = SamplerOptions()) throws(SystemError) {
         self.options = options
@@ -149,14 +152,17 @@ public final class NetlinkSampler: CounterSource {
                 catalogStale = false
             }
             let links = catalog.byIndex
+            factsGeneration += 1
             for entry in raw {
                 // A link created between the two dumps is left for the next
                 // sample, which counts it in full: nothing is lost.
                 guard let link = links[entry.index] else { continue }
-                interfaces.append(InterfaceSample(
+                var reading = InterfaceSample(
                     name: link.name, index: entry.index, classification: link.classification, width: entry.width,
                     speedBps: link.speedCeilingBps, counters: entry.counters, attributes: link.attributes,
-                    kernelStats: entry.stats))
+                    kernelStats: entry.stats)
+                reading.factsVersion = factsGeneration
+                interfaces.append(reading)
             }
             if interfaces.count == raw.count {
                 order = raw.map(\.index)
@@ -241,7 +247,9 @@ private struct Assembler: CounterSink {
 
     mutating func emit(_ index: Int, _ counters: Counters, _ width: CounterWidth, _ stats: KernelLinkStats?) {
         if aligned {
-            if built < order.count, order[built] == index {
+            // The same link, with the same counter width as its template
+            // (whose facts the sample's `factsVersion` vouches for).
+            if built < order.count, order[built] == index, templates[built].width == width {
                 (base + built).initialize(to: templates[built])
                 base[built].counters = counters
                 base[built].width = width

@@ -4,9 +4,12 @@
 // (the practical limit), the raw RTM_GETLINK dump and /proc/net/dev.
 import CIfmeterBench
 import Glibc
+import IfmeterCLI
 import IfmeterCore
 import IfmeterLive
+import IfmeterPipeline
 import IfmeterSampling
+import IfmeterStore
 
 /// Processes the benchmark started and must stop, whatever happens.
 nonisolated(unsafe) var backgroundProcesses: [pid_t] = []
@@ -436,6 +439,112 @@ func grow(to total: Int, from pairs: Int) -> Int {
 struct Row {
     var method: String
     var seconds: Double
+    /// The raw dump's time measured beside this one, when paired.
+    var raw: Double?
+
+    init(method: String, seconds: Double, raw: Double? = nil) {
+        self.method = method
+        self.seconds = seconds
+        self.raw = raw
+    }
+}
+
+/// The pipelines of `serve`, `export --state` and `live`, each with its own
+/// sampler, and the subscriber the command puts on it (the scrape cache's
+/// update, the export period's sums, the live view's model and one frame).
+final class WholeLoops {
+    let serve: Pipeline
+    let export: Pipeline
+    let live: Pipeline
+    let store: StateStore
+    let statePath: String
+
+    final class Scrape: PipelineSubscriber {
+        let cache = ScrapeCache(families: .ifmeter, version: "bench", interval: 1)
+        func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) { cache.apply(update) }
+    }
+
+    final class Export: PipelineSubscriber {
+        var accumulator = PeriodAccumulator()
+        func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) { accumulator.add(update.deltas) }
+    }
+
+    final class Live: PipelineSubscriber {
+        var model = LiveModel(host: "bench", source: "netlink", interval: 1)
+        let renderer = LiveRenderer(color: true)
+        var frames = 0
+        func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
+            model.update(deltas: update.deltas, changed: update.changed, forgotten: update.forgotten, time: update.wallTime)
+            frames += renderer.render(model, width: 120, height: 40).count
+        }
+    }
+
+    init(interfaces: Int) throws {
+        func sampler() throws -> NetlinkSampler { try NetlinkSampler(options: SamplerOptions(sysfs: nil)) }
+        let configuration = PipelineConfiguration(interval: 1, seriesLifetime: 300)
+        serve = Pipeline(source: try sampler(), configuration: configuration)
+        serve.subscribe(Scrape())
+        statePath = "/tmp/ifmbench-\(getpid())-\(interfaces).db"
+        store = try StateStore(path: statePath, host: "bench", bootID: "bench", now: wallClock())
+        export = Pipeline(source: try sampler(), configuration: configuration, persistence: StatePersistence(store: store, every: 15))
+        export.subscribe(Export())
+        live = Pipeline(source: try sampler(), configuration: configuration)
+        live.subscribe(Live())
+        for pipeline in [serve, export, live] { pipeline.step() }  // the baselines
+    }
+
+    deinit {
+        for suffix in ["", "-wal", "-shm", ".lock"] { unlink(statePath + suffix) }
+    }
+
+    /// One save of every series to the state file.
+    func save() throws {
+        try store.save(export.engine.saved, usage: [:], wallTime: wallClock())
+    }
+}
+
+// `ifmeter-bench --profile LOOP SIZE ROUNDS`: only that loop (serve, export,
+// live or engine), ROUNDS times at SIZE interfaces, for a profiler.
+if CommandLine.arguments.count == 5, CommandLine.arguments[1] == "--profile",
+   let size = Int(CommandLine.arguments[3]), let rounds = Int(CommandLine.arguments[4]) {
+    _ = grow(to: size, from: 0)
+    try NetworkNamespace.perform(in: namespace) {
+        let which = CommandLine.arguments[2]
+        if which == "engine" || which == "sampler" {
+            // The engine alone on one sample, again and again: no kernel time.
+            let sample = try NetlinkSampler(options: SamplerOptions(sysfs: nil)).read().sample
+        guard which != "sampler" else {
+            let sampler = try NetlinkSampler(options: SamplerOptions(sysfs: nil))
+            let t0 = now()
+            for _ in 0..<rounds { _ = try sampler.read() }
+            print("sampler: \(Units.fixed((now() - t0) / Double(rounds) * 1e6, 1)) us per sample")
+            return
+        }
+            var engine = DeltaEngine()
+            let t0 = now()
+            for n in 0..<rounds {
+                var next = sample
+                next.time = Double(n)
+                engine.apply(next)
+                _ = engine.takeChanges()
+            }
+            print("engine: \(Units.fixed((now() - t0) / Double(rounds) * 1e6, 1)) us per sample")
+            return
+        }
+        let loops = try WholeLoops(interfaces: size)
+        let pipeline = which == "serve" ? loops.serve : which == "export" ? loops.export : loops.live
+        func cpu() -> (user: Double, system: Double) {
+            var usage = rusage()
+            getrusage(__rusage_who_t(1) /* RUSAGE_THREAD */, &usage)
+            return (Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6,
+                    Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6)
+        }
+        let t0 = now(), c0 = cpu()
+        for _ in 0..<rounds { pipeline.step() }
+        let c1 = cpu(), per = { (x: Double) in Units.fixed(x / Double(rounds) * 1e6, 1) }
+        print("\(which): \(per(now() - t0)) us per loop; CPU user \(per(c1.user - c0.user)) us, system \(per(c1.system - c0.system)) us")
+    }
+    exit(0)
 }
 
 let sizes = CommandLine.arguments.dropFirst().compactMap { Int($0) }
@@ -465,16 +574,29 @@ for target in targets {
         var engine = DeltaEngine()
         let sample = try netlink.read().sample
         var t = sample.time
-        // The sampler and its practical limit alternate, so both see the
-        // same machine; the other methods run in blocks of their own (run
+        // The whole loop of each long-running command: its own sampler,
+        // the pipeline (read, filter, engine, publish) and what the
+        // command does with each update.
+        let loops = try WholeLoops(interfaces: count)
+        let getstats = { () throws -> Void in
+            seq += 1
+            check(cifm_raw_getstats_dump(fd, buffer, 1 << 16, seq, &sum), "RTM_GETSTATS")
+        }
+        // Each of ifmeter's paths alternates with its practical limit, the
+        // raw dump, so both see the same machine; the ratio is taken within
+        // the pair. The other methods run in blocks of their own (run
         // between the others, they would find the caches cold).
-        return try measure([
-            ("raw RTM_GETSTATS dump (C)", {
-                seq += 1
-                check(cifm_raw_getstats_dump(fd, buffer, 1 << 16, seq, &sum), "RTM_GETSTATS")
-            }),
-            ("ifmeter netlink sampler", { check(try netlink.read().sample.interfaces.count, "netlink sampler") }),
-        ]) + measure([("raw RTM_GETLINK dump (C)", {
+        func paired(_ name: String, _ body: @escaping () throws -> Void) throws -> Row {
+            let pair = try measure([("raw RTM_GETSTATS dump (C)", getstats), (name, body)])
+            return Row(method: name, seconds: pair[1].seconds, raw: pair[0].seconds)
+        }
+        var rows = try measure([("raw RTM_GETSTATS dump (C)", getstats)])
+        rows.append(try paired("ifmeter netlink sampler") { check(try netlink.read().sample.interfaces.count, "netlink sampler") })
+        rows.append(try paired("loop: serve") { check(loops.serve.step().reading?.sample.interfaces.count ?? 0, "serve loop") })
+        rows.append(try paired("loop: export --state") { check(loops.export.step().reading?.sample.interfaces.count ?? 0, "export loop") })
+        rows.append(try paired("loop: live (model, frame)") { check(loops.live.step().reading?.sample.interfaces.count ?? 0, "live loop") })
+        return try rows + measure([("state save (every 10-15 s)", { try loops.save() })], budget: 1)
+            + measure([("raw RTM_GETLINK dump (C)", {
                 seq += 1
                 check(cifm_raw_getlink_dump(fd, buffer, 1 << 16, seq, &sum), "RTM_GETLINK")
             })], budget: 1)
@@ -484,6 +606,7 @@ for target in targets {
             + measure([("delta engine, one sample", {
                 t += 1
                 engine.apply(Sample(time: t, interfaces: sample.interfaces))
+                _ = engine.takeChanges()
             })], budget: 1)
     }
     let raw = rows[0].seconds
@@ -493,7 +616,7 @@ for target in targets {
     for row in rows {
         print("  " + row.method.padding(30) + Units.fixed(row.seconds * 1e6, 1).leftPadding(12)
             + Units.fixed(row.seconds * 1e6 / Double(count), 3).leftPadding(10)
-            + Units.fixed(row.seconds / raw, 2).leftPadding(16))
+            + Units.fixed(row.seconds / (row.raw ?? raw), 2).leftPadding(16) + (row.raw == nil ? "" : "  (paired)"))
     }
     fflush(nil)
     if target == 100, getenv("IFMETER_BENCH_NO_LIVE") == nil {
