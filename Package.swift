@@ -72,7 +72,7 @@ let package = Package(
         // Namespaces, veth pairs and traffic for the integration tests, and
         // a scripted counter source.
         .target(name: "IfmeterTestSupport", dependencies: ["IfmeterCore", "IfmeterSampling", "CIfmeterTestSupport"]),
-        .testTarget(name: "IfmeterCoreTests", dependencies: ["IfmeterCore"]),
+        .testTarget(name: "IfmeterCoreTests", dependencies: ["IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(
             name: "IfmeterSamplingTests",
             dependencies: ["IfmeterSampling", "IfmeterCore", "CNetlink", "IfmeterTestSupport"]),

@@ -16,6 +16,8 @@ static struct {
     void (*stop_daemon)(struct MHD_Daemon *);
     int (*get_connection_values)(struct MHD_Connection *, enum MHD_ValueKind, MHD_KeyValueIterator, void *);
     struct MHD_Response *(*create_response)(size_t, const void *, MHD_ContentReaderFreeCallback, void *);
+    struct MHD_Response *(*create_callback_response)(uint64_t, size_t, MHD_ContentReaderCallback, void *,
+                                                     MHD_ContentReaderFreeCallback);
     enum MHD_Result (*add_response_header)(struct MHD_Response *, const char *, const char *);
     enum MHD_Result (*queue_response)(struct MHD_Connection *, unsigned int, struct MHD_Response *);
     void (*destroy_response)(struct MHD_Response *);
@@ -41,6 +43,7 @@ int cifm_http_load(const char *library, char *error, size_t error_len) {
     RESOLVE(stop_daemon, "MHD_stop_daemon");
     RESOLVE(get_connection_values, "MHD_get_connection_values");
     RESOLVE(create_response, "MHD_create_response_from_buffer_with_free_callback_cls");
+    RESOLVE(create_callback_response, "MHD_create_response_from_callback");
     RESOLVE(add_response_header, "MHD_add_response_header");
     RESOLVE(queue_response, "MHD_queue_response");
     RESOLVE(destroy_response, "MHD_destroy_response");
@@ -150,4 +153,135 @@ int cifm_http_gzip(const void *input, size_t input_len, int level, void **output
     *output_len = z.total_out;
     deflateEnd(&z);
     return 0;
+}
+
+struct cifm_gzip {
+    z_stream z;
+    unsigned char *out;
+    size_t capacity;
+};
+
+/// Makes room for at least `more` bytes of output.
+static int gzip_reserve(struct cifm_gzip *gz, size_t more) {
+    size_t used = gz->z.total_out;
+    if (gz->capacity - used >= more)
+        return 0;
+    size_t capacity = gz->capacity ? gz->capacity : 64 * 1024;
+    while (capacity - used < more)
+        capacity *= 2;
+    unsigned char *grown = realloc(gz->out, capacity);
+    if (!grown)
+        return Z_MEM_ERROR;
+    gz->out = grown;
+    gz->capacity = capacity;
+    return 0;
+}
+
+static int gzip_run(struct cifm_gzip *gz, int flush) {
+    for (;;) {
+        int rc = gzip_reserve(gz, 32 * 1024);
+        if (rc != 0)
+            return rc;
+        gz->z.next_out = gz->out + gz->z.total_out;
+        gz->z.avail_out = (uInt)(gz->capacity - gz->z.total_out);
+        rc = deflate(&gz->z, flush);
+        if (rc == Z_STREAM_END)
+            return 0;
+        if (rc != Z_OK && rc != Z_BUF_ERROR)
+            return rc;
+        if (flush == Z_NO_FLUSH && gz->z.avail_in == 0)
+            return 0;
+    }
+}
+
+cifm_gzip *cifm_gzip_begin(int level) {
+    struct cifm_gzip *gz = calloc(1, sizeof *gz);
+    if (!gz)
+        return NULL;
+    if (deflateInit2(&gz->z, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+        free(gz);
+        return NULL;
+    }
+    return gz;
+}
+
+int cifm_gzip_write(cifm_gzip *gz, const void *data, size_t len) {
+    gz->z.next_in = (Bytef *)data;
+    gz->z.avail_in = (uInt)len;
+    return gzip_run(gz, Z_NO_FLUSH);
+}
+
+int cifm_gzip_end(cifm_gzip *gz, void **output, size_t *output_len) {
+    gz->z.next_in = NULL;
+    gz->z.avail_in = 0;
+    int rc = gzip_run(gz, Z_FINISH);
+    if (rc == 0) {
+        *output = gz->out;
+        *output_len = gz->z.total_out;
+        gz->out = NULL;
+    }
+    cifm_gzip_abort(gz);
+    return rc;
+}
+
+void cifm_gzip_abort(cifm_gzip *gz) {
+    if (!gz)
+        return;
+    deflateEnd(&gz->z);
+    free(gz->out);
+    free(gz);
+}
+
+struct gunzip_reader {
+    z_stream z;
+    void (*release)(void *);
+    void *release_cls;
+    int done;
+};
+
+static ssize_t gunzip_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;  // libmicrohttpd reads in order
+    struct gunzip_reader *r = cls;
+    if (r->done)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    r->z.next_out = (Bytef *)buf;
+    r->z.avail_out = (uInt)max;
+    int rc = inflate(&r->z, Z_NO_FLUSH);
+    ssize_t produced = (ssize_t)(max - r->z.avail_out);
+    if (rc == Z_STREAM_END)
+        r->done = 1;
+    else if (rc != Z_OK && !(rc == Z_BUF_ERROR && produced > 0))
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    if (produced == 0)
+        return r->done ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+    return produced;
+}
+
+static void gunzip_free(void *cls) {
+    struct gunzip_reader *r = cls;
+    inflateEnd(&r->z);
+    if (r->release)
+        r->release(r->release_cls);
+    free(r);
+}
+
+struct MHD_Response *cifm_mhd_create_gunzip_response(const void *gz, size_t gz_len, uint64_t size,
+                                                     void (*release)(void *), void *release_cls) {
+    struct gunzip_reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    if (inflateInit2(&r->z, 15 + 16) != Z_OK) {
+        free(r);
+        return NULL;
+    }
+    r->z.next_in = (Bytef *)gz;
+    r->z.avail_in = (uInt)gz_len;
+    r->release = release;
+    r->release_cls = release_cls;
+    struct MHD_Response *response = mhd.create_callback_response(size, 32 * 1024, gunzip_read, r, gunzip_free);
+    if (!response) {
+        inflateEnd(&r->z);
+        free(r);
+    }
+    return response;
 }

@@ -146,9 +146,12 @@ struct SamplingSetup {
 
     /// Validates the shared options; `interval` and `--state` only where the
     /// command declares them.
+    /// `idleDeltas`: false for commands that only add deltas up (serve,
+    /// export): the pipeline then publishes only intervals where something
+    /// happened.
     init(
         _ p: ParsedArguments, sampleLimit: Int? = nil, stopOnFailure: Bool = false, kernelStats: Bool = false,
-        saveEvery: Double = 10
+        saveEvery: Double = 10, idleDeltas: Bool = true
     ) throws(CLIError) {
         source = try CommonOptions.sourceKind(p)
         samplerOptions = CommonOptions.samplerOptions(p)
@@ -159,6 +162,7 @@ struct SamplingSetup {
             seriesLifetime: p.spec.options.contains { $0.long == "--series-lifetime" }
                 ? try CommonOptions.duration(p, "--series-lifetime", default: 300) : nil,
             sampleLimit: sampleLimit, stopOnFailure: stopOnFailure)
+        configuration.idleDeltas = idleDeltas
         if let path = p.value("--state") {
             var options = StateOptions(path: path, host: hostName(), saveEvery: saveEvery)
             if let file = p.value("--boot-id-file") { options.bootIDFile = file }

@@ -60,7 +60,7 @@ struct ExportCommand: Command {
         keep = try CommonOptions.positiveInt(p, "--keep") ?? 5
         every = try CommonOptions.duration(p, "--every", default: 15)
         families = try CompatOption.families(p)
-        setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: every)
+        setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: every, idleDeltas: false)
     }
 
     func run() throws(CLIError) {
@@ -182,9 +182,19 @@ final class Exporter: PipelineSubscriber {
         }
         if let textfile = command.textfile {
             let input = ScrapeCache.input(
-                totals, health: last.health, families: command.families, version: IfmeterCLI.version,
+                totals.map(ExpositionRow.init), health: last.health, families: command.families, version: IfmeterCLI.version,
                 interval: pipeline.configuration.interval)
-            report(textfile) { try AtomicFile.write(PrometheusTextRenderer().render(input), to: textfile) }
+            report(textfile) {
+                try AtomicFile.write(to: textfile) { (put: (UnsafeRawBufferPointer) throws(SystemError) -> Void) throws(SystemError) in
+                    // The renderer cannot throw: the first failed piece is kept and thrown after.
+                    var failure: SystemError?
+                    PrometheusTextRenderer().render(input, chunk: 64 * 1024) { piece in
+                        guard failure == nil else { return }
+                        do throws(SystemError) { try put(piece) } catch { failure = error }
+                    }
+                    if let failure { throw failure }
+                }
+            }
         }
         periodStart = end
     }

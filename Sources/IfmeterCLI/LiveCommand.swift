@@ -97,7 +97,9 @@ final class LiveScreen: PipelineSubscriber {
     }
 
     func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
-        model.update(deltas: update.deltas, changed: update.changed, forgotten: update.forgotten, time: update.wallTime)
+        model.update(
+            deltas: update.deltas, changed: update.changed.compactMap(pipeline.totals(for:)), forgotten: update.forgotten,
+            time: update.wallTime)
         draw()
     }
 

@@ -59,7 +59,7 @@ struct ServeCommand: Command {
         }
         self.address = address
         families = try CompatOption.families(p)
-        setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: 10)
+        setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: 10, idleDeltas: false)
         var limits = HTTPLimits()
         if let n = try CommonOptions.positiveInt(p, "--max-connections") {
             limits.connections = UInt32(min(n, 1 << 20))
@@ -99,14 +99,15 @@ struct ServeCommand: Command {
         case "/metrics":
             let openMetrics = ExpositionNegotiation.prefersOpenMetrics(accept: request.headers["accept"])
             let gzip = acceptsGzip(request.headers["accept-encoding"])
-            let variant = ScrapeCache.Variant(openMetrics: openMetrics, gzip: gzip)
-            guard let rendered = cache.rendered(variant) ?? cache.rendered(.init(openMetrics: openMetrics, gzip: false))
-            else {
-                return HTTPResponse(status: 500, text: "500: rendering failed\n")
+            guard let rendered = cache.rendered(openMetrics: openMetrics) else {
+                return HTTPResponse(status: 500, text: "500: rendering failed (zlib); see ifmeter's log\n")
             }
             var headers = [("Content-Type", rendered.contentType), ("Vary", "Accept, Accept-Encoding"), ("Cache-Control", "no-store")]
-            if variant.gzip, rendered.body.count > 0, isGzip(rendered.body) { headers.append(("Content-Encoding", "gzip")) }
-            return HTTPResponse(status: 200, headers: headers, body: rendered.body)
+            if gzip {
+                headers.append(("Content-Encoding", "gzip"))
+                return HTTPResponse(status: 200, headers: headers, body: rendered.gzipped)
+            }
+            return HTTPResponse(status: 200, headers: headers, inflating: rendered.gzipped, size: rendered.size)
         case "/":
             return HTTPResponse(status: 200, contentType: "text/html; charset=utf-8", text: """
                 <!DOCTYPE html>
@@ -128,19 +129,14 @@ struct ServeCommand: Command {
         guard let header else { return false }
         for part in header.split(separator: ",") {
             let fields = part.split(separator: ";")
-            guard let coding = fields.first?.trimmingSpaces(), coding == "gzip" || coding == "*" else { continue }
+            guard let coding = fields.first?.trimmingSpaces().lowercased(), coding == "gzip" || coding == "*" else { continue }
             let q = fields.dropFirst().compactMap { field -> Double? in
                 let pair = field.split(separator: "=")
-                return pair.count == 2 && pair[0].trimmingSpaces() == "q" ? Double(pair[1].trimmingSpaces()) : nil
+                return pair.count == 2 && pair[0].trimmingSpaces().lowercased() == "q" ? Double(pair[1].trimmingSpaces()) : nil
             }.first ?? 1
             if q > 0 { return true }
         }
         return false
-    }
-
-    static func isGzip(_ body: HTTPBody) -> Bool {
-        guard let base = body.base, body.count >= 2 else { return false }
-        return base.load(as: UInt8.self) == 0x1F && base.load(fromByteOffset: 1, as: UInt8.self) == 0x8B
     }
 }
 

@@ -94,6 +94,12 @@ public struct InterfaceDelta: Sendable, Hashable {
 
     public var key: SeriesKey { SeriesKey(netns: netns, name: name) }
 
+    /// Nothing to add up: a steady (or baseline), exact interval that
+    /// counted nothing.
+    public var isIdle: Bool {
+        (change == .steady || change == .baseline) && quality == .exact && !counters.anyNonZero
+    }
+
     /// Bytes or packets per second, when the interval has a length.
     public func rate(_ key: CounterKey) -> Double? {
         guard let seconds, seconds > 0 else { return nil }
@@ -120,8 +126,6 @@ public struct InterfaceTotals: Sendable, Hashable {
     /// `baseline + totals` continues the kernel's counter without ever going
     /// down, which is what a Prometheus counter needs.
     public var baseline: Counters
-    /// The last counters known: a sample's, or a deletion's final ones.
-    public var lastCounters: Counters?
     /// The last sample's full kernel statistics, when the sampler kept them.
     public var lastKernelStats: KernelLinkStats?
     /// When the interface was first and last seen (sample or event). In
@@ -136,7 +140,7 @@ public struct InterfaceTotals: Sendable, Hashable {
     public init(
         name: String, netns: String = "", classification: Classification, index: Int?, width: CounterWidth,
         speedBps: UInt64?, attributes: LinkAttributes?, totals: Counters, quality: Quality, events: EventCounts,
-        baseline: Counters, lastCounters: Counters?, lastKernelStats: KernelLinkStats?, firstSeen: Double,
+        baseline: Counters, lastKernelStats: KernelLinkStats?, firstSeen: Double,
         lastSeen: Double, present: Bool, deletedAt: Double?
     ) {
         self.name = name
@@ -150,7 +154,6 @@ public struct InterfaceTotals: Sendable, Hashable {
         self.quality = quality
         self.events = events
         self.baseline = baseline
-        self.lastCounters = lastCounters
         self.lastKernelStats = lastKernelStats
         self.firstSeen = firstSeen
         self.lastSeen = lastSeen

@@ -18,7 +18,7 @@ public struct DeltaEngine: Sendable {
     private var nextOrder: [Int] = []
     /// Slots changed since the last `takeChanges`, each once.
     private var changed: [Int] = []
-    private var changeRound = 1
+    private var changeRound: Int32 = 1
     /// Series forgotten since the last `takeChanges`.
     private var forgotten: [SeriesKey] = []
     /// The window: from the first sample (the baseline; events before it
@@ -48,13 +48,10 @@ public struct DeltaEngine: Sendable {
 
     private struct Series: Sendable {
         var state: InterfaceTotals
-        /// The last sampled instance: its counters, index, width and speed
-        /// ceiling, and when it was sampled.
+        /// The last sampled instance: its counters and when it was sampled
+        /// (its index, width and speed are the state's).
         var hasPrev = false
         var prevCounters = Counters()
-        var prevIndex: Int?
-        var prevWidth = CounterWidth.bits64
-        var prevSpeed: UInt64?
         var prevTime: Double = 0
         /// The index of the instance whose deletion was last accounted for;
         /// set only while no later sample has shown the series again.
@@ -62,9 +59,9 @@ public struct DeltaEngine: Sendable {
         /// Restored across a reboot: the next sample counts in full.
         var restartPending = false
         /// The number of the last sample that showed this series.
-        var stamp = 0
+        var stamp: Int32 = 0
         /// The change round this series was last listed as changed in.
-        var changedRound = 0
+        var changedRound: Int32 = 0
         /// False for a slot whose series was forgotten.
         var inUse = true
         /// The source's number for the facts last absorbed (0: none).
@@ -80,21 +77,14 @@ public struct DeltaEngine: Sendable {
         var prev: InterfaceSample? {
             guard hasPrev else { return nil }
             return InterfaceSample(
-                name: state.name, netns: state.netns, index: prevIndex, classification: state.classification,
-                width: prevWidth, speedBps: prevSpeed, counters: prevCounters)
+                name: state.name, netns: state.netns, index: state.index, classification: state.classification,
+                width: state.width, speedBps: state.speedBps, counters: prevCounters)
         }
 
         mutating func remember(_ sample: Reading, at t: Double) {
             hasPrev = true
             prevCounters = sample.pointee.counters
-            prevIndex = sample.pointee.index
-            prevWidth = sample.pointee.width
-            prevSpeed = sample.pointee.speedBps
             prevTime = t
-        }
-
-        mutating func remember(_ sample: InterfaceSample, at t: Double) {
-            remember(Reading([sample], 0), at: t)
         }
 
         /// Takes what a sample says of the interface; returns whether any
@@ -106,10 +96,6 @@ public struct DeltaEngine: Sendable {
             if version == 0 || version != factsVersion {
                 factsVersion = version
                 if absorbFacts(sample.pointee, classification: classification) { differs = true }
-            }
-            if state.lastCounters != sample.pointee.counters {
-                state.lastCounters = sample.pointee.counters
-                differs = true
             }
             if sample.pointee.kernelStats != nil || state.lastKernelStats != nil, state.lastKernelStats != sample.pointee.kernelStats {
                 state.lastKernelStats = sample.pointee.kernelStats
@@ -161,12 +147,12 @@ public struct DeltaEngine: Sendable {
     /// its sample. Overruns make the intervals of interfaces that went away
     /// lower bounds.
     @discardableResult
-    public mutating func apply(_ reading: SourceReading) -> [InterfaceDelta] {
+    public mutating func apply(_ reading: SourceReading, idleDeltas: Bool = true) -> [InterfaceDelta] {
         var deltas: [InterfaceDelta] = []
         for event in reading.events.deleted {
             if let delta = apply(event) { deltas.append(delta) }
         }
-        let sampled = apply(reading.sample, eventsLost: reading.events.overruns > 0)
+        let sampled = apply(reading.sample, eventsLost: reading.events.overruns > 0, idleDeltas: idleDeltas)
         if deltas.isEmpty { return sampled }
         return deltas + sampled
     }
@@ -176,18 +162,20 @@ public struct DeltaEngine: Sendable {
     /// `eventsLost`: link notifications were lost (the queue overflowed), so
     /// an interface that went away since the last sample may have been
     /// deleted with traffic nobody saw: its totals become lower bounds.
+    /// `idleDeltas`: false leaves out the deltas of idle intervals (steady,
+    /// exact, nothing counted), for consumers that only add deltas up.
     @discardableResult
-    public mutating func apply(_ sample: Sample, eventsLost: Bool = false) -> [InterfaceDelta] {
+    public mutating func apply(_ sample: Sample, eventsLost: Bool = false, idleDeltas: Bool = true) -> [InterfaceDelta] {
         let t = sample.time
         let isFirst = lastSampleTime == nil
         let previousSampleTime = lastSampleTime
         if isFirst { firstTime = t }
         lastTime = t
         var deltas: [InterfaceDelta] = []
-        deltas.reserveCapacity(sample.interfaces.count)
+        if idleDeltas { deltas.reserveCapacity(sample.interfaces.count) }
         // Series this sample shows are stamped with it: no set of names to
         // hash, and a series twice in one sample is seen once.
-        let stamp = samplesSeen + 1
+        let stamp = Int32(truncatingIfNeeded: samplesSeen + 1)
         nextOrder.removeAll(keepingCapacity: true)
         nextOrder.reserveCapacity(sample.interfaces.count)
 
@@ -212,7 +200,7 @@ public struct DeltaEngine: Sendable {
                         &series[slot], with: current, classification: classification, stamp: stamp, at: t,
                         isFirst: isFirst, previousSampleTime: previousSampleTime, ceiling: ceiling)
                     if differs { markChanged(slot) }
-                    if let delta { deltas.append(delta) }
+                    if let delta, idleDeltas || !delta.isIdle { deltas.append(delta) }
                     continue
                 }
                 let reading = current.pointee
@@ -223,16 +211,17 @@ public struct DeltaEngine: Sendable {
                     width: reading.width, speedBps: reading.speedBps, attributes: reading.attributes,
                     totals: counters, quality: .exact, events: EventCounts(),
                     baseline: isFirst ? reading.counters : Self.zero(like: reading.counters),
-                    lastCounters: reading.counters, lastKernelStats: reading.kernelStats, firstSeen: t, lastSeen: t,
+                    lastKernelStats: reading.kernelStats, firstSeen: t, lastSeen: t,
                     present: true, deletedAt: nil))
-                entry.remember(reading, at: t)
+                entry.remember(current, at: t)
                 entry.factsVersion = reading.factsVersion
                 entry.stamp = stamp
                 nextOrder.append(insert(entry, key: reading.key))
-                deltas.append(InterfaceDelta(
+                let delta = InterfaceDelta(
                     name: reading.name, netns: reading.netns, classification: classification, index: reading.index,
                     change: change, counters: counters, seconds: isFirst ? nil : previousSampleTime.map { t - $0 },
-                    quality: .exact, time: t))
+                    quality: .exact, time: t)
+                if idleDeltas || !delta.isIdle { deltas.append(delta) }
             }
         }
         // Rule 6: an interface missing from this sample pauses its series.
@@ -254,7 +243,7 @@ public struct DeltaEngine: Sendable {
     /// known. Returns the delta (nil when the reading is to be skipped) and
     /// whether the series' published state changed.
     private static func update(
-        _ s: inout Series, with reading: Reading, classification: Classification, stamp: Int,
+        _ s: inout Series, with reading: Reading, classification: Classification, stamp: Int32,
         at t: Double, isFirst: Bool, previousSampleTime: Double?, ceiling: Double
     ) -> (InterfaceDelta?, Bool) {
         // The same series twice in one sample: the first reading stands.
@@ -283,7 +272,7 @@ public struct DeltaEngine: Sendable {
             seconds = previousSampleTime.map { t - $0 }
         } else if s.hasPrev {
             seconds = t - s.prevTime
-            if let oldIndex = s.prevIndex, let newIndex = reading.pointee.index, oldIndex != newIndex {
+            if let oldIndex = s.state.index, let newIndex = reading.pointee.index, oldIndex != newIndex {
                 // Recreated without a deletion event: the old instance's
                 // traffic after `prev` is lost (rule 4).
                 counters = reading.pointee.counters
@@ -351,7 +340,7 @@ public struct DeltaEngine: Sendable {
                 classification: final.classification ?? NameRules.classify(final.name, platform: configuration.platform),
                 index: final.index, width: final.width, speedBps: final.speedBps, attributes: final.attributes,
                 totals: Self.zero(like: final.counters), quality: .exact, events: EventCounts(),
-                baseline: Self.zero(like: final.counters), lastCounters: nil, lastKernelStats: nil, firstSeen: t,
+                baseline: Self.zero(like: final.counters), lastKernelStats: nil, firstSeen: t,
                 lastSeen: t, present: false, deletedAt: nil))
             entry.stamp = 0
             slot = insert(entry, key: key)
@@ -364,7 +353,7 @@ public struct DeltaEngine: Sendable {
             // The same deletion reported twice: already counted.
             return nil
         } else if s.deletedIndex == nil, s.hasPrev {
-            if let oldIndex = s.prevIndex, let index = final.index, oldIndex != index {
+            if let oldIndex = s.state.index, let index = final.index, oldIndex != index {
                 // An instance created after `prev` and deleted before any
                 // sample saw it: counted in full. The instance that `prev`
                 // saw went away without a deletion event: lost traffic.
@@ -375,8 +364,8 @@ public struct DeltaEngine: Sendable {
                 // The sampled instance's traffic after `prev` (rule 4).
                 var change: DeltaChange
                 (counters, change) = Self.difference(
-                    from: s.prevCounters, to: final.counters, width: s.prevWidth,
-                    seconds: t - s.prevTime, ceiling: ceiling(speed: s.prevSpeed))
+                    from: s.prevCounters, to: final.counters, width: s.state.width,
+                    seconds: t - s.prevTime, ceiling: ceiling(speed: s.state.speedBps))
                 if change == .wrap {
                     quality = .wrapCorrected
                     s.state.events.wraps += 1
@@ -400,7 +389,6 @@ public struct DeltaEngine: Sendable {
         s.state.events.deletions += 1
         s.state.totals.add(counters)
         s.state.quality = max(s.state.quality, quality)
-        s.state.lastCounters = final.counters
         s.state.lastSeen = t
         s.state.present = false
         s.state.deletedAt = t
@@ -424,6 +412,10 @@ public struct DeltaEngine: Sendable {
     /// How many series the engine holds.
     public var count: Int { slots.count }
 
+    /// Bytes a series takes in the engine's array (for the benchmark's
+    /// account of memory).
+    public static var bytesPerSeries: Int { MemoryLayout<Series>.stride }
+
     /// One interface's totals.
     public func totals(for key: SeriesKey) -> InterfaceTotals? {
         slots[key].map { series[$0].state }
@@ -432,15 +424,15 @@ public struct DeltaEngine: Sendable {
     /// One interface of the own namespace.
     public func totals(for name: String) -> InterfaceTotals? { totals(for: SeriesKey(name: name)) }
 
-    /// The series whose totals, quality, events, presence or facts changed
-    /// since the last call (new ones included), and the keys of those
-    /// forgotten (apply these first: a key can be forgotten and seen anew);
-    /// then starts over. Costs what changed.
-    public mutating func takeChanges() -> (changed: [InterfaceTotals], forgotten: [SeriesKey]) {
-        let result = (changed.compactMap { series[$0].inUse ? series[$0].state : nil }, forgotten)
+    /// The keys of the series whose totals, quality, events, presence or
+    /// facts changed since the last call (new ones included; `totals(for:)`
+    /// gives them), and of those forgotten (apply these first: a key can be
+    /// forgotten and seen anew); then starts over. Costs what changed.
+    public mutating func takeChanges() -> (changed: [SeriesKey], forgotten: [SeriesKey]) {
+        let result = (changed.compactMap { series[$0].inUse ? series[$0].state.key : nil }, forgotten)
         changed.removeAll(keepingCapacity: true)
         forgotten.removeAll()
-        changeRound += 1
+        changeRound &+= 1
         return result
     }
 
@@ -514,7 +506,12 @@ public struct DeltaEngine: Sendable {
             }
             var entry = Series(state: state)
             if let last = item.last {
-                entry.remember(last, at: item.lastTime)
+                entry.hasPrev = true
+                entry.prevCounters = last.counters
+                entry.prevTime = item.lastTime
+                entry.state.index = last.index
+                entry.state.width = last.width
+                entry.state.speedBps = last.speedBps
                 if !sameBoot { entry.restartPending = true }
             } else {
                 entry.prevTime = item.lastTime
@@ -611,7 +608,7 @@ public struct DeltaEngine: Sendable {
     private static let vacant = InterfaceTotals(
         name: "", classification: Classification(kind: .other, evidence: ""), index: nil, width: .bits64, speedBps: nil,
         attributes: nil, totals: Counters(), quality: .exact, events: EventCounts(), baseline: Counters(),
-        lastCounters: nil, lastKernelStats: nil, firstSeen: 0, lastSeen: 0, present: false, deletedAt: nil)
+        lastKernelStats: nil, firstSeen: 0, lastSeen: 0, present: false, deletedAt: nil)
 }
 
 extension Counters {

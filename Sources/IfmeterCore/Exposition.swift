@@ -1,15 +1,54 @@
 /// What a Prometheus scrape shows: every interface's totals and the
 /// exporter's own health. Built by the serving loop after each sample.
 public struct ExpositionInput: Sendable {
-    public var interfaces: [InterfaceTotals]
+    public var interfaces: [ExpositionRow]
     public var health: ExporterHealth
     public var families: ExpositionFamilies
 
-    public init(interfaces: [InterfaceTotals], health: ExporterHealth, families: ExpositionFamilies = .ifmeter) {
+    public init(interfaces: [ExpositionRow], health: ExporterHealth, families: ExpositionFamilies = .ifmeter) {
         self.interfaces = interfaces
         self.health = health
         self.families = families
     }
+}
+
+/// What the exposition shows of one interface: less than its totals (a
+/// scrape cache keeps one per interface; at 4000 interfaces every byte
+/// counts).
+public struct ExpositionRow: Sendable, Hashable {
+    public var name: String
+    public var netns: String
+    public var kind: InterfaceKind
+    public var evidence: String
+    public var index: Int?
+    public var width: CounterWidth
+    public var attributes: LinkAttributes?
+    /// The kernel counter when ifmeter first saw the interface plus every
+    /// delta since (saturating); a counter is present when either was.
+    public var counters: Counters
+    public var quality: Quality
+    public var events: EventCounts
+    public var present: Bool
+    public var kernelStats: KernelLinkStats?
+
+    public init(_ t: InterfaceTotals) {
+        name = t.name
+        netns = t.netns
+        kind = t.classification.kind
+        evidence = t.classification.evidence
+        index = t.index
+        width = t.width
+        attributes = t.attributes
+        var sum = t.baseline
+        sum.add(t.totals)
+        counters = sum
+        quality = t.quality
+        events = t.events
+        present = t.present
+        kernelStats = t.lastKernelStats
+    }
+
+    public var key: SeriesKey { SeriesKey(netns: netns, name: name) }
 }
 
 /// Which families a scrape holds.
@@ -53,21 +92,36 @@ public struct ExporterHealth: Sendable, Hashable {
     }
 }
 
-/// Renders an exposition in one format.
+/// Renders an exposition in one format, in pieces: the whole text is never
+/// held at once (at 4000 interfaces it is 5 MB), so it can go straight into
+/// a compressor or a file.
 public protocol ExpositionRenderer: Sendable {
-    /// The Content-Type of what `render` returns.
+    /// The Content-Type of what `render` produces.
     var contentType: String { get }
-    func render(_ input: ExpositionInput) -> [UInt8]
+    /// Hands the exposition to `sink` in order, in pieces of about `chunk`
+    /// bytes (each ends with a whole line).
+    func render(_ input: ExpositionInput, chunk: Int, into sink: (UnsafeRawBufferPointer) -> Void)
+}
+
+extension ExpositionRenderer {
+    /// The whole exposition at once (for tests and small outputs).
+    public func render(_ input: ExpositionInput) -> [UInt8] {
+        var all: [UInt8] = []
+        render(input, chunk: 64 * 1024) { all.append(contentsOf: $0) }
+        return all
+    }
 }
 
 /// Prometheus text format 0.0.4: what scrapers get by default.
 public struct PrometheusTextRenderer: ExpositionRenderer {
     public init() {}
     public let contentType = "text/plain; version=0.0.4; charset=utf-8"
-    public func render(_ input: ExpositionInput) -> [UInt8] {
-        var writer = ExpositionWriter(openMetrics: false, capacity: input.interfaces.count * 2200 + 4096)
-        writer.write(input)
-        return writer.bytes
+    public func render(_ input: ExpositionInput, chunk: Int, into sink: (UnsafeRawBufferPointer) -> Void) {
+        withoutActuallyEscaping(sink) { sink in
+            var writer = ExpositionWriter(openMetrics: false, chunk: chunk, sink: sink)
+            writer.write(input)
+            writer.flush()
+        }
     }
 }
 
@@ -76,10 +130,12 @@ public struct PrometheusTextRenderer: ExpositionRenderer {
 public struct OpenMetricsRenderer: ExpositionRenderer {
     public init() {}
     public let contentType = "application/openmetrics-text; version=1.0.0; charset=utf-8"
-    public func render(_ input: ExpositionInput) -> [UInt8] {
-        var writer = ExpositionWriter(openMetrics: true, capacity: input.interfaces.count * 2200 + 4096)
-        writer.write(input)
-        return writer.bytes
+    public func render(_ input: ExpositionInput, chunk: Int, into sink: (UnsafeRawBufferPointer) -> Void) {
+        withoutActuallyEscaping(sink) { sink in
+            var writer = ExpositionWriter(openMetrics: true, chunk: chunk, sink: sink)
+            writer.write(input)
+            writer.flush()
+        }
     }
 }
 
@@ -126,11 +182,28 @@ extension Substring {
 /// the escaping of HELP, units, `_created` and `# EOF`.
 struct ExpositionWriter {
     let openMetrics: Bool
+    /// The piece being written; handed on whole lines past `chunk` bytes.
     var bytes: [UInt8] = []
+    let chunk: Int
+    let sink: (UnsafeRawBufferPointer) -> Void
 
-    init(openMetrics: Bool, capacity: Int) {
+    init(openMetrics: Bool, chunk: Int, sink: @escaping (UnsafeRawBufferPointer) -> Void) {
         self.openMetrics = openMetrics
-        bytes.reserveCapacity(capacity)
+        self.chunk = chunk
+        self.sink = sink
+        bytes.reserveCapacity(chunk + 4096)
+    }
+
+    /// Hands the piece on (after whole lines only).
+    mutating func flush() {
+        guard !bytes.isEmpty else { return }
+        bytes.withUnsafeBytes(sink)
+        bytes.removeAll(keepingCapacity: true)
+    }
+
+    @inline(__always)
+    mutating func lineEnded() {
+        if bytes.count >= chunk { flush() }
     }
 
     static let caveat = Caveat.short
@@ -168,14 +241,13 @@ struct ExpositionWriter {
         ("ifmeter_transmit_drops", .txDropped, "Packets dropped on transmit"),
     ]
 
-    mutating func writeInterfaces(_ interfaces: [InterfaceTotals]) {
+    mutating func writeInterfaces(_ interfaces: [ExpositionRow]) {
         for family in Self.counterFamilies {
-            guard interfaces.contains(where: { $0.totals[family.key] != nil || $0.baseline[family.key] != nil }) else { continue }
+            guard interfaces.contains(where: { $0.counters.has(family.key) }) else { continue }
             header(family.name, .counter, unit: family.name.hasSuffix("_bytes") ? "bytes" : nil, help:
                 "\(family.help): the kernel counter when ifmeter first saw the interface, plus every delta since; it never goes down, across wraps, resets and recreations. \(Self.caveat)")
-            for i in interfaces where i.totals[family.key] != nil || i.baseline[family.key] != nil {
-                let (sum, overflow) = i.baseline.value(family.key).addingReportingOverflow(i.totals.value(family.key))
-                sample(family.name, suffix: "_total", i, value: overflow ? UInt64.max : sum)
+            for i in interfaces where i.counters.has(family.key) {
+                sample(family.name, suffix: "_total", i, value: i.counters.value(family.key))
             }
         }
         let events: [(String, String, KeyPath<EventCounts, Int>)] = [
@@ -214,7 +286,7 @@ struct ExpositionWriter {
         header("ifmeter_interface", .info, help:
             "Interface facts: index, counter width, operational state and the evidence of its kind. \(Self.caveat)")
         for i in interfaces {
-            var extra: [(String, String)] = [("evidence", i.classification.evidence), ("width", String(i.width.rawValue))]
+            var extra: [(String, String)] = [("evidence", i.evidence), ("width", String(i.width.rawValue))]
             if let index = i.index { extra.append(("index", String(index))) }
             if let operstate = i.attributes?.operstate { extra.append(("operstate", operstate)) }
             sample("ifmeter_interface", suffix: "_info", i, extra: extra, value: 1)
@@ -249,8 +321,8 @@ struct ExpositionWriter {
 
     /// Raw kernel counters under node_exporter's names and HELP text, so
     /// existing dashboards keep working.
-    mutating func writeNode(_ interfaces: [InterfaceTotals]) {
-        let withStats = interfaces.compactMap { i in i.lastKernelStats.map { (i.name, $0) } }
+    mutating func writeNode(_ interfaces: [ExpositionRow]) {
+        let withStats = interfaces.compactMap { i in i.kernelStats.map { (i.name, $0) } }
         for (statistic, value) in Self.nodeFamilies {
             let name = "node_network_" + statistic
             // node_exporter's own words, without the estimate caveat: these
@@ -263,6 +335,7 @@ struct ExpositionWriter {
                 append("\"} ")
                 append(String(value(stats)))
                 append("\n")
+                lineEnded()
             }
         }
     }
@@ -336,7 +409,7 @@ struct ExpositionWriter {
     /// One sample with the `interface` and `kind` labels (plus `extra`),
     /// labels in name order.
     mutating func sample(
-        _ name: String, suffix: String = "", _ i: InterfaceTotals, extra: [(String, String)] = [], value: UInt64
+        _ name: String, suffix: String = "", _ i: ExpositionRow, extra: [(String, String)] = [], value: UInt64
     ) {
         append(name)
         append(suffix)
@@ -345,10 +418,10 @@ struct ExpositionWriter {
             append("interface=\"")
             appendEscaped(i.name)
             append("\",kind=\"")
-            append(i.classification.kind.rawValue)
+            append(i.kind.rawValue)
             append("\"")
         } else {
-            let labels = (extra + [("interface", i.name), ("kind", i.classification.kind.rawValue)]).sorted { $0.0 < $1.0 }
+            let labels = (extra + [("interface", i.name), ("kind", i.kind.rawValue)]).sorted { $0.0 < $1.0 }
             for (n, (label, labelValue)) in labels.enumerated() {
                 if n > 0 { append(",") }
                 append(label)
@@ -360,6 +433,7 @@ struct ExpositionWriter {
         append("} ")
         append(String(value))
         append("\n")
+        lineEnded()
     }
 
     mutating func plain(_ name: String, _ value: String) {
@@ -367,6 +441,7 @@ struct ExpositionWriter {
         append(" ")
         append(value)
         append("\n")
+        lineEnded()
     }
 
     /// `NAME_created` in OpenMetrics, for counters whose start is known.

@@ -24,7 +24,7 @@ public struct PeriodAccumulator: Sendable {
     /// entry had no traffic in the period.
     public mutating func add(_ deltas: [InterfaceDelta]) {
         for d in deltas where d.change != .baseline {
-            if d.change == .steady, d.quality == .exact, !d.counters.anyNonZero { continue }
+            if d.isIdle { continue }
             entries[d.key, default: Entry(classification: d.classification)].add(d)
         }
     }

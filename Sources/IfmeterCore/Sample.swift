@@ -1,17 +1,34 @@
-/// Link attributes a live sampler knows besides the counters. Absent in traces.
-public struct LinkAttributes: Sendable, Hashable {
+/// Link attributes a live sampler knows besides the counters. Absent in
+/// traces. Immutable and shared: every sample of a link refers to the one
+/// its source built, so thousands of samples do not copy them.
+public final class LinkAttributes: Sendable, Hashable {
     /// RFC 2863 operational state as the kernel names it: `up`, `down`,
     /// `dormant`, `lowerlayerdown`, `notpresent`, `testing`, `unknown`.
-    public var operstate: String?
+    public let operstate: String?
     /// `IFF_UP` is set.
-    public var adminUp: Bool?
-    public var mtu: UInt32?
-    public var arphrdType: Int?
+    public let adminUp: Bool?
+    public let mtu: UInt32?
+    public let arphrdType: Int?
     /// The speed the driver reports, in bits per second, whether or not it is a
     /// real ceiling (veth reports 10 Gbit/s, tun 10 Mbit/s).
-    public var reportedSpeedBps: UInt64?
+    public let reportedSpeedBps: UInt64?
     /// Backed by real hardware (a `device` link in sysfs).
-    public var isHardware: Bool?
+    public let isHardware: Bool?
+
+    public static func == (a: LinkAttributes, b: LinkAttributes) -> Bool {
+        a === b
+            || (a.operstate == b.operstate && a.adminUp == b.adminUp && a.mtu == b.mtu && a.arphrdType == b.arphrdType
+                && a.reportedSpeedBps == b.reportedSpeedBps && a.isHardware == b.isHardware)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(operstate)
+        hasher.combine(adminUp)
+        hasher.combine(mtu)
+        hasher.combine(arphrdType)
+        hasher.combine(reportedSpeedBps)
+        hasher.combine(isHardware)
+    }
 
     public init(
         operstate: String? = nil, adminUp: Bool? = nil, mtu: UInt32? = nil, arphrdType: Int? = nil,

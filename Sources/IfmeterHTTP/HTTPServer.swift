@@ -116,14 +116,28 @@ public final class HTTPBody: @unchecked Sendable {
 }
 
 public struct HTTPResponse: Sendable {
+    /// What goes out: the bytes, or the inflated contents of gzip bytes
+    /// (`size` long), inflated piece by piece as the client reads.
+    public enum Payload: Sendable {
+        case bytes(HTTPBody)
+        case inflated(HTTPBody, size: UInt64)
+    }
+
     public var status: Int
     public var headers: [(String, String)]
-    public var body: HTTPBody
+    public var payload: Payload
 
     public init(status: Int, headers: [(String, String)] = [], body: HTTPBody) {
         self.status = status
         self.headers = headers
-        self.body = body
+        self.payload = .bytes(body)
+    }
+
+    /// Sends what `gzipped` holds, uncompressed, without holding it whole.
+    public init(status: Int, headers: [(String, String)] = [], inflating gzipped: HTTPBody, size: UInt64) {
+        self.status = status
+        self.headers = headers
+        self.payload = .inflated(gzipped, size: size)
     }
 
     public init(status: Int, contentType: String = "text/plain; charset=utf-8", text: String, headers: [(String, String)] = []) {
@@ -248,15 +262,23 @@ private let accessHandler: cifm_http_handler = { cls, connection, url, method, _
     let response = isToken(methodText)
         ? context.handle(HTTPRequest(method: methodText, path: path, headers: headers))
         : HTTPResponse(status: 400, text: "400 Bad Request: the request method is not an HTTP token; send GET /metrics.\n")
-    let body = Unmanaged.passRetained(response.body)
-    let mhdResponse = cifm_mhd_create_response(
-        response.body.count, UnsafeMutableRawPointer(mutating: response.body.base), { cls in
+    let mhdResponse: OpaquePointer?
+    switch response.payload {
+    case .bytes(let bytes):
+        let body = Unmanaged.passRetained(bytes)
+        mhdResponse = cifm_mhd_create_response(
+            bytes.count, UnsafeMutableRawPointer(mutating: bytes.base), { cls in
+                if let cls { Unmanaged<HTTPBody>.fromOpaque(cls).release() }
+            }, body.toOpaque())
+        if mhdResponse == nil { body.release() }
+    case .inflated(let gzipped, let size):
+        let body = Unmanaged.passRetained(gzipped)
+        mhdResponse = cifm_mhd_create_gunzip_response(gzipped.base, gzipped.count, size, { cls in
             if let cls { Unmanaged<HTTPBody>.fromOpaque(cls).release() }
         }, body.toOpaque())
-    guard let mhdResponse else {
-        body.release()
-        return 0
+        if mhdResponse == nil { body.release() }
     }
+    guard let mhdResponse else { return 0 }
     for (name, value) in response.headers { _ = cifm_mhd_add_response_header(mhdResponse, name, value) }
     let queued = cifm_mhd_queue_response(connection, UInt32(response.status), mhdResponse)
     cifm_mhd_destroy_response(mhdResponse)
@@ -287,6 +309,43 @@ private final class HTTPServerContextBox: Sendable {
 
     func handle(_ request: HTTPRequest) -> HTTPResponse { handler(request) }
     func log(_ line: String) { logger(line) }
+}
+
+/// gzip compression of text given in pieces; the compressed whole grows in
+/// one buffer, the text itself is never held. zlib level 1: text this
+/// repetitive still shrinks about twentyfold.
+public final class GzipWriter {
+    private var stream: OpaquePointer?
+    /// Bytes written so far (the inflated size).
+    public private(set) var inputBytes: UInt64 = 0
+    private var failed = false
+
+    public init?(level: Int32 = 1) {
+        guard let stream = cifm_gzip_begin(level) else { return nil }
+        self.stream = stream
+    }
+
+    deinit { cifm_gzip_abort(stream) }
+
+    public func write(_ bytes: UnsafeRawBufferPointer) {
+        guard let stream, !failed, !bytes.isEmpty else { return }
+        if cifm_gzip_write(stream, bytes.baseAddress, bytes.count) != 0 { failed = true }
+        inputBytes += UInt64(bytes.count)
+    }
+
+    /// The compressed whole; nil when zlib failed.
+    public func finish() -> HTTPBody? {
+        guard let stream else { return nil }
+        self.stream = nil
+        if failed {
+            cifm_gzip_abort(stream)
+            return nil
+        }
+        var output: UnsafeMutableRawPointer?
+        var length = 0
+        guard cifm_gzip_end(stream, &output, &length) == 0, let output else { return nil }
+        return HTTPBody(mallocated: output, count: length)
+    }
 }
 
 /// gzip-compresses `bytes` (zlib level 1: text this repetitive still

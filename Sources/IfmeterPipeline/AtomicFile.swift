@@ -15,31 +15,45 @@ func systemWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
 /// fsyncs it, renames it over the target, and fsyncs the folder.
 public enum AtomicFile {
     public static func write(_ bytes: [UInt8], to path: String) throws(SystemError) {
+        try write(to: path) { (put: (UnsafeRawBufferPointer) throws(SystemError) -> Void) throws(SystemError) in
+            var failure: SystemError?
+            bytes.withUnsafeBytes { raw in
+                do throws(SystemError) { try put(raw) } catch { failure = error }
+            }
+            if let failure { throw failure }
+        }
+    }
+
+    /// Writes what `produce` hands to `put`, piece by piece, then replaces
+    /// the file: the whole is never held in memory.
+    public static func write(
+        to path: String,
+        _ produce: (_ put: (UnsafeRawBufferPointer) throws(SystemError) -> Void) throws(SystemError) -> Void
+    ) throws(SystemError) {
         let folder = Self.folder(of: path)
         let name = path.split(separator: "/").last.map(String.init) ?? path
         let temporary = folder + "/." + name + ".tmp-" + String(getpid())
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw fail("open(\(temporary))") }
         var ok = false
+        var closed = false
         defer {
+            if !closed { close(fd) }
             if !ok { unlink(temporary) }
         }
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { systemWrite(fd, $0.baseAddress! + offset, $0.count - offset) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                let error = fail("write(\(temporary))")
-                close(fd)
-                throw error
+        try produce { (piece: UnsafeRawBufferPointer) throws(SystemError) in
+            var offset = 0
+            while offset < piece.count {
+                let n = systemWrite(fd, piece.baseAddress! + offset, piece.count - offset)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw fail("write(\(temporary))")
+                }
+                offset += n
             }
-            offset += n
         }
-        if fsync(fd) != 0 {
-            let error = fail("fsync(\(temporary))")
-            close(fd)
-            throw error
-        }
+        if fsync(fd) != 0 { throw fail("fsync(\(temporary))") }
+        closed = true
         if close(fd) != 0 { throw fail("close(\(temporary))") }
         if rename(temporary, path) != 0 { throw fail("rename(\(temporary), \(path))") }
         ok = true

@@ -18,6 +18,10 @@ public struct PipelineConfiguration: Sendable {
     /// End the loop at the first failed sample (commands that print what
     /// they sample); otherwise failures are counted and sampling goes on.
     public var stopOnFailure: Bool
+    /// Publish a delta for every interface every interval (what tables and
+    /// the live view show); false publishes only those where something
+    /// happened (what sums need), which costs what changed.
+    public var idleDeltas: Bool = true
 
     public init(
         interval: Double = 1, filter: InterfaceFilter = InterfaceFilter(), engine: EngineConfiguration = EngineConfiguration(),
@@ -77,11 +81,13 @@ public struct PipelineUpdate: Sendable {
     public var wallTime: Double
     /// The filtered reading: its link events and its sample.
     public var reading: SourceReading?
-    /// Each interface's traffic over the interval (deletions first).
+    /// Each interface's traffic over the interval (deletions first); with
+    /// `idleDeltas` off, only the intervals where something happened.
     public var deltas: [InterfaceDelta]
     /// Series whose totals, quality, events, presence or facts changed
-    /// (new ones included), and those forgotten. Apply `forgotten` first.
-    public var changed: [InterfaceTotals]
+    /// (new ones included; the pipeline's `totals(for:)` gives them during
+    /// the update), and those forgotten. Apply `forgotten` first.
+    public var changed: [SeriesKey]
     public var forgotten: [SeriesKey]
     public var health: PipelineHealth
     public var persistence: PersistenceStatus?
@@ -178,7 +184,7 @@ public final class Pipeline {
         configuration.filter.apply(to: &filtered.sample, platform: platform)
         configuration.filter.apply(to: &filtered.events, platform: platform)
         let previous = engine.lastSampleTime
-        let deltas = engine.apply(filtered)
+        let deltas = engine.apply(filtered, idleDeltas: configuration.idleDeltas)
         let t = filtered.sample.time
         if let lifetime = configuration.seriesLifetime { engine.forget(notSeenSince: t - lifetime) }
         let wall = clock.wall()

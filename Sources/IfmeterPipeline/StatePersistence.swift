@@ -89,24 +89,104 @@ public final class StatePersistence {
     }
 }
 
-/// Every interface's totals as the updates tell them: the changes applied
-/// one by one, so keeping it costs what changed; sorted only when asked.
-public struct TotalsView: Sendable {
-    public private(set) var byKey: [SeriesKey: InterfaceTotals] = [:]
+/// Every interface as the updates tell them, in a form of the subscriber's
+/// choosing (`make` turns totals into it), kept sorted by (namespace, name)
+/// in two plain arrays: no dictionary, no sort when read, and a reader's
+/// copy is free (copy on write). The changes are applied one by one, so
+/// keeping it costs what changed: a changed series is found where it was
+/// found last time, else by binary search; many new ones are merged in.
+public struct TotalsView<Row: Sendable>: Sendable {
+    public private(set) var keys: [SeriesKey] = []
+    public private(set) var rows: [Row] = []
+    private let make: @Sendable (InterfaceTotals) -> Row
+    /// Where the last update's changed series were, in its order.
+    private var hints: [Int] = []
 
-    public init() {}
+    public init(_ make: @escaping @Sendable (InterfaceTotals) -> Row) { self.make = make }
 
-    public mutating func apply(_ update: PipelineUpdate) {
-        for key in update.forgotten { byKey[key] = nil }
-        for totals in update.changed { byKey[totals.key] = totals }
+    /// Takes an update's changes; call it during the update (the totals
+    /// come from the pipeline then).
+    public mutating func apply(_ update: PipelineUpdate, from pipeline: Pipeline) {
+        for key in update.forgotten {
+            if case .found(let at) = position(of: key) {
+                keys.remove(at: at)
+                rows.remove(at: at)
+                hints = []
+            }
+        }
+        var added: [(SeriesKey, Row)] = []
+        var found: [Int] = []
+        found.reserveCapacity(update.changed.count)
+        for (n, key) in update.changed.enumerated() {
+            guard let totals = pipeline.totals(for: key) else { continue }
+            if n < hints.count, hints[n] < keys.count, keys[hints[n]] == key {
+                rows[hints[n]] = make(totals)
+                found.append(hints[n])
+                continue
+            }
+            switch position(of: key) {
+            case .found(let at):
+                rows[at] = make(totals)
+                found.append(at)
+            case .insert:
+                added.append((key, make(totals)))
+            }
+        }
+        hints = added.isEmpty ? found : []
+        guard !added.isEmpty else { return }
+        added.sort { $0.0 < $1.0 }
+        if added.count <= 8 {
+            for (key, row) in added {
+                guard case .insert(let at) = position(of: key) else { continue }
+                keys.insert(key, at: at)
+                rows.insert(row, at: at)
+            }
+            return
+        }
+        // Many new ones (the first sample): one merge of two sorted runs.
+        var mergedKeys: [SeriesKey] = [], mergedRows: [Row] = []
+        mergedKeys.reserveCapacity(keys.count + added.count)
+        mergedRows.reserveCapacity(keys.count + added.count)
+        var i = 0, j = 0
+        while i < keys.count || j < added.count {
+            if j == added.count || (i < keys.count && keys[i] < added[j].0) {
+                mergedKeys.append(keys[i])
+                mergedRows.append(rows[i])
+                i += 1
+            } else {
+                mergedKeys.append(added[j].0)
+                mergedRows.append(added[j].1)
+                j += 1
+            }
+        }
+        keys = mergedKeys
+        rows = mergedRows
     }
 
-    public subscript(key: SeriesKey) -> InterfaceTotals? { byKey[key] }
+    private enum Position {
+        case found(Int)
+        case insert(Int)
+    }
 
-    public var count: Int { byKey.count }
+    private func position(of key: SeriesKey) -> Position {
+        var low = 0, high = keys.count
+        while low < high {
+            let mid = (low + high) / 2
+            if keys[mid] == key { return .found(mid) }
+            if keys[mid] < key { low = mid + 1 } else { high = mid }
+        }
+        return .insert(low)
+    }
 
-    /// Sorted by (namespace, name).
-    public var sorted: [InterfaceTotals] { byKey.values.sorted { $0.key < $1.key } }
+    public subscript(key: SeriesKey) -> Row? {
+        if case .found(let at) = position(of: key) { return rows[at] }
+        return nil
+    }
+
+    public var count: Int { rows.count }
+
+    /// Sorted by (namespace, name); free: the rows are kept in that order.
+    public func sorted() -> [Row] { rows }
 }
 
 /// Persistent totals for a pipeline (`--state`).

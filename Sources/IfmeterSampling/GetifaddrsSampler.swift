@@ -28,7 +28,7 @@ public final class GetifaddrsSampler: CounterSource {
         #if os(Linux)
         let socket = try NetlinkSocket(receiveBuffer: options.receiveBufferBytes)
         catalogSocket = socket
-        catalog = LinkCatalog(socket: socket, sysfs: options.sysfs)
+        catalog = try LinkCatalog(socket: socket, sysfs: options.sysfs)
         #endif
     }
 

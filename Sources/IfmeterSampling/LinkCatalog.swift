@@ -13,9 +13,17 @@ public struct LinkEntry: Sendable, Hashable {
     /// The link speed when it bounds the counters' growth: real hardware only
     /// (veth reports 10 Gbit/s and tun 10 Mbit/s, which are not limits).
     public var speedCeilingBps: UInt64?
+    /// What the classification was decided from (netlink's link kind and
+    /// ARPHRD type): while they stay, the link instance is the same, and
+    /// its sysfs facts need not be read again.
+    var linkKind: String?
+    var arphrd: Int
+    /// sysfs says it is backed by hardware (nil: sysfs not read, or not
+    /// about this link).
+    var hardware: Bool?
 }
 
-/// Names and metadata of links, from a libnl-route link cache plus sysfs.
+/// Names and metadata of links, from a link dump plus sysfs.
 ///
 /// Refreshing costs a full link dump (about 6 us per link), so samplers
 /// refresh it only when the set of interface indexes changes, and at a slow
@@ -24,22 +32,24 @@ final class LinkCatalog {
     private let socket: NetlinkSocket
     /// Nil when sysfs does not describe the sampled namespace.
     let sysfs: SysfsReader?
-    private struct FactKey: Hashable {
-        var index: Int
-        var name: String
-    }
-    /// sysfs facts per link instance; they do not change during its life.
-    private var sysfsFacts: [FactKey: SysfsFacts] = [:]
     private(set) var byIndex: [Int: LinkEntry] = [:]
     private(set) var refreshedAt: Double = -.infinity
     private(set) var refreshes = 0
 
-    init(socket: NetlinkSocket, sysfs: SysfsReader?) {
+    /// RTM_GETLINK for every link, asking the kernel to leave the
+    /// statistics out (RTEXT_FILTER_SKIP_STATS; older kernels ignore it).
+    private let linkRequest: NetlinkMessage
+
+    init(socket: NetlinkSocket, sysfs: SysfsReader?) throws(SystemError) {
         self.socket = socket
         self.sysfs = sysfs
+        var info = ifinfomsg()
+        info.ifi_family = UInt8(AF_UNSPEC)
+        linkRequest = try NetlinkMessage(dump: Int32(RTM_GETLINK), info)
+        try linkRequest.put(u32: UInt32(RTEXT_FILTER_SKIP_STATS), attribute: Int32(IFLA_EXT_MASK))
     }
 
-    /// What the link cache says of one link.
+    /// What a link dump says of one link.
     private struct KernelLink {
         var index: Int
         var name: String
@@ -50,47 +60,29 @@ final class LinkCatalog {
         var mtu: UInt32
     }
 
-    /// Fills a libnl-route link cache, takes what ifmeter needs from each
-    /// link and frees it at once: the cache holds about 1.7 KiB per link
-    /// that nothing reads until the next refresh, which fills a new one.
-    private func readLinkCache() throws(SystemError) -> [KernelLink] {
-        var created: OpaquePointer?
-        let rc = rtnl_link_alloc_cache(socket.handle, AF_UNSPEC, &created)
-        if rc < 0 { throw NetlinkSocket.libnl("rtnl_link_alloc_cache", rc) }
-        guard let cache = created else { throw SystemError(call: "rtnl_link_alloc_cache", message: "no cache") }
-        defer { nl_cache_free(cache) }
+    /// Dumps every link (RTM_GETLINK, without statistics) and parses each
+    /// message as link notifications are parsed. Nothing but the result is
+    /// kept: a libnl link cache held 1.7 KiB per link in small allocations,
+    /// which fragmented the heap for good after each refresh.
+    private func readLinks() throws(SystemError) -> [KernelLink] {
         var links: [KernelLink] = []
-        links.reserveCapacity(Int(nl_cache_nitems(cache)))
-        var operstateText = [CChar](repeating: 0, count: 32)
-        var object = nl_cache_get_first(cache)
-        while let link = object {
-            let operstate = operstateText.withUnsafeMutableBufferPointer { buf in
-                rtnl_link_operstate2str(rtnl_link_get_operstate(link), buf.baseAddress, buf.count)
-                    .map { String(cString: $0).lowercased() } ?? "unknown"
-            }
+        links.reserveCapacity(byIndex.count + 16)
+        try socket.dump(linkRequest, name: "RTM_GETLINK", restart: { links.removeAll(keepingCapacity: true) }) { message in
+            guard let link = parseLinkMessage(message), !link.deleted, let name = link.name else { return }
             links.append(KernelLink(
-                index: Int(rtnl_link_get_ifindex(link)), name: InterfaceName.decode(cString: rtnl_link_get_name(link)),
-                linkKind: rtnl_link_get_type(link).map { String(cString: $0) },
-                arphrd: Int(rtnl_link_get_arptype(link)), flags: rtnl_link_get_flags(link),
-                operstate: operstate, mtu: UInt32(rtnl_link_get_mtu(link))))
-            object = nl_cache_get_next(link)
+                index: link.index, name: name, linkKind: link.linkKind, arphrd: link.arphrd, flags: link.flags,
+                operstate: link.operstate ?? "unknown", mtu: link.mtu ?? 0))
         }
         return links
     }
 
-    /// Reads the link cache and rebuilds every entry, with sysfs facts.
+    /// Reads every link and rebuilds every entry, with sysfs facts.
     func refresh() throws(SystemError) {
-        let links = try readLinkCache()
+        let links = try readLinks()
         var entries: [Int: LinkEntry] = [:]
         entries.reserveCapacity(links.count)
-        var keptFacts: [FactKey: SysfsFacts] = [:]
-        for link in links {
-            let (entry, facts) = entry(for: link)
-            entries[link.index] = entry
-            if let facts { keptFacts[FactKey(index: link.index, name: link.name)] = facts }
-        }
+        for link in links { entries[link.index] = entry(for: link, was: byIndex[link.index]) }
         byIndex = entries
-        sysfsFacts = keptFacts
         refreshedAt = monotonicSeconds()
         refreshes += 1
     }
@@ -104,46 +96,51 @@ final class LinkCatalog {
             index: message.index, name: name, linkKind: message.linkKind, arphrd: message.arphrd, flags: message.flags,
             operstate: message.operstate ?? old?.attributes.operstate ?? "unknown",
             mtu: message.mtu ?? old?.attributes.mtu ?? 0)
-        let (entry, facts) = entry(for: link)
-        byIndex[message.index] = entry
-        if let facts { sysfsFacts[FactKey(index: link.index, name: link.name)] = facts }
+        byIndex[message.index] = entry(for: link, was: old)
     }
 
     func remove(index: Int) {
-        if let old = byIndex.removeValue(forKey: index) {
-            sysfsFacts[FactKey(index: index, name: old.name)] = nil
-        }
+        byIndex.removeValue(forKey: index)
     }
 
-    /// Builds one entry: netlink's facts, then sysfs's, then the classifier;
-    /// returns the sysfs facts to keep for this link instance too.
-    private func entry(for link: KernelLink) -> (LinkEntry, SysfsFacts?) {
-        var kept: SysfsFacts?
-        var facts = KernelFacts(linkKind: link.linkKind, arphrdType: link.arphrd)
+    /// Builds one entry: netlink's facts, then sysfs's, then the classifier.
+    /// The same link instance as `old` (same name, link kind and type)
+    /// keeps what sysfs said of it; only a hardware link's speed is read
+    /// again (it may renegotiate).
+    private func entry(for link: KernelLink, was old: LinkEntry?) -> LinkEntry {
+        var classification: Classification
         var reportedSpeed: UInt64?
-        var hardware = false
-        if let sysfs {
-            let key = FactKey(index: link.index, name: link.name)
-            var fromSysfs = sysfsFacts[key] ?? sysfs.read(link.name)
-            // A name reused by another namespace's link would mislead:
-            // trust sysfs only when it names the same index.
-            if fromSysfs.ifindex == link.index {
-                hardware = fromSysfs.facts.hasDevice
-                // A hardware link's speed may change (renegotiation).
-                if hardware, sysfsFacts[key] != nil { fromSysfs.speedBps = sysfs.speedBps(link.name) }
-                kept = fromSysfs
-                facts = fromSysfs.merged(linkKind: link.linkKind, arphrdType: link.arphrd)
-                reportedSpeed = fromSysfs.speedBps
+        var hardware: Bool?
+        if let old, old.name == link.name, old.linkKind == link.linkKind, old.arphrd == link.arphrd,
+           sysfs == nil || old.hardware != nil {
+            classification = old.classification
+            hardware = old.hardware
+            reportedSpeed = old.attributes.reportedSpeedBps
+            if hardware == true, let sysfs { reportedSpeed = sysfs.speedBps(link.name) }
+        } else {
+            var facts = KernelFacts(linkKind: link.linkKind, arphrdType: link.arphrd)
+            if let sysfs {
+                let fromSysfs = sysfs.read(link.name)
+                // A name reused by another namespace's link would mislead:
+                // trust sysfs only when it names the same index (else it
+                // is read again next time).
+                if fromSysfs.ifindex == link.index {
+                    hardware = fromSysfs.facts.hasDevice
+                    facts = fromSysfs.merged(linkKind: link.linkKind, arphrdType: link.arphrd)
+                    reportedSpeed = fromSysfs.speedBps
+                }
             }
+            classification = Classifier.classify(name: link.name, facts: facts, platform: .linux)
         }
-        let attributes = LinkAttributes(
+        var attributes = LinkAttributes(
             operstate: link.operstate, adminUp: link.flags & 1 != 0 /* IFF_UP */, mtu: link.mtu,
-            arphrdType: link.arphrd, reportedSpeedBps: reportedSpeed, isHardware: sysfs == nil ? nil : hardware)
-        let entry = LinkEntry(
-            index: link.index, name: link.name,
-            classification: Classifier.classify(name: link.name, facts: facts, platform: .linux),
-            attributes: attributes, speedCeilingBps: hardware ? reportedSpeed : nil)
-        return (entry, kept)
+            arphrdType: link.arphrd, reportedSpeedBps: reportedSpeed, isHardware: sysfs == nil ? nil : hardware ?? false)
+        // The same attributes as before: keep the one instance samples share.
+        if let old, old.attributes == attributes { attributes = old.attributes }
+        return LinkEntry(
+            index: link.index, name: link.name, classification: classification, attributes: attributes,
+            speedCeilingBps: hardware == true ? reportedSpeed : nil, linkKind: link.linkKind, arphrd: link.arphrd,
+            hardware: hardware)
     }
 }
 #endif

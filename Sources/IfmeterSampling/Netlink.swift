@@ -154,6 +154,12 @@ final class NetlinkMessage {
         try self.init(dump: type, header: bytes.withUnsafeBytes { $0 })
     }
 
+    /// Appends a 32-bit attribute.
+    func put(u32 value: UInt32, attribute: Int32) throws(SystemError) {
+        let rc = nla_put_u32(handle, attribute, value)
+        if rc < 0 { throw NetlinkSocket.libnl("nla_put_u32", rc) }
+    }
+
     deinit { nlmsg_free(handle) }
 }
 

@@ -44,7 +44,7 @@ public final class NetlinkSampler: CounterSource {
     public init(options: SamplerOptions = SamplerOptions()) throws(SystemError) {
         self.options = options
         socket = try NetlinkSocket(receiveBuffer: options.receiveBufferBytes)
-        catalog = LinkCatalog(socket: socket, sysfs: options.sysfs)
+        catalog = try LinkCatalog(socket: socket, sysfs: options.sysfs)
         var stats = if_stats_msg()
         stats.family = UInt8(AF_UNSPEC)
         stats.filter_mask = cifm_stats_filter_link64()

@@ -219,7 +219,7 @@ public final class StateStore {
                 totals: totals, quality: Quality(rawValue: Int(row.int(q))) ?? .lowerBound,
                 events: EventCounts(wraps: Int(row.int(q + 1)), resets: Int(row.int(q + 2)), recreations: Int(row.int(q + 3)),
                                     deletions: Int(row.int(q + 4))),
-                baseline: base, lastCounters: hasLast ? last : nil, lastKernelStats: nil, firstSeen: row.double(q + 5),
+                baseline: base, lastKernelStats: nil, firstSeen: row.double(q + 5),
                 lastSeen: row.double(q + 6), present: false, deletedAt: row.isNull(q + 7) ? nil : row.double(q + 7))
             let sample = hasLast
                 ? InterfaceSample(

@@ -258,7 +258,7 @@ func renderBenchmark(interfaces count: Int) -> Double {
         }
         let deltas = engine.apply(Sample(time: Double(step), interfaces: interfaces))
         let (changed, forgotten) = engine.takeChanges()
-        model.update(deltas: deltas, changed: changed, forgotten: forgotten, time: Double(step))
+        model.update(deltas: deltas, changed: changed.compactMap(engine.totals(for:)), forgotten: forgotten, time: Double(step))
     }
     _ = model.handle(.enter)
     let renderer = LiveRenderer(color: true)
@@ -364,6 +364,27 @@ func scrapeBenchmark(_ namespace: String, interfaces count: Int, binary: String)
     print("  ifmeter/node_exporter scrapes per second (gzip): \(Units.fixed(plain, 1))x (target at 1000: at least 20x);"
         + " peak RSS \(Units.fixed(rss["ifmeter serve"] ?? .nan, 1)) vs \(Units.fixed(rss["node_exporter"] ?? .nan, 1)) MiB"
         + " (target: at most half)")
+    let usage = processUsage(ifmeter)
+    print("  ifmeter serve, peak RSS after the scrapes: \(Units.fixed(Double(usage.peak) / 1024, 1)) MiB (issue target at 4001: under 16 MB)")
+    fflush(nil)
+}
+
+/// What `ifmeter serve` costs before any interface: in a namespace with
+/// only lo, after a scrape of each kind. The part of its memory that does
+/// not grow with interfaces (its code, libc, libmicrohttpd and GnuTLS).
+func serveAlone(binary: String) {
+    let namespace = "ifmbench-\(getpid())-alone"
+    guard spawn(["ip", "netns", "add", namespace]) == 0 else { fail("ip netns add \(namespace) failed") }
+    defer { spawn(["ip", "netns", "del", namespace]) }
+    spawn(["ip", "-n", namespace, "link", "set", "lo", "up"])
+    let server = spawnBackground(["ip", "netns", "exec", namespace, binary, "serve", "--listen", "127.0.0.1:9874"])
+    defer { stopBackground(server) }
+    waitForPort(namespace, 9874)
+    _ = wrk(namespace, "http://127.0.0.1:9874/metrics", headers: [], seconds: 1)
+    _ = wrk(namespace, "http://127.0.0.1:9874/metrics", headers: ["Accept-Encoding: gzip"], seconds: 1)
+    let usage = processUsage(server)
+    print("")
+    print("ifmeter serve with lo only: peak RSS \(Units.fixed(Double(usage.peak) / 1024, 1)) MiB (what does not grow with interfaces)")
     fflush(nil)
 }
 
@@ -461,7 +482,7 @@ final class WholeLoops {
 
     final class Scrape: PipelineSubscriber {
         let cache = ScrapeCache(families: .ifmeter, version: "bench", interval: 1)
-        func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) { cache.apply(update) }
+        func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) { cache.apply(update, from: pipeline) }
     }
 
     final class Export: PipelineSubscriber {
@@ -474,19 +495,25 @@ final class WholeLoops {
         let renderer = LiveRenderer(color: true)
         var frames = 0
         func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
-            model.update(deltas: update.deltas, changed: update.changed, forgotten: update.forgotten, time: update.wallTime)
+            model.update(
+                deltas: update.deltas, changed: update.changed.compactMap(pipeline.totals(for:)), forgotten: update.forgotten,
+                time: update.wallTime)
             frames += renderer.render(model, width: 120, height: 40).count
         }
     }
 
     init(interfaces: Int) throws {
         func sampler() throws -> NetlinkSampler { try NetlinkSampler(options: SamplerOptions(sysfs: nil)) }
+        // As the commands configure them: serve and export sum deltas, so
+        // they ask only for those where something happened.
         let configuration = PipelineConfiguration(interval: 1, seriesLifetime: 300)
-        serve = Pipeline(source: try sampler(), configuration: configuration)
+        var summing = configuration
+        summing.idleDeltas = false
+        serve = Pipeline(source: try sampler(), configuration: summing)
         serve.subscribe(Scrape())
         statePath = "/tmp/ifmbench-\(getpid())-\(interfaces).db"
         store = try StateStore(path: statePath, host: "bench", bootID: "bench", now: wallClock())
-        export = Pipeline(source: try sampler(), configuration: configuration, persistence: StatePersistence(store: store, every: 15))
+        export = Pipeline(source: try sampler(), configuration: summing, persistence: StatePersistence(store: store, every: 15))
         export.subscribe(Export())
         live = Pipeline(source: try sampler(), configuration: configuration)
         live.subscribe(Live())
@@ -510,6 +537,13 @@ if CommandLine.arguments.count == 5, CommandLine.arguments[1] == "--profile",
     _ = grow(to: size, from: 0)
     try NetworkNamespace.perform(in: namespace) {
         let which = CommandLine.arguments[2]
+        if which == "sizes" {
+            print("bytes: series \(DeltaEngine.bytesPerSeries), InterfaceTotals \(MemoryLayout<InterfaceTotals>.stride), "
+                + "InterfaceSample \(MemoryLayout<InterfaceSample>.stride), InterfaceDelta \(MemoryLayout<InterfaceDelta>.stride), "
+                + "ExpositionRow \(MemoryLayout<ExpositionRow>.stride), Counters \(MemoryLayout<Counters>.stride), "
+                + "LinkEntry \(MemoryLayout<LinkEntry>.stride), Classification \(MemoryLayout<Classification>.stride)")
+            return
+        }
         if which == "engine" || which == "sampler" {
             // The engine alone on one sample, again and again: no kernel time.
             let sample = try NetlinkSampler(options: SamplerOptions(sysfs: nil)).read().sample
@@ -601,7 +635,7 @@ for target in targets {
                 check(cifm_raw_getlink_dump(fd, buffer, 1 << 16, seq, &sum), "RTM_GETLINK")
             })], budget: 1)
             + measure([("read /proc/net/dev (C)", { check(cifm_raw_proc_net_dev(procBuffer, 8 << 20, &sum), "/proc/net/dev") })], budget: 1)
-            + measure([("libnl link cache refill", { try netlink.refreshCatalog() })], budget: 1)
+            + measure([("link catalog refresh (RTM_GETLINK)", { try netlink.refreshCatalog() })], budget: 1)
             + measure([("ifmeter getifaddrs sampler", { check(try portable.read().sample.interfaces.count, "getifaddrs sampler") })], budget: 1)
             + measure([("delta engine, one sample", {
                 t += 1
@@ -612,9 +646,9 @@ for target in targets {
     let raw = rows[0].seconds
     print("")
     print("\(count) interfaces")
-    print("  " + "method".padding(30) + "us/sample".leftPadding(12) + "us/iface".leftPadding(10) + "x raw GETSTATS".leftPadding(16))
+    print("  " + "method".padding(36) + "us/sample".leftPadding(12) + "us/iface".leftPadding(10) + "x raw GETSTATS".leftPadding(16))
     for row in rows {
-        print("  " + row.method.padding(30) + Units.fixed(row.seconds * 1e6, 1).leftPadding(12)
+        print("  " + row.method.padding(36) + Units.fixed(row.seconds * 1e6, 1).leftPadding(12)
             + Units.fixed(row.seconds * 1e6 / Double(count), 3).leftPadding(10)
             + Units.fixed(row.seconds / (row.raw ?? raw), 2).leftPadding(16) + (row.raw == nil ? "" : "  (paired)"))
     }
@@ -648,11 +682,13 @@ for target in targets {
         rssLine = "peak RSS of 'ifmeter sample' at \(count) interfaces: \(Units.fixed(Double(peak) / 1024, 1)) MiB (target: under 20 MB)"
     }
 }
+if getenv("IFMETER_BENCH_NO_SCRAPE") == nil { serveAlone(binary: binaryDirectory() + "/ifmeter") }
 if getenv("IFMETER_BENCH_NO_STORM") == nil { stormBenchmark(pairs: 2000) }
 print("")
 print(rssLine)
 print("anchors measured for the issue at 4001 interfaces: RTM_GETSTATS 0.8 ms, /proc/net/dev 3.5 ms, RTM_GETLINK 6.3 ms,")
-print("libnl cache refill 24 ms, getifaddrs 32 ms, node_exporter netdev scrape 267 ms; target: netlink sampler within 1.5x of RTM_GETSTATS")
+print("libnl cache refill 24 ms, getifaddrs 32 ms, node_exporter netdev scrape 267 ms; targets: netlink sampler within 1.5x")
+print("of RTM_GETSTATS; the serve and export --state loops within 2x, live within 3x, at 1001 and 4001 interfaces")
 
 /// The folder this benchmark's binary is in, where `ifmeter` is too.
 func binaryDirectory() -> String {

@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterTestSupport
 import Testing
 
 /// Randomized traffic with wraps, resets, recreations, absences and deletions,

@@ -10,7 +10,7 @@ import Testing
         weird.kernelStats = KernelLinkStats(values: Array(1...24).map(UInt64.init))
         engine.apply(Sample(time: 4, interfaces: [weird]))
         return ExpositionInput(
-            interfaces: engine.interfaces,
+            interfaces: engine.interfaces.map(ExpositionRow.init),
             health: ExporterHealth(version: "9.9", source: "netlink", samples: 5, startTime: 1_700_000_000, intervalSeconds: 1),
             families: families)
     }

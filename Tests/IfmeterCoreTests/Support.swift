@@ -29,16 +29,3 @@ func totals(_ engine: DeltaEngine, _ name: String) -> [UInt64] {
     guard let t = engine.totals(for: name) else { return [] }
     return CounterKey.required.map { t.totals.value($0) }
 }
-
-/// A deterministic generator (SplitMix64), so a failing seed can be rerun.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

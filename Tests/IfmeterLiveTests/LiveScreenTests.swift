@@ -47,7 +47,7 @@ extension LiveModel {
     /// One update as the pipeline makes it: the deltas and the engine's changes.
     mutating func feed(_ deltas: [InterfaceDelta], from engine: inout DeltaEngine, time: Double) {
         let (changed, forgotten) = engine.takeChanges()
-        update(deltas: deltas, changed: changed, forgotten: forgotten, time: time)
+        update(deltas: deltas, changed: changed.compactMap(engine.totals(for:)), forgotten: forgotten, time: time)
     }
 }
 

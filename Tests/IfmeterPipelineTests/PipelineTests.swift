@@ -13,6 +13,17 @@ final class Collector: PipelineSubscriber {
     func pipelineFinished(_ pipeline: Pipeline) { finished += 1 }
 }
 
+/// Keeps a view of the totals from the updates alone, as the scrape cache
+/// does, and what the changed series were as each update told them.
+final class ViewKeeper: PipelineSubscriber {
+    var view = TotalsView<InterfaceTotals> { $0 }
+    var changedPresence: [[Bool]] = []
+    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
+        view.apply(update, from: pipeline)
+        changedPresence.append(update.changed.compactMap { pipeline.totals(for: $0)?.present })
+    }
+}
+
 /// Lets the loop go on `waits` times, without sleeping.
 struct CountingWaiter: PipelineWaiter {
     var waits: Int
@@ -122,17 +133,17 @@ func temporaryFolder() throws -> String {
             .sample(2, idle + [("eth0", 2, 6000, 5000)]),
             .sample(3, Array(idle.dropLast()) + [("eth0", 2, 6000, 5000)]),
         ], limit: 4)
+        let keeper = ViewKeeper()
+        p.subscribe(keeper)
         var waiter = CountingWaiter(waits: 10)
         p.run(&waiter)
         #expect(c.updates[0].changed.count == 51, "the baseline brings every interface")
         #expect(c.updates[1].changed.isEmpty, "nothing moved, nothing published")
         #expect(c.updates[1].deltas.count == 51, "every interface still has its interval")
         #expect(c.updates[2].changed.map(\.name) == ["eth0"])
-        #expect(c.updates[3].changed.map(\.name) == ["v49"] && c.updates[3].changed.first?.present == false)
+        #expect(c.updates[3].changed.map(\.name) == ["v49"] && keeper.changedPresence[3] == [false])
         // A view kept from the changes alone equals the engine's totals
         // (but for `lastSeen`, which is as of each series' last change).
-        var view = TotalsView()
-        for update in c.updates { view.apply(update) }
         func unseen(_ list: [InterfaceTotals]) -> [InterfaceTotals] {
             list.map {
                 var copy = $0
@@ -140,8 +151,27 @@ func temporaryFolder() throws -> String {
                 return copy
             }
         }
-        let same = unseen(view.sorted) == unseen(p.totals)
+        let same = unseen(keeper.view.sorted()) == unseen(p.totals)
         #expect(same, "the view kept from changes differs from the engine's totals")
+    }
+
+    @Test func withoutIdleDeltasOnlyWhatHappenedIsPublished() {
+        let idle = (0..<50).map { ("v\($0)", $0 + 10, UInt64(1000), UInt64(1000)) }
+        let source = ScriptedSource([
+            .sample(0, idle + [("eth0", 2, 5000, 5000)]),
+            .sample(1, idle + [("eth0", 2, 5000, 5000)]),
+            .sample(2, idle + [("eth0", 2, 6000, 5000)]),
+        ])
+        var configuration = PipelineConfiguration(sampleLimit: 3)
+        configuration.idleDeltas = false
+        let p = Pipeline(source: source, configuration: configuration, clock: forgedClock)
+        let c = Collector()
+        p.subscribe(c)
+        var waiter = CountingWaiter(waits: 10)
+        p.run(&waiter)
+        #expect(c.updates[0].deltas.isEmpty, "a baseline counts nothing to add up")
+        #expect(c.updates[1].deltas.isEmpty)
+        #expect(c.updates[2].deltas.map(\.name) == ["eth0"] && c.updates[2].deltas.first?.counters.rxBytes == 1000)
     }
 
     @Test func seriesLifetimeForgetsAndSaysSo() {
@@ -154,12 +184,12 @@ func temporaryFolder() throws -> String {
             source: source, configuration: PipelineConfiguration(seriesLifetime: 2, sampleLimit: 3), clock: forgedClock)
         let c = Collector()
         p.subscribe(c)
+        let keeper = ViewKeeper()
+        p.subscribe(keeper)
         var waiter = CountingWaiter(waits: 10)
         p.run(&waiter)
         #expect(c.updates[2].forgotten == [SeriesKey(name: "veth1")])
-        var view = TotalsView()
-        for update in c.updates { view.apply(update) }
-        #expect(view.sorted.map(\.name) == ["eth0"])
+        #expect(keeper.view.sorted().map(\.name) == ["eth0"])
     }
 
     @Test func theFilterIsAppliedOnceToSamplesAndEvents() throws {
@@ -187,7 +217,8 @@ func temporaryFolder() throws -> String {
         p.zeroTotals()
         let zeroed = try #require(c.updates.last)
         #expect(zeroed.outcome == .zeroed)
-        #expect(zeroed.changed.first?.totals.rxBytes == 0 && zeroed.deltas.isEmpty)
+        #expect(zeroed.changed == [SeriesKey(name: "eth0")] && zeroed.deltas.isEmpty)
+        #expect(p.totals(for: SeriesKey(name: "eth0"))?.totals.rxBytes == 0)
     }
 }
 
@@ -268,5 +299,46 @@ final class FlakyStore: StateSaving {
         #expect(exported?.rxBytes == 19_000 && exported?.txBytes == 190)
         #expect(saved?.rxBytes == exported?.rxBytes && saved?.txBytes == exported?.txBytes, "export and the state file agree")
         #expect(p.totals.first?.totals.rxBytes == 19_000)
+    }
+}
+
+@Suite struct TotalsViewTests {
+    /// Interfaces come, go and are forgotten at random; after every update
+    /// the view kept from the changes equals the engine's totals, in order.
+    @Test(arguments: [UInt64(1), 2, 3, 4, 5])
+    func aViewKeptFromChangesFollowsTheEngine(seed: UInt64) {
+        var rng = SplitMix64(seed: seed)
+        var steps: [ScriptedSource.Step] = []
+        var counters: [String: UInt64] = [:]
+        for t in 0..<40 {
+            var interfaces: [(String, Int, UInt64, UInt64)] = []
+            for n in 0..<60 where UInt64.random(in: 0..<4, using: &rng) != 0 || t == 0 {
+                let name = "if\(n * 7919 % 97)"
+                counters[name, default: 0] += UInt64.random(in: 0..<3, using: &rng) * 100
+                interfaces.append((name, n + 1, counters[name]!, 0))
+            }
+            steps.append(.sample(Double(t), interfaces))
+        }
+        let p = Pipeline(
+            source: ScriptedSource(steps), configuration: PipelineConfiguration(seriesLifetime: 2, sampleLimit: 40),
+            clock: forgedClock)
+        final class Checker: PipelineSubscriber {
+            var view = TotalsView<InterfaceTotals> { $0 }
+            var mismatches = 0
+            func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
+                view.apply(update, from: pipeline)
+                let engine = pipeline.totals
+                if view.sorted().map(\.key) != engine.map(\.key)
+                    || zip(view.sorted(), engine).contains(where: { $0.totals != $1.totals || $0.present != $1.present }) {
+                    mismatches += 1
+                }
+            }
+        }
+        let checker = Checker()
+        p.subscribe(checker)
+        var waiter = CountingWaiter(waits: 100)
+        p.run(&waiter)
+        #expect(checker.mismatches == 0, "seed \(seed)")
+        #expect(checker.view.count == p.totals.count && checker.view.count > 10)
     }
 }

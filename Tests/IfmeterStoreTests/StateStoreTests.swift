@@ -37,7 +37,7 @@ import Testing
             name: name, netns: netns, classification: classification, index: 7, width: .bits64, speedBps: nil,
             attributes: nil, totals: Counters(rxBytes: rx, txBytes: 2, rxPackets: 3, txPackets: 4), quality: quality,
             events: EventCounts(wraps: 1, resets: 0, recreations: 2, deletions: 3),
-            baseline: Counters(rxBytes: 10, txBytes: 20, rxPackets: 1, txPackets: 2), lastCounters: nil,
+            baseline: Counters(rxBytes: 10, txBytes: 20, rxPackets: 1, txPackets: 2),
             lastKernelStats: nil, firstSeen: 5, lastSeen: 9, present: true, deletedAt: last == nil ? 9 : nil)
         let sample = last.map {
             InterfaceSample(

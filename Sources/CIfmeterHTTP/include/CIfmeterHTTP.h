@@ -54,4 +54,22 @@ void cifm_http_stop(cifm_http_server *server);
 /// free with free()) and *output_len; otherwise a zlib error code.
 int cifm_http_gzip(const void *input, size_t input_len, int level, void **output, size_t *output_len);
 
+/// gzip compression in pieces: begin, write each piece, end. The output
+/// grows in one malloc'd buffer, handed over by `cifm_gzip_end`.
+typedef struct cifm_gzip cifm_gzip;
+cifm_gzip *cifm_gzip_begin(int level);
+/// Returns 0, or a zlib error code (then only `cifm_gzip_abort` remains).
+int cifm_gzip_write(cifm_gzip *gz, const void *data, size_t len);
+/// Finishes the stream and frees `gz`. Returns 0 with *output (malloc'd)
+/// and *output_len, or a zlib error code (`gz` is freed either way).
+int cifm_gzip_end(cifm_gzip *gz, void **output, size_t *output_len);
+void cifm_gzip_abort(cifm_gzip *gz);
+
+/// A response that sends the inflated contents of a gzip body, inflated
+/// piece by piece as the client reads, so the whole is never held.
+/// `size` is the inflated length. `release(release_cls)` runs when the
+/// response is done with `gz`. NULL when libmicrohttpd or zlib fails.
+struct MHD_Response *cifm_mhd_create_gunzip_response(const void *gz, size_t gz_len, uint64_t size,
+                                                     void (*release)(void *), void *release_cls);
+
 #endif
