@@ -125,11 +125,21 @@ public struct Counters: Sendable, Hashable {
     /// Adds `other` into `self`, key by key, saturating at 2^64-1. A key present
     /// in either operand is present in the result.
     public mutating func add(_ other: Counters) {
+        _ = addSaturating(other)
+    }
+
+    /// `add`, and whether any counter stopped at 2^64-1 (its total is then
+    /// a lower bound: trace v1.1).
+    @discardableResult
+    public mutating func addSaturating(_ other: Counters) -> Bool {
+        var saturated = false
         // Over all keys with a presence test, not `keys`: no array per call.
         for key in CounterKey.allCases where other.has(key) {
             let (sum, overflow) = value(key).addingReportingOverflow(other.value(key))
             self[key] = overflow ? UInt64.max : sum
+            if overflow { saturated = true }
         }
+        return saturated
     }
 
     /// Whether `key` is present.
@@ -149,4 +159,31 @@ public enum CounterWidth: Int, Sendable, Hashable {
 
     /// 2^width as a double; 2^64 for 64-bit counters.
     var modulus: Double { self == .bits32 ? 4_294_967_296 : 18_446_744_073_709_551_616 }
+}
+
+/// A set of counter keys, as a bit mask: which counters a deletion's final
+/// reading under-reports (trace v1.1 `lower_bound`).
+public struct CounterKeySet: Sendable, Hashable, Sequence, ExpressibleByArrayLiteral {
+    public private(set) var bits: UInt8
+
+    public init() { bits = 0 }
+
+    public init(arrayLiteral keys: CounterKey...) {
+        bits = 0
+        for key in keys { insert(key) }
+    }
+
+    public init(_ keys: some Sequence<CounterKey>) {
+        bits = 0
+        for key in keys { insert(key) }
+    }
+
+    public mutating func insert(_ key: CounterKey) { bits |= 1 << UInt8(key.rawValue) }
+    public mutating func remove(_ key: CounterKey) { bits &= ~(1 << UInt8(key.rawValue)) }
+    public func contains(_ key: CounterKey) -> Bool { bits & (1 << UInt8(key.rawValue)) != 0 }
+    public var isEmpty: Bool { bits == 0 }
+
+    public func makeIterator() -> IndexingIterator<[CounterKey]> {
+        CounterKey.allCases.filter(contains).makeIterator()
+    }
 }

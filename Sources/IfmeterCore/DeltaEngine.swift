@@ -53,9 +53,17 @@ public struct DeltaEngine: Sendable {
         var hasPrev = false
         var prevCounters = Counters()
         var prevTime: Double = 0
-        /// The index of the instance whose deletion was last accounted for;
-        /// set only while no later sample has shown the series again.
-        var deletedIndex: Int??
+        /// The last sampled instance (or the last one known only from an
+        /// event) was ended by a deletion event, which counted its final
+        /// counters; the next sample is a new instance. `endedIndex` is the
+        /// ended instance's index (nil: unknown).
+        var ended = false
+        var endedIndex: Int?
+        /// The instance that a recreation without an event replaced (rule
+        /// 4): its index and last sampled counters, for its deletion event
+        /// if one comes after all (the counters go once it came).
+        var replacedIndex: Int?
+        var replacedCounters: Counters?
         /// Restored across a reboot: the next sample counts in full.
         var restartPending = false
         /// The number of the last sample that showed this series.
@@ -140,6 +148,9 @@ public struct DeltaEngine: Sendable {
         switch record {
         case .sample(let sample): return apply(sample)
         case .deleted(let event): return apply(event).map { [$0] } ?? []
+        case .renamed(let event):
+            apply(event)
+            return []
         }
     }
 
@@ -149,6 +160,7 @@ public struct DeltaEngine: Sendable {
     @discardableResult
     public mutating func apply(_ reading: SourceReading, idleDeltas: Bool = true) -> [InterfaceDelta] {
         var deltas: [InterfaceDelta] = []
+        for event in reading.events.renamed { apply(event) }
         for event in reading.events.deleted {
             if let delta = apply(event) { deltas.append(delta) }
         }
@@ -228,7 +240,7 @@ public struct DeltaEngine: Sendable {
         // Only series of the last sample can be present.
         for slot in order where series[slot].inUse && series[slot].state.present && series[slot].stamp != stamp {
             series[slot].state.present = false
-            if eventsLost, series[slot].deletedIndex == nil {
+            if eventsLost, !series[slot].ended {
                 series[slot].state.quality = .lowerBound
             }
             markChanged(slot)
@@ -248,11 +260,6 @@ public struct DeltaEngine: Sendable {
     ) -> (InterfaceDelta?, Bool) {
         // The same series twice in one sample: the first reading stands.
         if s.stamp == stamp { return (nil, false) }
-        if let deleted = s.deletedIndex, let deletedIndex = deleted, reading.pointee.index == deletedIndex {
-            // Read before its deletion (notifications and dumps race): the
-            // deletion's final counters already count it.
-            return (nil, false)
-        }
         var counters: Counters
         var change: DeltaChange
         var quality = Quality.exact
@@ -263,9 +270,10 @@ public struct DeltaEngine: Sendable {
             change = .restarted
             quality = .lowerBound
             s.state.events.resets += 1
-        } else if s.deletedIndex != nil {
-            // The instance last sampled was deleted and its final counters
-            // counted: whatever is here now is new (rule 4).
+        } else if s.ended {
+            // The first sample after an instance was ended is a new
+            // instance, whatever its index (indexes are reused): counted
+            // in full, exact, one recreation (v1.1).
             counters = reading.pointee.counters
             change = .recreated
             s.state.events.recreations += 1
@@ -274,11 +282,14 @@ public struct DeltaEngine: Sendable {
             seconds = t - s.prevTime
             if let oldIndex = s.state.index, let newIndex = reading.pointee.index, oldIndex != newIndex {
                 // Recreated without a deletion event: the old instance's
-                // traffic after `prev` is lost (rule 4).
+                // traffic after `prev` is lost (rule 4). Its deletion may
+                // still come: remember what it was.
                 counters = reading.pointee.counters
                 change = .recreated
                 quality = .lowerBound
                 s.state.events.recreations += 1
+                s.replacedIndex = oldIndex
+                s.replacedCounters = s.prevCounters
             } else {
                 (counters, change) = difference(
                     from: s.prevCounters, to: reading.pointee.counters, width: reading.pointee.width, seconds: t - s.prevTime,
@@ -294,19 +305,20 @@ public struct DeltaEngine: Sendable {
                 }
             }
         } else if isFirst {
-            // Known so far only from deletion events.
+            // Named only by an event before the baseline: this is its baseline.
             counters = zero(like: reading.pointee.counters)
             change = .baseline
             s.state.baseline = reading.pointee.counters
         } else {
+            // Named only by an event before the baseline: it appears now.
             counters = reading.pointee.counters
-            change = s.state.events.deletions > 0 ? .recreated : .appeared
-            if change == .recreated { s.state.events.recreations += 1 }
+            change = .appeared
             seconds = previousSampleTime.map { t - $0 }
         }
         var differs = change != .steady
         if counters.anyNonZero {
-            s.state.totals.add(counters)
+            // A total stopped at 2^64-1 lost the rest: a lower bound (v1.1).
+            if s.state.totals.addSaturating(counters) { quality = .lowerBound }
             differs = true
         }
         if quality > s.state.quality {
@@ -315,7 +327,8 @@ public struct DeltaEngine: Sendable {
         }
         if s.absorb(reading, classification: classification, at: t) { differs = true }
         s.remember(reading, at: t)
-        s.deletedIndex = nil
+        s.ended = false
+        s.endedIndex = nil
         s.restartPending = false
         s.stamp = stamp
         let delta = InterfaceDelta(
@@ -324,80 +337,177 @@ public struct DeltaEngine: Sendable {
         return (delta, differs)
     }
 
-    /// Applies a deletion event with the interface's final counters.
+    /// Applies a deletion event with the interface's final counters, in any
+    /// order relative to the samples (trace v1.1, "Deletion events in every
+    /// order"):
+    /// - before the first sample it is the baseline's and changes nothing;
+    /// - for the live sampled instance (same index, or either unknown) it
+    ///   ends it: final - prev per counter; a counter the event lists as
+    ///   under-reported adds max(final - prev, 0), and any final below prev
+    ///   was under-reported (adds 0, a lower bound, no reset): a deletion
+    ///   never counts a final counter in full;
+    /// - for the instance a recreation without an event replaced, it adds
+    ///   final - that instance's last counters (floored at 0);
+    /// - again for an instance already ended, it changes nothing;
+    /// - for another index after an instance was ended, or for a series
+    ///   never sampled, it is an instance born and gone between samples:
+    ///   counted in full;
+    /// - anything else cannot be placed: one deletion, no counters, a
+    ///   lower bound.
     @discardableResult
     public mutating func apply(_ event: DeletionEvent) -> InterfaceDelta? {
         let t = event.time
         let final = event.interface
         let key = final.key
         lastTime = t
-        let slot: Int
-        if let found = slots[key] {
-            slot = found
-        } else {
-            var entry = Series(state: InterfaceTotals(
-                name: final.name, netns: final.netns,
-                classification: final.classification ?? NameRules.classify(final.name, platform: configuration.platform),
-                index: final.index, width: final.width, speedBps: final.speedBps, attributes: final.attributes,
-                totals: Self.zero(like: final.counters), quality: .exact, events: EventCounts(),
-                baseline: Self.zero(like: final.counters), lastKernelStats: nil, firstSeen: t,
-                lastSeen: t, present: false, deletedAt: nil))
-            entry.stamp = 0
-            slot = insert(entry, key: key)
-        }
-        var s = series[slot]
-        var counters: Counters
-        var quality = Quality.exact
-        var seconds: Double?
-        if let deletedIndex = s.deletedIndex, let index = final.index, deletedIndex == index {
-            // The same deletion reported twice: already counted.
+        guard let lastSample = lastSampleTime else {
+            // The baseline's: it changes nothing, but the name was seen.
+            if slots[key] == nil { _ = insert(newSeries(final, at: t), key: key) }
             return nil
-        } else if s.deletedIndex == nil, s.hasPrev {
-            if let oldIndex = s.state.index, let index = final.index, oldIndex != index {
-                // An instance created after `prev` and deleted before any
-                // sample saw it: counted in full. The instance that `prev`
-                // saw went away without a deletion event: lost traffic.
-                counters = final.counters
-                quality = .lowerBound
-                s.state.events.recreations += 1
-            } else {
-                // The sampled instance's traffic after `prev` (rule 4).
-                var change: DeltaChange
-                (counters, change) = Self.difference(
-                    from: s.prevCounters, to: final.counters, width: s.state.width,
-                    seconds: t - s.prevTime, ceiling: ceiling(speed: s.state.speedBps))
-                if change == .wrap {
-                    quality = .wrapCorrected
-                    s.state.events.wraps += 1
-                } else if change == .reset {
+        }
+        let listed = event.lowerBound
+        func same(_ a: Int?, _ b: Int?) -> Bool { a == nil || b == nil || a == b }
+
+        var counters: Counters
+        var quality: Quality = listed.isEmpty ? .exact : .lowerBound
+        var seconds: Double?
+        var recreation = false
+        guard let slot = slots[key] else {
+            // Never sampled: an instance born and gone between samples.
+            let slot = insert(newSeries(final, at: t), key: key)
+            return end(slot, final, counters: final.counters, quality: quality, seconds: t - lastSample, recreation: false, at: t)
+        }
+        let s = series[slot]
+        if !s.ended, s.hasPrev, same(s.state.index, final.index) {
+            // Ends the sampled instance.
+            counters = Counters()
+            for k in CounterKey.allCases where final.counters.has(k) {
+                let new = final.counters.value(k), old = s.prevCounters.has(k) ? s.prevCounters.value(k) : 0
+                if new >= old {
+                    counters[k] = new - old
+                } else {
+                    // Under-reported: a counter only falls on a reset, and
+                    // the instance is gone.
+                    counters[k] = 0
                     quality = .lowerBound
-                    s.state.events.resets += 1
                 }
             }
             seconds = t - s.prevTime
-        } else {
-            // Never sampled since its creation: a whole instance. Before the
-            // first sample it is outside the window and counts nothing.
-            if lastSampleTime == nil {
-                counters = Self.zero(like: final.counters)
-            } else {
-                counters = final.counters
-                seconds = lastSampleTime.map { t - $0 }
+        } else if let index = final.index, s.replacedIndex == index {
+            // The instance a recreation without an event replaced: its
+            // traffic after its last sample, found after all (once; its
+            // repeat changes nothing). The interval stays a lower bound
+            // (the recreation made it one).
+            guard let replaced = s.replacedCounters else { return nil }
+            counters = Counters()
+            for k in CounterKey.allCases where final.counters.has(k) {
+                let old = replaced.has(k) ? replaced.value(k) : 0
+                counters[k] = final.counters.value(k) > old ? final.counters.value(k) - old : 0
             }
-            if s.state.events.deletions > 0 || s.hasPrev { s.state.events.recreations += 1 }
+            series[slot].replacedCounters = nil
+            return apply(counters, of: final, to: slot, quality: .lowerBound, seconds: t - s.prevTime, endsInstance: false, at: t)
+        } else if s.ended, same(s.endedIndex, final.index) {
+            // The same deletion again: already counted.
+            return nil
+        } else if s.ended || !s.hasPrev {
+            // Another instance, born and gone between samples (the first
+            // one of a series named only by an event before the baseline).
+            counters = final.counters
+            seconds = t - lastSample
+            recreation = s.ended
+        } else {
+            // An instance that cannot be placed: its traffic is unknown.
+            return apply(
+                Self.zero(like: final.counters), of: final, to: slot, quality: .lowerBound, seconds: nil,
+                endsInstance: false, at: t)
         }
-        s.state.events.deletions += 1
-        s.state.totals.add(counters)
-        s.state.quality = max(s.state.quality, quality)
-        s.state.lastSeen = t
-        s.state.present = false
-        s.state.deletedAt = t
-        if let classification = final.classification { s.state.classification = classification }
-        s.deletedIndex = .some(final.index)
-        series[slot] = s
+        return end(slot, final, counters: counters, quality: quality, seconds: seconds, recreation: recreation, at: t)
+    }
+
+    /// Applies a rename: the interface goes on under its new name, and so
+    /// does its series (ifmeter's own event; contract readers skip it). When
+    /// the new name already has a series (an earlier instance, gone), the
+    /// renamed instance goes on there and the traffic counted under the old
+    /// name stays there: every byte under one name or the other, once.
+    /// Returns whether it applied.
+    @discardableResult
+    public mutating func apply(_ rename: RenameEvent) -> Bool {
+        let old = SeriesKey(netns: rename.netns, name: rename.from), new = SeriesKey(netns: rename.netns, name: rename.to)
+        guard old != new, let slot = slots[old], !series[slot].ended else { return false }
+        if let known = series[slot].state.index, let index = rename.index, known != index { return false }
+        lastTime = rename.time
+        guard let other = slots[new] else {
+            slots[old] = nil
+            slots[new] = slot
+            series[slot].state.name = rename.to
+            forgotten.append(old)
+            markChanged(slot)
+            return true
+        }
+        // The earlier instance under the new name went away; if no event
+        // said so, its traffic after its last sample is unknown.
+        if !series[other].ended, series[other].hasPrev { series[other].state.quality = .lowerBound }
+        series[other].hasPrev = series[slot].hasPrev
+        series[other].prevCounters = series[slot].prevCounters
+        series[other].prevTime = series[slot].prevTime
+        series[other].state.index = series[slot].state.index
+        series[other].state.width = series[slot].state.width
+        series[other].state.speedBps = series[slot].state.speedBps
+        series[other].ended = false
+        series[other].endedIndex = nil
+        series[other].factsVersion = 0
+        series[other].stamp = series[slot].stamp
+        // The old name's series keeps what it counted; its instance is gone
+        // from it (as if ended, with nothing more to count).
+        series[slot].ended = true
+        series[slot].endedIndex = series[slot].state.index
+        series[slot].state.present = false
+        series[slot].state.deletedAt = nil
+        markChanged(slot)
+        markChanged(other)
+        return true
+    }
+
+    /// A series known only from an event so far: no counters, not present.
+    private func newSeries(_ final: InterfaceSample, at t: Double) -> Series {
+        var entry = Series(state: InterfaceTotals(
+            name: final.name, netns: final.netns,
+            classification: final.classification ?? NameRules.classify(final.name, platform: configuration.platform),
+            index: final.index, width: final.width, speedBps: final.speedBps, attributes: final.attributes,
+            totals: Self.zero(like: final.counters), quality: .exact, events: EventCounts(),
+            baseline: Self.zero(like: final.counters), lastKernelStats: nil, firstSeen: t,
+            lastSeen: t, present: false, deletedAt: nil))
+        entry.stamp = 0
+        return entry
+    }
+
+    /// Counts a deletion that ends an instance.
+    private mutating func end(
+        _ slot: Int, _ final: InterfaceSample, counters: Counters, quality: Quality, seconds: Double?, recreation: Bool,
+        at t: Double
+    ) -> InterfaceDelta {
+        if recreation { series[slot].state.events.recreations += 1 }
+        series[slot].ended = true
+        series[slot].endedIndex = final.index ?? series[slot].state.index
+        series[slot].state.present = false
+        series[slot].state.deletedAt = t
+        if let classification = final.classification { series[slot].state.classification = classification }
+        return apply(counters, of: final, to: slot, quality: quality, seconds: seconds, endsInstance: true, at: t)
+    }
+
+    /// Adds a deletion's counters to its series.
+    private mutating func apply(
+        _ counters: Counters, of final: InterfaceSample, to slot: Int, quality: Quality, seconds: Double?, endsInstance: Bool,
+        at t: Double
+    ) -> InterfaceDelta {
+        var quality = quality
+        series[slot].state.events.deletions += 1
+        if series[slot].state.totals.addSaturating(counters) { quality = .lowerBound }
+        series[slot].state.quality = max(series[slot].state.quality, quality)
+        series[slot].state.lastSeen = t
         markChanged(slot)
         return InterfaceDelta(
-            name: final.name, netns: final.netns, classification: s.state.classification, index: final.index,
+            name: final.name, netns: final.netns, classification: series[slot].state.classification, index: final.index,
             change: .deleted, counters: counters, seconds: seconds, quality: quality, time: t)
     }
 
@@ -482,7 +592,7 @@ public struct DeltaEngine: Sendable {
     /// Every interface's state, to save, sorted by (namespace, name).
     public var saved: [SavedSeries] {
         series.lazy.filter(\.inUse)
-            .map { SavedSeries(totals: $0.state, last: $0.deletedIndex == nil ? $0.prev : nil, lastTime: $0.prevTime) }
+            .map { SavedSeries(totals: $0.state, last: $0.ended ? nil : $0.prev, lastTime: $0.prevTime) }
             .sorted { $0.totals.key < $1.totals.key }
     }
 
@@ -515,7 +625,8 @@ public struct DeltaEngine: Sendable {
                 if !sameBoot { entry.restartPending = true }
             } else {
                 entry.prevTime = item.lastTime
-                entry.deletedIndex = .some(item.totals.index)
+                entry.ended = true
+                entry.endedIndex = item.totals.index
             }
             let key = state.key
             if let slot = slots[key] {

@@ -322,16 +322,20 @@ struct ExpositionWriter {
     /// Raw kernel counters under node_exporter's names and HELP text, so
     /// existing dashboards keep working.
     mutating func writeNode(_ interfaces: [ExpositionRow]) {
-        let withStats = interfaces.compactMap { i in i.kernelStats.map { (i.name, $0) } }
+        let withStats = interfaces.compactMap { i in i.kernelStats.map { (i, $0) } }
         for (statistic, value) in Self.nodeFamilies {
             let name = "node_network_" + statistic
             // node_exporter's own words, without the estimate caveat: these
             // families stand in for node_exporter's.
             header(name, .counter, help: "Network device statistic \(statistic).")
-            for (device, stats) in withStats {
+            for (i, stats) in withStats {
                 append(name)
                 append("_total{device=\"")
-                appendEscaped(device)
+                appendEscaped(i.name)
+                if !i.netns.isEmpty {
+                    append("\",netns=\"")
+                    appendEscaped(i.netns)
+                }
                 append("\"} ")
                 append(String(value(stats)))
                 append("\n")
@@ -406,8 +410,8 @@ struct ExpositionWriter {
         }
     }
 
-    /// One sample with the `interface` and `kind` labels (plus `extra`),
-    /// labels in name order.
+    /// One sample with the `interface` and `kind` labels (and `netns` for
+    /// another namespace's interface, plus `extra`), labels in name order.
     mutating func sample(
         _ name: String, suffix: String = "", _ i: ExpositionRow, extra: [(String, String)] = [], value: UInt64
     ) {
@@ -420,8 +424,15 @@ struct ExpositionWriter {
             append("\",kind=\"")
             append(i.kind.rawValue)
             append("\"")
+            if !i.netns.isEmpty {
+                append(",netns=\"")
+                appendEscaped(i.netns)
+                append("\"")
+            }
         } else {
-            let labels = (extra + [("interface", i.name), ("kind", i.kind.rawValue)]).sorted { $0.0 < $1.0 }
+            var own = [("interface", i.name), ("kind", i.kind.rawValue)]
+            if !i.netns.isEmpty { own.append(("netns", i.netns)) }
+            let labels = (extra + own).sorted { $0.0 < $1.0 }
             for (n, (label, labelValue)) in labels.enumerated() {
                 if n > 0 { append(",") }
                 append(label)

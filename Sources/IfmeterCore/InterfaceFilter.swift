@@ -7,24 +7,39 @@ public struct InterfaceFilter: Sendable, Hashable {
     public var exclude: [String]
     /// When given, only these kinds.
     public var kinds: Set<InterfaceKind>?
+    /// When given, only the interfaces of these namespaces ("" is the own).
+    public var namespaces: Set<String>?
 
-    public init(include: [String] = [], exclude: [String] = [], kinds: Set<InterfaceKind>? = nil) {
+    public init(
+        include: [String] = [], exclude: [String] = [], kinds: Set<InterfaceKind>? = nil, namespaces: Set<String>? = nil
+    ) {
         self.include = include
         self.exclude = exclude
         self.kinds = kinds
+        self.namespaces = namespaces
     }
 
-    public var isEmpty: Bool { include.isEmpty && exclude.isEmpty && kinds == nil }
+    public var isEmpty: Bool { include.isEmpty && exclude.isEmpty && kinds == nil && namespaces == nil }
 
     /// Whether a name passes the glob patterns.
-    public func admits(name: String) -> Bool {
-        if !include.isEmpty, !include.contains(where: { Glob.matches($0, name) }) { return false }
-        return !exclude.contains(where: { Glob.matches($0, name) })
+    public func admits(name: String) -> Bool { admits(SeriesKey(name: name)) }
+
+    /// Whether an interface passes the glob patterns: a pattern matches
+    /// its name, or `NS/NAME` for another namespace's interface.
+    public func admits(_ key: SeriesKey) -> Bool {
+        if let namespaces, !namespaces.contains(key.netns) { return false }
+        func matches(_ pattern: String) -> Bool {
+            Glob.matches(pattern, key.name) || (!key.netns.isEmpty && Glob.matches(pattern, key.description))
+        }
+        if !include.isEmpty, !include.contains(where: matches) { return false }
+        return !exclude.contains(where: matches)
     }
 
-    public func admits(name: String, kind: InterfaceKind) -> Bool {
+    public func admits(name: String, kind: InterfaceKind) -> Bool { admits(SeriesKey(name: name), kind: kind) }
+
+    public func admits(_ key: SeriesKey, kind: InterfaceKind) -> Bool {
         if let kinds, !kinds.contains(kind) { return false }
-        return admits(name: name)
+        return admits(key)
     }
 
     /// The one rule for readings: the kind the source found from kernel
@@ -33,7 +48,7 @@ public struct InterfaceFilter: Sendable, Hashable {
     public func admits(_ interface: InterfaceSample, platform: Platform) -> Bool {
         if isEmpty { return true }
         let kind = interface.kind ?? NameRules.classify(interface.name, platform: platform).kind
-        return admits(name: interface.name, kind: kind)
+        return admits(interface.key, kind: kind)
     }
 
     /// Leaves in a sample only the interfaces admitted.
@@ -46,7 +61,10 @@ public struct InterfaceFilter: Sendable, Hashable {
     public func apply(to events: inout LinkEvents, platform: Platform) {
         guard !isEmpty else { return }
         events.deleted.removeAll { !admits($0.interface, platform: platform) }
-        events.created.removeAll { !admits(name: $0.name) }
+        events.created.removeAll { !admits($0) }
+        events.renamed.removeAll {
+            !admits(SeriesKey(netns: $0.netns, name: $0.to)) && !admits(SeriesKey(netns: $0.netns, name: $0.from))
+        }
     }
 
     /// A trace record with only what is admitted; nil for an event left out.
@@ -57,6 +75,9 @@ public struct InterfaceFilter: Sendable, Hashable {
             return .sample(sample)
         case .deleted(let event):
             return admits(event.interface, platform: platform) ? record : nil
+        case .renamed(let event):
+            let admitted = admits(SeriesKey(netns: event.netns, name: event.to)) || admits(SeriesKey(netns: event.netns, name: event.from))
+            return admitted ? record : nil
         }
     }
 }

@@ -142,6 +142,7 @@ public struct PeriodReportRenderer: Sendable {
                 "events": JSONReportRenderer.events(i.events),
             ]
             o["index"] = i.index.map { .number($0) } ?? .null
+            if !i.netns.isEmpty { o["netns"] = .string(i.netns) }
             interfaces.append(.object(o))
         }
         func pair(_ rx: Double, _ tx: Double) -> JSONValue {

@@ -82,6 +82,7 @@ public struct JSONReportRenderer: ReportRenderer {
         ]
         if let index = i.index { o["index"] = .number(index) }
         if let deletedAt = i.deletedAt { o["deleted_at"] = .number(deletedAt) }
+        if !i.netns.isEmpty { o["netns"] = .string(i.netns) }
         return .object(o)
     }
 }
@@ -110,7 +111,7 @@ public struct TextReportRenderer: ReportRenderer {
             let rx = bits ? Units.fixed(Double(i.totals.rxBytes) * 8, 0) + " bit" : Units.bytes(i.totals.rxBytes)
             let tx = bits ? Units.fixed(Double(i.totals.txBytes) * 8, 0) + " bit" : Units.bytes(i.totals.txBytes)
             table.add([
-                i.name, i.classification.kind.rawValue, "\(mark) \(rx)", "\(mark) \(tx)",
+                i.key.description, i.classification.kind.rawValue, "\(mark) \(rx)", "\(mark) \(tx)",
                 "\(mark) \(Units.grouped(i.totals.rxPackets))", "\(mark) \(Units.grouped(i.totals.txPackets))",
                 i.quality.name, i.events.summary,
             ])

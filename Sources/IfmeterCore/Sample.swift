@@ -130,10 +130,50 @@ public struct Sample: Sendable, Hashable {
 public struct DeletionEvent: Sendable, Hashable {
     public var time: Double
     public var interface: InterfaceSample
+    /// Counters whose final value the kernel is known to under-report at
+    /// deletion (a veth's receive counters come from its detached peer):
+    /// trace v1.1 `lower_bound`.
+    public var lowerBound: CounterKeySet
+    /// The link's peer as the kernel named it (a veth's other end), so a
+    /// source that sees both deletions can complete one with the other.
+    /// Not written to traces.
+    public var peer: PeerLink?
 
-    public init(time: Double, interface: InterfaceSample) {
+    public init(time: Double, interface: InterfaceSample, lowerBound: CounterKeySet = [], peer: PeerLink? = nil) {
         self.time = time
         self.interface = interface
+        self.lowerBound = lowerBound
+        self.peer = peer
+    }
+}
+
+/// The other end of a link (IFLA_LINK), in the same namespace or in the one
+/// the kernel numbers `netnsID` as seen from the link's own (IFLA_LINK_NETNSID).
+public struct PeerLink: Sendable, Hashable {
+    public var index: Int
+    public var netnsID: Int32?
+
+    public init(index: Int, netnsID: Int32? = nil) {
+        self.index = index
+        self.netnsID = netnsID
+    }
+}
+
+/// An interface took a new name; its counters go on (same index), so its
+/// series goes on under the new name.
+public struct RenameEvent: Sendable, Hashable {
+    public var time: Double
+    public var netns: String
+    public var index: Int?
+    public var from: String
+    public var to: String
+
+    public init(time: Double, netns: String = "", index: Int?, from: String, to: String) {
+        self.time = time
+        self.netns = netns
+        self.index = index
+        self.from = from
+        self.to = to
     }
 }
 
@@ -144,17 +184,20 @@ public struct LinkEvents: Sendable, Hashable {
     public var deleted: [DeletionEvent] = []
     /// Interfaces created.
     public var created: [SeriesKey] = []
+    /// Interfaces renamed (applied before the deletions).
+    public var renamed: [RenameEvent] = []
     /// Times the notification queue overflowed: deletions may have been
     /// missed, so the intervals of interfaces that went away are lower bounds.
     public var overruns = 0
 
-    public init(deleted: [DeletionEvent] = [], created: [SeriesKey] = [], overruns: Int = 0) {
+    public init(deleted: [DeletionEvent] = [], created: [SeriesKey] = [], renamed: [RenameEvent] = [], overruns: Int = 0) {
         self.deleted = deleted
         self.created = created
+        self.renamed = renamed
         self.overruns = overruns
     }
 
-    public var isEmpty: Bool { deleted.isEmpty && created.isEmpty && overruns == 0 }
+    public var isEmpty: Bool { deleted.isEmpty && created.isEmpty && renamed.isEmpty && overruns == 0 }
 }
 
 /// What a counter source read at one instant: the link events since its
@@ -180,17 +223,31 @@ public protocol CounterSource: AnyObject {
     /// Reads every interface now, with the link events read since the
     /// last reading.
     func read() throws(SystemError) -> SourceReading
+    /// Descriptors that become readable when link notifications wait: a
+    /// waiter may watch them and call `readEvents` between samples, so that
+    /// each event is timed when it comes. Empty for sources without events.
+    var eventDescriptors: [Int32] { get }
+    /// Reads the notifications waiting now (kept for the next reading).
+    func readEvents()
+}
+
+extension CounterSource {
+    public var eventDescriptors: [Int32] { [] }
+    public func readEvents() {}
 }
 
 /// One line of a trace after its header.
 public enum TraceRecord: Sendable, Hashable {
     case sample(Sample)
     case deleted(DeletionEvent)
+    /// ifmeter's own event (readers of v1 skip it): a rename.
+    case renamed(RenameEvent)
 
     public var time: Double {
         switch self {
         case .sample(let sample): sample.time
         case .deleted(let event): event.time
+        case .renamed(let event): event.time
         }
     }
 }

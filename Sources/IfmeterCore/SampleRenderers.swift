@@ -15,7 +15,7 @@ public struct ListRenderer: Sendable {
                 speed = "(" + Units.rate(bytesPerSecond: Double(reported) / 8, bits: true) + ")"
             }
             table.add([
-                i.index.map(String.init) ?? "-", i.name, i.kind?.rawValue ?? "-",
+                i.index.map(String.init) ?? "-", i.key.description, i.kind?.rawValue ?? "-",
                 i.classification?.evidence ?? "-", "\(i.width.rawValue)-bit", speed,
                 attributes?.operstate ?? "-", attributes?.mtu.map(String.init) ?? "-",
             ])
@@ -36,6 +36,7 @@ public struct ListRenderer: Sendable {
     /// Everything a sample knows about one interface, counters aside.
     static func describe(_ i: InterfaceSample) -> JSONValue {
         var o: [String: JSONValue] = ["name": .string(i.name), "width": .number(i.width.rawValue)]
+        if !i.netns.isEmpty { o["netns"] = .string(i.netns) }
         if let index = i.index { o["index"] = .number(index) }
         if let c = i.classification {
             o["kind"] = .string(c.kind.rawValue)
@@ -68,7 +69,7 @@ public struct SnapshotRenderer: Sendable {
         for i in sample.interfaces.sorted(by: { $0.key < $1.key }) {
             let c = i.counters
             table.add([
-                i.name, i.index.map(String.init) ?? "-", i.kind?.rawValue ?? "-",
+                i.key.description, i.index.map(String.init) ?? "-", i.kind?.rawValue ?? "-",
                 "≈ " + size(c.rxBytes), "≈ " + size(c.txBytes),
                 Units.grouped(c.rxPackets), Units.grouped(c.txPackets), "\(i.width.rawValue)-bit",
             ])
@@ -120,7 +121,7 @@ public struct IntervalRenderer: Sendable {
                 totalTx = m + " " + Units.bytes(t.totals.txBytes)
             }
             table.add([
-                d.name, d.classification.kind.rawValue, rx, tx,
+                d.key.description, d.classification.kind.rawValue, rx, tx,
                 mark + " " + Units.bytes(d.counters.rxBytes), mark + " " + Units.bytes(d.counters.txBytes),
                 totalRx, totalTx, d.change.note,
             ])
@@ -138,6 +139,7 @@ public struct IntervalRenderer: Sendable {
             "interfaces": .array(deltas.sorted(by: { $0.key < $1.key }).map { d in
                 var o: [String: JSONValue] = [
                     "name": .string(d.name),
+                    "netns": d.netns.isEmpty ? .null : .string(d.netns),
                     "kind": .string(d.classification.kind.rawValue),
                     "evidence": .string(d.classification.evidence),
                     "change": .string(d.change.rawValue),

@@ -65,11 +65,13 @@ public struct TraceReader: Sendable {
             guard case .array(let list) = interfaces else { throw fail("\"interfaces\" must be an array") }
             var samples: [InterfaceSample] = []
             samples.reserveCapacity(list.count)
-            var names = Set<String>()
+            // Keys compare code points exactly (v1.1): "tun\u{e9}" and
+            // "tune\u{301}" are two interfaces.
+            var keys = Set<SeriesKey>()
             for (position, entry) in list.enumerated() {
                 let sample = try interface(entry, at: "interfaces[\(position)]")
-                guard names.insert(sample.name).inserted else {
-                    throw fail("interface \"\(sample.name)\" appears twice in one sample")
+                guard keys.insert(sample.key).inserted else {
+                    throw fail("interface \(Self.quoted(sample.key)) appears twice in one sample")
                 }
                 samples.append(sample)
             }
@@ -80,12 +82,24 @@ public struct TraceReader: Sendable {
             switch kind {
             case "deleted":
                 guard let entry = object["interface"] else { throw fail("a \"deleted\" event needs an \"interface\" object") }
-                return .deleted(DeletionEvent(time: t, interface: try interface(entry, at: "interface")))
-            case "created":
-                // Informational: the next sample shows the new interface.
-                return nil
+                let final = try interface(entry, at: "interface")
+                return .deleted(DeletionEvent(time: t, interface: final, lowerBound: try lowerBound(entry, of: final)))
+            case "renamed":
+                // ifmeter's own: the interface goes on under a new name.
+                guard let entry = object["interface"] else { throw fail("a \"renamed\" event needs an \"interface\" object") }
+                guard case .object(let o) = entry, let to = o["name"]?.stringValue, !to.isEmpty,
+                      let from = object["from"]?.stringValue, !from.isEmpty
+                else { throw fail("a \"renamed\" event needs \"from\" and the interface's new \"name\"") }
+                var index: Int?
+                if let raw = o["index"], raw != .null {
+                    guard let v = raw.uint64Value, v <= UInt64(Int32.max) else { throw fail("\"index\" must be a non-negative integer") }
+                    index = Int(v)
+                }
+                return .renamed(RenameEvent(time: t, netns: o["netns"]?.stringValue ?? "", index: index, from: from, to: to))
             default:
-                throw fail("unknown event \"\(kind)\"; v1 events are \"deleted\" (and informational \"created\")")
+                // Unknown event types are skipped (later versions may add
+                // events); "created" is informational.
+                return nil
             }
         }
         throw fail("a line needs \"interfaces\" (a sample) or \"event\" (an event)")
@@ -93,12 +107,40 @@ public struct TraceReader: Sendable {
 
     private func fail(_ message: String) -> TraceError { TraceError(line: lineNumber, message: message) }
 
+    /// A name for messages: quoted, with control characters escaped.
+    static func quoted(_ key: SeriesKey) -> String {
+        JSONWriter().string(.string(key.description))
+    }
+
+    /// A deleted event's `lower_bound`: the counters whose final value is
+    /// under-reported (v1.1). Names of counters this version does not know
+    /// are skipped.
+    private func lowerBound(_ value: JSONValue, of final: InterfaceSample) throws(TraceError) -> CounterKeySet {
+        guard case .object(let o) = value, let raw = o["lower_bound"], raw != .null else { return [] }
+        guard case .array(let list) = raw else {
+            throw fail("interface (\(Self.quoted(final.key))): \"lower_bound\" must be an array of counter names")
+        }
+        var keys = CounterKeySet()
+        for item in list {
+            guard let name = item.stringValue else {
+                throw fail("interface (\(Self.quoted(final.key))): \"lower_bound\" must hold counter names, got \(JSONWriter().string(item))")
+            }
+            if let key = CounterKey(jsonKey: name) { keys.insert(key) }
+        }
+        return keys
+    }
+
     private func interface(_ value: JSONValue, at path: String) throws(TraceError) -> InterfaceSample {
         guard case .object(let o) = value else { throw fail("\(path) must be an object") }
         guard let name = o["name"]?.stringValue, !name.isEmpty else {
             throw fail("\(path) lacks a \"name\" string")
         }
-        let at = "\(path) (\"\(name)\")"
+        var netns = ""
+        if let raw = o["netns"], raw != .null {
+            guard let text = raw.stringValue else { throw fail("\(path): \"netns\" must be a string") }
+            netns = text
+        }
+        let at = "\(path) (\(Self.quoted(SeriesKey(netns: netns, name: name))))"
         var width = CounterWidth.bits64
         if let w = o["width"] {
             switch w.uint64Value {
@@ -141,7 +183,7 @@ public struct TraceReader: Sendable {
             speed = v
         }
         return InterfaceSample(
-            name: name, index: index, classification: classification, width: width, speedBps: speed,
+            name: name, netns: netns, index: index, classification: classification, width: width, speedBps: speed,
             counters: counters)
     }
 }
@@ -165,16 +207,30 @@ public enum TraceWriter {
                 "interfaces": .array(sample.interfaces.map(object)),
             ]))
         case .deleted(let event):
+            var interface = object(event.interface)
+            if case .object(var o) = interface, !event.lowerBound.isEmpty {
+                o["lower_bound"] = .array(event.lowerBound.map { .string($0.jsonKey) })
+                interface = .object(o)
+            }
             return JSONWriter().string(.object([
                 "t": .number(event.time),
                 "event": .string("deleted"),
-                "interface": object(event.interface),
+                "interface": interface,
+            ]))
+        case .renamed(let event):
+            var interface: [String: JSONValue] = ["name": .string(event.to)]
+            if let index = event.index { interface["index"] = .number(index) }
+            if !event.netns.isEmpty { interface["netns"] = .string(event.netns) }
+            return JSONWriter().string(.object([
+                "t": .number(event.time), "event": .string("renamed"), "from": .string(event.from),
+                "interface": .object(interface),
             ]))
         }
     }
 
     static func object(_ sample: InterfaceSample) -> JSONValue {
         var o: [String: JSONValue] = ["name": .string(sample.name), "width": .number(sample.width.rawValue)]
+        if !sample.netns.isEmpty { o["netns"] = .string(sample.netns) }
         for key in sample.counters.keys { o[key.jsonKey] = .number(sample.counters.value(key)) }
         if let index = sample.index { o["index"] = .number(index) }
         if let c = sample.classification {

@@ -34,6 +34,13 @@ import Testing
         /// (unless something was lost too).
         var wrapped = false
 
+        /// A deletion event ends the sampled instance; a final counter below
+        /// its last sampled value was under-reported (v1.1: a deletion never
+        /// infers a wrap): the totals become a lower bound.
+        mutating func deleted() {
+            if sampledIndex == index, let prev = lastSampled, zip(kernel, prev).contains(where: { $0 < $1 }) { lossy = true }
+        }
+
         /// The quality the contract gives this interface's totals.
         var expectedQuality: Quality { lossy ? .lowerBound : (wrapped ? .wrapCorrected : .exact) }
 
@@ -150,6 +157,7 @@ import Testing
                 if roll < 5 || (roll < 8 && sims[i].lastSampled == nil) {
                     // Recreated with a deletion event carrying the final counters.
                     sims[i].push(first, counted: true)
+                    sims[i].deleted()
                     engine.apply(DeletionEvent(time: eventTime, interface: InterfaceSample(
                         name: sims[i].name, index: sims[i].index, width: sims[i].width, counters: sims[i].counters)))
                     sims[i].index = nextIndex
@@ -183,6 +191,7 @@ import Testing
                 } else if roll < 14 {
                     // Deleted for good, with its final counters.
                     sims[i].push(first, counted: true)
+                    sims[i].deleted()
                     engine.apply(DeletionEvent(time: eventTime, interface: InterfaceSample(
                         name: sims[i].name, index: sims[i].index, width: sims[i].width, counters: sims[i].counters)))
                     sims[i].alive = false

@@ -54,7 +54,8 @@ import Testing
         (#"{"t": 1, "interfaces": [{"name": "a", "kind": "modem", "rx_bytes": 1, "tx_bytes": 2, "rx_packets": 3, "tx_packets": 4}]}"#, 1, "\"kind\" must be one of"),
         (#"{"t": 1, "interfaces": [{"name": "a", "width": 16, "rx_bytes": 1, "tx_bytes": 2, "rx_packets": 3, "tx_packets": 4}]}"#, 1, "\"width\" must be 32 or 64"),
         (#"{"t": 1, "interfaces": [{"name": "a", "width": 32, "rx_bytes": 4294967296, "tx_bytes": 2, "rx_packets": 3, "tx_packets": 4}]}"#, 1, "too large for a 32-bit counter"),
-        (#"{"t": 1, "event": "exploded", "interface": {}}"#, 1, "unknown event"),
+        (#"{"t": 1, "event": "deleted", "interface": {"name": "a", "rx_bytes": 1, "tx_bytes": 2, "rx_packets": 3, "tx_packets": 4, "lower_bound": "rx_bytes"}}"#, 1, "\"lower_bound\" must be an array"),
+        (#"{"t": 1, "interfaces": [{"name": "a", "netns": 7, "rx_bytes": 1, "tx_bytes": 2, "rx_packets": 3, "tx_packets": 4}]}"#, 1, "\"netns\" must be a string"),
         (#"[1, 2]"#, 1, "expected a JSON object"),
     ] as [(String, Int, String)])
     func malformedLinesNameTheirProblem(line: String, number: Int, fragment: String) throws {
