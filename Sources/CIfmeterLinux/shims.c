@@ -9,13 +9,22 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/ioctl.h>
+#include <sys/vfs.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+/// A link's entry: glibc attaches the statistics (ifa_data) to link entries
+/// only. A link without a hardware address (a tun) has no address at all,
+/// so its entry is known by its data, not by an AF_PACKET address.
+static int is_link_entry(const struct ifaddrs *ifa) {
+    return ifa != NULL && ifa->ifa_data != NULL && (ifa->ifa_addr == NULL || ifa->ifa_addr->sa_family == AF_PACKET);
+}
+
 int cifm_ifaddrs_stats32(const struct ifaddrs *ifa, cifm_stats32 *out) {
-    if (ifa == NULL || ifa->ifa_addr == NULL || ifa->ifa_addr->sa_family != AF_PACKET || ifa->ifa_data == NULL)
+    if (!is_link_entry(ifa))
         return -1;
     const struct rtnl_link_stats *s = ifa->ifa_data;
     out->rx_packets = s->rx_packets;
@@ -30,7 +39,7 @@ int cifm_ifaddrs_stats32(const struct ifaddrs *ifa, cifm_stats32 *out) {
 }
 
 int cifm_ifaddrs_kernel_stats(const struct ifaddrs *ifa, uint64_t out[24]) {
-    if (ifa == NULL || ifa->ifa_addr == NULL || ifa->ifa_addr->sa_family != AF_PACKET || ifa->ifa_data == NULL)
+    if (!is_link_entry(ifa))
         return -1;
     const __u32 *fields = ifa->ifa_data;  // struct rtnl_link_stats: 32-bit fields
     for (int i = 0; i < 24; i++)
@@ -53,4 +62,9 @@ void cifm_tune_malloc(void) {
 }
 
 int cifm_setns_net(int fd) { return setns(fd, CLONE_NEWNET); }
+
+int cifm_is_nsfs(int fd) {
+    struct statfs fs;
+    return fstatfs(fd, &fs) == 0 && fs.f_type == NSFS_MAGIC;
+}
 #endif

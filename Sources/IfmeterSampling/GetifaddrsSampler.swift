@@ -64,8 +64,12 @@ public final class GetifaddrsSampler: CounterSource {
             #if os(Linux)
             var stats = cifm_stats32()
             var index: Int32 = 0, hatype: Int32 = 0
-            guard cifm_ifaddrs_stats32(ifa, &stats) == 0, cifm_ifaddrs_packet_info(ifa, &index, &hatype) == 0 else {
-                continue
+            guard cifm_ifaddrs_stats32(ifa, &stats) == 0 else { continue }
+            if cifm_ifaddrs_packet_info(ifa, &index, &hatype) != 0 {
+                // No hardware address (a tun): found by name.
+                index = Int32(if_nametoindex(ifa.pointee.ifa_name))
+                hatype = -1
+                guard index > 0 else { continue }
             }
             let counters = Counters(
                 rxBytes: UInt64(stats.rx_bytes), txBytes: UInt64(stats.tx_bytes),
@@ -112,7 +116,7 @@ public final class GetifaddrsSampler: CounterSource {
                 attributes = link.attributes
                 ceiling = link.speedCeilingBps
             } else {
-                let facts = options.sysfs?.read(entry.name).facts ?? KernelFacts(arphrdType: entry.type)
+                let facts = options.sysfs?.read(entry.name).facts ?? KernelFacts(arphrdType: entry.type >= 0 ? entry.type : nil)
                 classification = Classifier.classify(name: entry.name, facts: facts, platform: .linux)
             }
             #else

@@ -21,6 +21,9 @@ public struct LinkEntry: Sendable, Hashable {
     /// sysfs says it is backed by hardware (nil: sysfs not read, or not
     /// about this link).
     var hardware: Bool?
+    /// A veth's other end, as the kernel names it while both live (at
+    /// deletion it no longer does).
+    var peer: PeerLink?
 }
 
 /// Names and metadata of links, from a link dump plus sysfs.
@@ -58,6 +61,8 @@ final class LinkCatalog {
         var flags: UInt32
         var operstate: String
         var mtu: UInt32
+        var link: Int?
+        var linkNetnsID: Int32?
     }
 
     /// Dumps every link (RTM_GETLINK, without statistics) and parses each
@@ -71,7 +76,7 @@ final class LinkCatalog {
             guard let link = parseLinkMessage(message), !link.deleted, let name = link.name else { return }
             links.append(KernelLink(
                 index: link.index, name: name, linkKind: link.linkKind, arphrd: link.arphrd, flags: link.flags,
-                operstate: link.operstate ?? "unknown", mtu: link.mtu ?? 0))
+                operstate: link.operstate ?? "unknown", mtu: link.mtu ?? 0, link: link.link, linkNetnsID: link.linkNetnsID))
         }
         return links
     }
@@ -95,7 +100,10 @@ final class LinkCatalog {
         let link = KernelLink(
             index: message.index, name: name, linkKind: message.linkKind, arphrd: message.arphrd, flags: message.flags,
             operstate: message.operstate ?? old?.attributes.operstate ?? "unknown",
-            mtu: message.mtu ?? old?.attributes.mtu ?? 0)
+            mtu: message.mtu ?? old?.attributes.mtu ?? 0,
+            // A veth whose peer is going names it no more (0): keep the one known.
+            link: (message.link ?? 0) > 0 ? message.link : old?.peer?.index,
+            linkNetnsID: (message.link ?? 0) > 0 ? message.linkNetnsID : old?.peer?.netnsID)
         byIndex[message.index] = entry(for: link, was: old)
     }
 
@@ -140,7 +148,8 @@ final class LinkCatalog {
         return LinkEntry(
             index: link.index, name: link.name, classification: classification, attributes: attributes,
             speedCeilingBps: hardware == true ? reportedSpeed : nil, linkKind: link.linkKind, arphrd: link.arphrd,
-            hardware: hardware)
+            hardware: hardware,
+            peer: link.linkKind == "veth" ? link.link.flatMap { $0 > 0 ? PeerLink(index: $0, netnsID: link.linkNetnsID) : nil } : nil)
     }
 }
 #endif

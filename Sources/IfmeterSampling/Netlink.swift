@@ -77,6 +77,27 @@ final class NetlinkSocket {
         }
     }
 
+    /// Sends a request that is answered by one message (not a dump) and
+    /// returns what `read` takes from the answer; nil when the kernel
+    /// answered with an error.
+    func ask<T>(_ request: NetlinkMessage, name: String, _ read: (NetlinkReceived) -> T?) throws(SystemError) -> T? {
+        let seq = nl_socket_use_seq(handle)
+        nlmsg_hdr(request.handle).pointee.nlmsg_seq = seq
+        let sent = nl_send_auto(handle, request.handle)
+        if sent < 0 { throw Self.libnl("nl_send_auto(\(name))", sent) }
+        while true {
+            let n = recv(fd, buffer.baseAddress, buffer.count, 0)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw SystemError.system("recv(\(name))")
+            }
+            for message in NetlinkMessages(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n)) where message.sequence == seq {
+                if message.type == NLMSG_ERROR { return nil }
+                return read(message)
+            }
+        }
+    }
+
     private func dumpOnce(
         _ request: NetlinkMessage, name: String, _ visit: (NetlinkReceived) -> Void
     ) throws(SystemError) -> Bool {
@@ -135,8 +156,13 @@ final class NetlinkMessage {
     let handle: OpaquePointer
 
     /// A dump request of `type` with the fixed header `header`.
-    init(dump type: Int32, header: UnsafeRawBufferPointer) throws(SystemError) {
-        guard let msg = nlmsg_alloc_simple(type, NLM_F_DUMP | NLM_F_REQUEST) else {
+    convenience init(dump type: Int32, header: UnsafeRawBufferPointer) throws(SystemError) {
+        try self.init(type: type, flags: NLM_F_DUMP | NLM_F_REQUEST, header: header)
+    }
+
+    /// A request of `type` with `flags` and the fixed header `header`.
+    init(type: Int32, flags: Int32, header: UnsafeRawBufferPointer) throws(SystemError) {
+        guard let msg = nlmsg_alloc_simple(type, flags) else {
             throw SystemError(call: "nlmsg_alloc_simple", message: "out of memory")
         }
         let rc = nlmsg_append(msg, UnsafeMutableRawPointer(mutating: header.baseAddress), header.count, Int32(NLMSG_ALIGNTO))
@@ -149,9 +175,14 @@ final class NetlinkMessage {
 
     /// A dump request whose fixed header is `header`'s bytes.
     convenience init<Header>(dump type: Int32, _ header: Header) throws(SystemError) {
+        try self.init(type: type, flags: NLM_F_DUMP | NLM_F_REQUEST, header)
+    }
+
+    /// A request whose fixed header is `header`'s bytes.
+    convenience init<Header>(type: Int32, flags: Int32, _ header: Header) throws(SystemError) {
         var copy = header
         let bytes = withUnsafeBytes(of: &copy) { Array($0) }
-        try self.init(dump: type, header: bytes.withUnsafeBytes { $0 })
+        try self.init(type: type, flags: flags, header: bytes.withUnsafeBytes { $0 })
     }
 
     /// Appends a 32-bit attribute.

@@ -56,6 +56,9 @@ public final class NetlinkSampler: CounterSource {
         listener = options.linkEvents ? try LinkEventListener(receiveBuffer: options.eventBufferBytes) : nil
     }
 
+    /// The socket for one-off requests in the sampler's namespace.
+    var requestSocket: NetlinkSocket { socket }
+
     /// How many times the link catalog was refilled (for tests and benchmarks).
     public var catalogRefreshes: Int { catalog.refreshes }
 
@@ -69,26 +72,53 @@ public final class NetlinkSampler: CounterSource {
     /// notifications (for the benchmark).
     public private(set) var eventCPUSeconds = 0.0
 
+    /// The notification socket, for a waiter to watch between samples.
+    public var eventDescriptors: [Int32] { listener.map { [$0.fd] } ?? [] }
+
+    /// Reads the link notifications waiting now, so that each is timed
+    /// when it is read rather than at the next sample.
+    public func readEvents() { drainEvents() }
+
     /// Reads the queued link notifications: deletions become events with
-    /// their final counters, and the catalog follows creations and changes
-    /// without a dump.
-    private func drainEvents(at t: Double) {
-        guard let listener else { return }
-        let cpu0 = threadCPUSeconds()
-        defer { eventCPUSeconds += threadCPUSeconds() - cpu0 }
-        let overflowed = listener.drain { message in
+    /// their final counters (timed when read), renames become events, and
+    /// the catalog follows creations and changes without a dump. Returns
+    /// the indexes deleted.
+    @discardableResult
+    private func drainEvents() -> Set<Int> {
+        guard let listener else { return [] }
+        // Thread CPU time costs a system call: taken only when there is
+        // something to read.
+        var cpu0: Double?
+        defer { if let cpu0 { eventCPUSeconds += threadCPUSeconds() - cpu0 } }
+        var deleted = Set<Int>()
+        let first = pending.deleted.count
+        let overflowed = listener.drain(arrived: { cpu0 = threadCPUSeconds() }) { message in
+            let t = monotonicSeconds()
             if message.deleted {
                 let known = catalog.byIndex[message.index]
                 catalog.remove(index: message.index)
                 recentlyDeleted.insert(message.index)
+                deleted.insert(message.index)
                 guard let name = message.name ?? known?.name, let counters = message.counters else { return }
                 let classification = known?.classification
                     ?? Classifier.classify(name: name, facts: KernelFacts(linkKind: message.linkKind, arphrdType: message.arphrd))
-                pending.deleted.append(DeletionEvent(time: t, interface: InterfaceSample(
-                    name: name, index: message.index, classification: classification, width: .bits64, counters: counters)))
+                let linkKind = message.linkKind ?? known?.linkKind
+                pending.deleted.append(DeletionEvent(
+                    time: t,
+                    interface: InterfaceSample(
+                        name: name, index: message.index, classification: classification, width: .bits64, counters: counters),
+                    lowerBound: DeletionFinals.lowerBound(linkKind: linkKind),
+                    // At deletion the kernel names the peer no more (index 0):
+                    // the catalog remembers it.
+                    peer: linkKind == "veth"
+                        ? (message.link.flatMap { $0 > 0 ? PeerLink(index: $0, netnsID: message.linkNetnsID) : nil } ?? known?.peer)
+                        : nil))
             } else {
-                if catalog.byIndex[message.index] == nil, let name = message.name {
+                let known = catalog.byIndex[message.index]
+                if known == nil, let name = message.name {
                     pending.created.append(SeriesKey(name: name))
+                } else if let known, let name = message.name, name != known.name {
+                    pending.renamed.append(RenameEvent(time: t, index: message.index, from: known.name, to: name))
                 }
                 catalog.upsert(message)
             }
@@ -101,6 +131,8 @@ public final class NetlinkSampler: CounterSource {
             catalogStale = true
             order = []
         }
+        if pending.deleted.count > first { VethPeers.complete(&pending.deleted) }
+        return deleted
     }
 
     /// Reads every link's counters, with the link notifications read
@@ -113,7 +145,7 @@ public final class NetlinkSampler: CounterSource {
 
     private func sample() throws(SystemError) -> Sample {
         let t = monotonicSeconds()
-        drainEvents(at: t)
+        drainEvents()
         var raw = rawBuffer
         rawBuffer = []
         defer {
@@ -140,8 +172,10 @@ public final class NetlinkSampler: CounterSource {
             raw = collector.raw
         }
         // Deletions during or after the dump: their events apply before
-        // this sample, whose readings of them came first (the engine knows).
-        drainEvents(at: t)
+        // this sample, and carry the final counters; a reading the dump
+        // made of such a link before it went is left out (the engine would
+        // take it for a new instance).
+        let deletedDuringDump = drainEvents()
         if !aligned {
             // Links came, went or moved, or the periodic refresh is due.
             interfaces = []
@@ -173,6 +207,10 @@ public final class NetlinkSampler: CounterSource {
             }
         }
         recentlyDeleted.removeAll(keepingCapacity: true)
+        if !deletedDuringDump.isEmpty {
+            interfaces.removeAll { $0.index.map(deletedDuringDump.contains) ?? false }
+            order = []
+        }
         return Sample(time: t, interfaces: interfaces)
     }
 

@@ -91,8 +91,10 @@ struct LinkEventTests {
         read = try sampler.read()
         _ = engine.apply(read)
         let vA = try #require(engine.totals(for: pair.nameA))
-        #expect(vA.totals.txBytes == 30 * VethPair.frameBytes(payload: 300))
-        #expect(vA.quality == .exact && vA.events.deletions == 1 && !vA.present)
+        #expect(vA.totals.txBytes == 30 * VethPair.frameBytes(payload: 300), "transmit counters are complete")
+        // Its receive counters come from the peer, in a namespace this
+        // sampler does not watch: the deletion under-reports them.
+        #expect(vA.quality == .lowerBound && vA.events.deletions == 1 && !vA.present)
     }
 
     @Test func aStormOverflowsTheQueueHarmlessly() throws {

@@ -16,6 +16,7 @@
 #include <linux/if_tun.h>
 #include <linux/if.h>
 #include <linux/if_packet.h>
+#include <linux/net_namespace.h>
 #include <ifaddrs.h>
 
 /// IFLA_STATS_FILTER_BIT(IFLA_STATS_LINK_64): the filter mask of an
@@ -30,8 +31,10 @@ typedef struct cifm_stats32 {
     uint32_t rx_errors, tx_errors, rx_dropped, tx_dropped;
 } cifm_stats32;
 
-/// Reads `ifa_data` of an AF_PACKET getifaddrs entry (a `struct
-/// rtnl_link_stats`). Returns 0 on success, -1 when the entry has none.
+/// Reads `ifa_data` of a link's getifaddrs entry (a `struct
+/// rtnl_link_stats`): an AF_PACKET entry, or one without an address (a link
+/// without a hardware address, such as a tun). Returns 0 on success, -1
+/// when the entry is not a link's.
 int cifm_ifaddrs_stats32(const struct ifaddrs *ifa, cifm_stats32 *out);
 
 /// All 24 fields of the entry's `struct rtnl_link_stats`, widened, in the
@@ -39,7 +42,8 @@ int cifm_ifaddrs_stats32(const struct ifaddrs *ifa, cifm_stats32 *out);
 int cifm_ifaddrs_kernel_stats(const struct ifaddrs *ifa, uint64_t out[24]);
 
 /// The interface index and ARPHRD type of an AF_PACKET entry's address.
-/// Returns 0 on success, -1 when the address is not AF_PACKET.
+/// Returns 0 on success, -1 when the entry has no AF_PACKET address (then
+/// ask if_nametoindex).
 int cifm_ifaddrs_packet_info(const struct ifaddrs *ifa, int *ifindex, int *hatype);
 
 /// Tunes glibc's malloc for a process whose big buffers come and go every
@@ -50,6 +54,10 @@ void cifm_tune_malloc(void);
 
 /// setns(fd, CLONE_NEWNET) for the calling thread. Returns 0 or -1 and errno.
 int cifm_setns_net(int fd);
+
+/// 1 when `fd` is a namespace file (nsfs), 0 otherwise: `ip netns add`
+/// creates the file under /run/netns before it mounts the namespace on it.
+int cifm_is_nsfs(int fd);
 
 #endif
 

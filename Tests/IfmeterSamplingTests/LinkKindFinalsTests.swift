@@ -1,0 +1,127 @@
+import CIfmeterTestSupport
+import Foundation
+import IfmeterCore
+import IfmeterSampling
+import IfmeterTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The kernel's word at deletion, checked per link kind: for every kind this
+/// kernel lets a test create, traffic goes through it, sysfs is read just
+/// before the deletion, and the deletion event's final counters must equal
+/// sysfs's, or be listed as under-reported (`lower_bound`) and be no more
+/// than sysfs's. The sampler's table (`DeletionFinals`) is what this test
+/// found: only a veth under-reports (its receive counters are its peer's).
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+struct LinkKindFinalsTests {
+    /// Creates `xa` of a kind in the namespace and puts traffic through it
+    /// both ways where the kind allows; returns what deletes it.
+    func create(_ kind: String, in ns: TestNamespace) throws -> () throws -> Void {
+        func up(_ names: String...) throws { for name in names { try ns.ip("link", "set", name, "up") } }
+        func lower() throws {
+            try ns.ip("link", "add", "base", "type", "veth", "peer", "name", "basep")
+            try up("base", "basep")
+        }
+        let delete: () throws -> Void = { _ = try ns.ip("link", "del", "xa") }
+        switch kind {
+        case "veth":
+            try ns.ip("link", "add", "xa", "type", "veth", "peer", "name", "xb")
+            try up("xa", "xb")
+            try waitForCarrier(ns, "xa")
+            try sendFrames(in: ns.name, interface: "xa", count: 40)
+            try sendFrames(in: ns.name, interface: "xb", count: 25, size: 500)
+            return delete
+        case "tun", "tap":
+            let fd = try NetworkNamespace.perform(in: ns.name) { cifm_tun_open("xa", kind == "tap" ? 1 : 0) }
+            guard fd >= 0 else { throw TestFailure("\(kind): \(String(cString: strerror(errno)))") }
+            try up("xa")
+            // Received: what the descriptor writes. Sent: what the stack
+            // routes or sends out of it.
+            let packet = kind == "tun" ? ipv4Packet(payload: 200) : [UInt8](repeating: 0xFF, count: 6) + [0x02, 0, 0, 0, 0x88, 0x02, 0x88, 0xB5]
+                + [UInt8](repeating: 0x5A, count: 200)
+            for _ in 0..<30 { _ = write(fd, packet, packet.count) }
+            if kind == "tap" { try sendFrames(in: ns.name, interface: "xa", count: 20) }
+            // Closing the descriptor deletes the device.
+            return { close(fd) }
+        case "macvlan", "macvtap":
+            try lower()
+            try ns.ip("link", "add", "xa", "link", "base", "type", kind, "mode", "bridge")
+            try up("xa")
+            try waitForCarrier(ns, "base")
+            try sendFrames(in: ns.name, interface: "xa", count: 30)
+            try sendFrames(in: ns.name, interface: "basep", count: 20)
+            return delete
+        case "bridge":
+            try lower()
+            try ns.ip("link", "add", "xa", "type", "bridge")
+            try ns.ip("link", "set", "base", "master", "xa")
+            try up("xa")
+            try waitForCarrier(ns, "base")
+            Thread.sleep(forTimeInterval: 0.1)
+            try sendFrames(in: ns.name, interface: "xa", count: 30)
+            try sendFrames(in: ns.name, interface: "basep", count: 20)
+            return delete
+        case "vxlan":
+            // Encapsulated to this very host: what it sends comes back.
+            try ns.ip("link", "add", "xa", "type", "vxlan", "id", "7", "dstport", "4789", "local", "127.0.0.1", "remote", "127.0.0.1", "dev", "lo")
+            try up("xa")
+            try sendFrames(in: ns.name, interface: "xa", count: 30)
+            return delete
+        case "ifb":
+            try ns.ip("link", "add", "xa", "type", "ifb")
+            try up("xa")
+            try sendFrames(in: ns.name, interface: "xa", count: 30)
+            return delete
+        default:
+            throw TestFailure("no recipe for \(kind)")
+        }
+    }
+
+    func waitForCarrier(_ ns: TestNamespace, _ name: String) throws {
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline {
+            if !(try ns.ip("-o", "link", "show", "dev", name)).contains("NO-CARRIER") { return }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        throw TestFailure("\(name): no carrier")
+    }
+
+    @Test(arguments: ["veth", "tun", "tap", "macvlan", "macvtap", "bridge", "vxlan", "ifb"])
+    func finalCountersAreCompleteOrListed(kind: String) throws {
+        try Netns.requireRoot()
+        let ns = try TestNamespace()
+        let sampler = try NetworkNamespace.perform(in: ns.name) { try NetlinkSampler(options: SamplerOptions(sysfs: nil)) }
+        let delete = try create(kind, in: ns)
+        _ = try sampler.read()
+        Thread.sleep(forTimeInterval: 0.2)
+        let truth = try sysfsCounters(ns, "xa")
+        #expect(truth.anyNonZero, "\(kind): something went through it (vxlan here counts transmit errors)")
+        try delete()
+        var events: [DeletionEvent] = []
+        for _ in 0..<20 where !events.contains(where: { $0.interface.name == "xa" }) {
+            events += try sampler.read().events.deleted
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        let event = try #require(events.first { $0.interface.name == "xa" }, "\(kind): no deletion event")
+        for key in CounterKey.allCases {
+            let said = event.interface.counters.value(key), true_ = truth.value(key)
+            if event.lowerBound.contains(key) {
+                #expect(said <= true_, "\(kind) \(key.jsonKey): a lower bound above the truth (\(said) > \(true_))")
+            } else {
+                #expect(said == true_, "\(kind) \(key.jsonKey): the event says \(said), sysfs \(true_), and it is not listed")
+            }
+        }
+        if kind == "veth" {
+            // Its peer was deleted with it, in the same namespace: its
+            // transmit counters completed this end's receive counters.
+            #expect(event.lowerBound.isEmpty, "the peer's deletion was seen: nothing is under-reported")
+            let peer = try #require(events.first { $0.interface.name == "xb" })
+            #expect(peer.lowerBound.isEmpty && peer.interface.counters.rxBytes == truth.txBytes)
+        } else {
+            #expect(event.lowerBound.isEmpty, "\(kind) is complete on this kernel")
+        }
+    }
+}
