@@ -210,6 +210,7 @@ struct RecordCommand: Command {
             guard case .sampled = update.outcome, let reading = update.reading else { return nil }
             var lines = ""
             if !update.isBaseline {
+                for event in reading.events.renamed { lines += TraceWriter.line(.renamed(event)) + "\n" }
                 for event in reading.events.deleted { lines += TraceWriter.line(.deleted(event)) + "\n" }
             }
             return lines + TraceWriter.line(.sample(reading.sample)) + "\n"
@@ -234,7 +235,7 @@ struct ReplayCommand: Command {
         options: [
             OptionSpec("--format", value: "format", help: "json or text.", default: "json"),
             CommonOptions.bits, CommonOptions.maxRate,
-        ] + CommonOptions.filters,
+        ] + CommonOptions.filters + CommonOptions.namespaceFilters,
         positionals: [PositionalSpec("file", help: "The trace to replay.")])
 
     let path: String
@@ -248,33 +249,35 @@ struct ReplayCommand: Command {
         path = p.positionals[0]
         text = try CommonOptions.format(p, allowed: ["json", "text"], default: "json") == "text"
         bits = p.flag("--bits")
-        filter = try CommonOptions.filter(p)
+        var filter = try CommonOptions.filter(p)
+        filter.namespaces = try CommonOptions.namespaceNames(p).map(Set.init)
+        self.filter = filter
         _ = try CommonOptions.engineConfiguration(p)
     }
 
     func run() throws(CLIError) {
-        let data = path == "-" ? try readStandardInput() : try readWholeFile(path, command: Self.spec.name)
+        // Streamed a line at a time: memory does not grow with the trace.
+        let lines = path == "-" ? LineReader(fd: 0, name: "stdin") : try LineReader(opening: path, command: Self.spec.name)
         var reader = TraceReader()
-        var records: [TraceRecord] = []
-        var start = 0
         let name = path == "-" ? "<stdin>" : path
-        while start < data.count {
-            var end = start
-            while end < data.count, data[end] != 0x0A { end += 1 }
+        var engine: DeltaEngine?
+        var platform = Platform.linux
+        while let line = try lines.next() {
+            let record: TraceRecord?
             do {
-                if let record = try reader.read(line: data[start..<end]) { records.append(record) }
+                record = try reader.read(line: line)
             } catch {
                 throw .data("\(name):\(error.line): \(error.message)")
             }
-            start = end + 1
+            guard let record else { continue }
+            if engine == nil {
+                // The header, read with the first line, picks the name rules.
+                platform = reader.header.platform
+                engine = DeltaEngine(configuration: try CommonOptions.engineConfiguration(arguments, platform: platform))
+            }
+            if let kept = filter.filtered(record, platform: platform) { engine!.apply(kept) }
         }
-        // The header, read with the first line, picks the name rules.
-        let platform = reader.header.platform
-        var engine = DeltaEngine(configuration: try CommonOptions.engineConfiguration(arguments, platform: platform))
-        for record in records {
-            if let kept = filter.filtered(record, platform: platform) { engine.apply(kept) }
-        }
-        let report = Report(engine: engine, header: reader.header)
+        let report = Report(engine: engine ?? DeltaEngine(), header: reader.header)
         try Output.put(text ? TextReportRenderer(bits: bits).render(report) : JSONReportRenderer().render(report))
     }
 }

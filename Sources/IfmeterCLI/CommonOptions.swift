@@ -24,7 +24,13 @@ enum CommonOptions {
             default: SourceKind.platformDefault.rawValue),
         OptionSpec("--sysfs-root", value: "path", help: "Read interface facts from this sysfs tree.", hidden: true),
         OptionSpec("--no-sysfs", help: "Read no sysfs facts.", hidden: true),
-        OptionSpec("--netns", value: "name", help: "Sample inside this named network namespace (ip netns), from outside it."),
+        OptionSpec(
+            "--netns", value: "names",
+            help: "Sample inside these named network namespaces (ip netns), from outside them; interfaces are NS/NAME. Entering a namespace needs CAP_SYS_ADMIN (root).",
+            repeatable: true),
+        OptionSpec(
+            "--all-netns",
+            help: "Sample this namespace and every named one, following those created and removed while running (needs CAP_SYS_ADMIN)."),
         OptionSpec("--no-link-events", help: "Do not listen to link notifications (deleted interfaces' last traffic is then lost).", hidden: true),
         OptionSpec("--event-buffer", value: "bytes", help: "Receive buffer of the link-notification socket.", hidden: true),
         OptionSpec("--force-link-dump", help: "Use RTM_GETLINK instead of RTM_GETSTATS.", hidden: true),
@@ -67,6 +73,25 @@ enum CommonOptions {
         return InterfaceFilter(include: p.list("--include"), exclude: p.list("--exclude"), kinds: kinds)
     }
 
+    /// The namespace options that filter what was recorded (replay, usage):
+    /// `--netns` keeps those namespaces' series, `--all-netns` keeps all.
+    static let namespaceFilters: [OptionSpec] = [
+        OptionSpec("--netns", value: "names", help: "Only the interfaces of these namespaces.", repeatable: true),
+        OptionSpec("--all-netns", help: "The interfaces of every namespace (the default).")
+    ]
+
+    /// The namespaces `--netns` names (validated as names; nil without it).
+    static func namespaceNames(_ p: ParsedArguments) throws(CLIError) -> [String]? {
+        guard p.has("--netns") else { return nil }
+        if p.flag("--all-netns") { throw p.usage("'--netns' and '--all-netns' cannot be used together") }
+        let names = p.list("--netns")
+        if names.isEmpty { throw p.usage("'--netns' needs at least one name from 'ip netns list'") }
+        for name in names where name.isEmpty || name.contains("/") || name == "." || name == ".." {
+            throw p.usage("invalid value '\(name)' for '--netns <names>': expected a name from 'ip netns list'")
+        }
+        return names
+    }
+
     static func sourceKind(_ p: ParsedArguments) throws(CLIError) -> SourceKind {
         try validateNamespace(p)
         guard let text = p.value("--source") else { return .platformDefault }
@@ -83,18 +108,19 @@ enum CommonOptions {
         options.forceLinkDump = p.flag("--force-link-dump")
         options.linkEvents = !p.flag("--no-link-events")
         if let bytes = p.value("--event-buffer").flatMap(Int32.init) { options.eventBufferBytes = bytes }
-        options.namespace = p.value("--netns")
+        if p.flag("--all-netns") {
+            options.namespaces = .all
+        } else if let names = p.has("--netns") ? p.list("--netns") : nil {
+            options.namespaces = .named(names)
+        }
         return options
     }
 
     /// Checks --netns before anything runs.
     static func validateNamespace(_ p: ParsedArguments) throws(CLIError) {
-        guard let name = p.value("--netns") else { return }
-        guard !name.isEmpty, !name.contains("/"), name != ".", name != ".." else {
-            throw p.usage("invalid value '\(name)' for '--netns <name>': expected a name from 'ip netns list'")
-        }
+        guard let names = try namespaceNames(p) else { return }
         #if os(Linux)
-        guard access(NetworkNamespace.path(name), F_OK) == 0 else {
+        for name in names where access(NetworkNamespace.path(name), F_OK) != 0 {
             throw p.usage("no network namespace '\(name)' (no \(NetworkNamespace.path(name))); see 'ip netns list'")
         }
         #endif
@@ -176,6 +202,9 @@ struct SamplingSetup {
         do {
             counters = try makeCounterSource(source, options: samplerOptions)
         } catch {
+            if error.errno == EPERM, error.call.hasPrefix("setns") {
+                throw .runtime("cannot enter a network namespace (\(error.call): \(error.message)): that needs CAP_SYS_ADMIN; run ifmeter as root")
+            }
             throw .runtime("cannot open the \(source.rawValue) source: \(error)")
         }
         var persistence: StatePersistence?
@@ -211,7 +240,8 @@ struct SignalWaiter: PipelineWaiter {
     var stop: () -> Bool = { false }
 
     mutating func wait(until deadline: Double, _ pipeline: Pipeline) -> Bool {
-        !stop() && sleepUntil(deadline) && !stop()
+        let source = pipeline.source
+        return !stop() && sleepUntil(deadline, watching: source.eventDescriptors, readable: source.readEvents) && !stop()
     }
 }
 

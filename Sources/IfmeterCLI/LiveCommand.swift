@@ -129,10 +129,12 @@ struct KeyWaiter: PipelineWaiter {
             var fds = [
                 pollfd(fd: keysOpen ? 0 : -1, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: TerminalState.wakeRead, events: Int16(POLLIN), revents: 0),
-            ]
-            let rc = poll(&fds, 2, Int32(min(timeout * 1000 + 1, 60_000)))
+            ] + pipeline.source.eventDescriptors.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            let rc = poll(&fds, nfds_t(fds.count), Int32(min(timeout * 1000 + 1, 60_000)))
             if rc < 0, errno != EINTR { return false }
             if fds[1].revents != 0 { TerminalState.drainWakeups() }
+            // Link notifications, read when they come (timed then).
+            if fds.dropFirst(2).contains(where: { $0.revents != 0 }) { pipeline.source.readEvents() }
             if TerminalState.stopRequested { return false }
             var redraw = TerminalState.takeResize()
             if fds[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {

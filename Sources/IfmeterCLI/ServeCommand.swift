@@ -85,6 +85,8 @@ struct ServeCommand: Command {
         } catch {
             throw .runtime("cannot listen on \(address): \(error.message). Choose another with --listen.")
         }
+        // The server's threads have the signals blocked; this one takes them.
+        StopSignal.install()
         var waiter = SignalWaiter()
         pipeline.run(&waiter)
         server.stop()

@@ -36,14 +36,14 @@ enum Output {
 
 /// SIGINT and SIGTERM ask the running command to stop at its next wait.
 ///
-/// Single-threaded commands install a handler (`install`). Commands that
-/// start threads call `block` first: the threads inherit the blocked mask,
-/// so a signal stays pending for the main thread, which takes it in
-/// `sleepUntil` with sigtimedwait (a handler could run on any thread and
-/// leave the main thread asleep).
+/// The handler sets a flag and writes a byte to a pipe that every wait
+/// polls, so a wait returns at once. Commands that start threads (serve)
+/// `block` the signals first, so the threads inherit them blocked, then
+/// `install`, which unblocks them in the calling thread only: the handler
+/// then always runs on the waiting thread.
 enum StopSignal {
     static let received = Atomic<Int32>(0)
-    static let blocked = Atomic<Bool>(false)
+    nonisolated(unsafe) static var pipe: (read: Int32, write: Int32) = (-1, -1)
 
     static var stopSignals: sigset_t {
         var set = sigset_t()
@@ -54,53 +54,64 @@ enum StopSignal {
     }
 
     static func install() {
+        if pipe.read < 0 {
+            var fds: [Int32] = [-1, -1]
+            if Glibc.pipe(&fds) == 0 {
+                for fd in fds {
+                    _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+                    _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+                }
+                pipe = (fds[0], fds[1])
+            }
+        }
+        for sig in [SIGINT, SIGTERM] {
+            var action = sigaction()
+            #if canImport(Glibc)
+            action.__sigaction_handler.sa_handler = { signal in
+                StopSignal.received.store(signal, ordering: .relaxed)
+                var byte: UInt8 = 1
+                _ = write(StopSignal.pipe.write, &byte, 1)
+            }
+            #else
+            action.__sigaction_u.__sa_handler = { signal in
+                StopSignal.received.store(signal, ordering: .relaxed)
+                var byte: UInt8 = 1
+                _ = write(StopSignal.pipe.write, &byte, 1)
+            }
+            #endif
+            sigemptyset(&action.sa_mask)
+            action.sa_flags = 0  // no SA_RESTART: a wait returns at once
+            sigaction(sig, &action, nil)
+        }
         // A parent may have started us with these blocked (threads of
         // Dispatch-based programs block them, and exec keeps the mask).
         var unblock = stopSignals
         pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
-        for sig in [SIGINT, SIGTERM] {
-            var action = sigaction()
-            #if canImport(Glibc)
-            action.__sigaction_handler.sa_handler = { signal in StopSignal.received.store(signal, ordering: .relaxed) }
-            #else
-            action.__sigaction_u.__sa_handler = { signal in StopSignal.received.store(signal, ordering: .relaxed) }
-            #endif
-            sigemptyset(&action.sa_mask)
-            action.sa_flags = 0  // no SA_RESTART: a sleep returns at once
-            sigaction(sig, &action, nil)
-        }
     }
 
     /// Blocks SIGINT and SIGTERM in this thread and every thread it starts
-    /// from now on; `sleepUntil` then takes them.
+    /// from now on; `install` then unblocks them in this thread alone.
     static func block() {
         var set = stopSignals
         pthread_sigmask(SIG_BLOCK, &set, nil)
-        blocked.store(true, ordering: .relaxed)
     }
 
     static var requested: Bool { received.load(ordering: .relaxed) != 0 }
 }
 
 /// Sleeps until `deadline` on the monotonic clock; returns false when a stop
-/// signal came first.
-func sleepUntil(_ deadline: Double) -> Bool {
-    if StopSignal.blocked.load(ordering: .relaxed) {
-        var set = StopSignal.stopSignals
-        while !StopSignal.requested {
-            let remaining = deadline - monotonicSeconds()
-            if remaining <= 0 { return true }
-            var timeout = timespec(tv_sec: Int(remaining), tv_nsec: Int((remaining - Double(Int(remaining))) * 1e9))
-            let signal = sigtimedwait(&set, nil, &timeout)
-            if signal > 0 { StopSignal.received.store(signal, ordering: .relaxed) }
-        }
-        return false
-    }
-    var ts = timespec(tv_sec: Int(deadline), tv_nsec: Int((deadline - Double(Int(deadline))) * 1e9))
+/// signal came first. While it waits, `readable` runs whenever one of
+/// `watching` has data (link notifications, read when they come).
+func sleepUntil(_ deadline: Double, watching: [Int32] = [], readable: () -> Void = {}) -> Bool {
+    var fds = [pollfd(fd: StopSignal.pipe.read, events: Int16(POLLIN), revents: 0)]
+    fds += watching.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
     while !StopSignal.requested {
-        let rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil)
-        if rc == 0 { return !StopSignal.requested }
-        if rc != EINTR { return !StopSignal.requested }
+        let remaining = deadline - monotonicSeconds()
+        if remaining <= 0 { return true }
+        for n in fds.indices { fds[n].revents = 0 }
+        let rc = poll(&fds, nfds_t(fds.count), Int32(min(remaining * 1000 + 1, 60_000)))
+        if rc < 0, errno != EINTR { return !StopSignal.requested }
+        if rc > 0, fds.dropFirst().contains(where: { $0.revents != 0 }) { readable() }
     }
     return false
 }
@@ -110,34 +121,6 @@ func hostName() -> String {
     var buffer = [CChar](repeating: 0, count: 256)
     guard gethostname(&buffer, buffer.count - 1) == 0 else { return "unknown" }
     return buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-}
-
-/// Reads a whole file as bytes. Missing files are usage errors (the argument
-/// names nothing); other failures are runtime errors.
-func readWholeFile(_ path: String, command: String) throws(CLIError) -> [UInt8] {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    if fd < 0 {
-        let code = errno
-        if code == ENOENT { throw .usage("no such file '\(path)'", command: command) }
-        throw .runtime("cannot open '\(path)': \(String(cString: strerror(code)))")
-    }
-    defer { close(fd) }
-    var st = stat()
-    if fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR {
-        throw .usage("'\(path)' is a folder, not a file", command: command)
-    }
-    var data: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 1 << 16)
-    while true {
-        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
-        if n < 0 {
-            if errno == EINTR { continue }
-            throw .runtime("cannot read '\(path)': \(String(cString: strerror(errno)))")
-        }
-        if n == 0 { break }
-        data.append(contentsOf: chunk[..<n])
-    }
-    return data
 }
 
 /// What a system error means for a person, by errno.

@@ -29,17 +29,68 @@ final class TraceFile {
     }
 }
 
-/// Reads all of stdin.
-func readStandardInput() throws(CLIError) -> [UInt8] {
-    var data: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 1 << 16)
-    while true {
-        let n = chunk.withUnsafeMutableBytes { read(0, $0.baseAddress!, $0.count) }
-        if n < 0 {
-            if errno == EINTR { continue }
-            throw .runtime("cannot read stdin: \(String(cString: strerror(errno)))")
+/// Reads a file or stdin a line at a time, in 64 KiB pieces: memory stays
+/// that of the longest line, whatever the file's length.
+final class LineReader {
+    let fd: Int32
+    let name: String
+    private let owned: Bool
+    private var buffer: [UInt8] = []
+    private var start = 0
+    private var atEnd = false
+
+    init(fd: Int32, name: String) {
+        self.fd = fd
+        self.name = name
+        owned = false
+    }
+
+    /// Opens `path`. Missing files are usage errors (the argument names
+    /// nothing); other failures are runtime errors.
+    init(opening path: String, command: String) throws(CLIError) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 {
+            let code = errno
+            if code == ENOENT { throw .usage("no such file '\(path)'", command: command) }
+            throw .runtime("cannot open '\(path)': \(String(cString: strerror(code)))")
         }
-        if n == 0 { return data }
-        data.append(contentsOf: chunk[..<n])
+        var st = stat()
+        if fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR {
+            Glibc.close(fd)
+            throw .usage("'\(path)' is a folder, not a file", command: command)
+        }
+        self.fd = fd
+        name = path
+        owned = true
+    }
+
+    deinit { if owned { Glibc.close(fd) } }
+
+    /// The next line without its `\n`; nil at the end.
+    func next() throws(CLIError) -> ArraySlice<UInt8>? {
+        while true {
+            if let newline = buffer[start...].firstIndex(of: 0x0A) {
+                defer { start = newline + 1 }
+                return buffer[start..<newline]
+            }
+            if atEnd {
+                guard start < buffer.count else { return nil }
+                defer { start = buffer.count }
+                return buffer[start...]
+            }
+            // Keep the unfinished line, read more after it.
+            buffer.removeSubrange(0..<start)
+            start = 0
+            let before = buffer.count
+            buffer.append(contentsOf: repeatElement(0, count: 1 << 16))
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress! + before, 1 << 16) }
+            if n < 0 {
+                buffer.removeSubrange(before...)
+                if errno == EINTR { continue }
+                throw .runtime("cannot read '\(name)': \(String(cString: strerror(errno)))")
+            }
+            buffer.removeSubrange((before + n)...)
+            if n == 0 { atEnd = true }
+        }
     }
 }

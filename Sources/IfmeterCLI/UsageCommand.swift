@@ -16,7 +16,7 @@ struct UsageCommand: Command {
             OptionSpec("--monthly", help: "One row per month."),
             OptionSpec("--format", value: "format", help: "text or json.", default: "text"),
             CommonOptions.bits,
-        ] + CommonOptions.filters)
+        ] + CommonOptions.filters + CommonOptions.namespaceFilters)
 
     let path: String
     let granularity: StateStore.Granularity
@@ -29,22 +29,28 @@ struct UsageCommand: Command {
         if p.flag("--daily") && p.flag("--monthly") { throw p.usage("'--daily' and '--monthly' cannot be used together") }
         granularity = p.flag("--monthly") ? .month : .day
         json = try CommonOptions.format(p, allowed: ["text", "json"], default: "text") == "json"
-        filter = try CommonOptions.filter(p)
+        var filter = try CommonOptions.filter(p)
+        filter.namespaces = try CommonOptions.namespaceNames(p).map(Set.init)
+        self.filter = filter
     }
 
     func run() throws(CLIError) {
         let rows: [StateStore.UsageRow]
         do {
-            rows = try StateStore.usage(path: path, granularity: granularity).filter { filter.admits(name: $0.name, kind: $0.kind) }
+            rows = try StateStore.usage(path: path, granularity: granularity).filter {
+                filter.admits(StateStore.key($0.name), kind: $0.kind)
+            }
         } catch {
             throw CLIError.reading(error, command: Self.spec.name)
         }
-        let names = Array(Set(rows.map(\.name))).sorted()
+        let byName = Dictionary(grouping: rows, by: \.name)
+        let names = byName.keys.sorted { StateStore.key($0) < StateStore.key($1) }
         if json {
             let interfaces: [JSONValue] = names.map { name in
-                let mine = rows.filter { $0.name == name }
-                return .object([
-                    "name": .string(name),
+                let mine = byName[name] ?? []
+                let key = StateStore.key(name)
+                var o: [String: JSONValue] = [
+                    "name": .string(key.name),
                     "kind": .string(mine.first?.kind.rawValue ?? "other"),
                     "periods": .array(mine.map { row in
                         .object([
@@ -54,7 +60,9 @@ struct UsageCommand: Command {
                             "quality": .string(row.quality.name),
                         ])
                     }),
-                ])
+                ]
+                if !key.netns.isEmpty { o["netns"] = .string(key.netns) }
+                return .object(o)
             }
             let value: JSONValue = .object([
                 "schema": .string("ifmeter.usage"), "schema_version": .number(1), "estimate": .bool(true),
@@ -66,7 +74,7 @@ struct UsageCommand: Command {
         var out = ""
         if names.isEmpty { out += "No usage recorded yet in \(path).\n" }
         for name in names {
-            let mine = rows.filter { $0.name == name }
+            let mine = byName[name] ?? []
             out += "\(name) (\(mine.first?.kind.rawValue ?? "other"))\n"
             var table = TextTable(headers: [granularity == .day ? "DAY" : "MONTH", "RX", "TX", "TOTAL", "QUALITY"], rightAligned: [1, 2, 3])
             for row in mine {

@@ -94,8 +94,10 @@ public struct LiveInterface: Sendable {
     /// Unix time it went away (deleted, or missing from samples).
     public var goneSince: Double?
     public var recentEvents: [LiveEvent] = []
-    /// The row's place in (namespace, name) order, for sorting by numbers.
+    /// The row's place in (namespace, name) order, and its namespace's
+    /// place among the namespaces, for sorting by numbers.
     var nameRank = 0
+    var netnsRank = 0
     /// A slot no interface holds any more.
     var vacant = true
     /// The update that last brought a delta for it.
@@ -323,9 +325,16 @@ public struct LiveModel: Sendable {
     private mutating func rank() {
         byName = slotOf.sorted { $0.key < $1.key }.map(\.value)
         longestName = 0
+        var netns: String?
+        var netnsRank = -1
         for (n, slot) in byName.enumerated() {
             rows[slot].nameRank = n
-            longestName = max(longestName, rows[slot].name.unicodeScalars.count)
+            if netns == nil || !ExactText.equal(netns!, rows[slot].netns) {
+                netns = rows[slot].netns
+                netnsRank += 1
+            }
+            rows[slot].netnsRank = netnsRank
+            longestName = max(longestName, rows[slot].key.description.unicodeScalars.count)
         }
         membershipChanged = false
     }
@@ -342,7 +351,8 @@ public struct LiveModel: Sendable {
 
     /// Whether a row passes the filter and the kinds shown.
     func isVisible(_ row: LiveInterface) -> Bool {
-        !hiddenKinds.contains(row.kind) && NamePattern(filter).matches(row.name)
+        let pattern = NamePattern(filter)
+        return !hiddenKinds.contains(row.kind) && (pattern.matches(row.name) || pattern.matches(row.key.description))
     }
 
     /// The slots of the rows shown, filtered and sorted: by numbers (rate,
@@ -350,7 +360,8 @@ public struct LiveModel: Sendable {
     func visibleSlots() -> [Int] {
         let pattern = NamePattern(filter)
         let shown = { (slot: Int) -> Bool in
-            !self.hiddenKinds.contains(self.rows[slot].kind) && (self.filter.isEmpty || pattern.matches(self.rows[slot].name))
+            !self.hiddenKinds.contains(self.rows[slot].kind)
+                && (self.filter.isEmpty || pattern.matches(self.rows[slot].name) || pattern.matches(self.rows[slot].key.description))
         }
         if sort == .name { return byName.filter(shown) }
         var entries: [(primary: Double, rank: Int, slot: Int)] = []
@@ -360,7 +371,12 @@ public struct LiveModel: Sendable {
                 ? -rows[slot].totalRate : -Double(rows[slot].totals.rxBytes &+ rows[slot].totals.txBytes)
             entries.append((primary, rows[slot].nameRank, slot))
         }
-        entries.sort { $0.primary != $1.primary ? $0.primary < $1.primary : $0.rank < $1.rank }
+        // Grouped by namespace (the own one first), then by the sort.
+        entries.sort {
+            let a = rows[$0.slot].netnsRank, b = rows[$1.slot].netnsRank
+            if a != b { return a < b }
+            return $0.primary != $1.primary ? $0.primary < $1.primary : $0.rank < $1.rank
+        }
         return entries.map(\.slot)
     }
 

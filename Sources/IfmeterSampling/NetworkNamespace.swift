@@ -20,8 +20,13 @@ public enum NetworkNamespace {
         let fd = open(path(name), O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw SystemError.system("open(\(path(name)))") }
         defer { close(fd) }
-        return try withoutActuallyEscaping(body) { body in
-            let job = Job(fd: fd, body: body)
+        return try perform(inDescriptor: fd, name: name, body)
+    }
+
+    /// `perform` in the namespace an open namespace file refers to.
+    public static func perform<T>(inDescriptor fd: Int32, name: String, _ body: () throws -> T) throws -> T {
+        try withoutActuallyEscaping(body) { body in
+            let job = Job(fd: fd, name: name, body: body)
             let unmanaged = Unmanaged.passRetained(job)
             var thread = pthread_t()
             let rc = pthread_create(&thread, nil, { raw in
@@ -43,17 +48,19 @@ public enum NetworkNamespace {
     /// The work handed to the helper thread, and what came of it.
     private final class Job<T>: JobProtocol {
         let fd: Int32
+        let name: String
         let body: () throws -> T
         var result: Result<T, any Error>?
 
-        init(fd: Int32, body: @escaping () throws -> T) {
+        init(fd: Int32, name: String, body: @escaping () throws -> T) {
             self.fd = fd
+            self.name = name
             self.body = body
         }
 
         func run() {
             guard cifm_setns_net(fd) == 0 else {
-                result = .failure(SystemError.system("setns(CLONE_NEWNET)"))
+                result = .failure(SystemError.system("setns(\(name), CLONE_NEWNET)"))
                 return
             }
             result = Result { try body() }

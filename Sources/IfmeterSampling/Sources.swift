@@ -35,18 +35,19 @@ public struct SamplerOptions: Sendable {
     public var linkEvents: Bool
     /// The notification socket's receive buffer.
     public var eventBufferBytes: Int32
-    /// Sample inside this named network namespace (`/run/netns/NAME`).
-    public var namespace: String?
+    /// Sample inside these network namespaces (`/run/netns/NAME`), every
+    /// interface marked with its namespace; nil samples this one alone.
+    public var namespaces: NamespaceSelection?
 
     public init(
         sysfs: SysfsReader? = SysfsReader(), catalogRefreshSeconds: Double = 10, forceLinkDump: Bool = false,
         receiveBufferBytes: Int32 = 1 << 20, kernelStats: Bool = false, linkEvents: Bool = true,
-        eventBufferBytes: Int32 = 4 << 20, namespace: String? = nil
+        eventBufferBytes: Int32 = 4 << 20, namespaces: NamespaceSelection? = nil
     ) {
         self.kernelStats = kernelStats
         self.linkEvents = linkEvents
         self.eventBufferBytes = eventBufferBytes
-        self.namespace = namespace
+        self.namespaces = namespaces
         self.sysfs = sysfs
         self.catalogRefreshSeconds = catalogRefreshSeconds
         self.forceLinkDump = forceLinkDump
@@ -54,26 +55,15 @@ public struct SamplerOptions: Sendable {
     }
 }
 
-/// Opens a counter source of the given kind. With `options.namespace`, its
-/// sockets are opened inside that namespace (and stay there), and sysfs,
-/// which shows this namespace's links, is not read.
+/// Opens a counter source of the given kind. With `options.namespaces`, a
+/// `NamespaceSet`: one sampler per namespace, its sockets opened inside it
+/// (sysfs, which shows this namespace's links, is not read for the others).
 public func makeCounterSource(_ kind: SourceKind, options: SamplerOptions = SamplerOptions()) throws(SystemError)
     -> any CounterSource
 {
     #if os(Linux)
-    if let namespace = options.namespace {
-        var inside = options
-        inside.namespace = nil
-        inside.sysfs = nil
-        do {
-            let source = try NetworkNamespace.perform(in: namespace) { try makeCounterSource(kind, options: inside) }
-            if let portable = source as? GetifaddrsSampler { portable.namespace = namespace }
-            return source
-        } catch let error as SystemError {
-            throw error
-        } catch {
-            throw SystemError(call: "setns(\(namespace))", message: "\(error)")
-        }
+    if let namespaces = options.namespaces {
+        return try NamespaceSet(namespaces, kind: kind, options: options)
     }
     #endif
     switch kind {

@@ -2,6 +2,7 @@
 // running the ifmeter binary. Linked by tests only.
 import CIfmeterTestSupport
 import Foundation
+import IfmeterCore
 import IfmeterSampling
 
 #if canImport(Glibc)
@@ -273,4 +274,45 @@ public func checkJSONSchema(_ files: [String]) throws -> (ok: Bool, output: Stri
     let schema = repositoryRoot.appendingPathComponent("schemas/ifmeter-report.v1.schema.json").path
     let result = try run([tool, "--schemafile", schema] + files, allowFailure: true)
     return (result.status == 0, result.out + result.err)
+}
+
+/// Sends `count` Ethernet frames of `size` bytes (headers included) out of
+/// `interface` in the namespace through a packet socket: broadcast, of an
+/// experimental EtherType (0x88B5), so nothing answers them.
+public func sendFrames(in namespace: String, interface: String, count: Int, size: Int = 300) throws {
+    try NetworkNamespace.perform(in: namespace) { () throws in
+        let fd = socket(AF_PACKET, Int32(SOCK_RAW.rawValue), 0)
+        guard fd >= 0 else { throw TestFailure("packet socket: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var address = sockaddr_ll()
+        address.sll_family = UInt16(AF_PACKET)
+        address.sll_ifindex = Int32(if_nametoindex(interface))
+        address.sll_halen = 6
+        guard address.sll_ifindex > 0 else { throw TestFailure("no interface \(interface)") }
+        var frame = [UInt8](repeating: 0x5A, count: max(size, 60))
+        for i in 0..<6 { frame[i] = 0xFF }
+        frame[6...11] = [0x02, 0, 0, 0, 0x88, 0x01]
+        frame[12] = 0x88
+        frame[13] = 0xB5
+        for _ in 0..<count {
+            let sent = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, frame, frame.count, 0, $0, socklen_t(MemoryLayout<sockaddr_ll>.size))
+                }
+            }
+            guard sent == frame.count else { throw TestFailure("sendto(\(interface)): \(String(cString: strerror(errno)))") }
+        }
+    }
+}
+
+/// An interface's eight counters as sysfs says them, read inside its
+/// namespace (`ip netns exec` mounts that namespace's sysfs).
+public func sysfsCounters(_ namespace: TestNamespace, _ interface: String) throws -> Counters {
+    let names = CounterKey.allCases.map(\.jsonKey)
+    let script = names.map { "cat /sys/class/net/\(interface)/statistics/\($0)" }.joined(separator: "; ")
+    let values = try namespace.exec(["sh", "-c", script]).out.split(separator: "\n").compactMap { UInt64($0) }
+    guard values.count == names.count else { throw TestFailure("sysfs counters of \(interface): \(values)") }
+    var counters = Counters()
+    for (key, value) in zip(CounterKey.allCases, values) { counters[key] = value }
+    return counters
 }

@@ -388,6 +388,43 @@ func serveAlone(binary: String) {
     fflush(nil)
 }
 
+/// 50 namespaces of 3 interfaces (lo and a veth pair) sampled as one
+/// source (what --netns A,B,... and --all-netns do), beside the raw
+/// RTM_GETSTATS dumps of the same namespaces, one socket each, summed.
+func namespacesBenchmark(count: Int) throws {
+    let names = (0..<count).map { "ifmbench-\(getpid())-ns\($0)" }
+    defer { for name in names { spawn(["ip", "netns", "del", name]) } }
+    for name in names {
+        guard spawn(["ip", "netns", "add", name]) == 0 else { fail("ip netns add \(name) failed") }
+        spawn(["ip", "-n", name, "link", "add", "va", "type", "veth", "peer", "name", "vb"])
+    }
+    let sockets = try names.map { name in try NetworkNamespace.perform(in: name) { cifm_raw_netlink_open(1 << 20) } }
+    defer { for fd in sockets { close(fd) } }
+    let buffer = UnsafeMutableRawPointer.allocate(byteCount: 1 << 16, alignment: 8)
+    defer { buffer.deallocate() }
+    let source = try NamespaceSet(.named(names), kind: .netlink, options: SamplerOptions(sysfs: nil))
+    var seq: UInt32 = 1, sum: UInt64 = 0
+    let rows = try measure([
+        ("raw RTM_GETSTATS dumps, summed (C)", {
+            for fd in sockets {
+                seq += 1
+                if cifm_raw_getstats_dump(fd, buffer, 1 << 16, seq, &sum) != 3 { fail("a namespace did not dump 3 interfaces") }
+            }
+        }),
+        ("ifmeter, the namespaces as one source", {
+            if try source.read().sample.interfaces.count != 3 * count { fail("the namespace set missed interfaces") }
+        }),
+    ])
+    print("")
+    print("\(count) namespaces of 3 interfaces each, sampled together")
+    for row in rows {
+        print("  " + row.method.padding(40) + Units.fixed(row.seconds * 1e6, 1).leftPadding(10) + " us"
+            + Units.fixed(row.seconds / rows[0].seconds, 2).leftPadding(8) + "x")
+    }
+    print("  target: at most 2x the raw dumps summed")
+    fflush(nil)
+}
+
 /// Removes `ifmbench-PID` namespaces whose process is gone.
 func removeStaleNamespaces() {
     guard let dir = opendir("/run/netns") else { return }
@@ -396,7 +433,9 @@ func removeStaleNamespaces() {
         let name = withUnsafePointer(to: entry.pointee.d_name) {
             $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
         }
-        guard name.hasPrefix("ifmbench-"), let pid = Int32(name.dropFirst("ifmbench-".count)) else { continue }
+        guard name.hasPrefix("ifmbench-"),
+              let pid = Int32(name.dropFirst("ifmbench-".count).prefix { $0.isNumber })
+        else { continue }
         if kill(pid, 0) != 0 && errno == ESRCH { stale.append(name) }
     }
     closedir(dir)
@@ -528,6 +567,28 @@ final class WholeLoops {
     func save() throws {
         try store.save(export.engine.saved, usage: [:], wallTime: wallClock())
     }
+}
+
+// `ifmeter-bench --profile namespaces 50 ROUNDS`: the namespace set alone;
+// with 0 rounds, its side-by-side row against the raw dumps only.
+if CommandLine.arguments.count == 5, CommandLine.arguments[1] == "--profile", CommandLine.arguments[2] == "namespaces",
+   let count = Int(CommandLine.arguments[3]), let rounds = Int(CommandLine.arguments[4]) {
+    if rounds == 0 {
+        try namespacesBenchmark(count: count)
+        exit(0)
+    }
+    let names = (0..<count).map { "ifmbench-\(getpid())-ns\($0)" }
+    defer { for name in names { spawn(["ip", "netns", "del", name]) } }
+    for name in names {
+        spawn(["ip", "netns", "add", name])
+        spawn(["ip", "-n", name, "link", "add", "va", "type", "veth", "peer", "name", "vb"])
+    }
+    let source = try NamespaceSet(.named(names), kind: .netlink, options: SamplerOptions(sysfs: nil))
+    let t0 = now()
+    for _ in 0..<rounds { _ = try source.read() }
+    print("namespaces: \(Units.fixed((now() - t0) / Double(rounds) * 1e6, 1)) us per read")
+    for name in names { spawn(["ip", "netns", "del", name]) }
+    exit(0)
 }
 
 // `ifmeter-bench --profile LOOP SIZE ROUNDS`: only that loop (serve, export,
@@ -683,6 +744,7 @@ for target in targets {
     }
 }
 if getenv("IFMETER_BENCH_NO_SCRAPE") == nil { serveAlone(binary: binaryDirectory() + "/ifmeter") }
+try namespacesBenchmark(count: 50)
 if getenv("IFMETER_BENCH_NO_STORM") == nil { stormBenchmark(pairs: 2000) }
 print("")
 print(rssLine)

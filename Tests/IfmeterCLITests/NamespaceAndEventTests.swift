@@ -59,12 +59,114 @@ struct NamespaceAndEventTests {
         #expect(recorder.stop() == 0)
         let trace = try String(contentsOfFile: path, encoding: .utf8)
         #expect(trace.split(separator: "\n").filter { $0.contains(#""event":"deleted""#) }.count == 5)
-        let report = try JSONParser.parse(try ifmeter(["replay", path]).out)
+        let replay = try ifmeter(["replay", path])
+        try #require(replay.status == 0, "\(replay.err)\n\(trace)")
+        let report = try JSONParser.parse(replay.out)
         guard case .array(let list)? = report["interfaces"], let tun = list.first(where: { $0["name"]?.stringValue == "tunR" }) else {
             throw TestFailure("no tunR in the report")
         }
         #expect(tun["totals"]?["rx_bytes"]?.uint64Value == UInt64(sent), "every instance's final counters")
         #expect(tun["quality"]?.stringValue == "exact")
         #expect(tun["events"]?["deletions"]?.uint64Value == 5)
+    }
+
+    @Test func severalNamespacesAtOnceSayWhichIsWhich() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        try pair.sendUDP(count: 12, payload: 300)
+        let json = try ifmeter(["sample", "--format", "json", "--netns", "\(pair.a.name),\(pair.b.name)"])
+        #expect(json.status == 0, "\(json.err)")
+        guard case .array(let list)? = try JSONParser.parse(json.out)["interfaces"] else { throw TestFailure("no interfaces") }
+        let keys = Set(list.compactMap { i -> String? in
+            guard let name = i["name"]?.stringValue, let netns = i["netns"]?.stringValue else { return nil }
+            return netns + "/" + name
+        })
+        #expect(keys == ["\(pair.a.name)/lo", "\(pair.a.name)/vA", "\(pair.b.name)/lo", "\(pair.b.name)/vB"])
+        // --include matches NS/NAME too; text output names the namespace.
+        let text = try ifmeter(["list", "--netns", pair.a.name, "--netns", pair.b.name, "--include", "\(pair.b.name)/*"])
+        #expect(text.status == 0 && text.out.contains("\(pair.b.name)/vB") && !text.out.contains("/vA"), "\(text.out)")
+        // Entering a namespace needs a privilege, and the error says which.
+        let unprivileged = try run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", try ifmeterBinary(), "list", "--netns", pair.a.name],
+            allowFailure: true)
+        #expect(unprivileged.status == 1 && unprivileged.err.contains("CAP_SYS_ADMIN"), "\(unprivileged.err)")
+    }
+
+    @Test func deletionsAreTimedWhenReadAndVethFinalsListWhatIsUnderReported() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-veth-\(UUID().uuidString).jsonl").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let recorder = try Background(
+            ["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "record", "--interval", "1s", "-o", path], name: "record")
+        Thread.sleep(forTimeInterval: 1.4)
+        try pair.sendUDP(count: 20, payload: 500)
+        try pair.a.ip("link", "del", pair.nameA)
+        Thread.sleep(forTimeInterval: 1.3)
+        #expect(recorder.stop() == 0)
+        let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").map { try JSONParser.parse(String($0)) }
+        let samples = lines.filter { $0["interfaces"] != nil }.compactMap { $0["t"]?.doubleValue }
+        let deletion = try #require(lines.first { $0["event"]?.stringValue == "deleted" && $0["interface"]?["name"]?.stringValue == "vA" })
+        let t = try #require(deletion["t"]?.doubleValue)
+        let before = try #require(samples.last { $0 < t }), after = try #require(samples.first { $0 > t })
+        #expect(t - before > 0.1 && after - t > 0.1, "timed when read, between the samples (\(before) < \(t) < \(after))")
+        #expect(deletion["interface"]?["lower_bound"] == .array([.string("rx_bytes"), .string("rx_packets")]))
+        #expect(deletion["interface"]?["tx_bytes"]?.uint64Value == 20 * VethPair.frameBytes(payload: 500) + (try #require(
+            lines.first { $0["interfaces"] != nil }?["interfaces"].flatMap { list -> UInt64? in
+                guard case .array(let items) = list else { return nil }
+                return items.first { $0["name"]?.stringValue == "vA" }?["tx_bytes"]?.uint64Value
+            })))
+        let report = try JSONParser.parse(try ifmeter(["replay", path, "--include", "vA"]).out)
+        guard case .array(let interfaces)? = report["interfaces"] else { throw TestFailure("no report") }
+        #expect(interfaces.first?["quality"]?.stringValue == "lower-bound")
+        #expect(interfaces.first?["totals"]?["tx_bytes"]?.uint64Value == 20 * VethPair.frameBytes(payload: 500))
+    }
+
+    /// serve --all-netns while 50 namespaces with veth pairs come and go
+    /// under traffic: every scrape is answered, and at the end each
+    /// namespace's counters equal what sysfs says there.
+    @Test func serveFollowsFiftyNamespacesThatComeAndGo() throws {
+        try Netns.requireRoot()
+        let host = try TestNamespace()
+        let port: UInt16 = 9881
+        let server = try Background(
+            ["ip", "netns", "exec", host.name, try ifmeterBinary(), "serve", "--all-netns", "--interval", "200ms",
+             "--listen", "127.0.0.1:\(port)"], name: "serve-all-netns")
+        defer { server.stop() }
+        _ = try waitFor("serve") { try? RawHTTP.request("/metrics", port: port, in: host.name) }
+        var namespaces: [TestNamespace] = []
+        var scrapes = 0
+        for n in 0..<50 {
+            let ns = try TestNamespace()
+            try ns.ip("link", "add", "c0", "type", "veth", "peer", "name", "c1")
+            try ns.ip("link", "set", "c0", "up")
+            try ns.ip("link", "set", "c1", "up")
+            namespaces.append(ns)
+            if n % 3 == 2 {
+                // Some go again, with their traffic.
+                let gone = namespaces.removeFirst()
+                try? sendFrames(in: gone.name, interface: "c0", count: 5)
+                gone.remove()
+            }
+            if n % 5 == 4 {
+                for ns in namespaces.suffix(4) { try? sendFrames(in: ns.name, interface: "c0", count: 7, size: 200) }
+                let scrape = try RawHTTP.request("/metrics", port: port, in: host.name)
+                #expect(scrape.status == 200, "answered while namespaces come and go")
+                scrapes += 1
+            }
+        }
+        for ns in namespaces { try sendFrames(in: ns.name, interface: "c0", count: 3, size: 500) }
+        Thread.sleep(forTimeInterval: 1.0)
+        let text = try RawHTTP.request("/metrics", port: port, in: host.name).text
+        #expect(scrapes == 10)
+        for ns in namespaces {
+            let truth = try sysfsCounters(ns, "c0")
+            let line = text.split(separator: "\n").first {
+                $0.hasPrefix("ifmeter_transmit_bytes_total{") && $0.contains("interface=\"c0\"") && $0.contains("netns=\"\(ns.name)\"")
+            }
+            let value = line.flatMap { UInt64($0.split(separator: " ").last ?? "") }
+            #expect(value == truth.txBytes, "\(ns.name): serve says \(String(describing: value)), sysfs \(truth.txBytes)")
+        }
+        #expect(server.process.isRunning, "serve kept running: \(server.log)")
     }
 }

@@ -4,6 +4,9 @@
 #define CIFMETER_TEST_SUPPORT_H
 
 #ifdef __linux__
+#include <sys/socket.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
 /// Opens a tun (or tap, when `tap` is non-zero) device named `name` in the
 /// calling thread's network namespace. Returns the descriptor, or -1 with
 /// errno set. Used by the tests, which push packets through it.
