@@ -102,6 +102,27 @@ public final class TestNamespace: @unchecked Sendable {
         try run(["ip", "-n", name] + arguments).out
     }
 
+    /// Creates a tun (or tap) device in this namespace; closing the returned
+    /// descriptor deletes it. A device of the same name closed just before
+    /// may still exist for a moment: a process spawned meanwhile by a test
+    /// running in parallel holds a copy of its descriptor until it execs
+    /// (EBUSY), so that is retried for up to 3 s. errno is read on the
+    /// thread that entered the namespace.
+    public func openTun(_ device: String, tap: Bool = false) throws -> Int32 {
+        let deadline = Date().addingTimeInterval(3)
+        while true {
+            let (fd, error) = try NetworkNamespace.perform(in: name) { () -> (Int32, Int32) in
+                let fd = cifm_tun_open(device, tap ? 1 : 0)
+                return (fd, fd < 0 ? errno : 0)
+            }
+            if fd >= 0 { return fd }
+            guard error == EBUSY, Date() < deadline else {
+                throw TestFailure("\(tap ? "tap" : "tun") \(device): \(String(cString: strerror(error)))")
+            }
+            usleep(10_000)
+        }
+    }
+
     /// `ip netns exec NAME ...`: a command inside, with sysfs remounted for it.
     @discardableResult
     public func exec(_ arguments: [String], allowFailure: Bool = false) throws -> (out: String, err: String, status: Int32) {

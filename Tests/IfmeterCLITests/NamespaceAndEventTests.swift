@@ -46,8 +46,7 @@ struct NamespaceAndEventTests {
         Thread.sleep(forTimeInterval: 0.5)
         var sent = 0
         for n in 0..<5 {
-            let fd = try NetworkNamespace.perform(in: ns.name) { cifm_tun_open("tunR", 0) }
-            guard fd >= 0 else { throw TestFailure("tun: \(String(cString: strerror(errno)))") }
+            let fd = try ns.openTun("tunR")
             try ns.ip("link", "set", "tunR", "up")
             let packet = ipv4Packet(payload: 100 + n)
             for _ in 0..<10 { _ = write(fd, packet, packet.count) }

@@ -63,8 +63,7 @@ struct PrometheusServerTests {
 
         // A tun with traffic, deleted and recreated with more traffic.
         func openTun() throws -> Int32 {
-            let fd = try NetworkNamespace.perform(in: ns.name) { cifm_tun_open("tunT", 0) }
-            guard fd >= 0 else { throw TestFailure("tun: \(String(cString: strerror(errno)))") }
+            let fd = try ns.openTun("tunT")
             try ns.ip("link", "set", "tunT", "up")
             return fd
         }

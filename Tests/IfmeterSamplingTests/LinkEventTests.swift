@@ -17,8 +17,7 @@ struct LinkEventTests {
     /// Opens tunT in the namespace, brings it up and writes `count`
     /// packets of `payload` bytes. Closing the descriptor deletes it.
     func tun(_ ns: TestNamespace, count: Int, payload: Int, sent: inout UInt64) throws -> Int32 {
-        let fd = try NetworkNamespace.perform(in: ns.name) { cifm_tun_open("tunT", 0) }
-        guard fd >= 0 else { throw TestFailure("tun: \(String(cString: strerror(errno)))") }
+        let fd = try ns.openTun("tunT")
         try ns.ip("link", "set", "tunT", "up")
         let packet = ipv4Packet(payload: payload)
         for _ in 0..<count {

@@ -35,8 +35,7 @@ struct LinkKindFinalsTests {
             try sendFrames(in: ns.name, interface: "xb", count: 25, size: 500)
             return delete
         case "tun", "tap":
-            let fd = try NetworkNamespace.perform(in: ns.name) { cifm_tun_open("xa", kind == "tap" ? 1 : 0) }
-            guard fd >= 0 else { throw TestFailure("\(kind): \(String(cString: strerror(errno)))") }
+            let fd = try ns.openTun("xa", tap: kind == "tap")
             try up("xa")
             // Received: what the descriptor writes. Sent: what the stack
             // routes or sends out of it.

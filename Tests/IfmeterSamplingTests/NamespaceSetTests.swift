@@ -146,8 +146,7 @@ struct NamespaceSetTests {
     @Test func getifaddrsSamplesATunWithoutAnAddress() throws {
         try Netns.requireRoot()
         let ns = try TestNamespace()
-        let fd = try NetworkNamespace.perform(in: ns.name) { cifm_tun_open("tunA", 0) }
-        guard fd >= 0 else { throw TestFailure("tun: \(String(cString: strerror(errno)))") }
+        let fd = try ns.openTun("tunA")
         defer { close(fd) }
         try ns.ip("link", "set", "tunA", "up")
         let packet = ipv4Packet(payload: 100)

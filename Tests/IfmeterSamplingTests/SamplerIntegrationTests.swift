@@ -102,8 +102,7 @@ struct SamplerIntegrationTests {
         let ns = try TestNamespace()
         let sampler = try NetworkNamespace.perform(in: ns.name) { try NetlinkSampler(options: SamplerOptions(sysfs: nil)) }
         func openTun() throws -> Int32 {
-            let fd = try NetworkNamespace.perform(in: ns.name) { cifm_tun_open("tunT", 0) }
-            guard fd >= 0 else { throw TestFailure("cannot open tun: \(String(cString: strerror(errno)))") }
+            let fd = try ns.openTun("tunT")
             try ns.ip("link", "set", "tunT", "up")
             return fd
         }
