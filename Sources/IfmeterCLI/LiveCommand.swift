@@ -68,7 +68,7 @@ final class PlainLines: PipelineSubscriber {
             let mark = delta.quality.mark, totalMark = (totals?.quality ?? .exact).mark
             let rx = delta.rate(.rxBytes).map { Units.rate(bytesPerSecond: $0, bits: bits) } ?? "-"
             let tx = delta.rate(.txBytes).map { Units.rate(bytesPerSecond: $0, bits: bits) } ?? "-"
-            text += "\(clock) \(delta.key) \(delta.classification.kind.rawValue) rx \(mark)\(rx) tx \(mark)\(tx)"
+            text += "\(clock) \(delta.key.display) \(delta.classification.kind.rawValue) rx \(mark)\(rx) tx \(mark)\(tx)"
             text += " total rx \(totalMark)\(Units.bytes(totals?.totals.rxBytes ?? 0)) tx \(totalMark)\(Units.bytes(totals?.totals.txBytes ?? 0))"
             text += " \((totals?.quality ?? .exact).name)"
             if !delta.change.note.isEmpty { text += " (\(delta.change.note))" }
@@ -109,7 +109,7 @@ final class LiveScreen: PipelineSubscriber {
         let (width, height) = TerminalState.size()
         let lines = renderer.render(model, width: width, height: height)
         do {
-            try Output.put("\u{1B}[H" + lines.joined(separator: "\r\n"))
+            try Output.raw("\u{1B}[H" + lines.joined(separator: "\r\n"))
         } catch {
             TerminalState.stop.store(true, ordering: .relaxed)
         }

@@ -10,8 +10,18 @@ import Synchronization
 
 /// Writes whole strings to a file descriptor, retrying partial writes, so a
 /// line is never left half-written by an interrupted call.
+///
+/// Text is written with control characters escaped (newlines kept): a name
+/// from the kernel or a trace cannot reach the terminal as an escape
+/// sequence, whichever path it took into a message. Only the live screen,
+/// which draws with escape sequences of its own, writes `raw`.
 enum Output {
     static func put(_ text: String, to fd: Int32 = 1) throws(CLIError) {
+        try raw(TerminalText.escaped(text, keeping: "\n"), to: fd)
+    }
+
+    /// Writes the text as it is: for the live screen's own escape sequences.
+    static func raw(_ text: String, to fd: Int32 = 1) throws(CLIError) {
         var bytes = Array(text.utf8)
         if bytes.isEmpty { return }
         var offset = 0

@@ -53,7 +53,7 @@ enum TerminalState {
         }
         entered.store(true, ordering: .relaxed)
         // Alternate screen, cursor hidden, screen cleared once.
-        try? Output.put("\u{1B}[?1049h\u{1B}[?25l\u{1B}[2J\u{1B}[H")
+        try? Output.raw("\u{1B}[?1049h\u{1B}[?25l\u{1B}[2J\u{1B}[H")
     }
 
     static func restore() { restoreTerminal() }

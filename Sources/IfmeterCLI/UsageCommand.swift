@@ -75,7 +75,7 @@ struct UsageCommand: Command {
         if names.isEmpty { out += "No usage recorded yet in \(path).\n" }
         for name in names {
             let mine = byName[name] ?? []
-            out += "\(name) (\(mine.first?.kind.rawValue ?? "other"))\n"
+            out += "\(TerminalText.escaped(name)) (\(mine.first?.kind.rawValue ?? "other"))\n"
             var table = TextTable(headers: [granularity == .day ? "DAY" : "MONTH", "RX", "TX", "TOTAL", "QUALITY"], rightAligned: [1, 2, 3])
             for row in mine {
                 let mark = row.quality.mark

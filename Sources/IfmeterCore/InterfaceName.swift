@@ -1,10 +1,11 @@
 /// Interface names as the kernel gives them: bytes, usually UTF-8.
 public enum InterfaceName {
     /// The name as text. Valid UTF-8 is taken as it is; a name that is not
-    /// keeps each byte that does not decode as `\xNN` (and a backslash as
-    /// `\\`), so two different names never become one series.
+    /// keeps each byte that does not decode as `\xNN`, and a backslash in
+    /// any name is written `\\`, so two different names never become one
+    /// series (`a\xff` typed as text stays apart from `a` and byte 0xFF).
     public static func decode(_ bytes: some Collection<UInt8>) -> String {
-        if let text = String(validating: bytes, as: UTF8.self) { return text }
+        if !bytes.contains(UInt8(ascii: "\\")), let text = String(validating: bytes, as: UTF8.self) { return text }
         var out = ""
         var pending: [UInt8] = []
         func flush() {

@@ -309,7 +309,10 @@ public struct JSONWriter {
             case "\r": out.append("\\r")
             case "\t": out.append("\\t")
             default:
-                if scalar.value < 0x20 {
+                // Control characters must be escaped; DEL, C1 controls and
+                // the invisible reordering marks are too, so that JSON shown
+                // on a terminal is safe (the value is the same).
+                if scalar.value < 0x20 || (scalar.value >= 0x7F && TerminalText.isUnsafe(scalar)) {
                     let hex = String(scalar.value, radix: 16)
                     out.append("\\u" + String(repeating: "0", count: 4 - hex.count) + hex)
                 } else {

@@ -111,7 +111,7 @@ public struct TextReportRenderer: ReportRenderer {
             let rx = bits ? Units.fixed(Double(i.totals.rxBytes) * 8, 0) + " bit" : Units.bytes(i.totals.rxBytes)
             let tx = bits ? Units.fixed(Double(i.totals.txBytes) * 8, 0) + " bit" : Units.bytes(i.totals.txBytes)
             table.add([
-                i.key.description, i.classification.kind.rawValue, "\(mark) \(rx)", "\(mark) \(tx)",
+                i.key.display, i.classification.kind.rawValue, "\(mark) \(rx)", "\(mark) \(tx)",
                 "\(mark) \(Units.grouped(i.totals.rxPackets))", "\(mark) \(Units.grouped(i.totals.txPackets))",
                 i.quality.name, i.events.summary,
             ])

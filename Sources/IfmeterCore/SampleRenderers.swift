@@ -15,7 +15,7 @@ public struct ListRenderer: Sendable {
                 speed = "(" + Units.rate(bytesPerSecond: Double(reported) / 8, bits: true) + ")"
             }
             table.add([
-                i.index.map(String.init) ?? "-", i.key.description, i.kind?.rawValue ?? "-",
+                i.index.map(String.init) ?? "-", i.key.display, i.kind?.rawValue ?? "-",
                 i.classification?.evidence ?? "-", "\(i.width.rawValue)-bit", speed,
                 attributes?.operstate ?? "-", attributes?.mtu.map(String.init) ?? "-",
             ])
@@ -69,7 +69,7 @@ public struct SnapshotRenderer: Sendable {
         for i in sample.interfaces.sorted(by: { $0.key < $1.key }) {
             let c = i.counters
             table.add([
-                i.key.description, i.index.map(String.init) ?? "-", i.kind?.rawValue ?? "-",
+                i.key.display, i.index.map(String.init) ?? "-", i.kind?.rawValue ?? "-",
                 "≈ " + size(c.rxBytes), "≈ " + size(c.txBytes),
                 Units.grouped(c.rxPackets), Units.grouped(c.txPackets), "\(i.width.rawValue)-bit",
             ])
@@ -121,7 +121,7 @@ public struct IntervalRenderer: Sendable {
                 totalTx = m + " " + Units.bytes(t.totals.txBytes)
             }
             table.add([
-                d.key.description, d.classification.kind.rawValue, rx, tx,
+                d.key.display, d.classification.kind.rawValue, rx, tx,
                 mark + " " + Units.bytes(d.counters.rxBytes), mark + " " + Units.bytes(d.counters.txBytes),
                 totalRx, totalTx, d.change.note,
             ])

@@ -243,7 +243,7 @@ public struct LiveModel: Sendable {
             rows[slot].took(rx: rx, tx: tx, quality: deltas[n].quality, change: change, stamp: stamp, at: time)
             // Shown in the status line as it happens.
             switch change {
-            case .deleted: note = ("\(deltas[n].key) deleted", time)
+            case .deleted: note = ("\(deltas[n].key.display) deleted", time)
             case .recreated: note = ("\(deltas[n].key) recreated", time)
             case .appeared: note = ("\(deltas[n].key) appeared", time)
             default: break
@@ -334,7 +334,7 @@ public struct LiveModel: Sendable {
                 netnsRank += 1
             }
             rows[slot].netnsRank = netnsRank
-            longestName = max(longestName, rows[slot].key.description.unicodeScalars.count)
+            longestName = max(longestName, rows[slot].key.display.unicodeScalars.count)
         }
         membershipChanged = false
     }

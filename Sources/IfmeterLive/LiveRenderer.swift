@@ -113,7 +113,7 @@ public struct LiveRenderer: Sendable {
     func detailLines(_ row: LiveInterface, model: LiveModel, width: Int, height: Int) -> [Line] {
         let graphHeight = height >= 36 ? 4 : (height >= 26 ? 3 : 2)
         var lines: [Line] = []
-        var title = Line(width: width).text(row.key.description, bold).text(" ").text(row.kind.rawValue, kindStyle(row.kind))
+        var title = Line(width: width).text(row.key.display, bold).text(" ").text(row.kind.rawValue, kindStyle(row.kind))
         title = title.text("  \(row.classification.evidence) · \(row.width.rawValue)-bit counters")
         if let index = row.index { title = title.text(" · index \(index)") }
         if let operstate = row.operstate { title = title.text(" · \(operstate)") }
@@ -276,7 +276,7 @@ struct Layout {
         let gone = !row.present
         var line = Line(width: width)
         line = line.text(selected ? "› " : "  ", selected ? style.bold : style.plain)
-        line = line.text(pad(truncate(row.key.description, nameWidth), nameWidth) + " ", gone ? style.dim : style.plain)
+        line = line.text(pad(truncate(row.key.display, nameWidth), nameWidth) + " ", gone ? style.dim : style.plain)
         let kind = shortKinds ? Self.shortKind(row.kind) : row.kind.rawValue
         line = line.text(pad(kind, kindWidth), gone ? style.dim : style.kindStyle(row.kind)).text(" ")
         let mark = row.rateQuality.mark

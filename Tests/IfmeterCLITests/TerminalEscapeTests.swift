@@ -1,0 +1,126 @@
+import Foundation
+import IfmeterCore
+import IfmeterTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Interface names are bytes chosen by whoever can create an interface (a
+/// container, a VPN client) or write a trace. Issue 11 found
+/// `$'\x1b]0;PWNED\x07'` (retitles the window) and `$'\x1b[2J'` (clears the
+/// screen) reaching the terminal raw through list, sample, replay --format
+/// text, usage, live and error messages. No output may carry them raw.
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+struct TerminalEscapeTests {
+    static let title = "\u{1B}]0;PWNED\u{07}"
+    static let clear = "\u{1B}[2J"
+
+    /// The namespace's interfaces are a veth pair with both hostile names.
+    func hostileNamespace() throws -> TestNamespace {
+        let ns = try TestNamespace()
+        try ns.ip("link", "add", "name", Self.title, "type", "veth", "peer", "name", Self.clear)
+        try ns.ip("link", "set", Self.title, "up")
+        try ns.ip("link", "set", Self.clear, "up")
+        return ns
+    }
+
+    /// No ESC, BEL or other control byte but newlines (and, for the live
+    /// screen, its own sequences) in what a command wrote.
+    func expectClean(_ output: String, _ what: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        let bad = output.unicodeScalars.filter { $0.value < 0x20 && $0 != "\n" || $0.value == 0x7F || (0x80...0x9F).contains($0.value) }
+        #expect(bad.isEmpty, "\(what) wrote control characters \(bad.map { String($0.value, radix: 16) }): \(output.debugDescription)",
+                sourceLocation: sourceLocation)
+    }
+
+    @Test func namesNeverReachTheTerminalRaw() throws {
+        try Netns.requireRoot()
+        let ns = try hostileNamespace()
+        let escapedTitle = #"\x1b]0;PWNED\x07"#, escapedClear = #"\x1b[2J"#
+        for arguments in [["list"], ["sample"], ["sample", "--count", "1", "--interval", "200ms"], ["list", "--source", "getifaddrs"]] {
+            let result = try ifmeter(arguments, in: ns)
+            #expect(result.status == 0, "\(arguments): \(result.err)")
+            expectClean(result.out + result.err, arguments.joined(separator: " "))
+            #expect(result.out.contains(escapedTitle) && result.out.contains(escapedClear), "\(arguments): names shown escaped: \(result.out)")
+        }
+
+        // A trace and its text report; the JSON report keeps the exact names.
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-escape-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let trace = folder + "/t.jsonl"
+        let record = try ifmeter(["record", "--count", "2", "--interval", "200ms", "-o", trace], in: ns)
+        #expect(record.status == 0, "\(record.err)")
+        let text = try ifmeter(["replay", trace, "--format", "text"])
+        #expect(text.status == 0)
+        expectClean(text.out + text.err, "replay --format text")
+        #expect(text.out.contains(escapedTitle))
+        let json = try ifmeter(["replay", trace])
+        expectClean(json.out, "replay (JSON)")
+        guard case .array(let list)? = try JSONParser.parse(json.out)["interfaces"] else { throw TestFailure("no interfaces") }
+        let names = Set(list.compactMap { $0["name"]?.stringValue })
+        #expect(names.contains(Self.title) && names.contains(Self.clear), "JSON keeps the exact names")
+
+        // usage, from a state file export kept.
+        let state = folder + "/state.db"
+        let export = try Background(["ip", "netns", "exec", ns.name, try ifmeterBinary(), "export",
+                                     "--state", state, "--json", folder + "/r.json", "--every", "300ms"], name: "export-escape")
+        Thread.sleep(forTimeInterval: 0.5)
+        // Usage rows are made of traffic: some frames out of each end.
+        try sendFrames(in: ns.name, interface: Self.clear, count: 10)
+        try sendFrames(in: ns.name, interface: Self.title, count: 10)
+        Thread.sleep(forTimeInterval: 0.7)
+        #expect(export.stop() == 0)
+        expectClean(export.log, "export")
+        let usage = try ifmeter(["usage", "--state", state])
+        #expect(usage.status == 0, "\(usage.err)")
+        expectClean(usage.out + usage.err, "usage")
+        #expect(usage.out.contains(escapedClear), "\(usage.out)")
+
+        // live, as plain lines (stdout is not a terminal here).
+        let plain = try run(["timeout", "-s", "INT", "1.2", "ip", "netns", "exec", ns.name, try ifmeterBinary(), "live", "--interval", "200ms"],
+                            allowFailure: true)
+        expectClean(plain.out + plain.err, "live (plain lines)")
+        #expect(plain.out.contains(escapedTitle), "\(plain.out)")
+    }
+
+    @Test func theLiveScreenDrawsNamesEscaped() throws {
+        try Netns.requireRoot()
+        let ns = try hostileNamespace()
+        let typescript = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-screen-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: typescript) }
+        // script(1) gives the view a real terminal and keeps every byte it wrote.
+        _ = try run(["env", "TERM=xterm-256color", "COLUMNS=120", "LINES=30", "script", "-qfec",
+                     "stty cols 120 rows 30; timeout -s INT 1.5 ip netns exec \(ns.name) \(try ifmeterBinary()) live --interval 300ms",
+                     typescript], allowFailure: true)
+        let screen = String(decoding: try Data(contentsOf: URL(fileURLWithPath: typescript)), as: UTF8.self)
+        #expect(screen.contains("ifmeter ·"), "the view was drawn: \(screen.debugDescription.prefix(400))")
+        #expect(screen.contains(#"\x1b]0;PWNED\x07"#), "the name is drawn escaped")
+        #expect(!screen.contains("\u{1B}]0;"), "no window-title sequence reached the terminal")
+        #expect(!screen.contains("\u{07}"), "no BEL reached the terminal")
+        #expect(screen.contains(#"\x1b[2J"#), "the other name too")
+    }
+
+    @Test func errorsQuotingTraceNamesAreEscaped() throws {
+        let trace = """
+            {"trace": "ifmeter/1", "platform": "linux", "source": "hand-made"}
+            {"t": 0, "interfaces": [{"name": "\\u001b]0;PWNED\\u0007", "index": 1, "rx_bytes": -4, "tx_bytes": 0}]}
+
+            """
+        let result = try ifmeter(["replay", "-"], input: trace)
+        #expect(result.status == 65)
+        expectClean(result.err, "the error line")
+        #expect(result.err.contains("PWNED") && (result.err.contains("line 2") || result.err.contains(":2:")), "\(result.err)")
+    }
+
+    @Test func textOutputsEscapeWhatJSONKeeps() {
+        #expect(TerminalText.escaped("a\u{1B}[2Jb") == #"a\x1b[2Jb"#)
+        #expect(TerminalText.escaped("x\u{202E}y\u{85}") == #"x\u{202e}y\u{85}"#)
+        #expect(TerminalText.escaped("wlan0 ünïcode ﻼ") == "wlan0 ünïcode ﻼ", "letters, Arabic presentation forms included, stay")
+        #expect(TerminalText.escaped("two\nlines\u{7}", keeping: "\n") == "two\nlines\\x07")
+        #expect(JSONWriter().string(.string("\u{1B}\u{202E}\u{85}é")) == #""\u001b\u202e\u0085é""#)
+        // A name that is not UTF-8 and one that reads like its escape stay two.
+        #expect(InterfaceName.decode([0x61, 0xFF]) != InterfaceName.decode(Array(#"a\xff"#.utf8)))
+    }
+}
