@@ -11,12 +11,16 @@ public enum CLIError: Error, Sendable, Equatable {
     case data(String)
     /// Something failed while running (a system call, a write).
     case runtime(String)
+    /// The command ran and its answer is this exit status (`route`: 3 when
+    /// traffic leaves outside the tunnels); it printed its reasons already.
+    case verdict(Int32)
 
     public var exitCode: Int32 {
         switch self {
         case .usage: 64
         case .data: 65
         case .runtime: 1
+        case .verdict(let status): status
         }
     }
 
@@ -29,6 +33,8 @@ public enum CLIError: Error, Sendable, Equatable {
             "Error: \(message)"
         case .runtime(let message):
             "Error: \(message)"
+        case .verdict:
+            ""
         }
     }
 }

@@ -98,6 +98,34 @@ final class NetlinkSocket {
         }
     }
 
+    /// What the kernel answered a one-message request with.
+    enum Answer {
+        case message(NetlinkReceived)
+        case failure(SystemError)
+    }
+
+    /// Sends a request answered by one message and hands the answer, or
+    /// the kernel's error (with its errno), to the caller. The message
+    /// lives in this socket's buffer: read it before the next request.
+    func answer(_ request: NetlinkMessage, name: String) throws(SystemError) -> Answer {
+        let seq = nl_socket_use_seq(handle)
+        nlmsg_hdr(request.handle).pointee.nlmsg_seq = seq
+        let sent = nl_send_auto(handle, request.handle)
+        if sent < 0 { throw Self.libnl("nl_send_auto(\(name))", sent) }
+        while true {
+            let n = recv(fd, buffer.baseAddress, buffer.count, 0)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw SystemError.system("recv(\(name))")
+            }
+            for message in NetlinkMessages(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n)) where message.sequence == seq {
+                guard message.type == NLMSG_ERROR else { return .message(message) }
+                let code = message.header(as: nlmsgerr.self)?.error ?? -EIO
+                return .failure(SystemError(call: "netlink \(name)", errno: -code, message: String(cString: strerror(-code))))
+            }
+        }
+    }
+
     private func dumpOnce(
         _ request: NetlinkMessage, name: String, _ visit: (NetlinkReceived) -> Void
     ) throws(SystemError) -> Bool {
@@ -189,6 +217,12 @@ final class NetlinkMessage {
     func put(u32 value: UInt32, attribute: Int32) throws(SystemError) {
         let rc = nla_put_u32(handle, attribute, value)
         if rc < 0 { throw NetlinkSocket.libnl("nla_put_u32", rc) }
+    }
+
+    /// Appends an attribute holding `bytes` (an address).
+    func put(bytes: [UInt8], attribute: Int32) throws(SystemError) {
+        let rc = bytes.withUnsafeBytes { nla_put(handle, attribute, Int32($0.count), $0.baseAddress) }
+        if rc < 0 { throw NetlinkSocket.libnl("nla_put", rc) }
     }
 
     deinit { nlmsg_free(handle) }

@@ -1,0 +1,241 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import IfmeterCore
+import IfmeterPipeline
+import IfmeterSampling
+
+/// `ifmeter route`: the kernel's routing decision for probe addresses, each
+/// tunnel's underlay, and how much traffic went around the tunnels.
+struct RouteCommand: Command {
+    static let defaultProbes = ["8.8.8.8", "2001:4860:4860::8888"]
+
+    static let spec = CommandSpec(
+        name: "ifmeter route",
+        abstract: "Say where ordinary traffic leaves, and how much goes around the tunnels.",
+        discussion: """
+            For each probe address, asks the kernel which interface a packet to it
+            would leave by (RTM_GETROUTE, as 'ip route get' does: policy rules
+            count; no packet is sent), and whether that is a tunnel. Each tunnel's
+            underlay is --underlay TUN=IF, else the route to --endpoint TUN=ADDR,
+            else the best default route outside the tunnels. With --over, samples
+            the counters over that window and estimates, per tunnel and direction,
+            the traffic that used the underlay without the tunnel:
+              outside = underlay bytes - tunnel bytes - tunnel packets x overhead
+            floored at 0 (local network traffic, the tunnel's own control
+            traffic, and leaks). The default overhead is 28 bytes (IPv4 and UDP;
+            WireGuard: 60) plus the underlay's link header (14 on Ethernet-like
+            links, 0 on raw-IP ones).
+
+            EXIT STATUS: 0 when no probe leaves outside a tunnel (a probe with no
+            route leaves nowhere), 3 when one does, 1 on failure, 64 on usage errors.
+            """,
+        options: [
+            OptionSpec("--probe", value: "address",
+                       help: "An address to ask about (repeatable). Default: \(defaultProbes.joined(separator: " and ")).", repeatable: true),
+            OptionSpec("--underlay", value: "tun=if", help: "The interface that carries a tunnel (repeatable).", repeatable: true),
+            OptionSpec("--endpoint", value: "tun=address", help: "A tunnel's remote endpoint: its underlay is the route to it (repeatable).",
+                       repeatable: true),
+            OptionSpec("--overhead", value: "tun=bytes", help: "Bytes the underlay counts per tunnel packet beyond the tunnel's count (repeatable).",
+                       repeatable: true),
+            OptionSpec("--over", value: "duration", help: "Sample the counters over this window and estimate the traffic outside the tunnels."),
+            OptionSpec("--format", value: "format", help: "text or json.", default: "text"),
+        ] + CommonOptions.source)
+
+    let setup: SamplingSetup
+    let probes: [(text: String, address: IPAddress)]
+    let underlays: [String: String]
+    let endpoints: [String: IPAddress]
+    let overheads: [String: Int]
+    let window: Double?
+    let json: Bool
+    let namespace: String?
+
+    init(_ p: ParsedArguments) throws(CLIError) {
+        json = try CommonOptions.format(p, allowed: ["text", "json"], default: "text") == "json"
+        if p.flag("--all-netns") { throw p.usage("'route' asks one namespace's routing tables: give one --netns, not --all-netns") }
+        let names = try CommonOptions.namespaceNames(p) ?? []
+        if names.count > 1 { throw p.usage("'route' asks one namespace's routing tables: give one --netns, not \(names.count)") }
+        namespace = names.first
+        var probes: [(String, IPAddress)] = []
+        for text in p.has("--probe") ? p.list("--probe") : Self.defaultProbes {
+            guard let address = IPAddress(text) else {
+                throw p.usage("invalid value '\(text)' for '--probe <address>': expected an IPv4 or IPv6 address like 192.0.2.1 or 2001:db8::1")
+            }
+            probes.append((text, address))
+        }
+        self.probes = probes
+        func pairs(_ long: String, _ what: String) throws(CLIError) -> [String: String] {
+            var out: [String: String] = [:]
+            for item in p.list(long) {
+                let parts = item.split(separator: "=", maxSplits: 1).map(String.init)
+                guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+                    throw p.usage("invalid value '\(item)' for '\(long) <tun=\(what)>': expected TUNNEL=\(what.uppercased()), like tun0=\(what == "if" ? "eth0" : what == "bytes" ? "42" : "192.0.2.7")")
+                }
+                out[parts[0]] = parts[1]
+            }
+            return out
+        }
+        underlays = try pairs("--underlay", "if")
+        var endpoints: [String: IPAddress] = [:]
+        for (tunnel, text) in try pairs("--endpoint", "address") {
+            guard let address = IPAddress(text) else {
+                throw p.usage("invalid value '\(tunnel)=\(text)' for '--endpoint <tun=address>': '\(text)' is not an IPv4 or IPv6 address")
+            }
+            endpoints[tunnel] = address
+        }
+        self.endpoints = endpoints
+        var overheads: [String: Int] = [:]
+        for (tunnel, text) in try pairs("--overhead", "bytes") {
+            guard let bytes = Int(text), (0...1024).contains(bytes) else {
+                throw p.usage("invalid value '\(tunnel)=\(text)' for '--overhead <tun=bytes>': expected a whole number of bytes from 0 to 1024")
+            }
+            overheads[tunnel] = bytes
+        }
+        self.overheads = overheads
+        window = p.has("--over") ? try CommonOptions.duration(p, "--over", default: 10) : nil
+        var setup = try SamplingSetup(p, sampleLimit: window == nil ? 1 : 2, stopOnFailure: true)
+        setup.configuration.interval = window ?? 1
+        self.setup = setup
+    }
+
+    func run() throws(CLIError) {
+        #if os(Linux)
+        let router: Router
+        do {
+            if let namespace {
+                router = try NetworkNamespace.perform(in: namespace) { try Router() }
+            } else {
+                router = try Router()
+            }
+        } catch {
+            throw .runtime("\(error)")
+        }
+        let pipeline = try setup.pipeline()
+        let collector = RouteCollector()
+        pipeline.subscribe(collector)
+        var waiter = SignalWaiter()
+        pipeline.run(&waiter)
+        if let failure = collector.failure { throw .runtime(failure.description) }
+        guard let sample = collector.sample else { throw .runtime("no sample was taken") }
+        let routes = RouteAnalysis(
+            router: router, interfaces: sample.interfaces, underlays: underlays, endpoints: endpoints, overheads: overheads)
+        let report: RouteReport
+        do {
+            report = try routes.report(probes: probes, deltas: window == nil ? nil : collector.deltas)
+        } catch {
+            throw .runtime(error.description)
+        }
+        try Output.put(json ? JSONWriter(indent: 2).string(report.json(window: window != nil)) + "\n" : report.text(window: window != nil))
+        if report.leaksOutside { throw .verdict(3) }
+        #else
+        throw .runtime("'route' needs Linux's netlink")
+        #endif
+    }
+}
+
+/// Keeps the first sample (names, kinds, indexes) and the deltas of the
+/// window.
+final class RouteCollector: PipelineSubscriber {
+    var sample: Sample?
+    var deltas: [InterfaceDelta] = []
+    var failure: SystemError?
+
+    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
+        switch update.outcome {
+        case .sampled:
+            if sample == nil { sample = update.reading?.sample }
+            if !update.isBaseline { deltas = update.deltas }
+        case .failed(let error):
+            failure = error
+        default:
+            break
+        }
+    }
+}
+
+#if os(Linux)
+/// Probes and underlays resolved against one sample's interfaces and the
+/// kernel's routes. Used by `route`, and by `serve --probe` at every route
+/// change.
+struct RouteAnalysis {
+    let router: Router
+    let interfaces: [InterfaceSample]
+    let underlays: [String: String]
+    let endpoints: [String: IPAddress]
+    let overheads: [String: Int]
+
+    func interface(index: Int?) -> InterfaceSample? {
+        guard let index else { return nil }
+        return interfaces.first { $0.index == index }
+    }
+
+    func probe(_ text: String, _ address: IPAddress) throws(SystemError) -> ProbeRoute {
+        let decision = try router.lookup(address)
+        guard decision.failure == nil, let index = decision.interfaceIndex else {
+            return ProbeRoute(probe: text, failure: decision.failure?.message ?? "no route")
+        }
+        let link = interface(index: index)
+        return ProbeRoute(
+            probe: text, interface: link?.name ?? "ifindex \(index)", classification: link?.classification,
+            gateway: decision.gateway?.description)
+    }
+
+    /// Each tunnel's underlay, by the first rule that names one.
+    func tunnels() throws(SystemError) -> [TunnelUnderlay] {
+        let tunnels = interfaces.filter { $0.classification?.kind == .tunnel }.sorted { $0.key < $1.key }
+        guard !tunnels.isEmpty else { return [] }
+        var defaultChoice: (name: String, evidence: String)??
+        func bestDefault() throws(SystemError) -> (name: String, evidence: String)? {
+            if let defaultChoice { return defaultChoice }
+            let routes = try router.defaultRoutes()
+                .filter { interface(index: $0.interfaceIndex).map { $0.classification?.kind != .tunnel } ?? false }
+                .sorted { ($0.ipv6 ? 1 : 0, $0.table == 254 ? 0 : 1, $0.metric) < ($1.ipv6 ? 1 : 0, $1.table == 254 ? 0 : 1, $1.metric) }
+            let choice = routes.first.flatMap { route in
+                interface(index: route.interfaceIndex).map {
+                    ($0.name, "default route outside the tunnels (\(route.ipv6 ? "IPv6" : "IPv4"), metric \(route.metric), table \(route.table))")
+                }
+            }
+            defaultChoice = .some(choice)
+            return choice
+        }
+        var found: [TunnelUnderlay] = []
+        for tunnel in tunnels {
+            var underlay: String?
+            var evidence: String
+            if let named = underlays[tunnel.name] {
+                underlay = named
+                evidence = "--underlay"
+            } else if let endpoint = endpoints[tunnel.name] {
+                let decision = try router.lookup(endpoint)
+                underlay = interface(index: decision.interfaceIndex)?.name
+                evidence = underlay == nil ? "no route to the endpoint \(endpoint)" : "route to the endpoint \(endpoint)"
+            } else if let choice = try bestDefault() {
+                underlay = choice.name
+                evidence = choice.evidence
+            } else {
+                evidence = "no default route outside the tunnels"
+            }
+            let arphrd = underlay.flatMap { name in interfaces.first { $0.name == name }?.attributes?.arphrdType }
+            found.append(TunnelUnderlay(
+                tunnel: tunnel.name, underlay: underlay, evidence: evidence,
+                overheadBytes: overheads[tunnel.name] ?? TunnelUnderlay.defaultOverhead(tunnel: tunnel.classification, underlayARPHRD: arphrd)))
+        }
+        // Two tunnels on one underlay: each estimate holds the other's packets.
+        let counts = Dictionary(grouping: found.compactMap(\.underlay), by: { $0 }).mapValues(\.count)
+        for n in found.indices where (found[n].underlay.flatMap { counts[$0] } ?? 0) > 1 { found[n].sharedUnderlay = true }
+        return found
+    }
+
+    func report(probes: [(text: String, address: IPAddress)], deltas: [InterfaceDelta]?) throws(SystemError) -> RouteReport {
+        var routes: [ProbeRoute] = []
+        for (text, address) in probes { routes.append(try probe(text, address)) }
+        let byName = Dictionary((deltas ?? []).map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        let tunnels = try tunnels().map { t -> (underlay: TunnelUnderlay, estimate: OutsideEstimate?) in
+            guard deltas != nil, let tunnel = byName[t.tunnel], let underlay = t.underlay.flatMap({ byName[$0] }) else { return (t, nil) }
+            return (t, OutsideEstimate(tunnel: tunnel, underlay: underlay, overhead: t.overheadBytes, sharedUnderlay: t.sharedUnderlay))
+        }
+        return RouteReport(probes: routes, tunnels: tunnels)
+    }
+}
+#endif

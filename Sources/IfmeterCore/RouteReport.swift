@@ -1,0 +1,245 @@
+/// Where ordinary traffic leaves, and how much went around a tunnel.
+///
+/// A tunnel that is up proves nothing about where packets go; the kernel's
+/// routing decision and the counters do. A probe is an address the kernel
+/// is asked about (no packet is sent): the interface its packets would leave
+/// by, and whether that is a tunnel. The outside estimate is, per tunnel and
+/// direction, over a window:
+///
+///     outside = underlay bytes - tunnel bytes - tunnel packets x overhead
+///
+/// floored at 0, where the overhead is what the underlay counts per tunnel
+/// packet beyond the tunnel's own count (the outer IP and UDP headers, and
+/// the underlay's link header). It is the traffic that used the underlay
+/// without the tunnel: local network traffic, the tunnel's own control
+/// traffic, and leaks.
+
+/// One probe's routing decision.
+public struct ProbeRoute: Sendable, Hashable {
+    public var probe: String
+    /// The interface its packets would leave by; nil when there is no route.
+    public var interface: String?
+    public var classification: Classification?
+    public var gateway: String?
+    /// Why there is no route, when there is none.
+    public var failure: String?
+
+    public init(probe: String, interface: String? = nil, classification: Classification? = nil, gateway: String? = nil, failure: String? = nil) {
+        self.probe = probe
+        self.interface = interface
+        self.classification = classification
+        self.gateway = gateway
+        self.failure = failure
+    }
+
+    public var viaTunnel: Bool { classification?.kind == .tunnel }
+    /// Its packets would leave, and not through a tunnel.
+    public var leavesOutside: Bool { interface != nil && !viaTunnel }
+}
+
+/// A tunnel and the interface that carries it.
+public struct TunnelUnderlay: Sendable, Hashable {
+    public var tunnel: String
+    public var underlay: String?
+    /// How the underlay was found: `--underlay`, the route to the endpoint,
+    /// or the best default route outside the tunnels.
+    public var evidence: String
+    public var overheadBytes: Int
+    /// Another tunnel uses the same underlay: each one's estimate also
+    /// holds the other's packets.
+    public var sharedUnderlay: Bool
+
+    public init(tunnel: String, underlay: String?, evidence: String, overheadBytes: Int, sharedUnderlay: Bool = false) {
+        self.tunnel = tunnel
+        self.underlay = underlay
+        self.evidence = evidence
+        self.overheadBytes = overheadBytes
+        self.sharedUnderlay = sharedUnderlay
+    }
+
+    /// The default overhead per tunnel packet: the outer headers of the
+    /// tunnel's kind (a plain tun carried over UDP: 28 bytes of IPv4 and
+    /// UDP; WireGuard: 60), plus the underlay's link header (14 on
+    /// Ethernet-like links, 0 on raw-IP links such as a cellular modem's).
+    public static func defaultOverhead(tunnel: Classification?, underlayARPHRD: Int?) -> Int {
+        let outer = tunnel?.evidence.contains("wireguard") == true ? 60 : 28
+        let link = underlayARPHRD == 1 ? 14 : 0  // ARPHRD_ETHER
+        return outer + link
+    }
+}
+
+/// The outside estimate of one tunnel over a window.
+public struct OutsideEstimate: Sendable, Hashable {
+    public var seconds: Double
+    public var tunnelBytes: (rx: UInt64, tx: UInt64)
+    public var tunnelPackets: (rx: UInt64, tx: UInt64)
+    public var underlayBytes: (rx: UInt64, tx: UInt64)
+    public var outsideBytes: (rx: UInt64, tx: UInt64)
+    /// The worse of the two interfaces' qualities.
+    public var quality: Quality
+    /// A lower-bound input or a shared underlay: the figure may be off
+    /// either way.
+    public var uncertain: Bool
+
+    public static func == (a: OutsideEstimate, b: OutsideEstimate) -> Bool {
+        a.seconds == b.seconds && a.tunnelBytes == b.tunnelBytes && a.tunnelPackets == b.tunnelPackets
+            && a.underlayBytes == b.underlayBytes && a.outsideBytes == b.outsideBytes && a.quality == b.quality && a.uncertain == b.uncertain
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(outsideBytes.rx)
+        hasher.combine(outsideBytes.tx)
+    }
+
+    /// `underlay - tunnel - packets x overhead`, floored at 0.
+    public static func outside(underlay: UInt64, tunnel: UInt64, packets: UInt64, overhead: Int) -> UInt64 {
+        let (perPacket, o1) = packets.multipliedReportingOverflow(by: UInt64(max(0, overhead)))
+        let (used, o2) = tunnel.addingReportingOverflow(perPacket)
+        if o1 || o2 { return 0 }
+        return underlay > used ? underlay - used : 0
+    }
+
+    /// The estimate from the two interfaces' deltas over the same window.
+    public init(tunnel: InterfaceDelta, underlay: InterfaceDelta, overhead: Int, sharedUnderlay: Bool) {
+        seconds = tunnel.seconds ?? underlay.seconds ?? 0
+        tunnelBytes = (tunnel.counters.rxBytes, tunnel.counters.txBytes)
+        tunnelPackets = (tunnel.counters.rxPackets, tunnel.counters.txPackets)
+        underlayBytes = (underlay.counters.rxBytes, underlay.counters.txBytes)
+        outsideBytes = (
+            Self.outside(underlay: underlay.counters.rxBytes, tunnel: tunnel.counters.rxBytes, packets: tunnel.counters.rxPackets, overhead: overhead),
+            Self.outside(underlay: underlay.counters.txBytes, tunnel: tunnel.counters.txBytes, packets: tunnel.counters.txPackets, overhead: overhead))
+        quality = max(tunnel.quality, underlay.quality)
+        uncertain = sharedUnderlay || quality == .lowerBound
+    }
+
+    public init(
+        seconds: Double, tunnelBytes: (rx: UInt64, tx: UInt64), tunnelPackets: (rx: UInt64, tx: UInt64),
+        underlayBytes: (rx: UInt64, tx: UInt64), outsideBytes: (rx: UInt64, tx: UInt64), quality: Quality, uncertain: Bool
+    ) {
+        self.seconds = seconds
+        self.tunnelBytes = tunnelBytes
+        self.tunnelPackets = tunnelPackets
+        self.underlayBytes = underlayBytes
+        self.outsideBytes = outsideBytes
+        self.quality = quality
+        self.uncertain = uncertain
+    }
+}
+
+/// What `ifmeter route` reports.
+public struct RouteReport: Sendable {
+    public var probes: [ProbeRoute]
+    public var tunnels: [(underlay: TunnelUnderlay, estimate: OutsideEstimate?)]
+
+    public init(probes: [ProbeRoute], tunnels: [(underlay: TunnelUnderlay, estimate: OutsideEstimate?)]) {
+        self.probes = probes
+        self.tunnels = tunnels
+    }
+
+    /// Ordinary traffic leaves outside the tunnels: some probe's packets
+    /// would leave by an interface that is not a tunnel. A probe with no
+    /// route leaves nowhere, so it does not count against the tunnels.
+    public var leaksOutside: Bool { probes.contains { $0.leavesOutside } }
+
+    public static let caveat = """
+        The outside estimate is underlay bytes minus tunnel bytes minus tunnel packets x overhead, floored at 0: \
+        the traffic that used the underlay without the tunnel (local network traffic, the tunnel's own control \
+        traffic, and leaks). It is an estimate from interface counters; a wrong overhead or a second tunnel on \
+        the same underlay moves it.
+        """
+
+    public func json(window: Bool) -> JSONValue {
+        func pair(_ p: (rx: UInt64, tx: UInt64)) -> JSONValue { .object(["rx": .number(p.rx), "tx": .number(p.tx)]) }
+        let probes = probes.map { p -> JSONValue in
+            var o: [String: JSONValue] = [
+                "probe": .string(p.probe),
+                "interface": p.interface.map(JSONValue.string) ?? .null,
+                "kind": p.classification.map { .string($0.kind.rawValue) } ?? .null,
+                "evidence": p.classification.map { .string($0.evidence) } ?? .null,
+                "gateway": p.gateway.map(JSONValue.string) ?? .null,
+                "via_tunnel": .bool(p.viaTunnel),
+            ]
+            if let failure = p.failure { o["no_route"] = .string(failure) }
+            return .object(o)
+        }
+        let tunnels = tunnels.map { t -> JSONValue in
+            var o: [String: JSONValue] = [
+                "tunnel": .string(t.underlay.tunnel),
+                "underlay": t.underlay.underlay.map(JSONValue.string) ?? .null,
+                "evidence": .string(t.underlay.evidence),
+                "overhead_bytes": .number(t.underlay.overheadBytes),
+                "shared_underlay": .bool(t.underlay.sharedUnderlay),
+            ]
+            if window, let e = t.estimate {
+                o["window"] = .number(e.seconds)
+                o["tunnel_bytes"] = pair(e.tunnelBytes)
+                o["tunnel_packets"] = pair(e.tunnelPackets)
+                o["underlay_bytes"] = pair(e.underlayBytes)
+                o["outside_bytes"] = pair(e.outsideBytes)
+                o["quality"] = .string(e.quality.name)
+                o["uncertain"] = .bool(e.uncertain)
+            }
+            return .object(o)
+        }
+        return .object([
+            "estimate": .bool(true),
+            "caveat": .string(Caveat.sentence + " " + Self.caveat),
+            "leaves_outside_tunnels": .bool(leaksOutside),
+            "probes": .array(probes),
+            "tunnels": .array(tunnels),
+        ])
+    }
+
+    public func text(window: Bool, bits: Bool = false) -> String {
+        var out = ""
+        var probeTable = TextTable(headers: ["PROBE", "INTERFACE", "KIND", "EVIDENCE", "GATEWAY", "VIA TUNNEL"])
+        for p in probes {
+            probeTable.add([
+                p.probe, p.interface.map { TerminalText.escaped($0) } ?? "-", p.classification?.kind.rawValue ?? "-",
+                p.classification?.evidence ?? "-", p.gateway ?? "-",
+                p.interface == nil ? "no route (\(p.failure ?? "unreachable"))" : (p.viaTunnel ? "yes" : "NO"),
+            ])
+        }
+        out += probeTable.lines().joined(separator: "\n") + "\n\n"
+        if tunnels.isEmpty {
+            out += "No tunnel interfaces.\n\n"
+        } else {
+            var headers = ["TUNNEL", "UNDERLAY", "EVIDENCE", "OVERHEAD"]
+            if window { headers += ["WINDOW", "TUNNEL RX", "TUNNEL TX", "UNDERLAY RX", "UNDERLAY TX", "OUTSIDE RX", "OUTSIDE TX", "QUALITY"] }
+            var table = TextTable(headers: headers, rightAligned: window ? [3, 4, 5, 6, 7, 8, 9, 10] : [3])
+            for t in tunnels {
+                var row = [
+                    TerminalText.escaped(t.underlay.tunnel), t.underlay.underlay.map { TerminalText.escaped($0) } ?? "-",
+                    t.underlay.evidence + (t.underlay.sharedUnderlay ? " (shared)" : ""), "\(t.underlay.overheadBytes) B",
+                ]
+                if window {
+                    if let e = t.estimate {
+                        let mark = e.uncertain ? "?" : e.quality.mark
+                        row += [
+                            Units.duration(e.seconds), Units.bytes(e.tunnelBytes.rx), Units.bytes(e.tunnelBytes.tx),
+                            Units.bytes(e.underlayBytes.rx), Units.bytes(e.underlayBytes.tx),
+                            mark + " " + Units.bytes(e.outsideBytes.rx), mark + " " + Units.bytes(e.outsideBytes.tx),
+                            e.uncertain ? "uncertain" : e.quality.name,
+                        ]
+                    } else {
+                        row += ["-", "-", "-", "-", "-", "-", "-", "no underlay"]
+                    }
+                }
+                table.add(row)
+            }
+            out += table.lines().joined(separator: "\n") + "\n\n"
+        }
+        let outside = probes.filter(\.leavesOutside)
+        if let first = outside.first {
+            out += "Verdict: ordinary traffic leaves OUTSIDE the tunnels: \(first.probe) by \(TerminalText.escaped(first.interface ?? "-"))"
+            out += outside.count > 1 ? " (and \(outside.count - 1) more probes).\n" : ".\n"
+        } else if probes.contains(where: \.viaTunnel) {
+            out += "Verdict: every probe that has a route leaves through a tunnel.\n"
+        } else {
+            out += "Verdict: no probe has a route; nothing would leave.\n"
+        }
+        out += wordWrap(Self.caveat, width: 100).joined(separator: "\n") + "\n"
+        out += Caveat.sentence + "\n"
+        return out
+    }
+}

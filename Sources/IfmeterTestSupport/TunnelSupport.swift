@@ -1,0 +1,110 @@
+import Foundation
+import IfmeterSampling
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real tunnel between the two namespaces of a veth pair: a tun in each
+/// (`tA` 10.78.0.1 and `tB` 10.78.0.2, point to point), and a forwarder in
+/// this process that carries each tun's packets as UDP over the veth (port
+/// 5555 on both ends), as a VPN client does. Its underlay is the veth.
+public final class UDPTunnel: @unchecked Sendable {
+    public let pair: VethPair
+    public let tunA = "tA", tunB = "tB"
+    public let ipA = "10.78.0.1", ipB = "10.78.0.2"
+    public static let port: UInt16 = 5555
+    private var fds: [Int32] = []
+    private let stopping = Atomic<Bool>(false)
+    private var threads: [Thread] = []
+    private let finished = DispatchGroup()
+
+    public init(over pair: VethPair) throws {
+        self.pair = pair
+        let tunnelA = try pair.a.openTun(tunA), tunnelB = try pair.b.openTun(tunB)
+        fds = [tunnelA, tunnelB]
+        for (ns, tun, local, peer) in [(pair.a, tunA, ipA, ipB), (pair.b, tunB, ipB, ipA)] {
+            try ns.ip("addr", "add", local + "/32", "peer", peer + "/32", "dev", tun)
+            try ns.ip("link", "set", tun, "up")
+        }
+        let socketA = try NetworkNamespace.perform(in: pair.a.name) { try udpSocket(bindTo: pair.ipA, port: Self.port) }
+        let socketB = try NetworkNamespace.perform(in: pair.b.name) { try udpSocket(bindTo: pair.ipB, port: Self.port) }
+        fds += [socketA, socketB]
+        // tun -> UDP to the other end; UDP -> tun.
+        start { [pair] buffer in try Self.carry(from: tunnelA, buffer) { try Self.send($0, on: socketA, to: pair.ipB) } }
+        start { [pair] buffer in try Self.carry(from: tunnelB, buffer) { try Self.send($0, on: socketB, to: pair.ipA) } }
+        start { buffer in try Self.carry(from: socketA, buffer) { _ = write(tunnelA, $0.baseAddress, $0.count) } }
+        start { buffer in try Self.carry(from: socketB, buffer) { _ = write(tunnelB, $0.baseAddress, $0.count) } }
+    }
+
+    deinit { stop() }
+
+    /// Stops the forwarder and closes the tuns (which deletes them).
+    public func stop() {
+        guard !stopping.exchange(true, ordering: .relaxed) else { return }
+        finished.wait()
+        for fd in fds { close(fd) }
+    }
+
+    private func start(_ body: @escaping @Sendable (UnsafeMutableRawBufferPointer) throws -> Bool) {
+        finished.enter()
+        let thread = Thread { [self] in
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65536, alignment: 8)
+            defer {
+                buffer.deallocate()
+                finished.leave()
+            }
+            while !stopping.load(ordering: .relaxed) {
+                guard (try? body(buffer)) == true else { continue }
+            }
+        }
+        threads.append(thread)
+        thread.start()
+    }
+
+    /// Waits up to 50 ms for one packet on `fd` and hands it on.
+    private static func carry(from fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, _ forward: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&p, 1, 50) == 1 else { return false }
+        let n = read(fd, buffer.baseAddress, buffer.count)
+        guard n > 0 else { return false }
+        try forward(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
+        return true
+    }
+
+    private static func send(_ packet: UnsafeRawBufferPointer, on fd: Int32, to ip: String) throws {
+        var to = sockaddrIn(ip, port)
+        _ = withUnsafePointer(to: &to) { ptr in
+            ptr.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                sendto(fd, packet.baseAddress, packet.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+    }
+
+    /// Sends `count` UDP datagrams of `payload` bytes from A to `ip` (B's
+    /// end of the tunnel or of the veth) at `port`, where a socket in B
+    /// receives them (so no ICMP comes back).
+    public func sendUDP(to ip: String, port: UInt16, count: Int, payload: Int) throws {
+        let receiver = try NetworkNamespace.perform(in: pair.b.name) { try udpSocket(bindTo: ip, port: port) }
+        defer { close(receiver) }
+        try NetworkNamespace.perform(in: pair.a.name) { () throws in
+            let fd = try udpSocket(bindTo: nil, port: 0)
+            defer { close(fd) }
+            var to = sockaddrIn(ip, port)
+            let data = [UInt8](repeating: 0x5A, count: payload)
+            for _ in 0..<count {
+                let n = withUnsafePointer(to: &to) { ptr in
+                    ptr.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        sendto(fd, data, data.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                }
+                guard n == payload else { throw TestFailure("sendto \(ip): \(String(cString: strerror(errno)))") }
+                // Paced, so that the forwarder's socket buffers never drop.
+                usleep(200)
+            }
+        }
+        // The last datagrams through the forwarder.
+        Thread.sleep(forTimeInterval: 0.2)
+    }
+}

@@ -1,0 +1,128 @@
+import Foundation
+import IfmeterCore
+import IfmeterTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `ifmeter route` against a real tunnel: two namespaces joined by a veth
+/// (the underlay), a tun in each, and a forwarder carrying the tuns'
+/// packets as UDP over the veth.
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+struct RouteTests {
+    func json(_ text: String) throws -> JSONValue { try JSONParser.parse(text) }
+
+    func probe(_ report: JSONValue) -> JSONValue? {
+        guard case .array(let list)? = report["probes"] else { return nil }
+        return list.first
+    }
+
+    func tunnelEntry(_ report: JSONValue, _ name: String) -> JSONValue? {
+        guard case .array(let list)? = report["tunnels"] else { return nil }
+        return list.first { $0["tunnel"]?.stringValue == name }
+    }
+
+    @Test func theVerdictFollowsTheDefaultRoute() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let tunnel = try UDPTunnel(over: pair)
+        defer { tunnel.stop() }
+        // Everything through the tunnel.
+        try pair.a.ip("route", "add", "default", "dev", tunnel.tunA)
+        var result = try ifmeter(["route", "--netns", pair.a.name, "--probe", "192.0.2.99", "--format", "json"])
+        #expect(result.status == 0, "\(result.err)")
+        var report = try json(result.out)
+        #expect(probe(report)?["interface"]?.stringValue == tunnel.tunA)
+        #expect(probe(report)?["via_tunnel"] == .bool(true) && probe(report)?["kind"]?.stringValue == "tunnel")
+        #expect(report["estimate"] == .bool(true))
+        // The tunnel's underlay: no default route outside the tunnel now,
+        // so it must be named (or found by its endpoint).
+        #expect(tunnelEntry(report, tunnel.tunA)?["underlay"] == .null)
+        result = try ifmeter(["route", "--netns", pair.a.name, "--probe", "192.0.2.99", "--endpoint", "\(tunnel.tunA)=\(pair.ipB)", "--format", "json"])
+        report = try json(result.out)
+        #expect(tunnelEntry(report, tunnel.tunA)?["underlay"]?.stringValue == pair.nameA)
+        #expect(tunnelEntry(report, tunnel.tunA)?["evidence"]?.stringValue?.contains("endpoint") == true)
+
+        // A split route: ordinary traffic leaves by the veth.
+        try pair.a.ip("route", "replace", "default", "via", pair.ipB, "dev", pair.nameA)
+        result = try ifmeter(["route", "--netns", pair.a.name, "--probe", "192.0.2.99", "--format", "json"])
+        #expect(result.status == 3, "\(result.err)")
+        report = try json(result.out)
+        #expect(probe(report)?["interface"]?.stringValue == pair.nameA && probe(report)?["via_tunnel"] == .bool(false))
+        #expect(probe(report)?["gateway"]?.stringValue == pair.ipB)
+        #expect(tunnelEntry(report, tunnel.tunA)?["underlay"]?.stringValue == pair.nameA, "the best default route outside the tunnels")
+        let text = try ifmeter(["route", "--netns", pair.a.name, "--probe", "192.0.2.99"])
+        #expect(text.status == 3 && text.out.contains("OUTSIDE the tunnels") && text.out.contains("estimate"), "\(text.out)")
+
+        // A probe with no route leaves nowhere: not a leak.
+        try pair.a.ip("route", "del", "default")
+        result = try ifmeter(["route", "--netns", pair.a.name, "--probe", "192.0.2.99", "--probe", "2001:db8::1", "--format", "json"])
+        #expect(result.status == 0, "\(result.out)")
+    }
+
+    /// The outside estimate over a window: within 2% of what went around
+    /// the tunnel, and 0 (within one packet's overhead) when nothing did.
+    @Test func theOutsideEstimateCountsWhatWentAround() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let tunnel = try UDPTunnel(over: pair)
+        defer { tunnel.stop() }
+        try pair.a.ip("route", "add", "default", "dev", tunnel.tunA)
+        let binary = try ifmeterBinary()
+
+        func window(inside: Int, around: Int) throws -> JSONValue {
+            let route = try Background(
+                ["ip", "netns", "exec", pair.a.name, binary, "route", "--probe", "192.0.2.99", "--over", "2500ms",
+                 "--underlay", "\(tunnel.tunA)=\(pair.nameA)", "--format", "json"], name: "route-over")
+            Thread.sleep(forTimeInterval: 0.5)  // after the window's first sample
+            if inside > 0 { try tunnel.sendUDP(to: tunnel.ipB, port: 9100, count: inside, payload: 700) }
+            if around > 0 { try tunnel.sendUDP(to: pair.ipB, port: 9101, count: around, payload: 900) }
+            let deadline = Date().addingTimeInterval(10)
+            while route.process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+            #expect(route.stop() == 0, "\(route.log)")
+            return try json(route.log)
+        }
+
+        let aroundCount = 300, aroundPayload = 900
+        let mixed = try window(inside: 400, around: aroundCount)
+        let t = try #require(tunnelEntry(mixed, tunnel.tunA), "\(mixed)")
+        #expect(t["overhead_bytes"]?.uint64Value == 42, "a tun over UDP and IPv4 (28) on an Ethernet-like veth (14)")
+        let sentAround = UInt64(aroundCount) * VethPair.frameBytes(payload: aroundPayload)
+        let outsideTx = try #require(t["outside_bytes"]?["tx"]?.uint64Value)
+        let tunnelTx = try #require(t["tunnel_bytes"]?["tx"]?.uint64Value)
+        #expect(tunnelTx == 400 * UInt64(20 + 8 + 700), "the tunnel carried what went inside it")
+        let error = abs(Double(outsideTx) - Double(sentAround)) / Double(sentAround)
+        #expect(error <= 0.02, "outside tx \(outsideTx) against \(sentAround) sent around the tunnel")
+        #expect(t["quality"]?.stringValue == "exact" && t["uncertain"] == .bool(false))
+
+        let quiet = try window(inside: 400, around: 0)
+        let q = try #require(tunnelEntry(quiet, tunnel.tunA))
+        let quietTx = try #require(q["outside_bytes"]?["tx"]?.uint64Value)
+        let quietRx = try #require(q["outside_bytes"]?["rx"]?.uint64Value)
+        #expect(quietTx <= 42 && quietRx <= 42, "nothing went around: outside \(quietTx)/\(quietRx)")
+        #expect((q["tunnel_bytes"]?["tx"]?.uint64Value ?? 0) > 0)
+    }
+
+    @Test func badValuesAreUsageErrors() throws {
+        for (arguments, needle) in [
+            (["route", "--probe", "not-an-address"], "--probe"),
+            (["route", "--underlay", "tun0"], "--underlay"),
+            (["route", "--overhead", "tun0=-3"], "--overhead"),
+            (["route", "--endpoint", "tun0=999.1.1.1"], "--endpoint"),
+            (["route", "--all-netns"], "one --netns"),
+        ] {
+            let result = try ifmeter(arguments)
+            #expect(result.status == 64 && result.err.contains(needle) && result.err.split(separator: "\n").count == 1, "\(arguments): \(result.err)")
+        }
+    }
+
+    @Test func theEstimateIsFlooredAndOverflowSafe() {
+        #expect(OutsideEstimate.outside(underlay: 1000, tunnel: 600, packets: 5, overhead: 42) == 190)
+        #expect(OutsideEstimate.outside(underlay: 100, tunnel: 600, packets: 5, overhead: 42) == 0)
+        #expect(OutsideEstimate.outside(underlay: 100, tunnel: .max, packets: .max, overhead: 42) == 0)
+        #expect(TunnelUnderlay.defaultOverhead(tunnel: Classification(kind: .tunnel, evidence: "link-kind:wireguard"), underlayARPHRD: 519) == 60)
+        #expect(TunnelUnderlay.defaultOverhead(tunnel: Classification(kind: .tunnel, evidence: "link-kind:tun"), underlayARPHRD: 1) == 42)
+    }
+}
