@@ -8,8 +8,6 @@ import IfmeterSampling
 /// `ifmeter route`: the kernel's routing decision for probe addresses, each
 /// tunnel's underlay, and how much traffic went around the tunnels.
 struct RouteCommand: Command {
-    static let defaultProbes = ["8.8.8.8", "2001:4860:4860::8888"]
-
     static let spec = CommandSpec(
         name: "ifmeter route",
         abstract: "Say where ordinary traffic leaves, and how much goes around the tunnels.",
@@ -30,69 +28,19 @@ struct RouteCommand: Command {
             EXIT STATUS: 0 when no probe leaves outside a tunnel (a probe with no
             route leaves nowhere), 3 when one does, 1 on failure, 64 on usage errors.
             """,
-        options: [
-            OptionSpec("--probe", value: "address",
-                       help: "An address to ask about (repeatable). Default: \(defaultProbes.joined(separator: " and ")).", repeatable: true),
-            OptionSpec("--underlay", value: "tun=if", help: "The interface that carries a tunnel (repeatable).", repeatable: true),
-            OptionSpec("--endpoint", value: "tun=address", help: "A tunnel's remote endpoint: its underlay is the route to it (repeatable).",
-                       repeatable: true),
-            OptionSpec("--overhead", value: "tun=bytes", help: "Bytes the underlay counts per tunnel packet beyond the tunnel's count (repeatable).",
-                       repeatable: true),
+        options: RouteOptions.specs + [
             OptionSpec("--over", value: "duration", help: "Sample the counters over this window and estimate the traffic outside the tunnels."),
             OptionSpec("--format", value: "format", help: "text or json.", default: "text"),
         ] + CommonOptions.source)
 
     let setup: SamplingSetup
-    let probes: [(text: String, address: IPAddress)]
-    let underlays: [String: String]
-    let endpoints: [String: IPAddress]
-    let overheads: [String: Int]
+    let options: RouteOptions
     let window: Double?
     let json: Bool
-    let namespace: String?
 
     init(_ p: ParsedArguments) throws(CLIError) {
         json = try CommonOptions.format(p, allowed: ["text", "json"], default: "text") == "json"
-        if p.flag("--all-netns") { throw p.usage("'route' asks one namespace's routing tables: give one --netns, not --all-netns") }
-        let names = try CommonOptions.namespaceNames(p) ?? []
-        if names.count > 1 { throw p.usage("'route' asks one namespace's routing tables: give one --netns, not \(names.count)") }
-        namespace = names.first
-        var probes: [(String, IPAddress)] = []
-        for text in p.has("--probe") ? p.list("--probe") : Self.defaultProbes {
-            guard let address = IPAddress(text) else {
-                throw p.usage("invalid value '\(text)' for '--probe <address>': expected an IPv4 or IPv6 address like 192.0.2.1 or 2001:db8::1")
-            }
-            probes.append((text, address))
-        }
-        self.probes = probes
-        func pairs(_ long: String, _ what: String) throws(CLIError) -> [String: String] {
-            var out: [String: String] = [:]
-            for item in p.list(long) {
-                let parts = item.split(separator: "=", maxSplits: 1).map(String.init)
-                guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
-                    throw p.usage("invalid value '\(item)' for '\(long) <tun=\(what)>': expected TUNNEL=\(what.uppercased()), like tun0=\(what == "if" ? "eth0" : what == "bytes" ? "42" : "192.0.2.7")")
-                }
-                out[parts[0]] = parts[1]
-            }
-            return out
-        }
-        underlays = try pairs("--underlay", "if")
-        var endpoints: [String: IPAddress] = [:]
-        for (tunnel, text) in try pairs("--endpoint", "address") {
-            guard let address = IPAddress(text) else {
-                throw p.usage("invalid value '\(tunnel)=\(text)' for '--endpoint <tun=address>': '\(text)' is not an IPv4 or IPv6 address")
-            }
-            endpoints[tunnel] = address
-        }
-        self.endpoints = endpoints
-        var overheads: [String: Int] = [:]
-        for (tunnel, text) in try pairs("--overhead", "bytes") {
-            guard let bytes = Int(text), (0...1024).contains(bytes) else {
-                throw p.usage("invalid value '\(tunnel)=\(text)' for '--overhead <tun=bytes>': expected a whole number of bytes from 0 to 1024")
-            }
-            overheads[tunnel] = bytes
-        }
-        self.overheads = overheads
+        options = try RouteOptions(p, command: "route")
         window = p.has("--over") ? try CommonOptions.duration(p, "--over", default: 10) : nil
         var setup = try SamplingSetup(p, sampleLimit: window == nil ? 1 : 2, stopOnFailure: true)
         setup.configuration.interval = window ?? 1
@@ -101,16 +49,7 @@ struct RouteCommand: Command {
 
     func run() throws(CLIError) {
         #if os(Linux)
-        let router: Router
-        do {
-            if let namespace {
-                router = try NetworkNamespace.perform(in: namespace) { try Router() }
-            } else {
-                router = try Router()
-            }
-        } catch {
-            throw .runtime("\(error)")
-        }
+        let router = try options.router(watch: false)
         let pipeline = try setup.pipeline()
         let collector = RouteCollector()
         pipeline.subscribe(collector)
@@ -118,11 +57,10 @@ struct RouteCommand: Command {
         pipeline.run(&waiter)
         if let failure = collector.failure { throw .runtime(failure.description) }
         guard let sample = collector.sample else { throw .runtime("no sample was taken") }
-        let routes = RouteAnalysis(
-            router: router, interfaces: sample.interfaces, underlays: underlays, endpoints: endpoints, overheads: overheads)
+        let routes = RouteAnalysis(router: router, interfaces: sample.interfaces, options: options)
         let report: RouteReport
         do {
-            report = try routes.report(probes: probes, deltas: window == nil ? nil : collector.deltas)
+            report = try routes.report(deltas: window == nil ? nil : collector.deltas)
         } catch {
             throw .runtime(error.description)
         }
@@ -161,9 +99,10 @@ final class RouteCollector: PipelineSubscriber {
 struct RouteAnalysis {
     let router: Router
     let interfaces: [InterfaceSample]
-    let underlays: [String: String]
-    let endpoints: [String: IPAddress]
-    let overheads: [String: Int]
+    let options: RouteOptions
+    var underlays: [String: String] { options.underlays }
+    var endpoints: [String: IPAddress] { options.endpoints }
+    var overheads: [String: Int] { options.overheads }
 
     func interface(index: Int?) -> InterfaceSample? {
         guard let index else { return nil }
@@ -227,9 +166,14 @@ struct RouteAnalysis {
         return found
     }
 
-    func report(probes: [(text: String, address: IPAddress)], deltas: [InterfaceDelta]?) throws(SystemError) -> RouteReport {
+    func probes() throws(SystemError) -> [ProbeRoute] {
         var routes: [ProbeRoute] = []
-        for (text, address) in probes { routes.append(try probe(text, address)) }
+        for (text, address) in options.probes { routes.append(try probe(text, address)) }
+        return routes
+    }
+
+    func report(deltas: [InterfaceDelta]?) throws(SystemError) -> RouteReport {
+        let routes = try probes()
         let byName = Dictionary((deltas ?? []).map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         let tunnels = try tunnels().map { t -> (underlay: TunnelUnderlay, estimate: OutsideEstimate?) in
             guard deltas != nil, let tunnel = byName[t.tunnel], let underlay = t.underlay.flatMap({ byName[$0] }) else { return (t, nil) }
@@ -239,3 +183,82 @@ struct RouteAnalysis {
     }
 }
 #endif
+
+/// The options `route` and `serve --probe` share: probes, underlays,
+/// endpoints, overheads, and the one namespace whose routes are asked.
+struct RouteOptions {
+    static let defaultProbes = ["8.8.8.8", "2001:4860:4860::8888"]
+
+    static let specs: [OptionSpec] = [
+        OptionSpec("--probe", value: "address",
+                   help: "An address to ask the kernel's routing about (repeatable; no packet is sent). Default: \(defaultProbes.joined(separator: " and ")).",
+                   repeatable: true),
+        OptionSpec("--underlay", value: "tun=if", help: "The interface that carries a tunnel (repeatable).", repeatable: true),
+        OptionSpec("--endpoint", value: "tun=address", help: "A tunnel's remote endpoint: its underlay is the route to it (repeatable).",
+                   repeatable: true),
+        OptionSpec("--overhead", value: "tun=bytes", help: "Bytes the underlay counts per tunnel packet beyond the tunnel's count (repeatable).",
+                   repeatable: true),
+    ]
+
+    let probes: [(text: String, address: IPAddress)]
+    let underlays: [String: String]
+    let endpoints: [String: IPAddress]
+    let overheads: [String: Int]
+    /// The namespace whose routing tables are asked (nil: the own one).
+    let namespace: String?
+
+    init(_ p: ParsedArguments, command: String) throws(CLIError) {
+        if p.flag("--all-netns") { throw p.usage("'\(command)' asks one namespace's routing tables: give one --netns, not --all-netns") }
+        let names = try CommonOptions.namespaceNames(p) ?? []
+        if names.count > 1 { throw p.usage("'\(command)' asks one namespace's routing tables: give one --netns, not \(names.count)") }
+        namespace = names.first
+        var probes: [(String, IPAddress)] = []
+        for text in p.has("--probe") ? p.list("--probe") : Self.defaultProbes {
+            guard let address = IPAddress(text) else {
+                throw p.usage("invalid value '\(text)' for '--probe <address>': expected an IPv4 or IPv6 address like 192.0.2.1 or 2001:db8::1")
+            }
+            probes.append((text, address))
+        }
+        self.probes = probes
+        func pairs(_ long: String, _ what: String, example: String) throws(CLIError) -> [String: String] {
+            var out: [String: String] = [:]
+            for item in p.list(long) {
+                let parts = item.split(separator: "=", maxSplits: 1).map(String.init)
+                guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+                    throw p.usage("invalid value '\(item)' for '\(long) <tun=\(what)>': expected TUNNEL=\(what.uppercased()), like \(example)")
+                }
+                out[parts[0]] = parts[1]
+            }
+            return out
+        }
+        underlays = try pairs("--underlay", "if", example: "tun0=eth0")
+        var endpoints: [String: IPAddress] = [:]
+        for (tunnel, text) in try pairs("--endpoint", "address", example: "tun0=192.0.2.7") {
+            guard let address = IPAddress(text) else {
+                throw p.usage("invalid value '\(tunnel)=\(text)' for '--endpoint <tun=address>': '\(text)' is not an IPv4 or IPv6 address")
+            }
+            endpoints[tunnel] = address
+        }
+        self.endpoints = endpoints
+        var overheads: [String: Int] = [:]
+        for (tunnel, text) in try pairs("--overhead", "bytes", example: "tun0=42") {
+            guard let bytes = Int(text), (0...1024).contains(bytes) else {
+                throw p.usage("invalid value '\(tunnel)=\(text)' for '--overhead <tun=bytes>': expected a whole number of bytes from 0 to 1024")
+            }
+            overheads[tunnel] = bytes
+        }
+        self.overheads = overheads
+    }
+
+    #if os(Linux)
+    /// A router in the namespace asked about.
+    func router(watch: Bool) throws(CLIError) -> Router {
+        do {
+            if let namespace { return try NetworkNamespace.perform(in: namespace) { try Router(watch: watch) } }
+            return try Router(watch: watch)
+        } catch {
+            throw .runtime("\(error)")
+        }
+    }
+    #endif
+}

@@ -25,6 +25,7 @@ public final class ScrapeCache: Sendable {
         var view = TotalsView { ExpositionRow($0) }
         var health: PipelineHealth?
         var generation = 0
+        var routes: RouteExposition?
     }
 
     private let families: ExpositionFamilies
@@ -53,6 +54,12 @@ public final class ScrapeCache: Sendable {
         }
     }
 
+    /// Sets what `serve --probe` shows; called before the update that it
+    /// belongs to is applied, so a render of that generation has it.
+    public func setRoutes(_ routes: RouteExposition) {
+        snapshot.withLock { $0.routes = routes }
+    }
+
     /// The latest exposition in one format, rendered at most once per
     /// generation. Nil only when zlib fails.
     public func rendered(openMetrics: Bool) -> Rendered? {
@@ -61,7 +68,8 @@ public final class ScrapeCache: Sendable {
         return rendering.withLock { _ -> Rendered? in
             let current = snapshot.withLock { $0 }
             if let hit = cache.withLock({ $0[openMetrics] }), hit.generation == current.generation { return hit }
-            let input = Self.input(current.view.sorted(), health: current.health, families: families, version: version, interval: interval)
+            var input = Self.input(current.view.sorted(), health: current.health, families: families, version: version, interval: interval)
+            input.routes = current.routes
             let renderer: any ExpositionRenderer = openMetrics ? OpenMetricsRenderer() : PrometheusTextRenderer()
             guard let gzip = GzipWriter() else { return nil }
             renderer.render(input, chunk: 64 * 1024) { gzip.write($0) }

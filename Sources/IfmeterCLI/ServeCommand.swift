@@ -45,12 +45,14 @@ struct ServeCommand: Command {
             CompatOption.spec,
             OptionSpec("--max-connections", value: "n", help: "Open connections at most; idle ones are closed after 10 s.",
                        default: "1024"),
-        ] + CommonOptions.monitoring)
+        ] + RouteOptions.specs + CommonOptions.monitoring)
 
     let address: ListenAddress
     let families: ExpositionFamilies
     let setup: SamplingSetup
     let limits: HTTPLimits
+    /// `--probe` and the tunnel options: route families in the exposition.
+    let routes: RouteOptions?
 
     init(_ p: ParsedArguments) throws(CLIError) {
         let listen = p.value("--listen") ?? "127.0.0.1:\(defaultServePort)"
@@ -66,6 +68,7 @@ struct ServeCommand: Command {
             limits.perClient = max(1, limits.connections * 3 / 4)
         }
         self.limits = limits
+        routes = p.has("--probe") ? try RouteOptions(p, command: "serve --probe") : nil
     }
 
     func run() throws(CLIError) {
@@ -74,6 +77,10 @@ struct ServeCommand: Command {
         let pipeline = try setup.pipeline()
         let interval = setup.configuration.interval
         let cache = ScrapeCache(families: families, version: IfmeterCLI.version, interval: interval)
+        #if os(Linux)
+        // Before the scrape feed: a generation's render has its routes.
+        if let routes { pipeline.subscribe(try RouteFeed(options: routes) { cache.setRoutes($0) }) }
+        #endif
         let announce = "ifmeter serve: listening on http://\(address)/metrics (source \(pipeline.source.sourceName), every \(Units.duration(interval)))"
         pipeline.subscribe(ScrapeFeed(cache: cache) { Output.error(announce) })
         let server: HTTPServer

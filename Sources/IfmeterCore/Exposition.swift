@@ -4,11 +4,15 @@ public struct ExpositionInput: Sendable {
     public var interfaces: [ExpositionRow]
     public var health: ExporterHealth
     public var families: ExpositionFamilies
+    /// `serve --probe`: where the probes leave, and the traffic outside the
+    /// tunnels.
+    public var routes: RouteExposition?
 
-    public init(interfaces: [ExpositionRow], health: ExporterHealth, families: ExpositionFamilies = .ifmeter) {
+    public init(interfaces: [ExpositionRow], health: ExporterHealth, families: ExpositionFamilies = .ifmeter, routes: RouteExposition? = nil) {
         self.interfaces = interfaces
         self.health = health
         self.families = families
+        self.routes = routes
     }
 }
 
@@ -223,6 +227,7 @@ struct ExpositionWriter {
         let present = input.interfaces.filter(\.present)
         if input.families != .nodeOnly { writeInterfaces(input.interfaces) }
         if input.families != .ifmeter { writeNode(present) }
+        if let routes = input.routes { writeRoutes(routes) }
         writeHealth(input.health, interfaces: input.interfaces.count)
         if openMetrics { append("# EOF\n") }
     }
@@ -339,6 +344,54 @@ struct ExpositionWriter {
                 append("\"} ")
                 append(String(value(stats)))
                 append("\n")
+                lineEnded()
+            }
+        }
+    }
+
+    // MARK: routes and tunnels (serve --probe)
+
+    mutating func writeRoutes(_ routes: RouteExposition) {
+        func labels(_ pairs: [(String, String)]) {
+            append("{")
+            for (n, (label, value)) in pairs.sorted(by: { $0.0 < $1.0 }).enumerated() {
+                if n > 0 { append(",") }
+                append(label)
+                append("=\"")
+                appendEscaped(value)
+                append("\"")
+            }
+            append("} ")
+        }
+        if !routes.egress.isEmpty {
+            header("ifmeter_route_egress", .info, help:
+                "The interface a packet to the probe address would leave by: the kernel's routing decision (RTM_GETROUTE, policy rules included; no packet is sent), followed through route notifications. interface is empty and kind is \"unreachable\" when there is no route.")
+            for probe in routes.egress {
+                append("ifmeter_route_egress_info")
+                labels([("probe", probe.probe), ("interface", probe.interface ?? ""),
+                        ("kind", probe.interface == nil ? "unreachable" : probe.classification?.kind.rawValue ?? "other")])
+                append("1\n")
+                lineEnded()
+            }
+        }
+        if !routes.outside.isEmpty {
+            header("ifmeter_tunnel_outside_bytes", .counter, unit: "bytes", help:
+                "Traffic that used a tunnel's underlay without the tunnel, summed per interval: underlay bytes - tunnel bytes - tunnel packets x overhead, floored at 0 (local network traffic, the tunnel's control traffic, and leaks). \(Caveat.short)")
+            for t in routes.outside {
+                for (direction, value) in [("rx", t.rxBytes), ("tx", t.txBytes)] {
+                    append("ifmeter_tunnel_outside_bytes_total")
+                    labels([("tunnel", t.tunnel), ("underlay", t.underlay), ("direction", direction)])
+                    append(String(value))
+                    append("\n")
+                    lineEnded()
+                }
+            }
+            header("ifmeter_tunnel_outside_uncertain", .gauge, help:
+                "1 when a tunnel's outside estimate may be off either way: another tunnel shares its underlay, or a counter it came from lost traffic (lower bound).")
+            for t in routes.outside {
+                append("ifmeter_tunnel_outside_uncertain")
+                labels([("tunnel", t.tunnel), ("underlay", t.underlay)])
+                append(t.uncertain ? "1\n" : "0\n")
                 lineEnded()
             }
         }

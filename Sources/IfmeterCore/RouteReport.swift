@@ -243,3 +243,29 @@ public struct RouteReport: Sendable {
         return out
     }
 }
+
+/// What `serve --probe` adds to the exposition.
+public struct RouteExposition: Sendable, Hashable {
+    public var egress: [ProbeRoute]
+    public var outside: [OutsideTotal]
+
+    public init(egress: [ProbeRoute] = [], outside: [OutsideTotal] = []) {
+        self.egress = egress
+        self.outside = outside
+    }
+}
+
+/// A tunnel's outside estimate summed since serve started: each interval's
+/// estimate, floored at 0, added up (so it never goes down).
+public struct OutsideTotal: Sendable, Hashable {
+    public var tunnel: String
+    public var underlay: String
+    public var rxBytes: UInt64 = 0
+    public var txBytes: UInt64 = 0
+    public var uncertain = false
+
+    public init(tunnel: String, underlay: String) {
+        self.tunnel = tunnel
+        self.underlay = underlay
+    }
+}

@@ -105,6 +105,50 @@ struct RouteTests {
         #expect((q["tunnel_bytes"]?["tx"]?.uint64Value ?? 0) > 0)
     }
 
+    /// serve --probe follows a route change within one interval, and its
+    /// outside counter counts what went around the tunnel; promtool checks it.
+    @Test func serveFollowsTheRouteAndCountsTheOutside() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let tunnel = try UDPTunnel(over: pair)
+        defer { tunnel.stop() }
+        try pair.a.ip("route", "add", "default", "dev", tunnel.tunA)
+        let server = try Background(
+            ["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--interval", "300ms", "--listen", "127.0.0.1:9874",
+             "--probe", "192.0.2.99", "--underlay", "\(tunnel.tunA)=\(pair.nameA)"], name: "serve-probe")
+        func metrics() throws -> String { try RawHTTP.request("/metrics", port: 9874, in: pair.a.name).text }
+        let egressTun = #"ifmeter_route_egress_info{interface="tA",kind="tunnel",probe="192.0.2.99"} 1"#
+        var text = try waitFor("the probe's route in the exposition") {
+            guard server.process.isRunning else { throw TestFailure("serve exited: \(server.log)") }
+            return (try? metrics()).flatMap { $0.contains(egressTun) ? $0 : nil }
+        }
+        let promtool = try run(["promtool", "check", "metrics"], input: text, allowFailure: true)
+        #expect(promtool.status == 0, "promtool: \(promtool.out)\(promtool.err)")
+
+        // The default route moves to the veth: within one interval (300 ms),
+        // the exposition says so.
+        try pair.a.ip("route", "replace", "default", "via", pair.ipB, "dev", pair.nameA)
+        let changed = Date()
+        let egressVeth = #"ifmeter_route_egress_info{interface="vA",kind="virtual",probe="192.0.2.99"} 1"#
+        text = try waitFor("the new route in the exposition", timeout: 5) { (try? metrics()).flatMap { $0.contains(egressVeth) ? $0 : nil } }
+        #expect(Date().timeIntervalSince(changed) < 0.3 + 0.35, "followed within one interval (and a scrape)")
+
+        // Traffic around the tunnel is counted as outside.
+        let outsideLine = #"ifmeter_tunnel_outside_bytes_total{direction="tx",tunnel="tA",underlay="vA"}"#
+        func outside(_ text: String) -> UInt64 {
+            text.split(separator: "\n").first { $0.hasPrefix(outsideLine) }.flatMap { UInt64($0.split(separator: " ").last ?? "") } ?? 0
+        }
+        let before = outside(text)
+        try tunnel.sendUDP(to: pair.ipB, port: 9102, count: 200, payload: 800)
+        let sent = 200 * VethPair.frameBytes(payload: 800)
+        text = try waitFor("the outside bytes counted") {
+            let t = try metrics()
+            return outside(t) >= before + sent ? t : nil
+        }
+        #expect(Double(outside(text) - before) <= Double(sent) * 1.02, "outside \(outside(text) - before) against \(sent) sent")
+        #expect(server.stop() == 0)
+    }
+
     @Test func badValuesAreUsageErrors() throws {
         for (arguments, needle) in [
             (["route", "--probe", "not-an-address"], "--probe"),

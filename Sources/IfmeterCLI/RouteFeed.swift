@@ -1,0 +1,67 @@
+#if os(Linux)
+import IfmeterCore
+import IfmeterPipeline
+import IfmeterSampling
+
+/// `serve --probe` (and the live view and export): keeps the probes'
+/// routes and each tunnel's outside estimate from the pipeline's updates.
+/// Routes are asked again only when a route or rule notification came, or
+/// the interfaces changed; the outside estimate adds each interval's,
+/// floored at 0, so the totals never go down.
+final class RouteFeed: PipelineSubscriber {
+    let router: Router
+    let options: RouteOptions
+    private(set) var exposition = RouteExposition()
+    private var tunnels: [TunnelUnderlay] = []
+    private var totals: [String: OutsideTotal] = [:]
+    private var interfaceNames: [String] = []
+    /// Called with what changed, before the update reaches later subscribers.
+    private let publish: (RouteExposition) -> Void
+    private(set) var lastError: SystemError?
+
+    init(options: RouteOptions, publish: @escaping (RouteExposition) -> Void) throws(CLIError) {
+        self.options = options
+        router = try options.router(watch: true)
+        self.publish = publish
+    }
+
+    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
+        guard case .sampled = update.outcome, let sample = update.reading?.sample else { return }
+        let names = sample.interfaces.map(\.name)
+        // Routing changed (a notification), or the links did: ask again.
+        if router.changed() || names != interfaceNames {
+            interfaceNames = names
+            let analysis = RouteAnalysis(router: router, interfaces: sample.interfaces, options: options)
+            do {
+                exposition.egress = try analysis.probes()
+                tunnels = try analysis.tunnels()
+                lastError = nil
+            } catch {
+                lastError = error
+            }
+        }
+        if !update.isBaseline {
+            let byName = Dictionary(update.deltas.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+            for t in tunnels {
+                guard let underlay = t.underlay else { continue }
+                var total = totals[t.tunnel + "\u{0}" + underlay] ?? OutsideTotal(tunnel: t.tunnel, underlay: underlay)
+                // serve publishes only intervals where something happened:
+                // an interface missing here moved nothing.
+                if let u = byName[underlay] {
+                    let tunnelCounters = byName[t.tunnel]?.counters ?? Counters(rxBytes: 0, txBytes: 0, rxPackets: 0, txPackets: 0)
+                    total.rxBytes &+= OutsideEstimate.outside(
+                        underlay: u.counters.rxBytes, tunnel: tunnelCounters.rxBytes, packets: tunnelCounters.rxPackets, overhead: t.overheadBytes)
+                    total.txBytes &+= OutsideEstimate.outside(
+                        underlay: u.counters.txBytes, tunnel: tunnelCounters.txBytes, packets: tunnelCounters.txPackets, overhead: t.overheadBytes)
+                    let lost = u.quality == .lowerBound || byName[t.tunnel]?.quality == .lowerBound
+                    total.uncertain = total.uncertain || lost
+                }
+                total.uncertain = total.uncertain || t.sharedUnderlay
+                totals[t.tunnel + "\u{0}" + underlay] = total
+            }
+        }
+        exposition.outside = totals.values.sorted { ($0.tunnel, $0.underlay) < ($1.tunnel, $1.underlay) }
+        publish(exposition)
+    }
+}
+#endif
