@@ -6,12 +6,31 @@ SWIFT ?= $(shell command -v swift 2>/dev/null || echo /opt/swift/usr/bin/swift)
 BUILD_PACKAGES := pkg-config libnl-3-dev libnl-route-3-dev libmicrohttpd-dev zlib1g-dev libsqlite3-dev iproute2
 # promtool and a real Prometheus server, node_exporter to compare with,
 # and the reference OpenMetrics parser (prometheus_client, for /usr/bin/python3).
+# man-db, groff, bash-completion, zsh, fish and systemd check what
+# `make install` puts: pages, completions and the service (InstallTests).
 TEST_PACKAGES := $(BUILD_PACKAGES) prometheus prometheus-node-exporter gzip python3-prometheus-client python3-venv \
-	tmux procps sqlite3 util-linux
+	tmux procps sqlite3 util-linux man-db groff bash-completion zsh fish systemd
 BENCH_PACKAGES := $(BUILD_PACKAGES) wrk prometheus-node-exporter tmux time
 RUN_ARGS ?= live
 
-.PHONY: run test bench build release deps clean
+# `make install` and `make uninstall`: the usual PREFIX and DESTDIR. BINARY=
+# installs that binary instead of building the release one (the tests use it).
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+BASHCOMPLETIONDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPLETIONDIR ?= $(PREFIX)/share/zsh/vendor-completions
+FISHCOMPLETIONDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+# Where Debian's packages put units for PREFIX=/usr; under the prefix otherwise
+# (systemd also reads /usr/local/lib/systemd/system).
+SYSTEMDUNITDIR ?= $(if $(filter /usr,$(PREFIX)),/lib/systemd/system,$(PREFIX)/lib/systemd/system)
+BINARY ?=
+INSTALL_BINARY := $(if $(BINARY),$(BINARY),.build/release/ifmeter)
+GENERATED := .build/install
+INSTALLED_DIRS := $(BINDIR) $(MANDIR)/man1 $(BASHCOMPLETIONDIR) $(ZSHCOMPLETIONDIR) $(FISHCOMPLETIONDIR) $(SYSTEMDUNITDIR)
+
+.PHONY: run test bench build release deps clean install uninstall
 
 deps:
 	@scripts/ensure-packages $(BUILD_PACKAGES)
@@ -38,3 +57,37 @@ bench:
 
 clean:
 	$(SWIFT) package clean
+
+# Man pages and completions come from the binary being installed
+# (--generate-manpage, --generate-completion): the same specs as --help.
+install: $(if $(BINARY),,release)
+	rm -rf $(GENERATED)
+	mkdir -p $(GENERATED)/man1
+	$(INSTALL_BINARY) --generate-manpage $(GENERATED)/man1
+	$(INSTALL_BINARY) --generate-completion bash > $(GENERATED)/ifmeter.bash
+	$(INSTALL_BINARY) --generate-completion zsh > $(GENERATED)/_ifmeter
+	$(INSTALL_BINARY) --generate-completion fish > $(GENERATED)/ifmeter.fish
+	sed 's|@BINDIR@|$(BINDIR)|g' dist/ifmeter-serve.service.in > $(GENERATED)/ifmeter-serve.service
+	install -d $(addprefix $(DESTDIR),$(INSTALLED_DIRS))
+	install -m 755 $(INSTALL_BINARY) $(DESTDIR)$(BINDIR)/ifmeter
+	install -m 644 $(GENERATED)/man1/*.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 $(GENERATED)/ifmeter.bash $(DESTDIR)$(BASHCOMPLETIONDIR)/ifmeter
+	install -m 644 $(GENERATED)/_ifmeter $(DESTDIR)$(ZSHCOMPLETIONDIR)/_ifmeter
+	install -m 644 $(GENERATED)/ifmeter.fish $(DESTDIR)$(FISHCOMPLETIONDIR)/ifmeter.fish
+	install -m 644 $(GENERATED)/ifmeter-serve.service $(DESTDIR)$(SYSTEMDUNITDIR)/ifmeter-serve.service
+
+# Removes what install put: ifmeter's files (every page is ifmeter.1 or
+# ifmeter-COMMAND.1) and, in a DESTDIR staging tree only, the folders left
+# empty (never the system's own).
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/ifmeter
+	rm -f $(DESTDIR)$(MANDIR)/man1/ifmeter.1 $(DESTDIR)$(MANDIR)/man1/ifmeter-*.1
+	rm -f $(DESTDIR)$(BASHCOMPLETIONDIR)/ifmeter
+	rm -f $(DESTDIR)$(ZSHCOMPLETIONDIR)/_ifmeter
+	rm -f $(DESTDIR)$(FISHCOMPLETIONDIR)/ifmeter.fish
+	rm -f $(DESTDIR)$(SYSTEMDUNITDIR)/ifmeter-serve.service
+	@if [ -n "$(DESTDIR)" ]; then \
+		for dir in $(INSTALLED_DIRS); do \
+			while [ "$$dir" != / ] && [ "$$dir" != . ] && rmdir "$(DESTDIR)$$dir" 2>/dev/null; do dir=$$(dirname "$$dir"); done; \
+		done; \
+	fi

@@ -53,10 +53,16 @@ public struct OptionSpec: Sendable {
     public var repeatable: Bool
     /// Left out of `--help` (test and benchmark knobs).
     public var hidden: Bool
+    /// The fixed set of values the option takes, when it has one (kinds,
+    /// formats, sources): completions offer them, man pages list them.
+    public var choices: [String]
+    /// What a free value names (a file, an interface), for completions;
+    /// nil: guessed from `valueName` (see `ValueCompletion`).
+    public var completion: ValueCompletion?
 
     public init(
         _ long: String, short: String? = nil, value: String? = nil, help: String, default defaultText: String? = nil,
-        repeatable: Bool = false, hidden: Bool = false
+        repeatable: Bool = false, hidden: Bool = false, choices: [String] = [], completion: ValueCompletion? = nil
     ) {
         self.long = long
         self.short = short
@@ -65,6 +71,8 @@ public struct OptionSpec: Sendable {
         self.defaultText = defaultText
         self.repeatable = repeatable
         self.hidden = hidden
+        self.choices = choices
+        self.completion = completion
     }
 
     var isFlag: Bool { valueName == nil }

@@ -31,7 +31,7 @@ public enum IfmeterCLI {
 
             \(wordWrap(Caveat.sentence, width: 72).joined(separator: "\n"))
             """,
-        options: [OptionSpec("--version", help: "Show the version.")])
+        options: [OptionSpec("--version", help: "Show the version.")] + Generate.options)
 
     static func pad(_ s: String, _ width: Int) -> String {
         s.count >= width ? s + " " : s + String(repeating: " ", count: width - s.count)
@@ -50,6 +50,7 @@ public enum IfmeterCLI {
     }
 
     static func dispatch(_ arguments: [String]) throws(CLIError) {
+        if try Generate.run(arguments) { return }
         guard let first = arguments.first, !first.hasPrefix("-") else {
             let root = try ParsedArguments.parse(arguments, spec: rootSpec)
             if root.wantsHelp { return try Output.put(rootSpec.help) }
@@ -72,7 +73,7 @@ struct ListCommand: Command {
         name: "ifmeter list",
         abstract: "List interfaces with index, kind, its evidence, counter width, speed and state.",
         options: CommonOptions.source + CommonOptions.filters + [
-            OptionSpec("--format", value: "format", help: "text or json.", default: "text"),
+            OptionSpec("--format", value: "format", help: "text or json.", default: "text", choices: ["text", "json"]),
         ])
 
     let setup: SamplingSetup
@@ -112,7 +113,7 @@ struct SampleCommand: Command {
             CommonOptions.interval,
             OptionSpec("--count", short: "-n", value: "n", help: "Number of intervals to print."),
             OptionSpec("--watch", help: "Print intervals until interrupted."),
-            OptionSpec("--format", value: "format", help: "text or json.", default: "text"),
+            OptionSpec("--format", value: "format", help: "text or json.", default: "text", choices: ["text", "json"]),
             CommonOptions.bits, CommonOptions.maxRate,
         ] + CommonOptions.source + CommonOptions.filters)
 
@@ -233,7 +234,7 @@ struct ReplayCommand: Command {
             line stops the replay with its line number; no report is printed.
             """,
         options: [
-            OptionSpec("--format", value: "format", help: "json or text.", default: "json"),
+            OptionSpec("--format", value: "format", help: "json or text.", default: "json", choices: ["json", "text"]),
             CommonOptions.bits, CommonOptions.maxRate,
         ] + CommonOptions.filters + CommonOptions.namespaceFilters,
         positionals: [PositionalSpec("file", help: "The trace to replay.")])

@@ -15,13 +15,14 @@ enum CommonOptions {
         OptionSpec("--exclude", value: "glob", help: "Leave out interfaces whose name matches.", repeatable: true),
         OptionSpec(
             "--kind", value: "kinds",
-            help: "Only these kinds: wifi, cellular, tunnel, ethernet, loopback, virtual, other.", repeatable: true),
+            help: "Only these kinds: wifi, cellular, tunnel, ethernet, loopback, virtual, other.", repeatable: true,
+            choices: InterfaceKind.allCases.map(\.rawValue)),
     ]
 
     static let source: [OptionSpec] = [
         OptionSpec(
             "--source", value: "source", help: "Counter source: netlink (64-bit) or getifaddrs (32-bit, portable).",
-            default: SourceKind.platformDefault.rawValue),
+            default: SourceKind.platformDefault.rawValue, choices: SourceKind.allCases.map(\.rawValue)),
         OptionSpec("--sysfs-root", value: "path", help: "Read interface facts from this sysfs tree.", hidden: true),
         OptionSpec("--no-sysfs", help: "Read no sysfs facts.", hidden: true),
         OptionSpec(

@@ -14,7 +14,7 @@ struct UsageCommand: Command {
             OptionSpec("--state", value: "path", help: "The state file."),
             OptionSpec("--daily", help: "One row per day (the default)."),
             OptionSpec("--monthly", help: "One row per month."),
-            OptionSpec("--format", value: "format", help: "text or json.", default: "text"),
+            OptionSpec("--format", value: "format", help: "text or json.", default: "text", choices: ["text", "json"]),
             CommonOptions.bits,
         ] + CommonOptions.filters + CommonOptions.namespaceFilters)
 

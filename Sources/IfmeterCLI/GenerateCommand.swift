@@ -1,0 +1,65 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `ifmeter --generate-manpage [DIR]` and `ifmeter --generate-completion
+/// SHELL`: the man pages and completion scripts, from the option specs
+/// (`make install` runs them).
+enum Generate {
+    static let manpage = OptionSpec(
+        "--generate-manpage", value: "dir",
+        help: "Write the man pages (ifmeter.1 and ifmeter-COMMAND.1 for each command) into this folder, made if missing (default: the current folder).")
+    static let completion = OptionSpec(
+        "--generate-completion", value: "shell", help: "Print the completion script for this shell.",
+        choices: CompletionShell.allCases.map(\.rawValue))
+
+    static let options = [manpage, completion]
+
+    /// Runs a `--generate-...` request; false when `arguments` is not one.
+    static func run(_ arguments: [String]) throws(CLIError) -> Bool {
+        guard let first = arguments.first else { return false }
+        var name = first
+        var values = Array(arguments.dropFirst())
+        if let eq = first.firstIndex(of: "=") {
+            name = String(first[..<eq])
+            values.insert(String(first[first.index(after: eq)...]), at: 0)
+        }
+        guard let option = options.first(where: { $0.long == name }) else { return false }
+        func usage(_ message: String) -> CLIError { .usage(message, command: "ifmeter") }
+        if let extra = values.dropFirst().first { throw usage("unexpected argument '\(extra)' after '\(option.long)'") }
+        switch option.long {
+        case manpage.long:
+            try writeManPages(into: values.first ?? ".")
+        default:
+            guard let text = values.first else {
+                throw usage("missing value for '\(option.synopsis)': one of \(option.choices.joined(separator: ", "))")
+            }
+            guard let shell = CompletionShell(rawValue: text) else {
+                throw usage("unknown shell '\(text)' for '\(option.long)'; use \(option.choices.joined(separator: ", "))")
+            }
+            try Output.put(CompletionScript().script(for: shell))
+        }
+        return true
+    }
+
+    /// The pages' date: SOURCE_DATE_EPOCH's, or none (reproducible).
+    static var pageDate: String {
+        guard let text = getenv("SOURCE_DATE_EPOCH").map({ String(cString: $0) }), let seconds = Int64(text) else { return "" }
+        return Roff.date(epoch: seconds)
+    }
+
+    static func writeManPages(into directory: String) throws(CLIError) {
+        if mkdir(directory, 0o755) != 0, errno != EEXIST {
+            throw .runtime("cannot make the folder '\(directory)': \(String(cString: strerror(errno)))")
+        }
+        for page in ManPages(date: pageDate).pages {
+            let path = directory + "/" + page.fileName
+            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            guard fd >= 0 else { throw .runtime("cannot write '\(path)': \(String(cString: strerror(errno)))") }
+            defer { close(fd) }
+            try Output.put(page.text, to: fd)
+        }
+    }
+}
