@@ -18,20 +18,33 @@ struct LiveCommand: Command {
             When stdout is not a terminal, prints one plain line per interface per
             interval instead.
             """,
-        options: [CommonOptions.bits] + CommonOptions.monitoring)
+        options: [CommonOptions.bits] + RouteOptions.specs + CommonOptions.monitoring)
 
     let setup: SamplingSetup
     let bits: Bool
+    /// Routes are followed when one namespace is watched.
+    let routes: RouteOptions?
 
     init(_ p: ParsedArguments) throws(CLIError) {
         bits = p.flag("--bits")
         setup = try SamplingSetup(p, saveEvery: 10)
+        let named = try CommonOptions.namespaceNames(p)?.count ?? 0
+        let several = p.flag("--all-netns") || named > 1
+        if several, p.has("--probe") { throw p.usage("'--probe' asks one namespace's routing tables: give one --netns, not several") }
+        routes = several ? nil : try RouteOptions(p, command: "live")
     }
 
     func run() throws(CLIError) {
         let pipeline = try setup.pipeline()
         if Output.isTerminal(1) {
             let screen = LiveScreen(pipeline: pipeline, bits: bits)
+            #if os(Linux)
+            // Before the screen: each frame shows its sample's route.
+            if let routes, let feed = try? RouteFeed(options: routes, publish: { _ in }) {
+                pipeline.subscribe(feed)
+                feed.onPublish = { [unowned screen, unowned feed] in screen.model.route = feed.summary }
+            }
+            #endif
             pipeline.subscribe(screen)
             TerminalState.enter()
             defer { TerminalState.restore() }

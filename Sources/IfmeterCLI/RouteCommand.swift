@@ -30,7 +30,7 @@ struct RouteCommand: Command {
             """,
         options: RouteOptions.specs + [
             OptionSpec("--over", value: "duration", help: "Sample the counters over this window and estimate the traffic outside the tunnels."),
-            OptionSpec("--format", value: "format", help: "text or json.", default: "text"),
+            OptionSpec("--format", value: "format", help: "text or json.", default: "text", choices: ["text", "json"]),
         ] + CommonOptions.source)
 
     let setup: SamplingSetup

@@ -17,7 +17,11 @@ final class RouteFeed: PipelineSubscriber {
     private var interfaceNames: [String] = []
     /// Called with what changed, before the update reaches later subscribers.
     private let publish: (RouteExposition) -> Void
+    /// Called after `publish`, for a subscriber that reads `summary`.
+    var onPublish: (() -> Void)?
     private(set) var lastError: SystemError?
+    /// The last interval's outside bytes over every tunnel, and its length.
+    private(set) var lastOutside: (rx: UInt64, tx: UInt64, seconds: Double)?
 
     init(options: RouteOptions, publish: @escaping (RouteExposition) -> Void) throws(CLIError) {
         self.options = options
@@ -41,6 +45,7 @@ final class RouteFeed: PipelineSubscriber {
             }
         }
         if !update.isBaseline {
+            var interval: (rx: UInt64, tx: UInt64) = (0, 0)
             let byName = Dictionary(update.deltas.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
             for t in tunnels {
                 guard let underlay = t.underlay else { continue }
@@ -49,19 +54,37 @@ final class RouteFeed: PipelineSubscriber {
                 // an interface missing here moved nothing.
                 if let u = byName[underlay] {
                     let tunnelCounters = byName[t.tunnel]?.counters ?? Counters(rxBytes: 0, txBytes: 0, rxPackets: 0, txPackets: 0)
-                    total.rxBytes &+= OutsideEstimate.outside(
+                    let rx = OutsideEstimate.outside(
                         underlay: u.counters.rxBytes, tunnel: tunnelCounters.rxBytes, packets: tunnelCounters.rxPackets, overhead: t.overheadBytes)
-                    total.txBytes &+= OutsideEstimate.outside(
+                    let tx = OutsideEstimate.outside(
                         underlay: u.counters.txBytes, tunnel: tunnelCounters.txBytes, packets: tunnelCounters.txPackets, overhead: t.overheadBytes)
+                    total.rxBytes &+= rx
+                    total.txBytes &+= tx
+                    interval.rx &+= rx
+                    interval.tx &+= tx
                     let lost = u.quality == .lowerBound || byName[t.tunnel]?.quality == .lowerBound
                     total.uncertain = total.uncertain || lost
                 }
                 total.uncertain = total.uncertain || t.sharedUnderlay
                 totals[t.tunnel + "\u{0}" + underlay] = total
             }
+            if let seconds = update.seconds, seconds > 0, tunnels.contains(where: { $0.underlay != nil }) {
+                lastOutside = (interval.rx, interval.tx, seconds)
+            }
         }
         exposition.outside = totals.values.sorted { ($0.tunnel, $0.underlay) < ($1.tunnel, $1.underlay) }
         publish(exposition)
+        onPublish?()
+    }
+
+    /// The live view's summary of the same.
+    var summary: RouteSummary? {
+        guard let first = exposition.egress.first(where: { $0.interface != nil }) ?? exposition.egress.first else { return nil }
+        let uncertain = exposition.outside.contains(where: \.uncertain)
+        return RouteSummary(
+            probe: first.probe, interface: first.interface, viaTunnel: first.viaTunnel,
+            outsideRx: lastOutside.map { Double($0.rx) / $0.seconds }, outsideTx: lastOutside.map { Double($0.tx) / $0.seconds },
+            uncertain: uncertain)
     }
 }
 #endif

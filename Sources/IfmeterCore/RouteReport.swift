@@ -269,3 +269,24 @@ public struct OutsideTotal: Sendable, Hashable {
         self.underlay = underlay
     }
 }
+
+/// The route part of the live view's summary line: where the first probe
+/// with a route leaves, and the outside rate of the last interval.
+public struct RouteSummary: Sendable, Hashable {
+    public var probe: String
+    /// nil: no probe has a route.
+    public var interface: String?
+    public var viaTunnel: Bool
+    public var outsideRx: Double?
+    public var outsideTx: Double?
+    public var uncertain: Bool
+
+    public init(probe: String, interface: String?, viaTunnel: Bool, outsideRx: Double? = nil, outsideTx: Double? = nil, uncertain: Bool = false) {
+        self.probe = probe
+        self.interface = interface
+        self.viaTunnel = viaTunnel
+        self.outsideRx = outsideRx
+        self.outsideTx = outsideTx
+        self.uncertain = uncertain
+    }
+}

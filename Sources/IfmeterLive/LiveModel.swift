@@ -183,6 +183,9 @@ public struct LiveModel: Sendable {
     public private(set) var longestName = 0
     /// Physical and tunnel rates of the last sample.
     public private(set) var summary = TrafficSummary()
+    /// Where ordinary traffic leaves, and the outside-the-tunnel rate, when
+    /// the view follows routes (one namespace).
+    public var route: RouteSummary?
 
     public init(host: String, source: String, interval: Double) {
         self.host = host

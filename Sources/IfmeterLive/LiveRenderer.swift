@@ -85,12 +85,33 @@ public struct LiveRenderer: Sendable {
         let (physicalRx, physicalTx, tunnelRx, tunnelTx) = (summary.physicalRx, summary.physicalTx, summary.tunnelRx, summary.tunnelTx)
         let r = { (v: Double) in Units.rate(bytesPerSecond: v, bits: model.bits) }
         let physical = Line(width: width).text("physical ", bold).text("↓\(r(physicalRx)) ↑\(r(physicalTx))")
+        var routeLines: [Line] = []
+        if let route = model.route { routeLines.append(self.routeLine(route, width: width, rate: r)) }
         if width >= 72 {
             var line = physical.text("  tunnel ", bold).text("↓\(r(tunnelRx)) ↑\(r(tunnelTx))")
             if width >= 100 { line = line.text(" " + TrafficSummary.wideNote, dim) }
-            return [line]
+            return [line] + routeLines
         }
         return [physical, Line(width: width).text("tunnel   ", bold).text("↓\(r(tunnelRx)) ↑\(r(tunnelTx))").text(" " + TrafficSummary.narrowNote, dim)]
+            + routeLines
+    }
+
+    /// `route 8.8.8.8 → tun0 (tunnel)  outside ↓.. ↑..`: the kernel's routing
+    /// decision for the probe, and what went around the tunnels.
+    func routeLine(_ route: RouteSummary, width: Int, rate: (Double) -> String) -> Line {
+        var line = Line(width: width).text("route ", bold)
+        if let interface = route.interface {
+            line = line.text("\(route.probe) → ").text(TerminalText.escaped(interface), route.viaTunnel ? bold : warning)
+                .text(route.viaTunnel ? " (tunnel)" : " (outside the tunnels)", route.viaTunnel ? dim : warning)
+        } else {
+            line = line.text("\(route.probe): no route", dim)
+        }
+        if let rx = route.outsideRx, let tx = route.outsideTx {
+            let mark = route.uncertain ? "?" : "≈"
+            line = line.text("  outside ", bold).text("\(mark)↓\(rate(rx)) \(mark)↑\(rate(tx))")
+            if width >= 100 { line = line.text(" around the tunnels: local traffic, tunnel control, leaks", dim) }
+        }
+        return line
     }
 
     func footerLines(_ model: LiveModel, width: Int) -> [Line] {
