@@ -63,14 +63,15 @@ struct ServeCommand: Command {
         var limits = HTTPLimits()
         if let n = try CommonOptions.positiveInt(p, "--max-connections") {
             limits.connections = UInt32(min(n, 1 << 20))
-            limits.perClient = max(1, limits.connections * 3 / 4)
+            limits.perClient = max(1, limits.connections / 4)
         }
         self.limits = limits
     }
 
     func run() throws(CLIError) {
         StopSignal.block()
-        raiseOpenFileLimit(to: Int(limits.connections) + 64)
+        // libmicrohttpd's own limit sits a quarter above (see HTTPServer).
+        raiseOpenFileLimit(to: Int(limits.connections) * 5 / 4 + 128)
         let pipeline = try setup.pipeline()
         let interval = setup.configuration.interval
         let cache = ScrapeCache(families: families, version: IfmeterCLI.version, interval: interval)

@@ -18,11 +18,22 @@ typedef void (*cifm_http_logger)(void *cls, const char *message);
 /// Limits that keep slow or broken clients from starving the others.
 typedef struct cifm_http_limits {
     unsigned int threads;           // epoll threads in the pool
-    unsigned int connections;       // open connections at most
-    unsigned int per_ip;            // open connections per client address
+    unsigned int connections;       // open connections; past it the oldest unfinished request is closed
+    unsigned int per_ip;            // the same, per client address
     unsigned int timeout_seconds;   // idle connections are closed after this
     size_t memory_per_connection;   // bounds request headers
+    unsigned int request_deadline_ms;  // a whole request (TLS handshake included) must arrive within this
+    size_t max_query_bytes;         // longer query strings are refused (414)
+    unsigned int max_query_params;  // so are query strings with more parameters
 } cifm_http_limits;
+
+/// What ifmeter knows of one request; libmicrohttpd's `req_cls` points to
+/// it from the request line on, and it is freed when the request ends.
+typedef struct cifm_http_request {
+    int seen;              // the handler has been called for it
+    int uri_too_long;      // the query string is over the limits (its parameters were not parsed)
+    uint64_t body_bytes;   // request body received so far
+} cifm_http_request;
 
 /// Loads libmicrohttpd (`library`, such as libmicrohttpd.so.12) and
 /// resolves what ifmeter uses. Returns 0, or -1 with the reason in `error`.
@@ -46,6 +57,10 @@ typedef struct cifm_http_server cifm_http_server;
 /// NULL on failure (the logger has the reason).
 cifm_http_server *cifm_http_start(int fd, cifm_http_limits limits, cifm_http_handler handler, void *handler_cls,
                                   cifm_http_logger logger, void *logger_cls);
+
+/// Connections closed so far for being too slow (the request deadline) and
+/// to make room (evicted), since the start.
+void cifm_http_counts(cifm_http_server *server, uint64_t *deadline_closed, uint64_t *evicted);
 
 /// Stops the daemon (in-flight responses finish first) and frees it.
 void cifm_http_stop(cifm_http_server *server);
