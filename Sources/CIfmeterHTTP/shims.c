@@ -1,6 +1,8 @@
 #include "CIfmeterHTTP.h"
 
+#include <crypt.h>
 #include <dlfcn.h>
+#include <gnutls/gnutls.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -27,6 +29,50 @@ static struct {
     void (*destroy_response)(struct MHD_Response *);
     const union MHD_ConnectionInfo *(*get_connection_info)(struct MHD_Connection *, enum MHD_ConnectionInfoType, ...);
 } mhd;
+
+// GnuTLS, as loaded by libmicrohttpd (nothing when it was built without).
+static struct {
+    int loaded;
+    int (*allocate_credentials)(gnutls_certificate_credentials_t *);
+    void (*free_credentials)(gnutls_certificate_credentials_t);
+    int (*set_x509_key_mem)(gnutls_certificate_credentials_t, const gnutls_datum_t *, const gnutls_datum_t *,
+                            gnutls_x509_crt_fmt_t);
+    int (*set_x509_trust_mem)(gnutls_certificate_credentials_t, const gnutls_datum_t *, gnutls_x509_crt_fmt_t);
+    int (*priority_init)(gnutls_priority_t *, const char *, const char **);
+    void (*priority_deinit)(gnutls_priority_t);
+    const char *(*strerror)(int);
+    void (*server_set_request)(gnutls_session_t, gnutls_certificate_request_t);
+    void (*session_set_verify_cert)(gnutls_session_t, const char *, unsigned);
+    const gnutls_datum_t *(*get_peers)(gnutls_session_t, unsigned int *);
+    int (*verify_peers2)(gnutls_session_t, unsigned int *);
+    int (*hash_fast)(gnutls_digest_algorithm_t, const void *, size_t, void *);
+} tls;
+
+static void load_gnutls(void) {
+    void *lib = dlopen("libgnutls.so.30", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (!lib)
+        return;
+#define TLS_RESOLVE(field, symbol)                 \
+    do {                                           \
+        *(void **)&tls.field = dlsym(lib, symbol); \
+        if (!tls.field)                            \
+            return;                                \
+    } while (0)
+    TLS_RESOLVE(allocate_credentials, "gnutls_certificate_allocate_credentials");
+    TLS_RESOLVE(free_credentials, "gnutls_certificate_free_credentials");
+    TLS_RESOLVE(set_x509_key_mem, "gnutls_certificate_set_x509_key_mem");
+    TLS_RESOLVE(set_x509_trust_mem, "gnutls_certificate_set_x509_trust_mem");
+    TLS_RESOLVE(priority_init, "gnutls_priority_init");
+    TLS_RESOLVE(priority_deinit, "gnutls_priority_deinit");
+    TLS_RESOLVE(strerror, "gnutls_strerror");
+    TLS_RESOLVE(server_set_request, "gnutls_certificate_server_set_request");
+    TLS_RESOLVE(session_set_verify_cert, "gnutls_session_set_verify_cert");
+    TLS_RESOLVE(get_peers, "gnutls_certificate_get_peers");
+    TLS_RESOLVE(verify_peers2, "gnutls_certificate_verify_peers2");
+    TLS_RESOLVE(hash_fast, "gnutls_hash_fast");
+#undef TLS_RESOLVE
+    tls.loaded = 1;
+}
 
 int cifm_http_load(const char *library, char *error, size_t error_len) {
     if (mhd.start_daemon)
@@ -55,7 +101,108 @@ int cifm_http_load(const char *library, char *error, size_t error_len) {
     RESOLVE(get_connection_info, "MHD_get_connection_info");
     RESOLVE(start_daemon, "MHD_start_daemon");
 #undef RESOLVE
+    load_gnutls();
     return 0;
+}
+
+static gnutls_datum_t datum(const char *text) {
+    gnutls_datum_t d = {(unsigned char *)text, (unsigned int)strlen(text)};
+    return d;
+}
+
+int cifm_tls_check(const cifm_http_tls *settings, char *error, size_t error_len) {
+    if (!tls.loaded) {
+        snprintf(error, error_len, "this libmicrohttpd has no GnuTLS (libgnutls.so.30 is not loaded with it)");
+        return -1;
+    }
+    gnutls_certificate_credentials_t credentials;
+    int rc = tls.allocate_credentials(&credentials);
+    if (rc < 0) {
+        snprintf(error, error_len, "GnuTLS: %s", tls.strerror(rc));
+        return -1;
+    }
+    int result = 0;
+    gnutls_datum_t cert = datum(settings->cert_pem), key = datum(settings->key_pem);
+    rc = tls.set_x509_key_mem(credentials, &cert, &key, GNUTLS_X509_FMT_PEM);
+    if (rc < 0) {
+        snprintf(error, error_len, "cert_file and key_file: %s", tls.strerror(rc));
+        result = -1;
+    }
+    if (result == 0 && settings->trust_pem) {
+        gnutls_datum_t trust = datum(settings->trust_pem);
+        rc = tls.set_x509_trust_mem(credentials, &trust, GNUTLS_X509_FMT_PEM);
+        if (rc <= 0) {
+            snprintf(error, error_len, "client_ca_file: %s", rc < 0 ? tls.strerror(rc) : "no certificate in it");
+            result = -1;
+        }
+    }
+    tls.free_credentials(credentials);
+    if (result == 0) {
+        gnutls_priority_t priority;
+        const char *where = NULL;
+        rc = tls.priority_init(&priority, settings->priorities, &where);
+        if (rc < 0) {
+            snprintf(error, error_len, "TLS versions: GnuTLS priorities '%s': %s", settings->priorities, tls.strerror(rc));
+            result = -1;
+        } else {
+            tls.priority_deinit(priority);
+        }
+    }
+    return result;
+}
+
+int cifm_http_client_cert_ok(struct MHD_Connection *connection, int client_auth) {
+    if (client_auth == 0)
+        return 1;
+    if (!tls.loaded)
+        return 0;
+    const union MHD_ConnectionInfo *info = mhd.get_connection_info(connection, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    if (!info || !info->tls_session)
+        return 0;
+    gnutls_session_t session = (gnutls_session_t)info->tls_session;
+    unsigned int count = 0;
+    if (!tls.get_peers(session, &count) || count == 0)
+        return client_auth == 1;  // none given: fine only when optional
+    unsigned int status = 0;
+    return tls.verify_peers2(session, &status) == 0 && status == 0;
+}
+
+// libcrypt (libxcrypt), loaded the first time a password is checked.
+static pthread_once_t crypt_once = PTHREAD_ONCE_INIT;
+static char *(*crypt_rn_fn)(const char *, const char *, void *, int);
+
+static void load_crypt(void) {
+    void *lib = dlopen("libcrypt.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib)
+        *(void **)&crypt_rn_fn = dlsym(lib, "crypt_rn");
+}
+
+int cifm_crypt_matches(const char *password, const char *hash) {
+    pthread_once(&crypt_once, load_crypt);
+    if (!crypt_rn_fn)
+        return -1;
+    struct crypt_data *data = calloc(1, sizeof *data);
+    if (!data)
+        return -1;
+    int result = -1;
+    const char *computed = crypt_rn_fn(password, hash, data, (int)sizeof *data);
+    if (computed && computed[0] != '*') {
+        size_t a = strlen(computed), b = strlen(hash);
+        unsigned char diff = (unsigned char)(a != b);
+        size_t n = a < b ? a : b;
+        for (size_t i = 0; i < n; i++)
+            diff |= (unsigned char)(computed[i] ^ hash[i]);
+        result = diff == 0;
+    }
+    explicit_bzero(data, sizeof *data);
+    free(data);
+    return result;
+}
+
+int cifm_sha256(const void *data, size_t len, unsigned char digest[32]) {
+    if (!tls.loaded)
+        return -1;
+    return tls.hash_fast(GNUTLS_DIG_SHA256, data, len, digest) == 0 ? 0 : -1;
 }
 
 int cifm_mhd_get_connection_values(struct MHD_Connection *connection, int kind,
@@ -115,6 +262,8 @@ struct cifm_http_server {
     pthread_t sweeper;
     int sweeper_running;
     int stopping;
+    int client_auth;
+    char *cert_pem, *key_pem, *trust_pem, *priorities;  // libmicrohttpd keeps pointers to them
     struct cifm_conn *head;
     unsigned int open;          // listed and not shut down
     uint64_t deadline_closed;
@@ -180,6 +329,19 @@ static void notify_connection(void *cls, struct MHD_Connection *connection, void
             socklen_t len = addr_info->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
                                                                           : sizeof(struct sockaddr_in);
             memcpy(&c->addr, addr_info->client_addr, len);
+        }
+        if (server->client_auth && tls.loaded) {
+            // Ask for a client certificate; when one is required, have
+            // GnuTLS verify it in the handshake (which then fails without
+            // one; with an optional one it would too). The handler checks
+            // every given certificate again (403).
+            const union MHD_ConnectionInfo *session = mhd.get_connection_info(connection, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+            if (session && session->tls_session) {
+                gnutls_session_t s = (gnutls_session_t)session->tls_session;
+                tls.server_set_request(s, server->client_auth == 2 ? GNUTLS_CERT_REQUIRE : GNUTLS_CERT_REQUEST);
+                if (server->client_auth == 2)
+                    tls.session_set_verify_cert(s, NULL, 0);
+            }
         }
         pthread_mutex_lock(&server->lock);
         c->next = server->head;
@@ -331,11 +493,16 @@ static void server_free(struct cifm_http_server *server) {
         mhd.stop_daemon(server->daemon);  // reports every connection closed
     pthread_cond_destroy(&server->wake);
     pthread_mutex_destroy(&server->lock);
+    free(server->cert_pem);
+    free(server->key_pem);
+    free(server->trust_pem);
+    free(server->priorities);
     free(server);
 }
 
-cifm_http_server *cifm_http_start(int fd, cifm_http_limits limits, cifm_http_handler handler, void *handler_cls,
-                                  cifm_http_logger logger, void *logger_cls) {
+cifm_http_server *cifm_http_start(int fd, cifm_http_limits limits, const cifm_http_tls *tls_settings,
+                                  cifm_http_handler handler, void *handler_cls, cifm_http_logger logger,
+                                  void *logger_cls) {
     if (!mhd.start_daemon)
         return NULL;
     struct cifm_http_server *server = calloc(1, sizeof *server);
@@ -351,6 +518,26 @@ cifm_http_server *cifm_http_start(int fd, cifm_http_limits limits, cifm_http_han
     // there for a moment.
     unsigned int headroom = limits.connections / 4 > 64 ? limits.connections / 4 : 64;
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+    struct MHD_OptionItem tls_options[5];
+    int n = 0;
+    if (tls_settings) {
+        flags |= MHD_USE_TLS;
+        server->client_auth = tls_settings->client_auth;
+        server->cert_pem = strdup(tls_settings->cert_pem);
+        server->key_pem = strdup(tls_settings->key_pem);
+        server->priorities = strdup(tls_settings->priorities);
+        server->trust_pem = tls_settings->trust_pem ? strdup(tls_settings->trust_pem) : NULL;
+        if (!server->cert_pem || !server->key_pem || !server->priorities || (tls_settings->trust_pem && !server->trust_pem)) {
+            server_free(server);
+            return NULL;
+        }
+        tls_options[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, server->cert_pem};
+        tls_options[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, server->key_pem};
+        tls_options[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, server->priorities};
+        if (server->trust_pem)
+            tls_options[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0, server->trust_pem};
+    }
+    tls_options[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     server->daemon = mhd.start_daemon(
         flags, 0, NULL, NULL, (MHD_AccessHandlerCallback)handler, handler_cls,
         MHD_OPTION_EXTERNAL_LOGGER, log_adapter, server,
@@ -363,6 +550,7 @@ cifm_http_server *cifm_http_start(int fd, cifm_http_limits limits, cifm_http_han
         MHD_OPTION_NOTIFY_CONNECTION, notify_connection, server,
         MHD_OPTION_NOTIFY_COMPLETED, request_completed, server,
         MHD_OPTION_URI_LOG_CALLBACK, uri_arrived, server,
+        MHD_OPTION_ARRAY, tls_options,
         MHD_OPTION_END);
     if (!server->daemon) {
         server_free(server);

@@ -169,8 +169,40 @@ public final class HTTPServer: Sendable {
 
     /// Binds `address` and starts serving. Throws with the reason when the
     /// address cannot be bound (in use, not local, ...).
-    public init(address: ListenAddress, limits: HTTPLimits = HTTPLimits(), logger: @escaping Logger, handler: @escaping Handler) throws(SystemError) {
+    /// HTTPS when `tls` is given; every request needs Basic credentials
+    /// `authenticator` allows when one is given (401 otherwise).
+    public init(
+        address: ListenAddress, limits: HTTPLimits = HTTPLimits(), tls: HTTPTLSSettings? = nil,
+        authenticator: BasicAuthenticator? = nil, logger: @escaping Logger, handler: @escaping Handler
+    ) throws(SystemError) {
         self.address = address
+        try Self.loadLibrary()
+        if let tls { try Self.check(tls) }
+        let fd = try Self.listen(on: address)
+        let context = HTTPServerContextBox(
+            handler: handler, logger: logger, maxBodyBytes: limits.maxBodyBytes,
+            clientAuth: tls?.clientAuth ?? .none, authenticator: authenticator)
+        self.context = context
+        let raw = cifm_http_limits(
+            threads: limits.threads, connections: limits.connections, per_ip: limits.perClient,
+            timeout_seconds: limits.idleTimeoutSeconds, memory_per_connection: limits.memoryPerConnection,
+            request_deadline_ms: UInt32(limits.requestDeadlineSeconds * 1000),
+            max_query_bytes: limits.maxQueryBytes, max_query_params: limits.maxQueryParameters)
+        let unmanaged = Unmanaged.passUnretained(context).toOpaque()
+        let started = tls.map { tls in
+            tls.withC { cifm_http_start(fd, raw, $0, accessHandler, unmanaged, logHandler, unmanaged) }
+        } ?? cifm_http_start(fd, raw, nil, accessHandler, unmanaged, logHandler, unmanaged)
+        guard let started else {
+            close(fd)
+            throw SystemError(call: "MHD_start_daemon(\(address))", message: "libmicrohttpd could not start")
+        }
+        server = Mutex(started)
+    }
+
+    deinit { stop() }
+
+    /// Loads libmicrohttpd (once).
+    public static func loadLibrary() throws(SystemError) {
         var reason = [CChar](repeating: 0, count: 512)
         // IFMETER_LIBMICROHTTPD names another build of the library.
         let library = getenv("IFMETER_LIBMICROHTTPD").map { String(cString: $0) } ?? "libmicrohttpd.so.12"
@@ -180,23 +212,18 @@ public final class HTTPServer: Sendable {
                 call: "dlopen(\(library))",
                 message: "cannot load libmicrohttpd (\(text)); install it (Debian: libmicrohttpd12) or name it with IFMETER_LIBMICROHTTPD")
         }
-        let fd = try Self.listen(on: address)
-        let context = HTTPServerContextBox(handler: handler, logger: logger, maxBodyBytes: limits.maxBodyBytes)
-        self.context = context
-        let raw = cifm_http_limits(
-            threads: limits.threads, connections: limits.connections, per_ip: limits.perClient,
-            timeout_seconds: limits.idleTimeoutSeconds, memory_per_connection: limits.memoryPerConnection,
-            request_deadline_ms: UInt32(limits.requestDeadlineSeconds * 1000),
-            max_query_bytes: limits.maxQueryBytes, max_query_params: limits.maxQueryParameters)
-        let unmanaged = Unmanaged.passUnretained(context).toOpaque()
-        guard let started = cifm_http_start(fd, raw, accessHandler, unmanaged, logHandler, unmanaged) else {
-            close(fd)
-            throw SystemError(call: "MHD_start_daemon(\(address))", message: "libmicrohttpd could not start")
-        }
-        server = Mutex(started)
     }
 
-    deinit { stop() }
+    /// Whether GnuTLS takes `tls` (the certificate matches the key, the CA
+    /// and versions parse). Throws with GnuTLS's reason.
+    public static func check(_ tls: HTTPTLSSettings) throws(SystemError) {
+        try loadLibrary()
+        var reason = [CChar](repeating: 0, count: 512)
+        let rc = tls.withC { cifm_tls_check($0, &reason, reason.count) }
+        if rc != 0 {
+            throw SystemError(call: "gnutls", message: reason.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
+        }
+    }
 
     /// Stops accepting; in-flight responses finish. Safe to call twice.
     public func stop() {
@@ -273,6 +300,12 @@ private let accessHandler: cifm_http_handler = { cls, connection, url, method, _
         }
         if let length = header(connection, "Content-Length").flatMap(UInt64.init), length > context.maxBodyBytes {
             return queue(HTTPResponse(status: 413, text: "413 Content Too Large: ifmeter takes no request body; send GET /metrics.\n"), on: connection)
+        }
+        if cifm_http_client_cert_ok(connection, context.clientAuth.rawValue) != 1 {
+            return queue(HTTPResponse(status: 403, text: "403 Forbidden: a client certificate signed by the configured CA is required.\n"), on: connection)
+        }
+        if let authenticator = context.authenticator, !authenticator.allows(authorization: header(connection, "Authorization")) {
+            return queue(HTTPResponse(status: 401, text: "401 Unauthorized\n", headers: [("WWW-Authenticate", "Basic")]), on: connection)
         }
         return 1
     }
@@ -361,11 +394,18 @@ private final class HTTPServerContextBox: Sendable {
     let handler: HTTPServer.Handler
     let logger: HTTPServer.Logger
     let maxBodyBytes: UInt64
+    let clientAuth: HTTPTLSSettings.ClientAuth
+    let authenticator: BasicAuthenticator?
 
-    init(handler: @escaping HTTPServer.Handler, logger: @escaping HTTPServer.Logger, maxBodyBytes: UInt64) {
+    init(
+        handler: @escaping HTTPServer.Handler, logger: @escaping HTTPServer.Logger, maxBodyBytes: UInt64,
+        clientAuth: HTTPTLSSettings.ClientAuth, authenticator: BasicAuthenticator?
+    ) {
         self.handler = handler
         self.logger = logger
         self.maxBodyBytes = maxBodyBytes
+        self.clientAuth = clientAuth
+        self.authenticator = authenticator
     }
 
     func handle(_ request: HTTPRequest) -> HTTPResponse { handler(request) }

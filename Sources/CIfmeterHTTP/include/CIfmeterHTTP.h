@@ -53,10 +53,39 @@ void cifm_mhd_destroy_response(struct MHD_Response *response);
 /// A running daemon and its logger.
 typedef struct cifm_http_server cifm_http_server;
 
-/// Starts a daemon on an already bound and listening socket `fd`. Returns
-/// NULL on failure (the logger has the reason).
-cifm_http_server *cifm_http_start(int fd, cifm_http_limits limits, cifm_http_handler handler, void *handler_cls,
-                                  cifm_http_logger logger, void *logger_cls);
+/// HTTPS through libmicrohttpd's GnuTLS: PEM text, a GnuTLS priority
+/// string, and whether clients must show a certificate signed by `trust_pem`.
+typedef struct cifm_http_tls {
+    const char *cert_pem;
+    const char *key_pem;
+    const char *trust_pem;   // NULL: no client certificates asked for
+    const char *priorities;  // such as "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+    int client_auth;         // 0 none, 1 verified if given, 2 required and verified
+} cifm_http_tls;
+
+/// Whether `tls` loads in GnuTLS (certificate and key match, the CA and the
+/// priorities parse). Needs `cifm_http_load` first. Returns 0, or -1 with
+/// the reason in `error`.
+int cifm_tls_check(const cifm_http_tls *tls, char *error, size_t error_len);
+
+/// Starts a daemon on an already bound and listening socket `fd`, serving
+/// HTTPS when `tls` is given. Returns NULL on failure (the logger has the
+/// reason).
+cifm_http_server *cifm_http_start(int fd, cifm_http_limits limits, const cifm_http_tls *tls, cifm_http_handler handler,
+                                  void *handler_cls, cifm_http_logger logger, void *logger_cls);
+
+/// Whether the connection's client certificate satisfies `client_auth`
+/// (as in cifm_http_tls): 1 yes, 0 no.
+int cifm_http_client_cert_ok(struct MHD_Connection *connection, int client_auth);
+
+/// Whether `password` matches the crypt(3) hash `hash` (bcrypt $2y$...),
+/// through libxcrypt's crypt_rn, compared in constant time: 1 yes, 0 no,
+/// -1 when libcrypt cannot be loaded or does not know the hash.
+int cifm_crypt_matches(const char *password, const char *hash);
+
+/// SHA-256 of `data` (GnuTLS's, loaded with libmicrohttpd) into `digest`.
+/// Returns 0, or -1 when GnuTLS is not there.
+int cifm_sha256(const void *data, size_t len, unsigned char digest[32]);
 
 /// Connections closed so far for being too slow (the request deadline) and
 /// to make room (evicted), since the start.
