@@ -136,6 +136,7 @@ struct ServeHardeningTests {
 
         // While they are open: fresh clients, from an address the attack
         // uses and from one it does not, are answered within a second.
+        let open = Self.stillOpen(slow)
         var results: [String] = []
         for round in 0..<6 {
             let source = round % 2 == 0 ? "127.0.0.1" : "127.0.0.9"
@@ -144,8 +145,64 @@ struct ServeHardeningTests {
             #expect(scrape.status == 200 && scrape.seconds < 1, "scrape \(round) from \(source) among 1,100 slowloris and 1,000 half requests: \(results.last!)")
             Thread.sleep(forTimeInterval: 0.5)
         }
-        print("ServeHardeningTests: fresh scrapes under attack: \(results.joined(separator: "; "))")
+        print("ServeHardeningTests: \(open) of \(slow.count) slowloris open, fresh scrapes: \(results.joined(separator: "; "))")
         #expect(server.process.isRunning)
+    }
+
+    /// How many of `fds` the server has not closed (a peek finds no end of stream).
+    static func stillOpen(_ fds: [Int32]) -> Int {
+        fds.filter { fd in
+            var byte: UInt8 = 0
+            let n = recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+            return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
+        }.count
+    }
+
+    @Test func aServerFullOfSlowlorisFromElevenAddressesStillServesAFreshClient() throws {
+        try Netns.requireRoot()
+        Self.raiseDescriptorLimit()
+        let ns = try TestNamespace()
+        let server = try serve(ns)
+        defer { server.stop() }
+
+        // First 1,000 half requests (closed at once), then 1,100 slowloris
+        // connections, 100 from each of 127.0.0.2 ... 127.0.0.12: under the
+        // per-address share, so together they fill every slot.
+        for _ in 0..<1000 {
+            guard let fd = try Self.open(from: "127.0.0.1", in: ns) else { continue }
+            Self.trySend(fd, "GET /metrics HTTP/1.1\r\nHo")
+            close(fd)
+        }
+        var slow: [Int32] = []
+        defer { slow.forEach { close($0) } }
+        for i in 0..<1100 {
+            guard let fd = try Self.open(from: "127.0.0.\(2 + i % 11)", in: ns) else { continue }
+            Self.trySend(fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            slow.append(fd)
+        }
+        let stop = StopFlag()
+        let trickler = Thread { [slow] in
+            var n = 0
+            while !stop.isSet {
+                for _ in 0..<30 where !stop.isSet { Thread.sleep(forTimeInterval: 0.1) }
+                n += 1
+                for fd in slow { Self.trySend(fd, "X-Slow-\(n): y\r\n") }
+            }
+        }
+        trickler.start()
+        defer { stop.set() }
+
+        let open = Self.stillOpen(slow)
+        #expect(open >= 900, "the slowloris connections hold the server's slots: \(open) of \(slow.count) open")
+        var results: [String] = []
+        for round in 0..<4 {
+            let source = round % 2 == 0 ? "127.0.0.1" : "127.0.0.2"
+            let scrape = Self.timedScrape(from: source, in: ns)
+            results.append("\(source): \(scrape.status.map(String.init) ?? "no answer") in \(String(format: "%.2f", scrape.seconds)) s\(scrape.error.map { " (\($0))" } ?? "")")
+            #expect(scrape.status == 200 && scrape.seconds < 1, "scrape \(round) with \(open) slowloris connections open: \(results.last!)")
+            Thread.sleep(forTimeInterval: 0.3)
+        }
+        print("ServeHardeningTests: \(open) of \(slow.count) slowloris open, then: \(results.joined(separator: "; ")); \(Self.stillOpen(slow)) still open")
     }
 
     @Test func aRequestTrickledByteByByteIsClosedAtTheDeadline() throws {
