@@ -97,6 +97,11 @@ struct ServeCommand: Command {
         // TLS settings GnuTLS refuses are the file's fault: found before sampling starts.
         if let tls = webConfig?.tls, let path = webConfigPath {
             do throws(SystemError) {
+                try HTTPServer.loadLibrary()
+            } catch {
+                throw .runtime(error.message)
+            }
+            do throws(SystemError) {
                 try HTTPServer.check(tls)
             } catch {
                 throw .data("web config \(path): tls_server_config: \(error.message); fix the files it names")
