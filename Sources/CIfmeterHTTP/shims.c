@@ -1,11 +1,17 @@
 #include "CIfmeterHTTP.h"
 
+#include <crypt.h>
 #include <dlfcn.h>
+#include <gnutls/gnutls.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <microhttpd.h>
 #include <zlib.h>
 
@@ -21,7 +27,52 @@ static struct {
     enum MHD_Result (*add_response_header)(struct MHD_Response *, const char *, const char *);
     enum MHD_Result (*queue_response)(struct MHD_Connection *, unsigned int, struct MHD_Response *);
     void (*destroy_response)(struct MHD_Response *);
+    const union MHD_ConnectionInfo *(*get_connection_info)(struct MHD_Connection *, enum MHD_ConnectionInfoType, ...);
 } mhd;
+
+// GnuTLS, as loaded by libmicrohttpd (nothing when it was built without).
+static struct {
+    int loaded;
+    int (*allocate_credentials)(gnutls_certificate_credentials_t *);
+    void (*free_credentials)(gnutls_certificate_credentials_t);
+    int (*set_x509_key_mem)(gnutls_certificate_credentials_t, const gnutls_datum_t *, const gnutls_datum_t *,
+                            gnutls_x509_crt_fmt_t);
+    int (*set_x509_trust_mem)(gnutls_certificate_credentials_t, const gnutls_datum_t *, gnutls_x509_crt_fmt_t);
+    int (*priority_init)(gnutls_priority_t *, const char *, const char **);
+    void (*priority_deinit)(gnutls_priority_t);
+    const char *(*strerror)(int);
+    void (*server_set_request)(gnutls_session_t, gnutls_certificate_request_t);
+    void (*session_set_verify_cert)(gnutls_session_t, const char *, unsigned);
+    const gnutls_datum_t *(*get_peers)(gnutls_session_t, unsigned int *);
+    int (*verify_peers2)(gnutls_session_t, unsigned int *);
+    int (*hash_fast)(gnutls_digest_algorithm_t, const void *, size_t, void *);
+} tls;
+
+static void load_gnutls(void) {
+    void *lib = dlopen("libgnutls.so.30", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (!lib)
+        return;
+#define TLS_RESOLVE(field, symbol)                 \
+    do {                                           \
+        *(void **)&tls.field = dlsym(lib, symbol); \
+        if (!tls.field)                            \
+            return;                                \
+    } while (0)
+    TLS_RESOLVE(allocate_credentials, "gnutls_certificate_allocate_credentials");
+    TLS_RESOLVE(free_credentials, "gnutls_certificate_free_credentials");
+    TLS_RESOLVE(set_x509_key_mem, "gnutls_certificate_set_x509_key_mem");
+    TLS_RESOLVE(set_x509_trust_mem, "gnutls_certificate_set_x509_trust_mem");
+    TLS_RESOLVE(priority_init, "gnutls_priority_init");
+    TLS_RESOLVE(priority_deinit, "gnutls_priority_deinit");
+    TLS_RESOLVE(strerror, "gnutls_strerror");
+    TLS_RESOLVE(server_set_request, "gnutls_certificate_server_set_request");
+    TLS_RESOLVE(session_set_verify_cert, "gnutls_session_set_verify_cert");
+    TLS_RESOLVE(get_peers, "gnutls_certificate_get_peers");
+    TLS_RESOLVE(verify_peers2, "gnutls_certificate_verify_peers2");
+    TLS_RESOLVE(hash_fast, "gnutls_hash_fast");
+#undef TLS_RESOLVE
+    tls.loaded = 1;
+}
 
 int cifm_http_load(const char *library, char *error, size_t error_len) {
     if (mhd.start_daemon)
@@ -47,9 +98,111 @@ int cifm_http_load(const char *library, char *error, size_t error_len) {
     RESOLVE(add_response_header, "MHD_add_response_header");
     RESOLVE(queue_response, "MHD_queue_response");
     RESOLVE(destroy_response, "MHD_destroy_response");
+    RESOLVE(get_connection_info, "MHD_get_connection_info");
     RESOLVE(start_daemon, "MHD_start_daemon");
 #undef RESOLVE
+    load_gnutls();
     return 0;
+}
+
+static gnutls_datum_t datum(const char *text) {
+    gnutls_datum_t d = {(unsigned char *)text, (unsigned int)strlen(text)};
+    return d;
+}
+
+int cifm_tls_check(const cifm_http_tls *settings, char *error, size_t error_len) {
+    if (!tls.loaded) {
+        snprintf(error, error_len, "this libmicrohttpd has no GnuTLS (libgnutls.so.30 is not loaded with it)");
+        return -1;
+    }
+    gnutls_certificate_credentials_t credentials;
+    int rc = tls.allocate_credentials(&credentials);
+    if (rc < 0) {
+        snprintf(error, error_len, "GnuTLS: %s", tls.strerror(rc));
+        return -1;
+    }
+    int result = 0;
+    gnutls_datum_t cert = datum(settings->cert_pem), key = datum(settings->key_pem);
+    rc = tls.set_x509_key_mem(credentials, &cert, &key, GNUTLS_X509_FMT_PEM);
+    if (rc < 0) {
+        snprintf(error, error_len, "cert_file and key_file: %s", tls.strerror(rc));
+        result = -1;
+    }
+    if (result == 0 && settings->trust_pem) {
+        gnutls_datum_t trust = datum(settings->trust_pem);
+        rc = tls.set_x509_trust_mem(credentials, &trust, GNUTLS_X509_FMT_PEM);
+        if (rc <= 0) {
+            snprintf(error, error_len, "client_ca_file: %s", rc < 0 ? tls.strerror(rc) : "no certificate in it");
+            result = -1;
+        }
+    }
+    tls.free_credentials(credentials);
+    if (result == 0) {
+        gnutls_priority_t priority;
+        const char *where = NULL;
+        rc = tls.priority_init(&priority, settings->priorities, &where);
+        if (rc < 0) {
+            snprintf(error, error_len, "TLS versions: GnuTLS priorities '%s': %s", settings->priorities, tls.strerror(rc));
+            result = -1;
+        } else {
+            tls.priority_deinit(priority);
+        }
+    }
+    return result;
+}
+
+int cifm_http_client_cert_ok(struct MHD_Connection *connection, int client_auth) {
+    if (client_auth == 0)
+        return 1;
+    if (!tls.loaded)
+        return 0;
+    const union MHD_ConnectionInfo *info = mhd.get_connection_info(connection, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    if (!info || !info->tls_session)
+        return 0;
+    gnutls_session_t session = (gnutls_session_t)info->tls_session;
+    unsigned int count = 0;
+    if (!tls.get_peers(session, &count) || count == 0)
+        return client_auth == 1;  // none given: fine only when optional
+    unsigned int status = 0;
+    return tls.verify_peers2(session, &status) == 0 && status == 0;
+}
+
+// libcrypt (libxcrypt), loaded the first time a password is checked.
+static pthread_once_t crypt_once = PTHREAD_ONCE_INIT;
+static char *(*crypt_rn_fn)(const char *, const char *, void *, int);
+
+static void load_crypt(void) {
+    void *lib = dlopen("libcrypt.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib)
+        *(void **)&crypt_rn_fn = dlsym(lib, "crypt_rn");
+}
+
+int cifm_crypt_matches(const char *password, const char *hash) {
+    pthread_once(&crypt_once, load_crypt);
+    if (!crypt_rn_fn)
+        return -1;
+    struct crypt_data *data = calloc(1, sizeof *data);
+    if (!data)
+        return -1;
+    int result = -1;
+    const char *computed = crypt_rn_fn(password, hash, data, (int)sizeof *data);
+    if (computed && computed[0] != '*') {
+        size_t a = strlen(computed), b = strlen(hash);
+        unsigned char diff = (unsigned char)(a != b);
+        size_t n = a < b ? a : b;
+        for (size_t i = 0; i < n; i++)
+            diff |= (unsigned char)(computed[i] ^ hash[i]);
+        result = diff == 0;
+    }
+    explicit_bzero(data, sizeof *data);
+    free(data);
+    return result;
+}
+
+int cifm_sha256(const void *data, size_t len, unsigned char digest[32]) {
+    if (!tls.loaded)
+        return -1;
+    return tls.hash_fast(GNUTLS_DIG_SHA256, data, len, digest) == 0 ? 0 : -1;
 }
 
 int cifm_mhd_get_connection_values(struct MHD_Connection *connection, int kind,
@@ -66,17 +219,255 @@ int cifm_mhd_add_response_header(struct MHD_Response *response, const char *head
     return mhd.add_response_header(response, header, content) == MHD_YES ? 0 : -1;
 }
 
+static void mark_busy(struct MHD_Connection *connection);
+
 int cifm_mhd_queue_response(struct MHD_Connection *connection, unsigned int status, struct MHD_Response *response) {
-    return mhd.queue_response(connection, status, response) == MHD_YES ? 1 : 0;
+    if (mhd.queue_response(connection, status, response) != MHD_YES)
+        return 0;
+    mark_busy(connection);
+    return 1;
 }
 
 void cifm_mhd_destroy_response(struct MHD_Response *response) { mhd.destroy_response(response); }
+
+// Every open connection, in a list under the server's lock: when it
+// started waiting for a request, whether a whole request has arrived (then
+// it is busy with the response, which the idle timeout guards), and its
+// client address. A sweeper thread closes connections whose request is not
+// whole by the deadline, however steadily they trickle bytes (libmicrohttpd's
+// own timeout restarts on every byte); a new connection past the limits
+// closes the oldest unfinished one, so a fresh client is always served.
+// Closing is shutdown(2) of the socket: libmicrohttpd sees the end of the
+// stream and cleans up as usual. The socket cannot be reused meanwhile:
+// libmicrohttpd reports the connection closed (which takes the lock) before
+// it closes the descriptor.
+struct cifm_http_server;
+struct cifm_conn {
+    struct cifm_conn *prev, *next;
+    struct cifm_http_server *server;
+    int fd;
+    uint64_t since_ms;  // start of the wait for the current request
+    int busy;           // a whole request arrived; the response is going out
+    int shut;           // already shut down by ifmeter
+    struct sockaddr_storage addr;
+};
 
 struct cifm_http_server {
     struct MHD_Daemon *daemon;
     cifm_http_logger logger;
     void *logger_cls;
+    cifm_http_limits limits;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    pthread_t sweeper;
+    int sweeper_running;
+    int stopping;
+    int client_auth;
+    char *cert_pem, *key_pem, *trust_pem, *priorities;  // libmicrohttpd keeps pointers to them
+    struct cifm_conn *head;
+    unsigned int open;          // listed and not shut down
+    uint64_t deadline_closed;
+    uint64_t evicted;
 };
+
+static uint64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int same_client(const struct sockaddr_storage *a, const struct sockaddr_storage *b) {
+    if (a->ss_family != b->ss_family)
+        return 0;
+    if (a->ss_family == AF_INET)
+        return memcmp(&((const struct sockaddr_in *)a)->sin_addr, &((const struct sockaddr_in *)b)->sin_addr,
+                      sizeof(struct in_addr)) == 0;
+    if (a->ss_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &((const struct sockaddr_in6 *)b)->sin6_addr,
+                      sizeof(struct in6_addr)) == 0;
+    return 0;
+}
+
+/// Shuts `c` down; with the lock held.
+static void shut_locked(struct cifm_http_server *server, struct cifm_conn *c) {
+    shutdown(c->fd, SHUT_RDWR);
+    c->shut = 1;
+    server->open--;
+}
+
+/// The oldest connection still waiting for its request (of `client` when
+/// given), other than `except`; with the lock held.
+static struct cifm_conn *oldest_waiting_locked(struct cifm_http_server *server, const struct sockaddr_storage *client,
+                                               const struct cifm_conn *except) {
+    struct cifm_conn *oldest = NULL;
+    for (struct cifm_conn *c = server->head; c; c = c->next) {
+        if (c == except || c->busy || c->shut)
+            continue;
+        if (client && !same_client(&c->addr, client))
+            continue;
+        if (!oldest || c->since_ms < oldest->since_ms)
+            oldest = c;
+    }
+    return oldest;
+}
+
+static void notify_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+                              enum MHD_ConnectionNotificationCode code) {
+    struct cifm_http_server *server = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fd_info = mhd.get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *addr_info = mhd.get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        struct cifm_conn *c = calloc(1, sizeof *c);
+        if (!c || !fd_info) {
+            free(c);
+            return;  // untracked: only libmicrohttpd's own limits apply to it
+        }
+        c->fd = fd_info->connect_fd;
+        c->server = server;
+        c->since_ms = now_ms();
+        if (addr_info && addr_info->client_addr) {
+            socklen_t len = addr_info->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                                          : sizeof(struct sockaddr_in);
+            memcpy(&c->addr, addr_info->client_addr, len);
+        }
+        if (server->client_auth && tls.loaded) {
+            // Ask for a client certificate; when one is required, have
+            // GnuTLS verify it in the handshake (which then fails without
+            // one; with an optional one it would too). The handler checks
+            // every given certificate again (403).
+            const union MHD_ConnectionInfo *session = mhd.get_connection_info(connection, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+            if (session && session->tls_session) {
+                gnutls_session_t s = (gnutls_session_t)session->tls_session;
+                tls.server_set_request(s, server->client_auth == 2 ? GNUTLS_CERT_REQUIRE : GNUTLS_CERT_REQUEST);
+                if (server->client_auth == 2)
+                    tls.session_set_verify_cert(s, NULL, 0);
+            }
+        }
+        pthread_mutex_lock(&server->lock);
+        c->next = server->head;
+        if (server->head)
+            server->head->prev = c;
+        server->head = c;
+        server->open++;
+        unsigned int same = 0;
+        for (struct cifm_conn *o = server->head; o; o = o->next)
+            if (!o->shut && same_client(&o->addr, &c->addr))
+                same++;
+        if (same > server->limits.per_ip) {
+            struct cifm_conn *victim = oldest_waiting_locked(server, &c->addr, c);
+            shut_locked(server, victim ? victim : c);
+            server->evicted++;
+        }
+        if (server->open > server->limits.connections) {
+            struct cifm_conn *victim = oldest_waiting_locked(server, NULL, c);
+            shut_locked(server, victim ? victim : c);
+            server->evicted++;
+        }
+        pthread_mutex_unlock(&server->lock);
+        *socket_context = c;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        struct cifm_conn *c = *socket_context;
+        if (!c)
+            return;
+        *socket_context = NULL;
+        pthread_mutex_lock(&server->lock);
+        if (c->prev)
+            c->prev->next = c->next;
+        else
+            server->head = c->next;
+        if (c->next)
+            c->next->prev = c->prev;
+        if (!c->shut)
+            server->open--;
+        pthread_mutex_unlock(&server->lock);
+        free(c);
+    }
+}
+
+/// The connection's entry, when it has one.
+static struct cifm_conn *conn_of(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = mhd.get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info ? info->socket_context : NULL;
+}
+
+/// A request ended (answered or aborted): the connection waits for the
+/// next one, under the deadline again.
+static void request_completed(void *cls, struct MHD_Connection *connection, void **req_cls,
+                              enum MHD_RequestTerminationCode code) {
+    (void)code;
+    struct cifm_http_server *server = cls;
+    free(*req_cls);
+    *req_cls = NULL;
+    struct cifm_conn *c = conn_of(connection);
+    if (!c)
+        return;
+    pthread_mutex_lock(&server->lock);
+    c->busy = 0;
+    c->since_ms = now_ms();
+    pthread_mutex_unlock(&server->lock);
+}
+
+/// The request line arrived: a request record, and a query string checked
+/// before libmicrohttpd stores its parameters (hundreds of them would run
+/// the connection out of memory).
+static void *uri_arrived(void *cls, const char *uri, struct MHD_Connection *connection) {
+    (void)connection;
+    struct cifm_http_server *server = cls;
+    cifm_http_request *request = calloc(1, sizeof *request);
+    if (!request)
+        return NULL;
+    const char *query = strchr(uri, '?');
+    if (query) {
+        size_t length = strlen(query + 1);
+        unsigned int params = 1;
+        for (const char *p = query + 1; *p; p++)
+            if (*p == '&')
+                params++;
+        if (length > server->limits.max_query_bytes || params > server->limits.max_query_params) {
+            request->uri_too_long = 1;
+            // libmicrohttpd hands the request line's own buffer here and
+            // parses the parameters from it afterwards: cut them off, so
+            // none is stored; the handler answers 414.
+            ((char *)query)[1] = '\0';
+        }
+    }
+    return request;
+}
+
+/// A response is queued: the request is whole, the deadline no longer
+/// applies (the idle timeout does).
+static void mark_busy(struct MHD_Connection *connection) {
+    struct cifm_conn *c = conn_of(connection);
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->server->lock);
+    c->busy = 1;
+    pthread_mutex_unlock(&c->server->lock);
+}
+
+static void *sweep(void *cls) {
+    struct cifm_http_server *server = cls;
+    pthread_mutex_lock(&server->lock);
+    while (!server->stopping) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100 * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&server->wake, &server->lock, &until);
+        uint64_t now = now_ms();
+        for (struct cifm_conn *c = server->head; c; c = c->next) {
+            if (!c->busy && !c->shut && now - c->since_ms > server->limits.request_deadline_ms) {
+                shut_locked(server, c);
+                server->deadline_closed++;
+            }
+        }
+    }
+    pthread_mutex_unlock(&server->lock);
+    return NULL;
+}
 
 static void log_adapter(void *cls, const char *fmt, va_list ap) {
     struct cifm_http_server *server = cls;
@@ -90,40 +481,100 @@ static void log_adapter(void *cls, const char *fmt, va_list ap) {
     server->logger(server->logger_cls, line);
 }
 
-cifm_http_server *cifm_http_start(int fd, cifm_http_limits limits, cifm_http_handler handler, void *handler_cls,
-                                  cifm_http_logger logger, void *logger_cls) {
+static void server_free(struct cifm_http_server *server) {
+    if (server->sweeper_running) {
+        pthread_mutex_lock(&server->lock);
+        server->stopping = 1;
+        pthread_cond_signal(&server->wake);
+        pthread_mutex_unlock(&server->lock);
+        pthread_join(server->sweeper, NULL);
+    }
+    if (server->daemon)
+        mhd.stop_daemon(server->daemon);  // reports every connection closed
+    pthread_cond_destroy(&server->wake);
+    pthread_mutex_destroy(&server->lock);
+    free(server->cert_pem);
+    free(server->key_pem);
+    free(server->trust_pem);
+    free(server->priorities);
+    free(server);
+}
+
+cifm_http_server *cifm_http_start(int fd, cifm_http_limits limits, const cifm_http_tls *tls_settings,
+                                  cifm_http_handler handler, void *handler_cls, cifm_http_logger logger,
+                                  void *logger_cls) {
+    if (!mhd.start_daemon)
+        return NULL;
     struct cifm_http_server *server = calloc(1, sizeof *server);
     if (!server)
         return NULL;
     server->logger = logger;
     server->logger_cls = logger_cls;
+    server->limits = limits;
+    pthread_mutex_init(&server->lock, NULL);
+    pthread_cond_init(&server->wake, NULL);
+    // libmicrohttpd's own limits sit above ifmeter's, which make room by
+    // closing: connections shut down but not yet cleaned up still count
+    // there for a moment.
+    unsigned int headroom = limits.connections / 4 > 64 ? limits.connections / 4 : 64;
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
-    if (!mhd.start_daemon) {
-        free(server);
-        return NULL;
+    struct MHD_OptionItem tls_options[5];
+    int n = 0;
+    if (tls_settings) {
+        flags |= MHD_USE_TLS;
+        server->client_auth = tls_settings->client_auth;
+        server->cert_pem = strdup(tls_settings->cert_pem);
+        server->key_pem = strdup(tls_settings->key_pem);
+        server->priorities = strdup(tls_settings->priorities);
+        server->trust_pem = tls_settings->trust_pem ? strdup(tls_settings->trust_pem) : NULL;
+        if (!server->cert_pem || !server->key_pem || !server->priorities || (tls_settings->trust_pem && !server->trust_pem)) {
+            server_free(server);
+            return NULL;
+        }
+        tls_options[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, server->cert_pem};
+        tls_options[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, server->key_pem};
+        tls_options[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, server->priorities};
+        if (server->trust_pem)
+            tls_options[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0, server->trust_pem};
     }
+    tls_options[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     server->daemon = mhd.start_daemon(
         flags, 0, NULL, NULL, (MHD_AccessHandlerCallback)handler, handler_cls,
         MHD_OPTION_EXTERNAL_LOGGER, log_adapter, server,
         MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
         MHD_OPTION_THREAD_POOL_SIZE, limits.threads,
-        MHD_OPTION_CONNECTION_LIMIT, limits.connections,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, limits.per_ip,
+        MHD_OPTION_CONNECTION_LIMIT, limits.connections + headroom,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, limits.per_ip + headroom,
         MHD_OPTION_CONNECTION_TIMEOUT, limits.timeout_seconds,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, limits.memory_per_connection,
+        MHD_OPTION_NOTIFY_CONNECTION, notify_connection, server,
+        MHD_OPTION_NOTIFY_COMPLETED, request_completed, server,
+        MHD_OPTION_URI_LOG_CALLBACK, uri_arrived, server,
+        MHD_OPTION_ARRAY, tls_options,
         MHD_OPTION_END);
     if (!server->daemon) {
-        free(server);
+        server_free(server);
         return NULL;
     }
+    if (pthread_create(&server->sweeper, NULL, sweep, server) != 0) {
+        server_free(server);
+        return NULL;
+    }
+    server->sweeper_running = 1;
     return server;
+}
+
+void cifm_http_counts(cifm_http_server *server, uint64_t *deadline_closed, uint64_t *evicted) {
+    pthread_mutex_lock(&server->lock);
+    *deadline_closed = server->deadline_closed;
+    *evicted = server->evicted;
+    pthread_mutex_unlock(&server->lock);
 }
 
 void cifm_http_stop(cifm_http_server *server) {
     if (!server)
         return;
-    mhd.stop_daemon(server->daemon);
-    free(server);
+    server_free(server);
 }
 
 int cifm_http_gzip(const void *input, size_t input_len, int level, void **output, size_t *output_len) {

@@ -39,13 +39,34 @@ struct ServeCommand: Command {
             kernel's from when ifmeter first saw each interface and never go down,
             across wraps, resets and recreated interfaces. Listens on loopback
             unless told otherwise; SIGINT or SIGTERM stop it.
+
+            --web-config takes Prometheus exporter-toolkit's web config (YAML):
+              tls_server_config:
+                cert_file: server.crt        # PEM; paths relative to the file
+                key_file: server.key
+                client_auth_type: RequireAndVerifyClientCert  # or NoClientCert,
+                client_ca_file: clients-ca.crt               # VerifyClientCertIfGiven
+                min_version: TLS12           # TLS12 (default) or TLS13; max_version too
+              basic_auth_users:
+                prometheus: '$2y$10$...'     # bcrypt: htpasswd -nBC 10 prometheus
+            Not supported (an error): http_server_config, cipher_suites,
+            curve_preferences, client_allowed_sans, inline cert/key, RequestClientCert,
+            RequireAnyClientCert, TLS10/TLS11. The file is checked before serving.
+
+            Limits: a whole request within 5 s of connecting (or of the previous
+            response), however it trickles; at --max-connections (a quarter of them
+            per client address) a new connection closes the oldest one still
+            waiting for its request; idle connections close after 10 s; headers up
+            to 32 KiB (431), query strings up to 1024 bytes and 32 parameters (414),
+            bodies up to 4 KiB (413).
             """,
         options: [
             OptionSpec("--listen", value: "address", help: "Address and port, like 127.0.0.1:9874, 0.0.0.0:9874 or [::]:9874.",
                        default: "127.0.0.1:\(defaultServePort)"),
             CompatOption.spec,
-            OptionSpec("--max-connections", value: "n", help: "Open connections at most; idle ones are closed after 10 s.",
+            OptionSpec("--max-connections", value: "n", help: "Open connections; past it the oldest one still waiting for its request is closed.",
                        default: "1024"),
+            OptionSpec("--web-config", value: "file", help: "TLS and basic auth, in Prometheus exporter-toolkit's web config format (see above)."),
         ] + RouteOptions.specs + CommonOptions.monitoring)
 
     let address: ListenAddress
@@ -54,6 +75,8 @@ struct ServeCommand: Command {
     let limits: HTTPLimits
     /// `--probe` and the tunnel options: route families in the exposition.
     let routes: RouteOptions?
+    let webConfig: WebConfig?
+    let webConfigPath: String?
 
     init(_ p: ParsedArguments) throws(CLIError) {
         let listen = p.value("--listen") ?? "127.0.0.1:\(defaultServePort)"
@@ -66,15 +89,31 @@ struct ServeCommand: Command {
         var limits = HTTPLimits()
         if let n = try CommonOptions.positiveInt(p, "--max-connections") {
             limits.connections = UInt32(min(n, 1 << 20))
-            limits.perClient = max(1, limits.connections * 3 / 4)
+            limits.perClient = max(1, limits.connections / 4)
         }
         self.limits = limits
         routes = p.has("--probe") ? try RouteOptions(p, command: "serve --probe") : nil
+        webConfigPath = p.value("--web-config")
+        webConfig = try webConfigPath.map { path throws(CLIError) in try WebConfig.load(path) }
     }
 
     func run() throws(CLIError) {
+        // TLS settings GnuTLS refuses are the file's fault: found before sampling starts.
+        if let tls = webConfig?.tls, let path = webConfigPath {
+            do throws(SystemError) {
+                try HTTPServer.loadLibrary()
+            } catch {
+                throw .runtime(error.message)
+            }
+            do throws(SystemError) {
+                try HTTPServer.check(tls)
+            } catch {
+                throw .data("web config \(path): tls_server_config: \(error.message); fix the files it names")
+            }
+        }
         StopSignal.block()
-        raiseOpenFileLimit(to: Int(limits.connections) + 64)
+        // libmicrohttpd's own limit sits a quarter above (see HTTPServer).
+        raiseOpenFileLimit(to: Int(limits.connections) * 5 / 4 + 128)
         let pipeline = try setup.pipeline()
         let interval = setup.configuration.interval
         let cache = ScrapeCache(families: families, version: IfmeterCLI.version, interval: interval)
@@ -82,12 +121,19 @@ struct ServeCommand: Command {
         // Before the scrape feed: a generation's render has its routes.
         if let routes { pipeline.subscribe(try RouteFeed(options: routes) { cache.setRoutes($0) }) }
         #endif
-        let announce = "ifmeter serve: listening on http://\(address)/metrics (source \(pipeline.source.sourceName), every \(Units.duration(interval)))"
+        let scheme = webConfig?.tls == nil ? "http" : "https"
+        let auth = (webConfig?.users.isEmpty ?? true) ? "" : ", basic auth"
+        let announce = "ifmeter serve: listening on \(scheme)://\(address)/metrics\(auth) (source \(pipeline.source.sourceName), every \(Units.duration(interval)))"
         pipeline.subscribe(ScrapeFeed(cache: cache) { Output.error(announce) })
         let server: HTTPServer
         do {
             let log = RateLimitedLog(prefix: "ifmeter serve: ", every: 10)
-            server = try HTTPServer(address: address, limits: limits, logger: { line in log.write(line) }) { request in
+            let users = webConfig?.users ?? [:]
+            server = try HTTPServer(
+                address: address, limits: limits, tls: webConfig?.tls,
+                authenticator: users.isEmpty ? nil : BasicAuthenticator(users: users),
+                logger: { line in log.write(line) }
+            ) { request in
                 Self.respond(to: request, cache: cache)
             }
         } catch {

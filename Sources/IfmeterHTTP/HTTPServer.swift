@@ -52,15 +52,26 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
 public struct HTTPLimits: Sendable {
     /// Threads polling connections with epoll.
     public var threads: UInt32 = 2
-    /// Open connections at most; past it new ones are refused.
+    /// Open connections; past it a new one closes the oldest connection
+    /// still waiting for its request (so a fresh client is always served).
     public var connections: UInt32 = 1024
-    /// Open connections per client address.
-    public var perClient: UInt32 = 768
+    /// The same, per client address.
+    public var perClient: UInt32 = 256
     /// Seconds of silence after which a connection is closed.
     public var idleTimeoutSeconds: UInt32 = 10
+    /// Seconds a connection has to deliver a whole request (TLS handshake
+    /// included), from its start or from the previous response, however
+    /// steadily it trickles bytes.
+    public var requestDeadlineSeconds: Double = 5
     /// Memory per connection, which bounds request headers (bigger ones get
     /// 431 Request Header Fields Too Large).
     public var memoryPerConnection: Int = 32 * 1024
+    /// Query strings longer than this, or with more parameters, get 414.
+    public var maxQueryBytes: Int = 1024
+    public var maxQueryParameters: UInt32 = 32
+    /// Request bodies (nothing here takes one) longer than this get 413,
+    /// or the connection closed when the length was not announced.
+    public var maxBodyBytes: UInt64 = 4096
 
     public init() {}
 }
@@ -158,8 +169,40 @@ public final class HTTPServer: Sendable {
 
     /// Binds `address` and starts serving. Throws with the reason when the
     /// address cannot be bound (in use, not local, ...).
-    public init(address: ListenAddress, limits: HTTPLimits = HTTPLimits(), logger: @escaping Logger, handler: @escaping Handler) throws(SystemError) {
+    /// HTTPS when `tls` is given; every request needs Basic credentials
+    /// `authenticator` allows when one is given (401 otherwise).
+    public init(
+        address: ListenAddress, limits: HTTPLimits = HTTPLimits(), tls: HTTPTLSSettings? = nil,
+        authenticator: BasicAuthenticator? = nil, logger: @escaping Logger, handler: @escaping Handler
+    ) throws(SystemError) {
         self.address = address
+        try Self.loadLibrary()
+        if let tls { try Self.check(tls) }
+        let fd = try Self.listen(on: address)
+        let context = HTTPServerContextBox(
+            handler: handler, logger: logger, maxBodyBytes: limits.maxBodyBytes,
+            clientAuth: tls?.clientAuth ?? .none, authenticator: authenticator)
+        self.context = context
+        let raw = cifm_http_limits(
+            threads: limits.threads, connections: limits.connections, per_ip: limits.perClient,
+            timeout_seconds: limits.idleTimeoutSeconds, memory_per_connection: limits.memoryPerConnection,
+            request_deadline_ms: UInt32(limits.requestDeadlineSeconds * 1000),
+            max_query_bytes: limits.maxQueryBytes, max_query_params: limits.maxQueryParameters)
+        let unmanaged = Unmanaged.passUnretained(context).toOpaque()
+        let started = tls.map { tls in
+            tls.withC { cifm_http_start(fd, raw, $0, accessHandler, unmanaged, logHandler, unmanaged) }
+        } ?? cifm_http_start(fd, raw, nil, accessHandler, unmanaged, logHandler, unmanaged)
+        guard let started else {
+            close(fd)
+            throw SystemError(call: "MHD_start_daemon(\(address))", message: "libmicrohttpd could not start")
+        }
+        server = Mutex(started)
+    }
+
+    deinit { stop() }
+
+    /// Loads libmicrohttpd (once).
+    public static func loadLibrary() throws(SystemError) {
         var reason = [CChar](repeating: 0, count: 512)
         // IFMETER_LIBMICROHTTPD names another build of the library.
         let library = getenv("IFMETER_LIBMICROHTTPD").map { String(cString: $0) } ?? "libmicrohttpd.so.12"
@@ -169,21 +212,18 @@ public final class HTTPServer: Sendable {
                 call: "dlopen(\(library))",
                 message: "cannot load libmicrohttpd (\(text)); install it (Debian: libmicrohttpd12) or name it with IFMETER_LIBMICROHTTPD")
         }
-        let fd = try Self.listen(on: address)
-        let context = HTTPServerContextBox(handler: handler, logger: logger)
-        self.context = context
-        let raw = cifm_http_limits(
-            threads: limits.threads, connections: limits.connections, per_ip: limits.perClient,
-            timeout_seconds: limits.idleTimeoutSeconds, memory_per_connection: limits.memoryPerConnection)
-        let unmanaged = Unmanaged.passUnretained(context).toOpaque()
-        guard let started = cifm_http_start(fd, raw, accessHandler, unmanaged, logHandler, unmanaged) else {
-            close(fd)
-            throw SystemError(call: "MHD_start_daemon(\(address))", message: "libmicrohttpd could not start")
-        }
-        server = Mutex(started)
     }
 
-    deinit { stop() }
+    /// Whether GnuTLS takes `tls` (the certificate matches the key, the CA
+    /// and versions parse). Throws with GnuTLS's reason.
+    public static func check(_ tls: HTTPTLSSettings) throws(SystemError) {
+        try loadLibrary()
+        var reason = [CChar](repeating: 0, count: 512)
+        let rc = tls.withC { cifm_tls_check($0, &reason, reason.count) }
+        if rc != 0 {
+            throw SystemError(call: "gnutls", message: reason.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
+        }
+    }
 
     /// Stops accepting; in-flight responses finish. Safe to call twice.
     public func stop() {
@@ -192,6 +232,17 @@ public final class HTTPServer: Sendable {
                 cifm_http_stop(running)
                 server = nil
             }
+        }
+    }
+
+    /// Connections closed for missing the request deadline, and to make
+    /// room for others, since the start.
+    public var closedCounts: (deadline: UInt64, evicted: UInt64) {
+        server.withLock { server in
+            guard let server else { return (0, 0) }
+            var deadline: UInt64 = 0, evicted: UInt64 = 0
+            cifm_http_counts(server, &deadline, &evicted)
+            return (deadline, evicted)
         }
     }
 
@@ -232,21 +283,40 @@ public final class HTTPServer: Sendable {
 }
 
 /// libmicrohttpd's access handler: builds the request, calls the Swift
-/// handler, queues its response. The first call only marks the request;
-/// a request body is read and discarded (every answer here ignores it);
-/// the response goes out on the last call, so the connection stays open
-/// for the next request (keep-alive).
+/// handler, queues its response. The first call only marks the request
+/// (or refuses it at once: a query string over the limits, a body
+/// announced too long); a request body is read and discarded (every answer
+/// here ignores it) up to a bound; the response goes out on the last call,
+/// so the connection stays open for the next request (keep-alive).
 private let accessHandler: cifm_http_handler = { cls, connection, url, method, _, _, uploadSize, reqCls in
-    guard let cls, let connection, let url, let method, let reqCls else { return 0 }
-    if reqCls.pointee == nil {
-        reqCls.pointee = UnsafeMutableRawPointer(bitPattern: 1)
+    guard let cls, let connection, let url, let method, let reqCls,
+          let state = reqCls.pointee?.assumingMemoryBound(to: cifm_http_request.self)
+    else { return 0 }
+    let context = Unmanaged<HTTPServerContextBox>.fromOpaque(cls).takeUnretainedValue()
+    if state.pointee.seen == 0 {
+        state.pointee.seen = 1
+        if state.pointee.uri_too_long != 0 {
+            return queue(HTTPResponse(status: 414, text: "414 URI Too Long: ifmeter takes no long query strings; send GET /metrics.\n"), on: connection)
+        }
+        if let length = header(connection, "Content-Length").flatMap(UInt64.init), length > context.maxBodyBytes {
+            return queue(HTTPResponse(status: 413, text: "413 Content Too Large: ifmeter takes no request body; send GET /metrics.\n"), on: connection)
+        }
+        if cifm_http_client_cert_ok(connection, context.clientAuth.rawValue) != 1 {
+            return queue(HTTPResponse(status: 403, text: "403 Forbidden: a client certificate signed by the configured CA is required.\n"), on: connection)
+        }
+        if let authenticator = context.authenticator, !authenticator.allows(authorization: header(connection, "Authorization")) {
+            return queue(HTTPResponse(status: 401, text: "401 Unauthorized\n", headers: [("WWW-Authenticate", "Basic")]), on: connection)
+        }
         return 1
     }
     if let uploadSize, uploadSize.pointee > 0 {
+        state.pointee.body_bytes += UInt64(uploadSize.pointee)
+        // Too long without announcing it (chunked): a response cannot be
+        // queued mid-body, so the connection is closed.
+        if state.pointee.body_bytes > context.maxBodyBytes { return 0 }
         uploadSize.pointee = 0
         return 1
     }
-    let context = Unmanaged<HTTPServerContextBox>.fromOpaque(cls).takeUnretainedValue()
     var headers: [String: String] = [:]
     withUnsafeMutablePointer(to: &headers) { headersPointer in
         _ = cifm_mhd_get_connection_values(connection, 1 /* MHD_HEADER_KIND */, { cls, _, key, value in
@@ -262,6 +332,28 @@ private let accessHandler: cifm_http_handler = { cls, connection, url, method, _
     let response = isToken(methodText)
         ? context.handle(HTTPRequest(method: methodText, path: path, headers: headers))
         : HTTPResponse(status: 400, text: "400 Bad Request: the request method is not an HTTP token; send GET /metrics.\n")
+    return queue(response, on: connection)
+}
+
+/// A request header's value (libmicrohttpd matches the name ignoring case).
+private func header(_ connection: OpaquePointer, _ name: String) -> String? {
+    var search: (found: String?, name: String) = (nil, name.lowercased())
+    withUnsafeMutablePointer(to: &search) { pointer in
+        _ = cifm_mhd_get_connection_values(connection, 1 /* MHD_HEADER_KIND */, { cls, _, key, value in
+            guard let cls, let key, let value else { return 1 }
+            let target = cls.assumingMemoryBound(to: (found: String?, name: String).self)
+            if String(cString: key).lowercased() == target.pointee.name {
+                target.pointee.found = String(cString: value)
+                return 0
+            }
+            return 1
+        }, pointer)
+    }
+    return search.found
+}
+
+/// Hands `response` to libmicrohttpd for `connection`; 1 when queued.
+private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> Int32 {
     let mhdResponse: OpaquePointer?
     switch response.payload {
     case .bytes(let bytes):
@@ -301,10 +393,19 @@ private let logHandler: cifm_http_logger = { cls, message in
 private final class HTTPServerContextBox: Sendable {
     let handler: HTTPServer.Handler
     let logger: HTTPServer.Logger
+    let maxBodyBytes: UInt64
+    let clientAuth: HTTPTLSSettings.ClientAuth
+    let authenticator: BasicAuthenticator?
 
-    init(handler: @escaping HTTPServer.Handler, logger: @escaping HTTPServer.Logger) {
+    init(
+        handler: @escaping HTTPServer.Handler, logger: @escaping HTTPServer.Logger, maxBodyBytes: UInt64,
+        clientAuth: HTTPTLSSettings.ClientAuth, authenticator: BasicAuthenticator?
+    ) {
         self.handler = handler
         self.logger = logger
+        self.maxBodyBytes = maxBodyBytes
+        self.clientAuth = clientAuth
+        self.authenticator = authenticator
     }
 
     func handle(_ request: HTTPRequest) -> HTTPResponse { handler(request) }

@@ -18,11 +18,22 @@ typedef void (*cifm_http_logger)(void *cls, const char *message);
 /// Limits that keep slow or broken clients from starving the others.
 typedef struct cifm_http_limits {
     unsigned int threads;           // epoll threads in the pool
-    unsigned int connections;       // open connections at most
-    unsigned int per_ip;            // open connections per client address
+    unsigned int connections;       // open connections; past it the oldest unfinished request is closed
+    unsigned int per_ip;            // the same, per client address
     unsigned int timeout_seconds;   // idle connections are closed after this
     size_t memory_per_connection;   // bounds request headers
+    unsigned int request_deadline_ms;  // a whole request (TLS handshake included) must arrive within this
+    size_t max_query_bytes;         // longer query strings are refused (414)
+    unsigned int max_query_params;  // so are query strings with more parameters
 } cifm_http_limits;
+
+/// What ifmeter knows of one request; libmicrohttpd's `req_cls` points to
+/// it from the request line on, and it is freed when the request ends.
+typedef struct cifm_http_request {
+    int seen;              // the handler has been called for it
+    int uri_too_long;      // the query string is over the limits (its parameters were not parsed)
+    uint64_t body_bytes;   // request body received so far
+} cifm_http_request;
 
 /// Loads libmicrohttpd (`library`, such as libmicrohttpd.so.12) and
 /// resolves what ifmeter uses. Returns 0, or -1 with the reason in `error`.
@@ -42,10 +53,43 @@ void cifm_mhd_destroy_response(struct MHD_Response *response);
 /// A running daemon and its logger.
 typedef struct cifm_http_server cifm_http_server;
 
-/// Starts a daemon on an already bound and listening socket `fd`. Returns
-/// NULL on failure (the logger has the reason).
-cifm_http_server *cifm_http_start(int fd, cifm_http_limits limits, cifm_http_handler handler, void *handler_cls,
-                                  cifm_http_logger logger, void *logger_cls);
+/// HTTPS through libmicrohttpd's GnuTLS: PEM text, a GnuTLS priority
+/// string, and whether clients must show a certificate signed by `trust_pem`.
+typedef struct cifm_http_tls {
+    const char *cert_pem;
+    const char *key_pem;
+    const char *trust_pem;   // NULL: no client certificates asked for
+    const char *priorities;  // such as "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+    int client_auth;         // 0 none, 1 verified if given, 2 required and verified
+} cifm_http_tls;
+
+/// Whether `tls` loads in GnuTLS (certificate and key match, the CA and the
+/// priorities parse). Needs `cifm_http_load` first. Returns 0, or -1 with
+/// the reason in `error`.
+int cifm_tls_check(const cifm_http_tls *tls, char *error, size_t error_len);
+
+/// Starts a daemon on an already bound and listening socket `fd`, serving
+/// HTTPS when `tls` is given. Returns NULL on failure (the logger has the
+/// reason).
+cifm_http_server *cifm_http_start(int fd, cifm_http_limits limits, const cifm_http_tls *tls, cifm_http_handler handler,
+                                  void *handler_cls, cifm_http_logger logger, void *logger_cls);
+
+/// Whether the connection's client certificate satisfies `client_auth`
+/// (as in cifm_http_tls): 1 yes, 0 no.
+int cifm_http_client_cert_ok(struct MHD_Connection *connection, int client_auth);
+
+/// Whether `password` matches the crypt(3) hash `hash` (bcrypt $2y$...),
+/// through libxcrypt's crypt_rn, compared in constant time: 1 yes, 0 no,
+/// -1 when libcrypt cannot be loaded or does not know the hash.
+int cifm_crypt_matches(const char *password, const char *hash);
+
+/// SHA-256 of `data` (GnuTLS's, loaded with libmicrohttpd) into `digest`.
+/// Returns 0, or -1 when GnuTLS is not there.
+int cifm_sha256(const void *data, size_t len, unsigned char digest[32]);
+
+/// Connections closed so far for being too slow (the request deadline) and
+/// to make room (evicted), since the start.
+void cifm_http_counts(cifm_http_server *server, uint64_t *deadline_closed, uint64_t *evicted);
 
 /// Stops the daemon (in-flight responses finish first) and frees it.
 void cifm_http_stop(cifm_http_server *server);
