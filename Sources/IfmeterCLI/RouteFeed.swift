@@ -84,7 +84,7 @@ final class RouteFeed: PipelineSubscriber {
         return RouteSummary(
             probe: first.probe, interface: first.interface, viaTunnel: first.viaTunnel,
             outsideRx: lastOutside.map { Double($0.rx) / $0.seconds }, outsideTx: lastOutside.map { Double($0.tx) / $0.seconds },
-            uncertain: uncertain)
+            uncertain: uncertain, tunnels: !tunnels.isEmpty)
     }
 }
 #endif

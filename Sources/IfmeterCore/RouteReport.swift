@@ -280,8 +280,15 @@ public struct RouteSummary: Sendable, Hashable {
     public var outsideRx: Double?
     public var outsideTx: Double?
     public var uncertain: Bool
+    /// Whether there is any tunnel: without one, leaving "outside the
+    /// tunnels" is no warning.
+    public var tunnels: Bool
 
-    public init(probe: String, interface: String?, viaTunnel: Bool, outsideRx: Double? = nil, outsideTx: Double? = nil, uncertain: Bool = false) {
+    public init(
+        probe: String, interface: String?, viaTunnel: Bool, outsideRx: Double? = nil, outsideTx: Double? = nil, uncertain: Bool = false,
+        tunnels: Bool = true
+    ) {
+        self.tunnels = tunnels
         self.probe = probe
         self.interface = interface
         self.viaTunnel = viaTunnel

@@ -101,8 +101,9 @@ public struct LiveRenderer: Sendable {
     func routeLine(_ route: RouteSummary, width: Int, rate: (Double) -> String) -> Line {
         var line = Line(width: width).text("route ", bold)
         if let interface = route.interface {
-            line = line.text("\(route.probe) → ").text(TerminalText.escaped(interface), route.viaTunnel ? bold : warning)
-                .text(route.viaTunnel ? " (tunnel)" : " (outside the tunnels)", route.viaTunnel ? dim : warning)
+            let alarm = route.tunnels && !route.viaTunnel
+            line = line.text("\(route.probe) → ").text(TerminalText.escaped(interface), alarm ? warning : bold)
+                .text(route.viaTunnel ? " (tunnel)" : route.tunnels ? " (outside the tunnels)" : " (no tunnel here)", alarm ? warning : dim)
         } else {
             line = line.text("\(route.probe): no route", dim)
         }

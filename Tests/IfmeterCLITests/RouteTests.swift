@@ -149,6 +149,30 @@ struct RouteTests {
         #expect(server.stop() == 0)
     }
 
+    /// The live view's summary line names where the probe's packets leave,
+    /// and changes when the route does.
+    @Test func theLiveViewSaysWhereTheRouteGoes() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let tunnel = try UDPTunnel(over: pair)
+        defer { tunnel.stop() }
+        try pair.a.ip("route", "add", "default", "dev", tunnel.tunA)
+        let socket = "ifmt-route-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { _ = try? run(["tmux", "-L", socket, "kill-server"], allowFailure: true) }
+        try runDetached(["tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-s", "live", "-x", "120", "-y", "30",
+                         "TERM=xterm-256color ip netns exec \(pair.a.name) \(try ifmeterBinary()) live --interval 300ms --probe 192.0.2.99 --underlay tA=vA"])
+        func screen(containing text: String) throws -> String {
+            try waitFor("'\(text)' on the screen") {
+                let s = try run(["tmux", "-L", socket, "capture-pane", "-p", "-t", "live"]).out
+                return s.contains(text) ? s : nil
+            }
+        }
+        _ = try screen(containing: "route 192.0.2.99 → tA (tunnel)")
+        _ = try screen(containing: "outside ≈↓")
+        try pair.a.ip("route", "replace", "default", "via", pair.ipB, "dev", pair.nameA)
+        _ = try screen(containing: "route 192.0.2.99 → vA (outside the tunnels)")
+    }
+
     @Test func badValuesAreUsageErrors() throws {
         for (arguments, needle) in [
             (["route", "--probe", "not-an-address"], "--probe"),
