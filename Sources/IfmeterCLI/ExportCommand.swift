@@ -30,7 +30,7 @@ struct ExportCommand: Command {
             OptionSpec("--textfile", value: "path", help: "Write the Prometheus text exposition here."),
             OptionSpec("--every", value: "duration", help: "Length of a period: time between writes.", default: "15s"),
             CompatOption.spec,
-        ] + CommonOptions.monitoring)
+        ] + RouteOptions.specs + CommonOptions.monitoring)
 
     let textfile: String?
     let json: String?
@@ -40,6 +40,8 @@ struct ExportCommand: Command {
     let every: Double
     let families: ExpositionFamilies
     let setup: SamplingSetup
+    /// `--probe`: routes and the outside-the-tunnel bytes in each period.
+    let routes: RouteOptions?
 
     init(_ p: ParsedArguments) throws(CLIError) {
         textfile = p.value("--textfile")
@@ -61,6 +63,7 @@ struct ExportCommand: Command {
         every = try CommonOptions.duration(p, "--every", default: 15)
         families = try CompatOption.families(p)
         setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: every, idleDeltas: false)
+        routes = p.has("--probe") ? try RouteOptions(p, command: "export --probe") : nil
     }
 
     func run() throws(CLIError) {
@@ -85,7 +88,16 @@ struct ExportCommand: Command {
             }
         }
         let pipeline = try setup.pipeline()
-        pipeline.subscribe(Exporter(command: self, linesFile: linesFile, host: hostName()))
+        let exporter = Exporter(command: self, linesFile: linesFile, host: hostName())
+        #if os(Linux)
+        // Before the exporter: a period's end has its sample's routes.
+        if let routes {
+            let feed = try RouteFeed(options: routes) { _ in }
+            exporter.routes = feed
+            pipeline.subscribe(feed)
+        }
+        #endif
+        pipeline.subscribe(exporter)
         StopSignal.install()
         var waiter = SignalWaiter()
         pipeline.run(&waiter)
@@ -105,6 +117,11 @@ final class Exporter: PipelineSubscriber {
     private var since: Double?
     private var failing: [String: Bool] = [:]
     private var stateFailing = false
+    #if os(Linux)
+    /// `--probe`: the route feed, and its outside totals at the period's start.
+    var routes: RouteFeed?
+    #endif
+    private var outsideAtStart: [String: OutsideTotal] = [:]
 
     init(command: ExportCommand, linesFile: JSONLinesFile?, host: String) {
         self.command = command
@@ -157,11 +174,12 @@ final class Exporter: PipelineSubscriber {
         }
         let totals = pipeline.totals
         if command.json != nil || command.jsonLines != nil {
-            let periodReport = PeriodReport(
+            var periodReport = PeriodReport(
                 host: host, source: last.health.source,
                 period: PeriodReport.Period(
                     startWall: start.wall, endWall: end.wall, startMonotonic: start.monotonic, endMonotonic: end.monotonic),
                 interfaces: totals, periodEntries: entries, since: since ?? start.wall, state: last.persistence?.info)
+            periodReport.route = periodRoutes()
             let renderer = PeriodReportRenderer()
             if let json = command.json {
                 if json == "-" {
@@ -197,5 +215,27 @@ final class Exporter: PipelineSubscriber {
             }
         }
         periodStart = end
+        #if os(Linux)
+        if let routes { outsideAtStart = Dictionary(routes.exposition.outside.map { ($0.tunnel + "\u{0}" + $0.underlay, $0) }, uniquingKeysWith: { a, _ in a }) }
+        #endif
+    }
+
+    /// The probes' routes now, and each tunnel's outside bytes since the
+    /// period began.
+    private func periodRoutes() -> RouteExposition? {
+        #if os(Linux)
+        guard let routes else { return nil }
+        var exposition = routes.exposition
+        exposition.outside = exposition.outside.map { total in
+            var period = total
+            let before = outsideAtStart[total.tunnel + "\u{0}" + total.underlay]
+            period.rxBytes = total.rxBytes &- (before?.rxBytes ?? 0)
+            period.txBytes = total.txBytes &- (before?.txBytes ?? 0)
+            return period
+        }
+        return exposition
+        #else
+        return nil
+        #endif
     }
 }

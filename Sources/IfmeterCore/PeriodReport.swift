@@ -90,6 +90,9 @@ public struct PeriodReport: Sendable {
     /// Unix time the totals count from without `--state`.
     public var since: Double
     public var state: State?
+    /// `export --probe`: where the probes leave at the period's end, and
+    /// each tunnel's outside bytes over the period.
+    public var route: RouteExposition?
 
     public init(
         host: String, source: String, period: Period, interfaces: [InterfaceTotals],
@@ -174,6 +177,23 @@ public struct PeriodReportRenderer: Sendable {
                 "note": .string(TrafficSummary.note),
             ]),
         ]
+        if let route = report.route {
+            o["route"] = .object([
+                "probes": .array(route.egress.map { p in
+                    .object([
+                        "probe": .string(p.probe), "interface": p.interface.map(JSONValue.string) ?? .null,
+                        "kind": p.classification.map { .string($0.kind.rawValue) } ?? .null, "via_tunnel": .bool(p.viaTunnel),
+                    ])
+                }),
+                "tunnels": .array(route.outside.map { t in
+                    .object([
+                        "tunnel": .string(t.tunnel), "underlay": .string(t.underlay),
+                        "outside_bytes": .object(["rx": .number(t.rxBytes), "tx": .number(t.txBytes)]), "uncertain": .bool(t.uncertain),
+                    ])
+                }),
+                "note": .string(RouteReport.caveat),
+            ])
+        }
         if let state = report.state {
             var note: String
             if !state.restored {

@@ -173,6 +173,43 @@ struct RouteTests {
         _ = try screen(containing: "route 192.0.2.99 → vA (outside the tunnels)")
     }
 
+    /// export --probe: each period's JSON says where the probe leaves and
+    /// the outside bytes of that period; the schema accepts it.
+    @Test func exportCarriesTheRouteAndThePeriodsOutsideBytes() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let tunnel = try UDPTunnel(over: pair)
+        defer { tunnel.stop() }
+        try pair.a.ip("route", "add", "default", "dev", tunnel.tunA)
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-route-export-\(UUID().uuidString).jsonl").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let export = try Background(
+            ["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "export", "--interval", "200ms", "--every", "1s", "--json-lines", path,
+             "--probe", "192.0.2.99", "--underlay", "\(tunnel.tunA)=\(pair.nameA)"], name: "export-route")
+        Thread.sleep(forTimeInterval: 0.5)
+        try tunnel.sendUDP(to: pair.ipB, port: 9103, count: 150, payload: 600)
+        Thread.sleep(forTimeInterval: 1.6)
+        #expect(export.stop() == 0, "\(export.log)")
+        let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
+        // The schema checker takes one JSON document per file.
+        let documents = lines.indices.map { path + ".\($0).json" }
+        defer { for file in documents { try? FileManager.default.removeItem(atPath: file) } }
+        for (line, file) in zip(lines, documents) { try String(line).write(toFile: file, atomically: true, encoding: .utf8) }
+        let schema = try checkJSONSchema(documents)
+        #expect(schema.ok && !lines.isEmpty, "\(schema.output)")
+        var outside: UInt64 = 0
+        for line in lines {
+            let period = try JSONParser.parse(String(line))
+            guard case .array(let probes)? = period["route"]?["probes"], case .array(let tunnels)? = period["route"]?["tunnels"] else {
+                throw TestFailure("no route in \(line)")
+            }
+            #expect(probes.first?["interface"]?.stringValue == tunnel.tunA && probes.first?["via_tunnel"] == .bool(true))
+            outside += tunnels.first { $0["tunnel"]?.stringValue == tunnel.tunA }?["outside_bytes"]?["tx"]?.uint64Value ?? 0
+        }
+        let sent = 150 * VethPair.frameBytes(payload: 600)
+        #expect(Double(outside) >= Double(sent) && Double(outside) <= Double(sent) * 1.02, "periods' outside tx \(outside) against \(sent)")
+    }
+
     @Test func badValuesAreUsageErrors() throws {
         for (arguments, needle) in [
             (["route", "--probe", "not-an-address"], "--probe"),
