@@ -61,7 +61,7 @@ struct ServeCommand: Command {
             bodies up to 4 KiB (413).
             """,
         options: [
-            OptionSpec("--listen", value: "address", help: "Address and port, like 127.0.0.1:9874, 0.0.0.0:9874 or [::]:9874.",
+            OptionSpec("--listen", value: "address", help: "Address and port: 127.0.0.1:9874, localhost:9874, [::1]:9874, or :9874 for every address.",
                        default: "127.0.0.1:\(defaultServePort)"),
             CompatOption.spec,
             OptionSpec("--max-connections", value: "n", help: "Open connections; past it the oldest one still waiting for its request is closed.",
@@ -81,7 +81,7 @@ struct ServeCommand: Command {
     init(_ p: ParsedArguments) throws(CLIError) {
         let listen = p.value("--listen") ?? "127.0.0.1:\(defaultServePort)"
         guard let address = ListenAddress(parsing: listen) else {
-            throw p.usage("invalid value '\(listen)' for '--listen <address>': expected HOST:PORT like 127.0.0.1:9874 or [::]:9874")
+            throw p.usage("invalid value '\(listen)' for '--listen <address>': expected HOST:PORT, [IPv6]:PORT or :PORT, like 127.0.0.1:9874, localhost:9874, [::1]:9874 or :9874")
         }
         self.address = address
         families = try CompatOption.families(p)

@@ -25,7 +25,9 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
         self.port = port
     }
 
-    /// Parses `HOST:PORT` (IPv6 hosts in brackets). Nil when malformed.
+    /// Parses `HOST:PORT`, `[IPv6]:PORT` or `:PORT` (every address, IPv4
+    /// and IPv6, as Go servers read it). HOST may be a name (`localhost`),
+    /// resolved when listening. Nil when malformed.
     public init?(parsing text: String) {
         let host: Substring, portText: Substring
         if text.hasPrefix("[") {
@@ -40,8 +42,13 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
             portText = text[text.index(after: colon)...]
             if host.contains(":") { return nil }  // a bare IPv6 address needs brackets
         }
-        guard !host.isEmpty, let port = UInt16(portText), port > 0 else { return nil }
-        self.host = String(host)
+        guard let port = UInt16(portText), port > 0 else { return nil }
+        if host.isEmpty {
+            guard !text.hasPrefix("[") else { return nil }
+            self.host = "::"
+        } else {
+            self.host = String(host)
+        }
         self.port = port
     }
 
@@ -249,36 +256,44 @@ public final class HTTPServer: Sendable {
     /// The port actually bound (useful with port 0 in tests).
     public static func listen(on address: ListenAddress) throws(SystemError) -> Int32 {
         var hints = addrinfo()
-        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV | AI_NUMERICHOST
+        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         var result: UnsafeMutablePointer<addrinfo>?
         let rc = getaddrinfo(address.host, String(address.port), &hints, &result)
         if rc != 0 {
             throw SystemError(
                 call: "getaddrinfo(\(address.host))",
-                message: "'\(address.host)' is not an IP address (\(String(cString: gai_strerror(rc))))")
+                message: "cannot resolve '\(address.host)' (\(String(cString: gai_strerror(rc)))); give an IP address, or a name in /etc/hosts")
         }
         defer { freeaddrinfo(result) }
-        guard let info = result else { throw SystemError(call: "getaddrinfo(\(address.host))", message: "no address") }
-        let fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw .http("socket") }
-        var one: Int32 = 1, zero: Int32 = 0
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        if info.pointee.ai_family == AF_INET6 {
-            // [::] serves IPv4 too.
-            setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &zero, socklen_t(MemoryLayout<Int32>.size))
+        // A name may stand for several addresses (localhost: 127.0.0.1 and
+        // ::1): the first one that can be bound serves.
+        var firstError: SystemError?
+        var next = result
+        while let info = next {
+            next = info.pointee.ai_next
+            let fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else { throw .http("socket") }
+            var one: Int32 = 1, zero: Int32 = 0
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+            if info.pointee.ai_family == AF_INET6 {
+                // [::] serves IPv4 too.
+                setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &zero, socklen_t(MemoryLayout<Int32>.size))
+            }
+            if bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) != 0 {
+                let code = errno
+                close(fd)
+                firstError = firstError ?? .http("bind(\(address))", code)
+                continue
+            }
+            if Glibc.listen(fd, 511) != 0 {
+                let code = errno
+                close(fd)
+                throw .http("listen(\(address))", code)
+            }
+            return fd
         }
-        if bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) != 0 {
-            let code = errno
-            close(fd)
-            throw .http("bind(\(address))", code)
-        }
-        if Glibc.listen(fd, 511) != 0 {
-            let code = errno
-            close(fd)
-            throw .http("listen(\(address))", code)
-        }
-        return fd
+        throw firstError ?? SystemError(call: "getaddrinfo(\(address.host))", message: "no address")
     }
 }
 

@@ -20,14 +20,26 @@ public enum RawHTTP {
     /// Connects to `host:port` (inside `namespace`), returns the socket.
     public static func connect(_ host: String, _ port: UInt16, in namespace: String?, timeout: Double = 5) throws -> Int32 {
         let open = { () throws -> Int32 in
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let v6 = host.contains(":")
+            let fd = socket(v6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             guard fd >= 0 else { throw TestFailure("socket: \(String(cString: strerror(errno)))") }
             var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - Double(Int(timeout))) * 1e6))
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
             setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-            var addr = sockaddrIn(host, port)
-            let rc = withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            let rc: Int32
+            if v6 {
+                var addr = sockaddr_in6()
+                addr.sin6_family = sa_family_t(AF_INET6)
+                addr.sin6_port = port.bigEndian
+                inet_pton(AF_INET6, host, &addr.sin6_addr)
+                rc = withUnsafePointer(to: &addr) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+                }
+            } else {
+                var addr = sockaddrIn(host, port)
+                rc = withUnsafePointer(to: &addr) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                }
             }
             guard rc == 0 else {
                 let message = String(cString: strerror(errno))
