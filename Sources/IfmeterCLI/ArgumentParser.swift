@@ -223,7 +223,9 @@ public struct ParsedArguments: Sendable {
                 inline = String(arg[arg.index(after: eq)...])
             }
             guard let option = find(name) else {
-                throw parsed.usage("unknown option '\(name)'")
+                let known = spec.options.filter { !$0.hidden }.map(\.long) + ["--help"]
+                let hint = Suggestion.closest(to: name, among: known).map { " (did you mean '\($0)'?)" } ?? ""
+                throw parsed.usage("unknown option '\(name)'\(hint)")
             }
             if option.isFlag {
                 if inline != nil { throw parsed.usage("'\(option.long)' takes no value") }
@@ -257,5 +259,39 @@ public struct ParsedArguments: Sendable {
             throw parsed.usage("unexpected argument '\(parsed.positionals[spec.positionals.count])'")
         }
         return parsed
+    }
+}
+
+/// "Did you mean": the known word closest to a mistyped one, when it is
+/// close enough to be a typo (a few edits, or a prefix of one).
+enum Suggestion {
+    static func closest(to word: String, among candidates: [String]) -> String? {
+        let target = Array(word.lowercased())
+        var best: (String, Int)?
+        for candidate in candidates {
+            let c = Array(candidate.lowercased())
+            let distance = c.count > target.count && c.starts(with: target) && target.count >= 4
+                ? 1 : editDistance(target, c)
+            let allowed = max(1, min(3, c.count / 3))
+            if distance <= allowed, distance < (best?.1 ?? .max) { best = (candidate, distance) }
+        }
+        return best?.0
+    }
+
+    /// Levenshtein distance, with a swap of two neighbours counted as one.
+    static func editDistance(_ a: [Character], _ b: [Character]) -> Int {
+        if a.isEmpty { return b.count }
+        if b.isEmpty { return a.count }
+        var d = [[Int]](repeating: [Int](repeating: 0, count: b.count + 1), count: a.count + 1)
+        for i in 0...a.count { d[i][0] = i }
+        for j in 0...b.count { d[0][j] = j }
+        for i in 1...a.count {
+            for j in 1...b.count {
+                let cost = a[i - 1] == b[j - 1] ? 0 : 1
+                d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] { d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1) }
+            }
+        }
+        return d[a.count][b.count]
     }
 }

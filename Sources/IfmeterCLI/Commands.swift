@@ -60,7 +60,9 @@ public enum IfmeterCLI {
             return try LiveCommand(ParsedArguments.parse([], spec: LiveCommand.spec)).run()
         }
         guard let command = commands.first(where: { $0.spec.name == "ifmeter " + first }) else {
-            throw .usage("unknown subcommand '\(first)'", command: "ifmeter")
+            let names = commands.map { String($0.spec.name.dropFirst("ifmeter ".count)) }
+            let hint = Suggestion.closest(to: first, among: names).map { " (did you mean '\($0)'?)" } ?? ""
+            throw .usage("unknown subcommand '\(first)'\(hint)", command: "ifmeter")
         }
         let parsed = try ParsedArguments.parse(Array(arguments.dropFirst()), spec: command.spec)
         if parsed.wantsHelp { return try Output.put(command.spec.help) }

@@ -216,7 +216,24 @@ struct SamplingSetup {
                 throw CLIError.opening(error)
             }
         }
-        return Pipeline(source: counters, configuration: configuration, persistence: persistence)
+        let pipeline = Pipeline(source: counters, configuration: configuration, persistence: persistence)
+        pipeline.subscribe(PatternWarning())
+        return pipeline
+    }
+}
+
+/// Says once, on stderr, which `--include`/`--exclude` patterns matched no
+/// interface of the first sample: an empty table with no word is no answer.
+final class PatternWarning: PipelineSubscriber {
+    private var done = false
+
+    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
+        guard !done, case .sampled = update.outcome else { return }
+        done = true
+        guard let unmatched = pipeline.unmatchedPatterns, !unmatched.isEmpty else { return }
+        for (option, pattern) in unmatched {
+            Output.error("Warning: \(option) '\(pattern)' matches no interface; see 'ifmeter list' for their names.")
+        }
     }
 }
 

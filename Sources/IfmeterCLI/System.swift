@@ -136,12 +136,28 @@ func hostName() -> String {
 /// What a system error means for a person, by errno.
 enum Describe {
     /// Why a file cannot be written into its folder.
+    /// `: it (or /a, on the way) is owned by uid 0 with mode 0700, and this
+    /// runs as uid 65534`: which privilege is missing, in facts.
+    static func whoCannot(_ folder: String) -> String {
+        var path = folder
+        var st = stat()
+        // The nearest folder that can be looked at, on the way to `folder`.
+        while stat(path, &st) != 0 {
+            guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return "" }
+            path = String(path[..<slash])
+        }
+        let mode = String(st.st_mode & 0o7777, radix: 8)
+        let owner = "owned by uid \(st.st_uid), gid \(st.st_gid), mode 0\(mode)"
+        let on = path == folder ? "it is" : "\(path), on the way, is"
+        return ": \(on) \(owner), and ifmeter runs as uid \(geteuid()), gid \(getegid())"
+    }
+
     static func folderProblem(_ error: SystemError, for path: String) -> String {
         let folder = AtomicFile.folder(of: path)
         switch error.errno {
         case ENOENT: return "the folder \(folder) does not exist"
         case ENOTDIR: return "\(folder) is not a folder"
-        case EACCES, EPERM: return "no permission to write in \(folder) (\(error.call): \(error.message))"
+        case EACCES, EPERM: return "no permission to write in \(folder)\(Self.whoCannot(folder)) (\(error.call): \(error.message))"
         default: return "cannot write in \(folder): \(error.message)"
         }
     }

@@ -35,6 +35,15 @@ public struct InterfaceFilter: Sendable, Hashable {
         return !exclude.contains(where: matches)
     }
 
+    /// The `--include` and `--exclude` patterns that match none of `keys`
+    /// (by name, or `NS/NAME`): most likely a typo, worth a warning.
+    public func unmatchedPatterns(in keys: [SeriesKey]) -> [(option: String, pattern: String)] {
+        func matchesAny(_ pattern: String) -> Bool {
+            keys.contains { Glob.matches(pattern, $0.name) || (!$0.netns.isEmpty && Glob.matches(pattern, $0.description)) }
+        }
+        return include.filter { !matchesAny($0) }.map { ("--include", $0) } + exclude.filter { !matchesAny($0) }.map { ("--exclude", $0) }
+    }
+
     public func admits(name: String, kind: InterfaceKind) -> Bool { admits(SeriesKey(name: name), kind: kind) }
 
     public func admits(_ key: SeriesKey, kind: InterfaceKind) -> Bool {

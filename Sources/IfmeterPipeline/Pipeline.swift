@@ -144,6 +144,9 @@ public final class Pipeline {
     public private(set) var engine: DeltaEngine
     public let persistence: StatePersistence?
     public private(set) var health: PipelineHealth
+    /// `--include`/`--exclude` patterns that matched no interface of the
+    /// first sample (nil until then, or without patterns).
+    public private(set) var unmatchedPatterns: [(option: String, pattern: String)]?
     private var subscribers: [any PipelineSubscriber] = []
     private var sequence = 0
     private let clock: PipelineClock
@@ -178,6 +181,9 @@ public final class Pipeline {
             health.lastError = error
             health.lastSampleSeconds = clock.monotonic() - started
             return publish(outcome: .failed(error), reading: nil, deltas: [], time: started, previous: nil)
+        }
+        if unmatchedPatterns == nil, !configuration.filter.include.isEmpty || !configuration.filter.exclude.isEmpty {
+            unmatchedPatterns = configuration.filter.unmatchedPatterns(in: reading.sample.interfaces.map(\.key))
         }
         var filtered = reading
         let platform = configuration.engine.platform
