@@ -114,6 +114,12 @@ struct FileHardeningTests {
         #expect(result.status == 1 && !result.stopped && result.log.contains("symbolic link"), "\(result.log)")
         #expect(!exists(victims + "/made-by-ifmeter.db"), "no database is created where a planted link points")
 
+        // record -o: another user's link is refused, the file untouched.
+        try plant(dir + "/trace.jsonl", to: victim, owner: nobody)
+        let record = try ifmeter(["record", "--count", "1", "--interval", "100ms", "-o", dir + "/trace.jsonl"], in: ns)
+        #expect(record.status == 1 && record.err.contains("symbolic link"), "\(record.err)")
+        #expect(contents(victim) == "keep me\n", "record follows no planted link")
+
         // The lock file of old: a link there makes nothing either.
         try plant(dir + "/t.db.lock", to: victims + "/lock-made-by-ifmeter")
         result = try runBriefly(["export", "--every", "100ms", "--json", dir + "/r.json", "--state", dir + "/t.db"], in: ns, seconds: 0.8)
