@@ -14,7 +14,9 @@ import IfmeterCore
 /// the same boot and the same index mean the counters went on while ifmeter
 /// was stopped, so that traffic is added and nothing is lost; a new boot or a
 /// new index means the downtime's traffic is unknown, and those totals become
-/// lower bounds (the delta engine applies exactly these rules).
+/// lower bounds (the delta engine applies exactly these rules). The meta
+/// table's `running` says whether the last writer stopped cleanly; a
+/// writer holds flock on the file's inode for as long as it runs.
 public final class StateStore {
     public static let schemaVersion = 1
 
@@ -33,8 +35,6 @@ public final class StateStore {
     /// a crash, power): what it counted after its last save is gone, except
     /// what the kernel's counters still show.
     public let uncleanStop: Bool
-    /// Unix time of the last save before this start (nil: none).
-    public let lastSaved: Double?
 
     private let database: Database
     private let upsertInterface: Statement
@@ -130,7 +130,6 @@ public final class StateStore {
         since = meta["created"].flatMap(Double.init) ?? now
         sameBoot = meta["boot_id"] == bootID
         uncleanStop = existed && meta["running"] == "1"
-        lastSaved = meta["saved"].flatMap(Double.init)
     }
 
     /// Opens `path` without following a link, creating it when missing, and
@@ -156,7 +155,7 @@ public final class StateStore {
                 usleep(50_000)
             }
             guard locked else {
-                if created { unlink(path) }
+                // Even one this call created is the lock holder's now.
                 close(fd)
                 throw StoreError.inUse(path: path)
             }
@@ -473,13 +472,19 @@ public final class StateStore {
         guard wal >= 0 else { throw openFailure(path + "-wal", call: "open", errno) }
         defer { close(wal) }
         try copyFile(from: wal, name: path + "-wal", to: copy + "-wal")
-        let db = try Database(path: copy, readOnly: false)
         do {
-            return try read(db, path: copy, granularity: granularity)
+            // The copy's database is closed when this returns, before the
+            // folder is removed.
+            return try readClosing(copy, granularity: granularity)
         } catch {
             // Say the user's path, not the copy's.
             throw error.renamed(copy, to: path)
         }
+    }
+
+    static func readClosing(_ path: String, granularity: Granularity) throws(StoreError) -> [UsageRow] {
+        let db = try Database(path: path, readOnly: false)
+        return try read(db, path: path, granularity: granularity)
     }
 
     static func copyFile(from source: Int32, name: String, to target: String) throws(StoreError) {
