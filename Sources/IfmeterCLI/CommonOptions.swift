@@ -209,7 +209,8 @@ struct SamplingSetup {
             throw .runtime("cannot open the \(source.rawValue) source: \(error)")
         }
         var persistence: StatePersistence?
-        if let state {
+        if var state {
+            state.path = try CommandLinePath.resolve(state.path, option: "--state", command: "ifmeter")
             do {
                 persistence = try state.open(wallTime: wallClock())
             } catch {
@@ -241,25 +242,33 @@ extension CLIError {
     /// A state file a running command cannot use: it cannot start (1).
     static func opening(_ error: StoreError) -> CLIError { .runtime(error.description) }
 
-    /// A state file that cannot be read: missing is a usage error (64), its
-    /// content bad data (65), anything else a runtime failure (1).
+    /// A state file that cannot be read: missing or not a file at all (a
+    /// FIFO, a folder) is a usage error (64: the argument names no state
+    /// file), its content bad data (65), anything else, a permission
+    /// problem included, a runtime failure (1: the file may be fine, this
+    /// process may not read it).
     static func reading(_ error: StoreError, command: String) -> CLIError {
         switch error {
-        case .missing: .usage(error.description, command: command)
+        case .missing, .notRegularFile: .usage(error.description, command: command)
         case _ where error.isBadData: .data(error.description)
         default: .runtime(error.description)
         }
     }
 }
 
-/// Waits between samples until a stop signal (SIGINT, SIGTERM), or until
-/// `stop` says so (a subscriber's output failed).
+/// Waits between samples until a stop signal (SIGINT, SIGTERM, SIGQUIT),
+/// or until `stop` says so (a subscriber's output failed). On SIGHUP (when
+/// installed) `hangup` runs: by default it saves the state.
 struct SignalWaiter: PipelineWaiter {
     var stop: () -> Bool = { false }
+    var hangup: (Pipeline) -> Void = { $0.saveNow() }
 
     mutating func wait(until deadline: Double, _ pipeline: Pipeline) -> Bool {
         let source = pipeline.source
-        return !stop() && sleepUntil(deadline, watching: source.eventDescriptors, readable: source.readEvents) && !stop()
+        let hangup = self.hangup
+        return !stop()
+            && sleepUntil(deadline, watching: source.eventDescriptors, readable: source.readEvents, hangup: { hangup(pipeline) })
+            && !stop()
     }
 }
 

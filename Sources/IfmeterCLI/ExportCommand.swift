@@ -19,8 +19,9 @@ struct ExportCommand: Command {
             for node_exporter's textfile collector (name it *.prom). Replaced files
             are written atomically (a temporary file in the same folder, fsync,
             rename). A failed write is logged once per failure streak, keeps the
-            previous file and is retried the next period. SIGINT or SIGTERM write
-            the current period, then stop.
+            previous file and is retried the next period. SIGINT, SIGTERM or
+            SIGQUIT write the current period, then stop; SIGHUP saves the state
+            and reopens the --json-lines file (for logrotate), and export goes on.
             """,
         options: [
             OptionSpec("--json", value: "path", help: "Replace this file with each period's JSON report ('-' for stdout)."),
@@ -32,9 +33,9 @@ struct ExportCommand: Command {
             CompatOption.spec,
         ] + RouteOptions.specs + CommonOptions.monitoring)
 
-    let textfile: String?
-    let json: String?
-    let jsonLines: String?
+    var textfile: String?
+    var json: String?
+    var jsonLines: String?
     let maxSize: Int
     let keep: Int
     let every: Double
@@ -67,6 +68,23 @@ struct ExportCommand: Command {
     }
 
     func run() throws(CLIError) {
+        // Links given on the command line are resolved once, now.
+        var command = self
+        command.json = try json.map { path throws(CLIError) in try CommandLinePath.resolve(path, option: "--json", command: Self.spec.name) }
+        command.jsonLines = try jsonLines.map { path throws(CLIError) in
+            try CommandLinePath.resolve(path, option: "--json-lines", command: Self.spec.name)
+        }
+        command.textfile = try textfile.map { path throws(CLIError) in
+            try CommandLinePath.resolve(path, option: "--textfile", command: Self.spec.name)
+        }
+        try command.start()
+    }
+
+    private func start() throws(CLIError) {
+        // What writers killed mid-write left (their PIDs dead) goes.
+        for path in [textfile, json].compactMap({ $0 }) where path != "-" {
+            AtomicFile.removeLeftovers(of: path)
+        }
         // A folder that is missing or read-only is an error now, not later.
         for path in [textfile, json, jsonLines].compactMap({ $0 }) where path != "-" {
             do {
@@ -98,8 +116,11 @@ struct ExportCommand: Command {
         }
         #endif
         pipeline.subscribe(exporter)
-        StopSignal.install()
-        var waiter = SignalWaiter()
+        StopSignal.install(hangup: true)
+        var waiter = SignalWaiter(hangup: { pipeline in
+            pipeline.saveNow()
+            exporter.reopen()
+        })
         pipeline.run(&waiter)
     }
 }
@@ -141,6 +162,17 @@ final class Exporter: PipelineSubscriber {
         // start (half an interval early: samples jitter).
         if update.time - start.monotonic >= command.every - pipeline.configuration.interval / 2 {
             writePeriod(pipeline, end: (update.wallTime, update.time))
+        }
+    }
+
+    /// After SIGHUP: the --json-lines file is opened again (logrotate moved
+    /// it away); a failure is said, and retried at the next write.
+    func reopen() {
+        guard let linesFile else { return }
+        do {
+            try linesFile.reopen()
+        } catch {
+            Output.error("ifmeter export: reopening \(linesFile.path) after SIGHUP: \(error.call): \(error.message); retrying at the next write")
         }
     }
 

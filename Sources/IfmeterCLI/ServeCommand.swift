@@ -38,7 +38,8 @@ struct ServeCommand: Command {
             render its state (no netlink dump per scrape). Counters continue the
             kernel's from when ifmeter first saw each interface and never go down,
             across wraps, resets and recreated interfaces. Listens on loopback
-            unless told otherwise; SIGINT or SIGTERM stop it.
+            unless told otherwise; SIGINT, SIGTERM or SIGQUIT stop it (after a
+            last save), SIGHUP saves the state and it goes on.
 
             --web-config takes Prometheus exporter-toolkit's web config (YAML):
               tls_server_config:
@@ -137,10 +138,13 @@ struct ServeCommand: Command {
                 Self.respond(to: request, cache: cache)
             }
         } catch {
+            // A failed start leaves no state file of its own behind.
+            pipeline.persistence?.abandon()
             throw .runtime("cannot listen on \(address): \(error.message). Choose another with --listen.")
         }
-        // The server's threads have the signals blocked; this one takes them.
-        StopSignal.install()
+        // The server's threads have the signals blocked; this one takes
+        // them. SIGHUP saves the state and serve goes on.
+        StopSignal.install(hangup: true)
         var waiter = SignalWaiter()
         pipeline.run(&waiter)
         server.stop()

@@ -44,7 +44,10 @@ enum Output {
     static func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }
 }
 
-/// SIGINT and SIGTERM ask the running command to stop at its next wait.
+/// SIGINT, SIGTERM and SIGQUIT ask the running command to stop at its next
+/// wait (a clean stop: the last period written, the state saved). SIGHUP,
+/// where a command installs it (serve, export), asks it to save and reopen
+/// its output files, and it goes on (for logrotate).
 ///
 /// The handler sets a flag and writes a byte to a pipe that every wait
 /// polls, so a wait returns at once. Commands that start threads (serve)
@@ -53,17 +56,20 @@ enum Output {
 /// then always runs on the waiting thread.
 enum StopSignal {
     static let received = Atomic<Int32>(0)
+    static let hangups = Atomic<Int>(0)
     nonisolated(unsafe) static var pipe: (read: Int32, write: Int32) = (-1, -1)
 
-    static var stopSignals: sigset_t {
+    static let stopping = [SIGINT, SIGTERM, SIGQUIT]
+
+    static func set(_ signals: [Int32]) -> sigset_t {
         var set = sigset_t()
         sigemptyset(&set)
-        sigaddset(&set, SIGINT)
-        sigaddset(&set, SIGTERM)
+        for signal in signals { sigaddset(&set, signal) }
         return set
     }
 
-    static func install() {
+    /// `hangup`: SIGHUP saves and reopens instead of ending the process.
+    static func install(hangup: Bool = false) {
         if pipe.read < 0 {
             var fds: [Int32] = [-1, -1]
             if Glibc.pipe(&fds) == 0 {
@@ -74,20 +80,22 @@ enum StopSignal {
                 pipe = (fds[0], fds[1])
             }
         }
-        for sig in [SIGINT, SIGTERM] {
+        let signals = stopping + (hangup ? [SIGHUP] : [])
+        for sig in signals {
             var action = sigaction()
+            let handler: @convention(c) (Int32) -> Void = { signal in
+                if signal == SIGHUP {
+                    StopSignal.hangups.add(1, ordering: .relaxed)
+                } else {
+                    StopSignal.received.store(signal, ordering: .relaxed)
+                }
+                var byte: UInt8 = 1
+                _ = write(StopSignal.pipe.write, &byte, 1)
+            }
             #if canImport(Glibc)
-            action.__sigaction_handler.sa_handler = { signal in
-                StopSignal.received.store(signal, ordering: .relaxed)
-                var byte: UInt8 = 1
-                _ = write(StopSignal.pipe.write, &byte, 1)
-            }
+            action.__sigaction_handler.sa_handler = handler
             #else
-            action.__sigaction_u.__sa_handler = { signal in
-                StopSignal.received.store(signal, ordering: .relaxed)
-                var byte: UInt8 = 1
-                _ = write(StopSignal.pipe.write, &byte, 1)
-            }
+            action.__sigaction_u.__sa_handler = handler
             #endif
             sigemptyset(&action.sa_mask)
             action.sa_flags = 0  // no SA_RESTART: a wait returns at once
@@ -95,32 +103,47 @@ enum StopSignal {
         }
         // A parent may have started us with these blocked (threads of
         // Dispatch-based programs block them, and exec keeps the mask).
-        var unblock = stopSignals
+        var unblock = set(signals)
         pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
     }
 
-    /// Blocks SIGINT and SIGTERM in this thread and every thread it starts
-    /// from now on; `install` then unblocks them in this thread alone.
+    /// Blocks the stop signals and SIGHUP in this thread and every thread it
+    /// starts from now on; `install` then unblocks them in this thread alone.
     static func block() {
-        var set = stopSignals
-        pthread_sigmask(SIG_BLOCK, &set, nil)
+        var blocked = set(stopping + [SIGHUP])
+        pthread_sigmask(SIG_BLOCK, &blocked, nil)
     }
 
     static var requested: Bool { received.load(ordering: .relaxed) != 0 }
+
+    /// Whether a SIGHUP came since the last call.
+    static func takeHangup() -> Bool {
+        hangups.exchange(0, ordering: .relaxed) != 0
+    }
 }
 
 /// Sleeps until `deadline` on the monotonic clock; returns false when a stop
 /// signal came first. While it waits, `readable` runs whenever one of
-/// `watching` has data (link notifications, read when they come).
-func sleepUntil(_ deadline: Double, watching: [Int32] = [], readable: () -> Void = {}) -> Bool {
+/// `watching` has data (link notifications, read when they come), and
+/// `hangup` after a SIGHUP.
+func sleepUntil(_ deadline: Double, watching: [Int32] = [], readable: () -> Void = {}, hangup: () -> Void = {}) -> Bool {
     var fds = [pollfd(fd: StopSignal.pipe.read, events: Int16(POLLIN), revents: 0)]
     fds += watching.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
     while !StopSignal.requested {
+        if StopSignal.takeHangup() {
+            hangup()
+            continue
+        }
         let remaining = deadline - monotonicSeconds()
         if remaining <= 0 { return true }
         for n in fds.indices { fds[n].revents = 0 }
         let rc = poll(&fds, nfds_t(fds.count), Int32(min(remaining * 1000 + 1, 60_000)))
         if rc < 0, errno != EINTR { return !StopSignal.requested }
+        if rc > 0, fds[0].revents != 0 {
+            // Drain the wake-up bytes (a SIGHUP's, or a stop's).
+            var buffer = [UInt8](repeating: 0, count: 64)
+            while read(StopSignal.pipe.read, &buffer, buffer.count) > 0 {}
+        }
         if rc > 0, fds.dropFirst().contains(where: { $0.revents != 0 }) { readable() }
     }
     return false

@@ -10,7 +10,17 @@ final class TraceFile {
     let path: String
 
     init(creating path: String) throws(CLIError) {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        var fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        if fd < 0, errno == ELOOP {
+            // A link named on the command line (like /dev/stdout) is
+            // followed only when this user or root owns it: another user
+            // could have planted it.
+            var st = stat()
+            if lstat(path, &st) == 0, st.st_uid != geteuid(), st.st_uid != 0 {
+                throw .runtime("cannot create '\(path)': it is a symbolic link owned by uid \(st.st_uid), another user; refusing to follow it")
+            }
+            fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        }
         guard fd >= 0 else {
             throw .runtime("cannot create '\(path)': \(String(cString: strerror(errno)))")
         }

@@ -640,6 +640,15 @@ public struct DeltaEngine: Sendable {
         // for them; it stays one for interfaces never seen.
     }
 
+    /// Makes a series' totals a lower bound: traffic may be missing that no
+    /// counter can show (after an unclean stop, what was counted after the
+    /// state file's last save).
+    public mutating func markLowerBound(_ key: SeriesKey) {
+        guard let slot = slots[key], series[slot].state.quality != .lowerBound else { return }
+        series[slot].state.quality = .lowerBound
+        markChanged(slot)
+    }
+
     // MARK: - Rules
 
     /// R: the byte-rate ceiling (rule 5).

@@ -29,6 +29,12 @@ public struct PeriodAccumulator: Sendable {
         }
     }
 
+    /// Makes an interface's entry a lower bound (adding an empty one when it
+    /// has none): some of its traffic is known to be missing.
+    public mutating func markLowerBound(_ key: SeriesKey, classification: Classification) {
+        entries[key, default: Entry(classification: classification)].quality = .lowerBound
+    }
+
     /// Puts back entries taken but not used (a failed save), adding them to
     /// whatever came since.
     public mutating func putBack(_ taken: [SeriesKey: Entry]) {

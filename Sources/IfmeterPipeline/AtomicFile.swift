@@ -11,7 +11,8 @@ func systemWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
 }
 
 /// Replaces a file's contents atomically: readers see the old file or the
-/// new one, never a part. Writes a temporary file in the same folder,
+/// new one, never a part. Writes a temporary file in the same folder
+/// (`.NAME.tmp-PID-RANDOM`, created exclusively, never through a link),
 /// fsyncs it, renames it over the target, and fsyncs the folder.
 public enum AtomicFile {
     public static func write(_ bytes: [UInt8], to path: String) throws(SystemError) {
@@ -31,10 +32,10 @@ public enum AtomicFile {
         _ produce: (_ put: (UnsafeRawBufferPointer) throws(SystemError) -> Void) throws(SystemError) -> Void
     ) throws(SystemError) {
         let folder = Self.folder(of: path)
-        let name = path.split(separator: "/").last.map(String.init) ?? path
-        let temporary = folder + "/." + name + ".tmp-" + String(getpid())
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw fail("open(\(temporary))") }
+        // A new file of an unpredictable name, created exclusively: a link
+        // planted in the folder is never followed. rename() then replaces
+        // whatever is at `path` (a link there included) without following it.
+        let (fd, temporary) = try SafeFile.createTemporary(for: path)
         var ok = false
         var closed = false
         defer {
@@ -73,11 +74,16 @@ public enum AtomicFile {
         guard (st.st_mode & S_IFMT) == S_IFDIR else {
             throw SystemError(call: "stat(\(folder))", errno: ENOTDIR, message: String(cString: strerror(ENOTDIR)))
         }
-        let probe = folder + "/.ifmeter-probe-" + String(getpid())
-        let fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw fail("open(\(probe))") }
+        let (fd, probe) = try SafeFile.createTemporary(for: folder + "/ifmeter-probe", mode: 0o600)
         close(fd)
         unlink(probe)
+    }
+
+    /// Removes what writers of `path` killed mid-write left (see
+    /// `SafeFile.removeLeftovers`); returns the names removed.
+    @discardableResult
+    public static func removeLeftovers(of path: String) -> [String] {
+        SafeFile.removeLeftovers(for: path)
     }
 
     public static func folder(of path: String) -> String {

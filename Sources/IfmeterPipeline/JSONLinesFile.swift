@@ -31,9 +31,9 @@ public final class JSONLinesFile {
     deinit { if fd >= 0 { close(fd) } }
 
     private func openFile() throws(SystemError) {
-        let descriptor = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { throw Self.fail("open(\(path))") }
-        fd = descriptor
+        // Never through a link (one planted after the start, or at a
+        // rotation), and only a regular file.
+        fd = try SafeFile.open(path, flags: O_RDWR | O_CREAT | O_APPEND).fd
         var st = stat()
         fstat(fd, &st)
         size = Int(st.st_size)
@@ -56,9 +56,20 @@ public final class JSONLinesFile {
         }
     }
 
+    /// Closes the file and opens `path` again (for logrotate, after SIGHUP:
+    /// the file moved away stays whole, a new one is started).
+    public func reopen() throws(SystemError) {
+        if fd >= 0 { close(fd) }
+        fd = -1
+        size = 0
+        try openFile()
+    }
+
     /// Appends one line (with its `\n`).
     public func append(_ line: String) throws(SystemError) {
         let bytes = Array(line.utf8)
+        // A reopen that failed is tried again.
+        if fd < 0 { try openFile() }
         if size > 0, size + bytes.count > maxSize { try rotate() }
         let before = size
         var offset = 0

@@ -195,7 +195,7 @@ public final class Pipeline {
         if let lifetime = configuration.seriesLifetime { engine.forget(notSeenSince: t - lifetime) }
         let wall = clock.wall()
         if let persistence {
-            persistence.record(deltas)
+            persistence.record(deltas, engine: &engine)
             persistence.saveIfDue(engine, at: t, wallTime: wall, force: false)
         }
         health.samples += 1
@@ -237,10 +237,16 @@ public final class Pipeline {
         publish(outcome: .zeroed, reading: nil, deltas: [], time: engine.lastSampleTime ?? now, previous: nil)
     }
 
-    /// Saves now (when persisting) and tells the subscribers the loop ended.
+    /// Saves now (when persisting), records the clean stop, and tells the
+    /// subscribers the loop ended.
     public func finish() {
-        persistence?.saveIfDue(engine, at: engine.lastSampleTime ?? clock.monotonic(), wallTime: clock.wall(), force: true)
+        persistence?.finish(engine, at: engine.lastSampleTime ?? clock.monotonic(), wallTime: clock.wall())
         for subscriber in subscribers { subscriber.pipelineFinished(self) }
+    }
+
+    /// Saves now, whatever the pace (SIGHUP); no-op without a state file.
+    public func saveNow() {
+        persistence?.saveIfDue(engine, at: engine.lastSampleTime ?? clock.monotonic(), wallTime: clock.wall(), force: true)
     }
 
     /// Every interface's totals, sorted: costs a sort, so for reports and

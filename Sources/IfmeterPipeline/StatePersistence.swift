@@ -13,6 +13,19 @@ public protocol StateSaving: AnyObject {
     /// Saves every series and adds `usage` to the usage tables, in one
     /// transaction.
     func save(_ saved: [DeltaEngine.SavedSeries], usage: [SeriesKey: UsageEntry], wallTime: Double) throws(StoreError)
+    /// The last writer did not stop cleanly: what it counted after its last
+    /// save is missing, except what the kernel's counters show.
+    var uncleanStop: Bool { get }
+    /// Records a clean stop, after the last save.
+    func markStopped(wallTime: Double) throws(StoreError)
+    /// The start failed: remove what this start created.
+    func abandon()
+}
+
+extension StateSaving {
+    public var uncleanStop: Bool { false }
+    public func markStopped(wallTime: Double) throws(StoreError) {}
+    public func abandon() {}
 }
 
 extension StateStore: StateSaving {
@@ -39,6 +52,8 @@ public final class StatePersistence {
     public let every: Double
     private var usage = PeriodAccumulator()
     private var lastSave: Double?
+    /// The first sample was looked at (after an unclean stop).
+    private var reviewed = false
     public private(set) var saves = 0
     public private(set) var lastError: StoreError?
 
@@ -55,22 +70,58 @@ public final class StatePersistence {
     }
 
     /// Adds a sample's deltas to the traffic not yet saved (baselines
-    /// count nothing).
-    func record(_ deltas: [InterfaceDelta]) { usage.add(deltas) }
+    /// count nothing). After the first sample following an unclean stop,
+    /// what the counters cannot vouch for becomes a lower bound: saved
+    /// interfaces now gone (their traffic after the last save is unknown)
+    /// and interfaces new to the file (the dead process may have counted
+    /// some of theirs). Saved interfaces still there continue from their
+    /// saved counters: within one boot they lose nothing.
+    func record(_ deltas: [InterfaceDelta], engine: inout DeltaEngine) {
+        usage.add(deltas)
+        guard !reviewed else { return }
+        reviewed = true
+        guard store.uncleanStop else { return }
+        var suspects = deltas.filter { $0.change == .baseline }.map { ($0.key, $0.classification) }
+        for item in store.restored where item.last != nil {
+            if let totals = engine.totals(for: item.totals.key), !totals.present {
+                suspects.append((totals.key, totals.classification))
+            }
+        }
+        for (key, classification) in suspects {
+            engine.markLowerBound(key)
+            usage.markLowerBound(key, classification: classification)
+        }
+    }
 
     /// Saves when a save is due (`every` after the last, or at once when
     /// forced); returns whether it tried.
     @discardableResult
     func saveIfDue(_ engine: DeltaEngine, at time: Double, wallTime: Double, force: Bool) -> Bool {
         guard let last = lastSave else {
-            // The first call starts the clock.
+            // The first sample is saved at once: from then on a kill -9
+            // loses nothing the counters can show (a failed save is tried
+            // again `every` later).
             lastSave = time
-            if !force { return false }
             return save(engine, at: time, wallTime: wallTime)
         }
         guard force || time - last >= every else { return false }
         return save(engine, at: time, wallTime: wallTime)
     }
+
+    /// The last save, then the mark of a clean stop (only when that save
+    /// worked: otherwise the next start must not trust the file's end).
+    func finish(_ engine: DeltaEngine, at time: Double, wallTime: Double) {
+        saveIfDue(engine, at: time, wallTime: wallTime, force: true)
+        guard lastError == nil else { return }
+        do {
+            try store.markStopped(wallTime: wallTime)
+        } catch {
+            lastError = error
+        }
+    }
+
+    /// The start failed after the store was opened.
+    public func abandon() { store.abandon() }
 
     private func save(_ engine: DeltaEngine, at time: Double, wallTime: Double) -> Bool {
         let taken = usage.take()

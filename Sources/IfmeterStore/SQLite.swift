@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import CSQLite
 import IfmeterCore
 
@@ -25,6 +30,8 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     case noBootID(file: String)
     /// A system call failed (open, flock).
     case system(path: String, SystemError)
+    /// This process may not read the file (permission): the file may be fine.
+    case unreadable(path: String, SystemError)
     /// SQLite failed: the call and its words.
     case sqlite(path: String, call: String, message: String)
 
@@ -52,6 +59,8 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
             "cannot read the boot id from \(file)"
         case .system(let path, let error):
             "cannot use state file \(path): \(error.call): \(error.message)"
+        case .unreadable(let path, let error):
+            "cannot read state file \(path): \(error.call): \(error.message); run as a user who may read it"
         case .sqlite(let path, let call, let message):
             "\(path): \(call): \(message)"
         }
@@ -71,11 +80,20 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
 final class Database {
     let handle: OpaquePointer
     let path: String
+    /// A descriptor of the same file that holds ifmeter's lock: closed only
+    /// after SQLite has closed (closing any descriptor of a file drops the
+    /// process's POSIX locks on it, SQLite's included). Statements keep
+    /// their database alive, so this is after the last one is finalized.
+    let lockDescriptor: Int32?
 
-    init(path: String, readOnly: Bool) throws(StoreError) {
+    /// Opens `path` (never through a symbolic link); `uri`, when given, is
+    /// what SQLite opens instead (`file:...?mode=ro&immutable=1`).
+    init(path: String, readOnly: Bool, uri: String? = nil, lockDescriptor: Int32? = nil) throws(StoreError) {
         var db: OpaquePointer?
-        let flags = readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
-        let rc = sqlite3_open_v2(path, &db, flags | SQLITE_OPEN_NOMUTEX, nil)
+        var flags = readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+        flags |= SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
+        if uri != nil { flags |= SQLITE_OPEN_URI }
+        let rc = sqlite3_open_v2(uri ?? path, &db, flags, nil)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
             if let db { sqlite3_close_v2(db) }
@@ -83,10 +101,33 @@ final class Database {
         }
         handle = db
         self.path = path
+        self.lockDescriptor = lockDescriptor
         sqlite3_busy_timeout(db, 5000)
     }
 
-    deinit { sqlite3_close_v2(handle) }
+    deinit {
+        sqlite3_close_v2(handle)
+        if let lockDescriptor {
+            flock(lockDescriptor, LOCK_UN)
+            close(lockDescriptor)
+        }
+    }
+
+    /// `path` as a SQLite URI with `query` (`mode=ro&immutable=1`).
+    static func uri(_ path: String, query: String) -> String {
+        var text = "file:"
+        for byte in path.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "/"), UInt8(ascii: "."), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                text.append(Character(UnicodeScalar(byte)))
+            default:
+                let hex = String(byte, radix: 16, uppercase: true)
+                text += "%" + (hex.count == 1 ? "0" : "") + hex
+            }
+        }
+        return text + "?" + query
+    }
 
     var lastError: String { String(cString: sqlite3_errmsg(handle)) }
 
@@ -123,10 +164,10 @@ final class Database {
     }
 }
 
-/// A prepared statement, reset for each use.
+/// A prepared statement, reset for each use. It keeps its database open.
 final class Statement {
     let handle: OpaquePointer
-    unowned let database: Database
+    let database: Database
 
     init(_ handle: OpaquePointer, database: Database) {
         self.handle = handle

@@ -14,7 +14,9 @@ import IfmeterCore
 /// the same boot and the same index mean the counters went on while ifmeter
 /// was stopped, so that traffic is added and nothing is lost; a new boot or a
 /// new index means the downtime's traffic is unknown, and those totals become
-/// lower bounds (the delta engine applies exactly these rules).
+/// lower bounds (the delta engine applies exactly these rules). The meta
+/// table's `running` says whether the last writer stopped cleanly; a
+/// writer holds flock on the file's inode for as long as it runs.
 public final class StateStore {
     public static let schemaVersion = 1
 
@@ -29,44 +31,65 @@ public final class StateStore {
     public let since: Double
     /// The file was created now.
     public let isNew: Bool
+    /// The ifmeter that wrote the file last did not stop cleanly (kill -9,
+    /// a crash, power): what it counted after its last save is gone, except
+    /// what the kernel's counters still show.
+    public let uncleanStop: Bool
 
     private let database: Database
-    private let lockDescriptor: Int32
     private let upsertInterface: Statement
     private let addUsage: Statement
+    private let setMeta: Statement
+    /// The side files that did not exist before this start (removed with
+    /// the file when the start fails).
+    private let createdFiles: [String]
+
+    /// SQLite's side files of a database.
+    static let sideSuffixes = ["-wal", "-shm", "-journal"]
 
     /// Opens (or creates) the state file. Refuses, never overwriting, a file
     /// that is not ifmeter state, is corrupt, comes from a newer ifmeter or
-    /// from another host, or is in use by another ifmeter.
+    /// from another host, or is in use by another ifmeter (under any name:
+    /// the lock is on the file itself), and a symbolic link (callers
+    /// resolve one given on the command line first). When the start fails,
+    /// a file it created is removed.
     public init(path: String, host: String, bootID: String, now: Double) throws(StoreError) {
         self.path = path
         self.host = host
         self.bootID = bootID
-        let folder = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
+        let folder = SafeFile.folder(of: path)
         var st = stat()
-        guard stat(folder.isEmpty ? "/" : folder, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
+        guard stat(folder, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
             throw StoreError.noFolder(path: path, folder: folder)
         }
-        let existed = stat(path, &st) == 0 && st.st_size > 0
-        if stat(path, &st) == 0, (st.st_mode & S_IFMT) != S_IFREG {
-            throw StoreError.notRegularFile(path: path)
+        let (lock, created) = try Self.openLocked(path)
+        var newFiles = created ? [path] : []
+        for suffix in Self.sideSuffixes {
+            // SQLite opens its side files with O_NOFOLLOW; say why a planted
+            // link or FIFO there stops the start, before SQLite says less.
+            if lstat(path + suffix, &st) != 0 {
+                newFiles.append(path + suffix)
+            } else if (st.st_mode & S_IFMT) != S_IFREG {
+                Self.remove(created ? [path] : [])
+                flock(lock, LOCK_UN)
+                close(lock)
+                throw StoreError.notRegularFile(path: path + suffix)
+            }
         }
-
-        let lock = open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard lock >= 0 else {
-            let code = errno
-            throw StoreError.system(
-                path: path, SystemError(call: "open(\(path).lock)", errno: code, message: String(cString: strerror(code))))
-        }
-        if flock(lock, LOCK_EX | LOCK_NB) != 0 {
-            close(lock)
-            throw StoreError.inUse(path: path)
-        }
-        lockDescriptor = lock
+        fstat(lock, &st)
+        let existed = st.st_size > 0
 
         let db: Database
-        do {
-            db = try Database(path: path, readOnly: false)
+        var meta: [String: String] = [:]
+        do throws(StoreError) {
+            do {
+                // From here the database owns the lock.
+                db = try Database(path: path, readOnly: false, lockDescriptor: lock)
+            } catch {
+                flock(lock, LOCK_UN)
+                close(lock)
+                throw error
+            }
             if existed {
                 try Self.check(db, path: path, host: host)
             }
@@ -83,27 +106,96 @@ public final class StateStore {
                     }
                 }
             }
+            try db.prepare("SELECT key, value FROM meta").query { row throws(StoreError) in
+                if let key = row.text(0), let value = row.text(1) { meta[key] = value }
+            }
+            // Running from now: a clean stop says so (`markStopped`).
+            let set = try db.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)")
+            try db.transaction { () throws(StoreError) in
+                try set.run([.text("running"), .text("1")])
+                try set.run([.text("started"), .text(String(now))])
+            }
+            setMeta = set
+            restored = try Self.loadSeries(db)
+            upsertInterface = try db.prepare(Self.upsertSQL)
+            addUsage = try db.prepare(Self.usageSQL)
         } catch {
-            flock(lock, LOCK_UN)
-            close(lock)
+            // What this start made goes with it.
+            Self.remove(newFiles)
             throw error
         }
         database = db
+        createdFiles = newFiles
         isNew = !existed
-        var meta: [String: String] = [:]
-        try db.prepare("SELECT key, value FROM meta").query { row throws(StoreError) in
-            if let key = row.text(0), let value = row.text(1) { meta[key] = value }
-        }
         since = meta["created"].flatMap(Double.init) ?? now
         sameBoot = meta["boot_id"] == bootID
-        restored = try Self.loadSeries(db)
-        upsertInterface = try db.prepare(Self.upsertSQL)
-        addUsage = try db.prepare(Self.usageSQL)
+        uncleanStop = existed && meta["running"] == "1"
     }
 
-    deinit {
-        flock(lockDescriptor, LOCK_UN)
-        close(lockDescriptor)
+    /// Opens `path` without following a link, creating it when missing, and
+    /// takes ifmeter's lock on the file itself (flock on its inode, so a
+    /// link or another name of the same file finds it taken). Readers
+    /// (`usage`) hold a shared lock for a moment: a writer waits a second
+    /// for them. Checks after locking that the path still names the file.
+    static func openLocked(_ path: String) throws(StoreError) -> (fd: Int32, created: Bool) {
+        for _ in 0..<3 {
+            let fd: Int32, created: Bool
+            do {
+                (fd, created) = try SafeFile.open(path, flags: O_RDWR | O_CREAT)
+            } catch {
+                if error.errno == ELOOP || error.errno == SafeFile.notRegularErrno { throw StoreError.notRegularFile(path: path) }
+                throw StoreError.system(path: path, error)
+            }
+            var locked = false
+            for _ in 0..<20 {
+                if flock(fd, LOCK_EX | LOCK_NB) == 0 {
+                    locked = true
+                    break
+                }
+                usleep(50_000)
+            }
+            guard locked else {
+                // Even one this call created is the lock holder's now.
+                close(fd)
+                throw StoreError.inUse(path: path)
+            }
+            var opened = stat(), named = stat()
+            if fstat(fd, &opened) == 0, lstat(path, &named) == 0, opened.st_dev == named.st_dev, opened.st_ino == named.st_ino {
+                return (fd, created)
+            }
+            // Moved or replaced while this one waited: open it again.
+            flock(fd, LOCK_UN)
+            close(fd)
+        }
+        throw StoreError.inUse(path: path)
+    }
+
+    /// Removes files (a failed start's), never through a link.
+    static func remove(_ paths: [String]) {
+        for path in paths {
+            var st = stat()
+            if lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG { unlink(path) }
+        }
+    }
+
+    /// Records a clean stop (after the last save): the next start knows
+    /// that nothing counted is missing.
+    public func markStopped(wallTime: Double) throws(StoreError) {
+        try database.transaction { () throws(StoreError) in
+            try setMeta.run([.text("running"), .text("0")])
+            try setMeta.run([.text("stopped"), .text(String(wallTime))])
+        }
+    }
+
+    /// A start that failed after the file was opened (serve could not
+    /// listen): a file this start created is removed; one that existed is
+    /// left as it was, marked stopped.
+    public func abandon() {
+        if isNew {
+            Self.remove(createdFiles)
+        } else if !uncleanStop {
+            try? database.transaction { () throws(StoreError) in try setMeta.run([.text("running"), .text("0")]) }
+        }
     }
 
     static let counterColumns = CounterKey.allCases.map(\.jsonKey)
@@ -152,8 +244,9 @@ public final class StateStore {
         return error.description
     }
 
-    /// Refuses what is not this host's ifmeter state of a version it reads.
-    static func check(_ db: Database, path: String, host: String) throws(StoreError) {
+    /// Refuses what is not ifmeter state of a version it reads, and, when
+    /// `host` is given, another host's.
+    static func check(_ db: Database, path: String, host: String?) throws(StoreError) {
         var result = ""
         do {
             try db.prepare("PRAGMA quick_check").query { row throws(StoreError) in result = row.text(0) ?? "" }
@@ -180,7 +273,7 @@ public final class StateStore {
         if version < schemaVersion {
             throw StoreError.olderSchema(path: path, version: version, known: schemaVersion)
         }
-        if let owner = meta["host"], owner != host {
+        if let host, let owner = meta["host"], owner != host {
             throw StoreError.otherHost(path: path, owner: owner, host: host)
         }
     }
@@ -301,12 +394,49 @@ public final class StateStore {
         public var quality: Quality
     }
 
-    /// Usage rows of a state file, by interface then period. Opens the file
-    /// read-only: it works while another ifmeter writes it.
+    /// Usage rows of a state file, by interface then period. Reads without
+    /// writing anything, side files included: with no ifmeter writing the
+    /// file, SQLite reads it as immutable (no locks, no -wal or -shm); while
+    /// one writes it, as a read-only reader of the writer's WAL. Refuses
+    /// what is not a regular file at once (a FIFO never blocks it), says a
+    /// permission problem apart from damage, checks the schema version and
+    /// the pages (`PRAGMA quick_check`).
     public static func usage(path: String, granularity: Granularity) throws(StoreError) -> [UsageRow] {
         var st = stat()
-        guard stat(path, &st) == 0 else { throw StoreError.missing(path: path) }
-        let db = try Database(path: path, readOnly: true)
+        guard stat(path, &st) == 0 else {
+            let code = errno
+            if code == ENOENT { throw StoreError.missing(path: path) }
+            throw Self.openFailure(path, call: "stat", code)
+        }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { throw StoreError.notRegularFile(path: path) }
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { throw Self.openFailure(path, call: "open", errno) }
+        defer { close(fd) }
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { throw StoreError.notRegularFile(path: path) }
+        // A shared lock: no writer holds the file, and none starts while
+        // this reads (a writer waits a second for it).
+        let idle = flock(fd, LOCK_SH | LOCK_NB) == 0
+        defer { if idle { flock(fd, LOCK_UN) } }
+        var wal = stat()
+        let walBytes = lstat(path + "-wal", &wal) == 0 && (wal.st_mode & S_IFMT) == S_IFREG ? Int(wal.st_size) : 0
+        if idle, walBytes > 0 {
+            // A writer was killed: its last saves are in the WAL, which an
+            // immutable read would skip. Read a private copy instead.
+            return try readCopy(path, fd: fd, granularity: granularity)
+        }
+        let query = idle ? "mode=ro&immutable=1" : "mode=ro"
+        let db = try Database(path: path, readOnly: true, uri: Database.uri(path, query: query))
+        return try read(db, path: path, granularity: granularity)
+    }
+
+    static func openFailure(_ path: String, call: String, _ code: Int32) -> StoreError {
+        let error = SystemError(call: "\(call)(\(path))", errno: code, message: String(cString: strerror(code)))
+        return code == EACCES || code == EPERM ? .unreadable(path: path, error) : .system(path: path, error)
+    }
+
+    /// Checks a database opened for reading and reads its usage rows.
+    static func read(_ db: Database, path: String, granularity: Granularity) throws(StoreError) -> [UsageRow] {
+        try check(db, path: path, host: nil)
         var rows: [UsageRow] = []
         do {
             try db.prepare(
@@ -323,6 +453,74 @@ public final class StateStore {
             throw StoreError.notState(path: path, detail: Self.detail(error))
         }
         return rows
+    }
+
+    /// Reads a copy of the file and its WAL in a private folder, removed
+    /// after: SQLite applies the WAL there, and nothing is written beside
+    /// the original.
+    static func readCopy(_ path: String, fd: Int32, granularity: Granularity) throws(StoreError) -> [UsageRow] {
+        var template = Array("/tmp/ifmeter-usage-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw openFailure("/tmp", call: "mkdtemp", errno) }
+        let folder = String(cString: made)
+        let copy = folder + "/state.db"
+        defer {
+            for suffix in [""] + sideSuffixes { unlink(copy + suffix) }
+            rmdir(folder)
+        }
+        try copyFile(from: fd, name: path, to: copy)
+        let wal = open(path + "-wal", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard wal >= 0 else { throw openFailure(path + "-wal", call: "open", errno) }
+        defer { close(wal) }
+        try copyFile(from: wal, name: path + "-wal", to: copy + "-wal")
+        do {
+            // The copy's database is closed when this returns, before the
+            // folder is removed.
+            return try readClosing(copy, granularity: granularity)
+        } catch {
+            // Say the user's path, not the copy's.
+            throw error.renamed(copy, to: path)
+        }
+    }
+
+    static func readClosing(_ path: String, granularity: Granularity) throws(StoreError) -> [UsageRow] {
+        let db = try Database(path: path, readOnly: false)
+        return try read(db, path: path, granularity: granularity)
+    }
+
+    static func copyFile(from source: Int32, name: String, to target: String) throws(StoreError) {
+        let out = open(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard out >= 0 else { throw openFailure(target, call: "open", errno) }
+        defer { close(out) }
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        var offset: off_t = 0
+        while true {
+            let n = pread(source, &buffer, buffer.count, offset)
+            if n < 0, errno == EINTR { continue }
+            guard n >= 0 else { throw openFailure(name, call: "pread", errno) }
+            if n == 0 { return }
+            var written = 0
+            while written < n {
+                let w = buffer.withUnsafeBytes { write(out, $0.baseAddress! + written, n - written) }
+                if w < 0, errno == EINTR { continue }
+                guard w > 0 else { throw openFailure(target, call: "write", errno) }
+                written += w
+            }
+            offset += off_t(n)
+        }
+    }
+}
+
+extension StoreError {
+    /// The same error about another path (a copy's, said as the original's).
+    func renamed(_ from: String, to path: String) -> StoreError {
+        switch self {
+        case .notState(_, let detail): .notState(path: path, detail: detail)
+        case .corrupt(_, let detail): .corrupt(path: path, detail: detail)
+        case .newerSchema(_, let version, let known): .newerSchema(path: path, version: version, known: known)
+        case .olderSchema(_, let version, let known): .olderSchema(path: path, version: version, known: known)
+        case .sqlite(_, let call, let message): .sqlite(path: path, call: call, message: message)
+        default: self
+        }
     }
 }
 

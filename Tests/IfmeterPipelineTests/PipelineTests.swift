@@ -302,6 +302,56 @@ final class FlakyStore: StateSaving {
     }
 }
 
+/// What a kill -9 leaves: the pipeline is dropped without `finish`.
+@Suite struct KilledPipelineTests {
+    let noon = 1_796_040_000.0
+
+    /// Runs `steps` (one sample each) on the state at `path`; `finish` is
+    /// a clean stop, its absence a kill -9. Returns the engine's totals.
+    @discardableResult
+    func run(_ path: String, _ steps: [ScriptedSource.Step], finish: Bool) throws -> [SeriesKey: InterfaceTotals] {
+        let store = try StateStore(path: path, host: "h", bootID: "boot-1", now: noon)
+        let (p, _) = pipeline(steps, persistence: StatePersistence(store: store, every: 3600))
+        for _ in steps { p.step() }
+        if finish { p.finish() }
+        return Dictionary(uniqueKeysWithValues: p.totals.map { ($0.key, $0) })
+    }
+
+    @Test func theBaselineIsSavedAtTheFirstSample() throws {
+        let dir = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/state.db"
+        // Killed after two samples, long before the first save was due.
+        try run(path, [.sample(0, [("eth0", 2, 1000, 10)]), .sample(1, [("eth0", 2, 3000, 20)])], finish: false)
+        let totals = try run(path, [.sample(5, [("eth0", 2, 9000, 50)])], finish: true)
+        let eth0 = try #require(totals[SeriesKey(name: "eth0")])
+        #expect(eth0.totals.rxBytes == 8000 && eth0.totals.txBytes == 40, "every byte since the first sample")
+        #expect(eth0.quality == .exact)
+        let rows = try StateStore.usage(path: path, granularity: .day)
+        #expect(rows.map(\.counters.rxBytes) == [8000] && rows.first?.quality == .exact)
+    }
+
+    @Test func afterAKillWhatTheCountersCannotShowIsALowerBound() throws {
+        let dir = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/state.db"
+        // eth1 goes away while ifmeter is dead: its traffic after the last
+        // save is unknown. eth0 goes on: its counters show everything.
+        try run(path, [.sample(0, [("eth0", 2, 1000, 10), ("eth1", 3, 500, 5)]), .sample(1, [("eth0", 2, 2000, 10), ("eth1", 3, 900, 5)])],
+                finish: false)
+        var totals = try run(path, [.sample(5, [("eth0", 2, 4000, 10)])], finish: true)
+        #expect(totals[SeriesKey(name: "eth0")]?.quality == .exact && totals[SeriesKey(name: "eth0")]?.totals.rxBytes == 3000)
+        #expect(totals[SeriesKey(name: "eth1")]?.quality == .lowerBound, "eth1's last traffic may be missing")
+        let rows = try StateStore.usage(path: path, granularity: .day)
+        #expect(rows.first { $0.name == "eth1" }?.quality == .lowerBound, "and its usage says so")
+        #expect(rows.first { $0.name == "eth0" }?.quality == .exact)
+
+        // After a clean stop nothing is lost: eth0 stays exact.
+        totals = try run(path, [.sample(9, [("eth0", 2, 5000, 10)])], finish: true)
+        #expect(totals[SeriesKey(name: "eth0")]?.quality == .exact && totals[SeriesKey(name: "eth0")]?.totals.rxBytes == 4000)
+    }
+}
+
 @Suite struct TotalsViewTests {
     /// Interfaces come, go and are forgotten at random; after every update
     /// the view kept from the changes equals the engine's totals, in order.

@@ -124,6 +124,41 @@ import Testing
         #expect(failure { _ = try StateStore(path: path, host: "h", bootID: "b", now: noon) } == .noFolder(path: path, folder: dir + "/no/such/folder"))
     }
 
+    @Test func anotherNameForTheSameFileIsInUse() throws {
+        let first = try open("a.db")
+        // A hard link: another path, the same inode.
+        #expect(link(first.path, dir + "/c.db") == 0)
+        #expect(failure { _ = try open("c.db") } == .inUse(path: dir + "/c.db"))
+        // A symbolic link is no state file (the command line resolves it first).
+        try FileManager.default.createSymbolicLink(atPath: dir + "/b.db", withDestinationPath: first.path)
+        #expect(failure { _ = try open("b.db") } == .notRegularFile(path: dir + "/b.db"))
+    }
+
+    @Test func usageRefusesANewerSchemaAndDamage() throws {
+        do {
+            let store = try open()
+            try store.save([saved("tun0", rx: 1, last: 1)], usage: [SeriesKey(name: "tun0"): UsageEntry(
+                kind: .tunnel, counters: Counters(rxBytes: 5, txBytes: 5, rxPackets: 1, txPackets: 1), quality: .exact)],
+                wallTime: noon)
+        }
+        #expect(try StateStore.usage(path: dir + "/state.db", granularity: .day).count == 1)
+        let sides = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0 != "state.db" }
+        #expect(sides.isEmpty, "reading usage leaves no side files: \(sides)")
+        try FileManager.default.copyItem(atPath: dir + "/state.db", toPath: dir + "/newer.db")
+        try sqlite(dir + "/newer.db", "UPDATE meta SET value = '99' WHERE key = 'schema_version';")
+        #expect(failure { _ = try StateStore.usage(path: dir + "/newer.db", granularity: .day) }
+            == .newerSchema(path: dir + "/newer.db", version: 99, known: StateStore.schemaVersion))
+        #expect(failure { _ = try StateStore.usage(path: dir, granularity: .day) } == .notRegularFile(path: dir))
+    }
+
+    @Test func aStartThatFailsRemovesTheFileItCreated() throws {
+        // A planted link where SQLite's shared-memory file goes.
+        try FileManager.default.createSymbolicLink(atPath: dir + "/state.db-shm", withDestinationPath: dir + "/elsewhere")
+        #expect(failure { _ = try open() } != nil)
+        let left = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
+        #expect(left == ["state.db-shm"], "nothing made by the failed start stays: \(left)")
+    }
+
     @Test func storedNamesKeepTheirNamespace() {
         #expect(StateStore.key("eth0") == SeriesKey(name: "eth0"))
         #expect(StateStore.key("ctr-1/eth0") == SeriesKey(netns: "ctr-1", name: "eth0"))
