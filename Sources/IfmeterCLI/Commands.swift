@@ -115,6 +115,7 @@ struct SampleCommand: Command {
             CommonOptions.interval,
             OptionSpec("--count", short: "-n", value: "n", help: "Number of intervals to print."),
             OptionSpec("--watch", help: "Print intervals until interrupted."),
+            OptionSpec("--wide", help: "Also packet rates, errors and drops per interval."),
             OptionSpec("--format", value: "format", help: "text or json.", default: "text", choices: ["text", "json"]),
             CommonOptions.bits, CommonOptions.maxRate,
         ] + CommonOptions.source + CommonOptions.filters)
@@ -124,6 +125,9 @@ struct SampleCommand: Command {
     let watch: Bool
     let json: Bool
     let bits: Bool
+    let wide: Bool
+    /// The quality marks the intervals showed, for the legend at the end.
+    let shown = Box<Set<Quality>>([])
 
     init(_ p: ParsedArguments) throws(CLIError) {
         count = try CommonOptions.positiveInt(p, "--count")
@@ -131,6 +135,7 @@ struct SampleCommand: Command {
         if watch, count != nil { throw p.usage("'--count' and '--watch' cannot be used together") }
         json = try CommonOptions.format(p, allowed: ["text", "json"], default: "text") == "json"
         bits = p.flag("--bits")
+        wide = p.flag("--wide")
         let limit = watch ? nil : (count.map { $0 + 1 } ?? 1)
         setup = try SamplingSetup(p, sampleLimit: limit, stopOnFailure: true)
     }
@@ -149,14 +154,18 @@ struct SampleCommand: Command {
             }
         } else {
             let renderer = IntervalRenderer(bits: bits)
-            printer = Printer { update, pipeline in
+            let wide = self.wide
+            printer = Printer { [shown] update, pipeline in
                 // The baseline: its link events count nothing.
                 guard case .sampled = update.outcome, !update.isBaseline else { return nil }
                 if json {
                     return JSONWriter().string(renderer.json(
-                        deltas: update.deltas, totals: pipeline.totals(for:), time: update.time, seconds: update.seconds)) + "\n"
+                        deltas: update.deltas, totals: pipeline.totals(for:), time: update.time, seconds: update.seconds,
+                        wallTime: update.wallTime)) + "\n"
                 }
-                return renderer.text(deltas: update.deltas, totals: pipeline.totals(for:), time: update.time, seconds: update.seconds) + "\n"
+                return renderer.text(
+                    deltas: update.deltas, totals: pipeline.totals(for:), time: update.time, seconds: update.seconds, wallTime: update.wallTime,
+                    wide: wide, shown: &shown.value) + "\n"
             }
             if !json, !watch || Output.isTerminal(1) {
                 try Output.put("Sampling \(source) every \(Units.duration(setup.configuration.interval)); figures are estimates (see the end).\n\n")
@@ -167,7 +176,7 @@ struct SampleCommand: Command {
         var waiter = SignalWaiter(stop: { printer.failure != nil })
         pipeline.run(&waiter)
         try printer.check()
-        if !json, count != nil || watch { try Output.put(Caveat.all.joined(separator: "\n") + "\n") }
+        if !json, count != nil || watch { try Output.put(Caveat.legend(shown: shown.value).joined(separator: "\n") + "\n") }
     }
 }
 
@@ -283,4 +292,10 @@ struct ReplayCommand: Command {
         let report = Report(engine: engine ?? DeltaEngine(), header: reader.header)
         try Output.put(text ? TextReportRenderer(bits: bits).render(report) : JSONReportRenderer().render(report))
     }
+}
+
+/// A value a closure and its owner share (the pipeline's thread only).
+final class Box<Value> {
+    var value: Value
+    init(_ value: Value) { self.value = value }
 }

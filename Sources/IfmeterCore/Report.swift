@@ -106,20 +106,22 @@ public struct TextReportRenderer: ReportRenderer {
         var table = TextTable(
             headers: ["INTERFACE", "KIND", "RX", "TX", "RX PKTS", "TX PKTS", "QUALITY", "EVENTS"],
             rightAligned: [2, 3, 4, 5])
+        var shown = Set<Quality>()
         for i in report.interfaces {
-            let mark = i.quality.mark
+            let q = i.quality
+            shown.insert(q)
             let rx = bits ? Units.fixed(Double(i.totals.rxBytes) * 8, 0) + " bit" : Units.bytes(i.totals.rxBytes)
             let tx = bits ? Units.fixed(Double(i.totals.txBytes) * 8, 0) + " bit" : Units.bytes(i.totals.txBytes)
             table.add([
-                i.key.display, i.classification.kind.rawValue, "\(mark) \(rx)", "\(mark) \(tx)",
-                "\(mark) \(Units.grouped(i.totals.rxPackets))", "\(mark) \(Units.grouped(i.totals.txPackets))",
-                i.quality.name, i.events.summary,
+                i.key.display, i.classification.kind.rawValue, q.marked(rx), q.marked(tx),
+                q.marked(Units.grouped(i.totals.rxPackets)), q.marked(Units.grouped(i.totals.txPackets)),
+                q.name, i.events.summary,
             ])
         }
         lines += table.lines()
         if report.interfaces.isEmpty { lines.append("(no interfaces)") }
         lines.append("")
-        lines += Caveat.all
+        lines += Caveat.legend(shown: shown)
         return lines.joined(separator: "\n") + "\n"
     }
 }

@@ -215,10 +215,11 @@ public struct RouteReport: Sendable {
                 if window {
                     if let e = t.estimate {
                         let mark = e.uncertain ? "?" : e.quality.mark
+                        func marked(_ figure: String) -> String { mark.isEmpty ? figure : mark + " " + figure }
                         row += [
                             Units.duration(e.seconds), Units.bytes(e.tunnelBytes.rx), Units.bytes(e.tunnelBytes.tx),
                             Units.bytes(e.underlayBytes.rx), Units.bytes(e.underlayBytes.tx),
-                            mark + " " + Units.bytes(e.outsideBytes.rx), mark + " " + Units.bytes(e.outsideBytes.tx),
+                            marked(Units.bytes(e.outsideBytes.rx)), marked(Units.bytes(e.outsideBytes.tx)),
                             e.uncertain ? "uncertain" : e.quality.name,
                         ]
                     } else {

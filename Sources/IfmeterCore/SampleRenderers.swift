@@ -106,35 +106,56 @@ public struct IntervalRenderer: Sendable {
 
     public init(bits: Bool = false) { self.bits = bits }
 
-    public func text(deltas: [InterfaceDelta], totals: (SeriesKey) -> InterfaceTotals?, time: Double, seconds: Double?) -> String {
-        var table = TextTable(
-            headers: ["INTERFACE", "KIND", "RX RATE", "TX RATE", "RX", "TX", "TOTAL RX", "TOTAL TX", "NOTE"],
-            rightAligned: [2, 3, 4, 5, 6, 7])
+    /// The marks the intervals printed so far showed, for the legend at
+    /// the end.
+    public func text(
+        deltas: [InterfaceDelta], totals: (SeriesKey) -> InterfaceTotals?, time: Double, seconds: Double?, wallTime: Double? = nil,
+        wide: Bool = false, shown: inout Set<Quality>
+    ) -> String {
+        var headers = ["INTERFACE", "KIND", "RX RATE", "TX RATE", "RX", "TX", "RX PKTS", "TX PKTS"]
+        if wide { headers += ["RX PKT/S", "TX PKT/S", "RX ERR", "TX ERR", "RX DROP", "TX DROP"] }
+        headers += ["TOTAL RX", "TOTAL TX", "NOTE"]
+        var table = TextTable(headers: headers, rightAligned: Set(2..<(headers.count - 1)))
         for d in deltas.sorted(by: { $0.key < $1.key }) {
-            let mark = d.quality.mark
-            let rx = d.rate(.rxBytes).map { mark + " " + Units.rate(bytesPerSecond: $0, bits: bits) } ?? "-"
-            let tx = d.rate(.txBytes).map { mark + " " + Units.rate(bytesPerSecond: $0, bits: bits) } ?? "-"
+            let q = d.quality
+            shown.insert(q)
+            let rx = d.rate(.rxBytes).map { q.marked(Units.rate(bytesPerSecond: $0, bits: bits)) } ?? "-"
+            let tx = d.rate(.txBytes).map { q.marked(Units.rate(bytesPerSecond: $0, bits: bits)) } ?? "-"
             var totalRx = "-", totalTx = "-"
             if let t = totals(d.key) {
-                let m = t.quality.mark
-                totalRx = m + " " + Units.bytes(t.totals.rxBytes)
-                totalTx = m + " " + Units.bytes(t.totals.txBytes)
+                shown.insert(t.quality)
+                totalRx = t.quality.marked(Units.bytes(t.totals.rxBytes))
+                totalTx = t.quality.marked(Units.bytes(t.totals.txBytes))
             }
-            table.add([
+            var row = [
                 d.key.display, d.classification.kind.rawValue, rx, tx,
-                mark + " " + Units.bytes(d.counters.rxBytes), mark + " " + Units.bytes(d.counters.txBytes),
-                totalRx, totalTx, d.change.note,
-            ])
+                q.marked(Units.bytes(d.counters.rxBytes)), q.marked(Units.bytes(d.counters.txBytes)),
+                q.marked(Units.grouped(d.counters.rxPackets)), q.marked(Units.grouped(d.counters.txPackets)),
+            ]
+            if wide {
+                func perSecond(_ key: CounterKey) -> String {
+                    d.rate(key).map { q.marked(Units.fixed($0, $0 < 10 ? 1 : 0)) } ?? "-"
+                }
+                func count(_ key: CounterKey) -> String {
+                    d.counters.has(key) ? q.marked(Units.grouped(d.counters.value(key))) : "-"
+                }
+                row += [perSecond(.rxPackets), perSecond(.txPackets), count(.rxErrors), count(.txErrors), count(.rxDropped), count(.txDropped)]
+            }
+            row += [totalRx, totalTx, d.change.note]
+            table.add(row)
         }
-        var head = "t=\(Units.fixed(time, 3))"
+        var head = wallTime.map { LocalTime.format($0) } ?? "t=\(Units.fixed(time, 3))"
         if let seconds { head += " (interval \(Units.duration(seconds)))" }
         return ([head] + table.lines()).joined(separator: "\n") + "\n"
     }
 
-    public func json(deltas: [InterfaceDelta], totals: (SeriesKey) -> InterfaceTotals?, time: Double, seconds: Double?) -> JSONValue {
+    public func json(
+        deltas: [InterfaceDelta], totals: (SeriesKey) -> InterfaceTotals?, time: Double, seconds: Double?, wallTime: Double? = nil
+    ) -> JSONValue {
         .object([
             "estimate": .bool(true),
             "t": .number(time),
+            "time": wallTime.map { .string(LocalTime.rfc3339($0)) } ?? .null,
             "seconds": seconds.map(JSONValue.number) ?? .null,
             "interfaces": .array(deltas.sorted(by: { $0.key < $1.key }).map { d in
                 var o: [String: JSONValue] = [

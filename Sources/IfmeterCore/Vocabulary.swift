@@ -50,13 +50,29 @@ public enum Caveat {
 }
 
 extension Quality {
-    /// The mark printed before a figure of this quality.
+    /// The mark printed before a figure of this quality: none for an exact
+    /// reading (a mark there read as "approximately"), `~` for a figure
+    /// corrected for a wrap, `≥` for a lower bound.
     public var mark: String {
         switch self {
-        case .exact: "≈"
+        case .exact: ""
         case .wrapCorrected: "~"
         case .lowerBound: "≥"
         }
+    }
+
+    /// `figure` with this quality's mark before it, and a space between.
+    public func marked(_ figure: String) -> String { mark.isEmpty ? figure : mark + " " + figure }
+}
+
+extension Caveat {
+    /// The caveat for a text output, explaining only the marks it shows.
+    public static func legend(shown: Set<Quality>) -> [String] {
+        var lines = [estimate]
+        if shown.contains(.lowerBound) { lines.append(lowerBound) }
+        if shown.contains(.wrapCorrected) { lines.append("~ marks a figure corrected for a 32-bit counter wrap.") }
+        if shown.contains(.lowerBound) || shown.contains(.wrapCorrected) { lines.append("Figures without a mark are exact readings of the counters.") }
+        return lines
     }
 }
 

@@ -108,7 +108,7 @@ public struct LiveRenderer: Sendable {
             line = line.text("\(route.probe): no route", dim)
         }
         if let rx = route.outsideRx, let tx = route.outsideTx {
-            let mark = route.uncertain ? "?" : "≈"
+            let mark = route.uncertain ? "?" : ""
             line = line.text("  outside ", bold).text("\(mark)↓\(rate(rx)) \(mark)↑\(rate(tx))")
             if width >= 100 { line = line.text(" around the tunnels: local traffic, tunnel control, leaks", dim) }
         }
