@@ -38,6 +38,8 @@ public final class StatePersistence {
     /// Seconds between saves.
     public let every: Double
     private var usage = PeriodAccumulator()
+    /// The same traffic per local hour (what the usage tables get).
+    private var hourly = HourlyUsage()
     private var lastSave: Double?
     public private(set) var saves = 0
     public private(set) var lastError: StoreError?
@@ -58,6 +60,13 @@ public final class StatePersistence {
     /// count nothing).
     func record(_ deltas: [InterfaceDelta]) { usage.add(deltas) }
 
+    /// Records deltas with the sample's monotonic and wall times, so their
+    /// traffic is split at local hour boundaries.
+    func record(_ deltas: [InterfaceDelta], sampleTime: Double, wallTime: Double) {
+        usage.add(deltas)
+        hourly.add(deltas, sampleTime: sampleTime, wallTime: wallTime)
+    }
+
     /// Saves when a save is due (`every` after the last, or at once when
     /// forced); returns whether it tried.
     @discardableResult
@@ -74,7 +83,9 @@ public final class StatePersistence {
 
     private func save(_ engine: DeltaEngine, at time: Double, wallTime: Double) -> Bool {
         let taken = usage.take()
-        let rows = taken.mapValues { UsageEntry(kind: $0.classification.kind, counters: $0.counters, quality: $0.quality) }
+        let takenHours = hourly.take()
+        var rows = taken.mapValues { UsageEntry(kind: $0.classification.kind, counters: $0.counters, quality: $0.quality) }
+        for (key, hours) in takenHours { rows[key]?.hours = hours }
         do {
             try store.save(engine.saved, usage: rows, wallTime: wallTime)
             lastSave = time
@@ -83,6 +94,7 @@ public final class StatePersistence {
         } catch {
             // Kept for the next save.
             usage.putBack(taken)
+            hourly.putBack(takenHours)
             lastError = error
         }
         return true

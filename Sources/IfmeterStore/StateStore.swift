@@ -16,7 +16,7 @@ import IfmeterCore
 /// new index means the downtime's traffic is unknown, and those totals become
 /// lower bounds (the delta engine applies exactly these rules).
 public final class StateStore {
-    public static let schemaVersion = 1
+    public static let schemaVersion = 2
 
     public let path: String
     public let host: String
@@ -30,7 +30,7 @@ public final class StateStore {
     /// The file was created now.
     public let isNew: Bool
 
-    private let database: Database
+    let database: Database
     private let lockDescriptor: Int32
     private let upsertInterface: Statement
     private let addUsage: Statement
@@ -71,6 +71,7 @@ public final class StateStore {
                 try Self.check(db, path: path, host: host)
             }
             try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+            if existed { try Self.migrate(db) }
             if !existed {
                 try db.transaction { () throws(StoreError) in
                     try db.execute(Self.schema)
@@ -125,6 +126,7 @@ public final class StateStore {
                 name TEXT NOT NULL, granularity TEXT NOT NULL CHECK (granularity IN ('day', 'month')), period TEXT NOT NULL,
                 kind TEXT NOT NULL, rx_bytes INTEGER NOT NULL, tx_bytes INTEGER NOT NULL, rx_packets INTEGER NOT NULL,
                 tx_packets INTEGER NOT NULL, quality INTEGER NOT NULL, PRIMARY KEY (name, granularity, period));
+            \(schemaV2)
             """
     }
 
@@ -177,7 +179,7 @@ public final class StateStore {
         if version > schemaVersion {
             throw StoreError.newerSchema(path: path, version: version, known: schemaVersion)
         }
-        if version < schemaVersion {
+        if version < 1 {
             throw StoreError.olderSchema(path: path, version: version, known: schemaVersion)
         }
         if let owner = meta["host"], owner != host {
@@ -237,7 +239,6 @@ public final class StateStore {
     public func save(
         _ saved: [DeltaEngine.SavedSeries], usage: [SeriesKey: UsageEntry], wallTime: Double
     ) throws(StoreError) {
-        let (day, month) = Self.periods(wallTime)
         try database.transaction { () throws(StoreError) in
             for item in saved {
                 let t = item.totals
@@ -259,18 +260,9 @@ public final class StateStore {
                 ]
                 try upsertInterface.run(values)
             }
-            for (key, entry) in usage.sorted(by: { $0.key < $1.key }) {
-                let name = key.description
-                let c = entry.counters
-                for (granularity, period) in [("day", day), ("month", month)] {
-                    try addUsage.run([
-                        .text(name), .text(granularity), .text(period), .text(entry.kind.rawValue),
-                        .integer(Int64(clamping: c.rxBytes)), .integer(Int64(clamping: c.txBytes)),
-                        .integer(Int64(clamping: c.rxPackets)), .integer(Int64(clamping: c.txPackets)),
-                        .integer(Int64(entry.quality.rawValue)),
-                    ])
-                }
-            }
+            // Usage goes into local hours (schema 2); the day and month rows
+            // of schema 1 are kept as they were and read with them.
+            try addHours(usage, wallTime: wallTime)
             let meta = try database.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)")
             try meta.run([.text("boot_id"), .text(bootID)])
             try meta.run([.text("saved"), .text(String(wallTime))])
@@ -301,26 +293,17 @@ public final class StateStore {
         public var quality: Quality
     }
 
-    /// Usage rows of a state file, by interface then period. Opens the file
-    /// read-only: it works while another ifmeter writes it.
-    public static func usage(path: String, granularity: Granularity) throws(StoreError) -> [UsageRow] {
-        var st = stat()
-        guard stat(path, &st) == 0 else { throw StoreError.missing(path: path) }
-        let db = try Database(path: path, readOnly: true)
+    /// Usage rows of a state file, by interface then local day or month
+    /// (summed from its hours). Opens the file read-only: it works while
+    /// another ifmeter writes it.
+    public static func usage(path: String, granularity: Granularity, zone: LocalZone = .system) throws(StoreError) -> [UsageRow] {
+        let calendar = PeriodCalendar(zone: zone)
+        let slices = try Self.slices(path: path)
         var rows: [UsageRow] = []
-        do {
-            try db.prepare(
-                "SELECT name, kind, period, rx_bytes, tx_bytes, rx_packets, tx_packets, quality FROM usage WHERE granularity = ? ORDER BY name, period"
-            ).query([.text(granularity.rawValue)]) { row throws(StoreError) in
-                rows.append(UsageRow(
-                    name: row.text(0) ?? "?", kind: InterfaceKind(rawValue: row.text(1) ?? "") ?? .other, period: row.text(2) ?? "?",
-                    counters: Counters(
-                        rxBytes: UInt64(max(0, row.int(3))), txBytes: UInt64(max(0, row.int(4))),
-                        rxPackets: UInt64(max(0, row.int(5))), txPackets: UInt64(max(0, row.int(6)))),
-                    quality: Quality(rawValue: Int(row.int(7))) ?? .lowerBound))
+        for (name, mine) in Dictionary(grouping: slices, by: \.name).sorted(by: { $0.key < $1.key }) {
+            for p in calendar.group(mine, by: granularity == .day ? .day : .month) {
+                rows.append(UsageRow(name: name, kind: mine.last?.kind ?? .other, period: p.period.label, counters: p.counters, quality: p.quality))
             }
-        } catch {
-            throw StoreError.notState(path: path, detail: Self.detail(error))
         }
         return rows
     }
@@ -331,11 +314,15 @@ public struct UsageEntry: Sendable, Hashable {
     public var kind: InterfaceKind
     public var counters: Counters
     public var quality: Quality
+    /// The same traffic split into local hours (`HourSplit`); when empty,
+    /// all of it goes to the hour of the save.
+    public var hours: [HourUsage]
 
-    public init(kind: InterfaceKind, counters: Counters, quality: Quality) {
+    public init(kind: InterfaceKind, counters: Counters, quality: Quality, hours: [HourUsage] = []) {
         self.kind = kind
         self.counters = counters
         self.quality = quality
+        self.hours = hours
     }
 }
 
