@@ -11,12 +11,16 @@ public enum CLIError: Error, Sendable, Equatable {
     case data(String)
     /// Something failed while running (a system call, a write).
     case runtime(String)
+    /// The command has said everything it had to and ends with this status
+    /// (`usage --check`: 3 over a quota, 4 unknown).
+    case status(Int32)
 
     public var exitCode: Int32 {
         switch self {
         case .usage: 64
         case .data: 65
         case .runtime: 1
+        case .status(let code): code
         }
     }
 
@@ -29,6 +33,8 @@ public enum CLIError: Error, Sendable, Equatable {
             "Error: \(message)"
         case .runtime(let message):
             "Error: \(message)"
+        case .status:
+            ""
         }
     }
 }

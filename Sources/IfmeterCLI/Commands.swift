@@ -16,7 +16,7 @@ public enum IfmeterCLI {
     static var commands: [any Command.Type] {
         [
             LiveCommand.self, ListCommand.self, SampleCommand.self, RecordCommand.self, ReplayCommand.self,
-            ServeCommand.self, ExportCommand.self, UsageCommand.self,
+            ServeCommand.self, ExportCommand.self, UsageCommand.self, PlanCommand.self,
         ]
     }
 
@@ -44,7 +44,7 @@ public enum IfmeterCLI {
             try dispatch(arguments)
             return 0
         } catch {
-            Output.error(error.line)
+            if !error.line.isEmpty { Output.error(error.line) }
             return error.exitCode
         }
     }

@@ -19,44 +19,6 @@ public struct HourUsage: Sendable, Hashable {
     }
 }
 
-/// A data plan: a billing cycle that starts on a day of the month, and
-/// optionally a quota over received, sent or both.
-public struct Plan: Sendable, Hashable {
-    public enum Direction: String, Sendable, CaseIterable {
-        case rx, tx, both
-
-        public func used(_ c: Counters) -> UInt64 {
-            switch self {
-            case .rx: c.rxBytes
-            case .tx: c.txBytes
-            case .both: c.rxBytes &+ c.txBytes
-            }
-        }
-    }
-
-    /// An interface name or glob (`NS/NAME` for another namespace's).
-    public var pattern: String
-    /// 1-31; clamped to the last day of shorter months.
-    public var cycleStartDay: Int
-    public var quotaBytes: UInt64?
-    public var direction: Direction
-
-    public init(pattern: String, cycleStartDay: Int, quotaBytes: UInt64?, direction: Direction) {
-        self.pattern = pattern
-        self.cycleStartDay = cycleStartDay
-        self.quotaBytes = quotaBytes
-        self.direction = direction
-    }
-
-    /// The plan for a stored interface name: an exact name first, else the
-    /// first matching glob in sorted order.
-    public static func find(for name: String, in plans: [Plan]) -> Plan? {
-        if let exact = plans.first(where: { $0.pattern == name }) { return exact }
-        let bare = StateStore.key(name).name
-        return plans.sorted { $0.pattern < $1.pattern }.first { Glob.matches($0.pattern, name) || Glob.matches($0.pattern, bare) }
-    }
-}
-
 extension StateStore {
     /// Tables schema 2 adds: usage per local hour, and plans.
     static let schemaV2 = """
@@ -189,19 +151,34 @@ extension StateStore {
         return plans
     }
 
-    /// The plans of this (open) state file.
-    public func plans() throws(StoreError) -> [Plan] { try Self.readPlans(database) }
+    /// The stored interface names of a state file (with totals or usage). Read-only.
+    public static func interfaceNames(path: String) throws(StoreError) -> [String] {
+        let db = try openReading(path)
+        do {
+            return try names(db)
+        } catch {
+            throw StoreError.notState(path: path, detail: Self.detail(error))
+        }
+    }
 
-    /// The stored interface names (those with totals or usage).
-    public func interfaceNames() throws(StoreError) -> [String] {
+    static func names(_ db: Database) throws(StoreError) -> [String] {
         var names = Set<String>()
-        for sql in ["SELECT name FROM interfaces", "SELECT DISTINCT name FROM usage", "SELECT DISTINCT name FROM usage_hours"] {
-            try database.prepare(sql).query { row throws(StoreError) in
+        for (table, sql) in [
+            ("interfaces", "SELECT name FROM interfaces"), ("usage", "SELECT DISTINCT name FROM usage"),
+            ("usage_hours", "SELECT DISTINCT name FROM usage_hours"),
+        ] where try hasTable(db, table) {
+            try db.prepare(sql).query { row throws(StoreError) in
                 if let name = row.text(0) { names.insert(name) }
             }
         }
         return names.sorted()
     }
+
+    /// The plans of this (open) state file.
+    public func plans() throws(StoreError) -> [Plan] { try Self.readPlans(database) }
+
+    /// The stored interface names (those with totals or usage).
+    public func interfaceNames() throws(StoreError) -> [String] { try Self.names(database) }
 
     /// Adds or replaces a plan.
     public func setPlan(_ plan: Plan) throws(StoreError) {
