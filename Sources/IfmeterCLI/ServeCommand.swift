@@ -76,6 +76,7 @@ struct ServeCommand: Command {
         let cache = ScrapeCache(families: families, version: IfmeterCLI.version, interval: interval)
         let announce = "ifmeter serve: listening on http://\(address)/metrics (source \(pipeline.source.sourceName), every \(Units.duration(interval)))"
         pipeline.subscribe(ScrapeFeed(cache: cache) { Output.error(announce) })
+        if let state = setup.state { pipeline.subscribe(PlanFeed(path: state.path) { cache.setPlans($0) }) }
         let server: HTTPServer
         do {
             let log = RateLimitedLog(prefix: "ifmeter serve: ", every: 10)

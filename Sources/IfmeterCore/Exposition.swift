@@ -4,6 +4,8 @@ public struct ExpositionInput: Sendable {
     public var interfaces: [ExpositionRow]
     public var health: ExporterHealth
     public var families: ExpositionFamilies
+    /// Planned interfaces' cycles (serve with --state); none by default.
+    public var plans: [PlanGauge] = []
 
     public init(interfaces: [ExpositionRow], health: ExporterHealth, families: ExpositionFamilies = .ifmeter) {
         self.interfaces = interfaces
@@ -223,6 +225,7 @@ struct ExpositionWriter {
         let present = input.interfaces.filter(\.present)
         if input.families != .nodeOnly { writeInterfaces(input.interfaces) }
         if input.families != .ifmeter { writeNode(present) }
+        if input.families != .nodeOnly { writePlans(input.plans) }
         writeHealth(input.health, interfaces: input.interfaces.count)
         if openMetrics { append("# EOF\n") }
     }

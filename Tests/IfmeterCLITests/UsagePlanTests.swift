@@ -169,6 +169,50 @@ struct UsagePlanTests {
         print(w, h, len(colours), blue, orange)
         """#
 
+    @Test func serveExposesEachPlansQuotaUseAndCycle() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let state = dir + "/state.db"
+        let exporter = try export(pair.a, ["--json", dir + "/r.json", "--every", "200ms", "--state", state])
+        Thread.sleep(forTimeInterval: 0.4)
+        try pair.sendUDP(count: 25, payload: 300)
+        Thread.sleep(forTimeInterval: 0.6)
+        #expect(exporter.stop() == 0)
+        let sent = 25 * VethPair.frameBytes(payload: 300)
+        #expect(try ifmeter(["plan", "set", "vA", "--state", state, "--cycle-start", "7", "--quota", "5GB", "--direction", "tx"]).status == 0)
+
+        let server = try Background(
+            ["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--interval", "200ms", "--state", state], name: "serve")
+        defer { server.stop() }
+        let text = try waitFor("serve to show the plan") { () -> String? in
+            guard server.process.isRunning else { throw TestFailure("serve exited: \(server.log)") }
+            guard let r = try? RawHTTP.request("/metrics", port: 9874, in: pair.a.name), r.text.contains("ifmeter_plan_used_bytes{") else { return nil }
+            return r.text
+        }
+        let labels = #"{direction="tx",interface="vA",kind="virtual"}"#
+        #expect(text.contains("ifmeter_plan_quota_bytes\(labels) 5000000000"))
+        #expect(text.contains("ifmeter_plan_used_bytes\(labels) \(sent)"), "the cycle's use, byte-exact")
+        #expect(text.contains("ifmeter_plan_used_lower_bound\(labels) 0"))
+        let start = text.split(separator: "\n").first { $0.hasPrefix("ifmeter_plan_cycle_start_timestamp_seconds\(labels) ") }
+        let startValue = start.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
+        #expect(startValue > 0 && startValue <= Date().timeIntervalSince1970 && Date().timeIntervalSince1970 - startValue < 32 * 86400)
+        let promtool = try run(["promtool", "check", "metrics"], input: text, allowFailure: true)
+        #expect(promtool.status == 0, "promtool: \(promtool.out)\(promtool.err)")
+        let om = try RawHTTP.request("/metrics", port: 9874, in: pair.a.name, headers: ["Accept": "application/openmetrics-text;version=1.0.0"])
+        let parser = """
+            import sys
+            from prometheus_client.openmetrics.parser import text_string_to_metric_families
+            names = [f.name for f in text_string_to_metric_families(sys.stdin.read())]
+            print(" ".join(n for n in names if n.startswith("ifmeter_plan")))
+            """
+        let parsed = try run(["/usr/bin/python3", "-c", parser], input: om.text, allowFailure: true)
+        #expect(parsed.status == 0, "OpenMetrics parser: \(parsed.err)")
+        #expect(parsed.out.contains("ifmeter_plan_quota_bytes") && parsed.out.contains("ifmeter_plan_cycle_start_timestamp_seconds"))
+        #expect(server.stop() == 0)
+    }
+
     @Test func badPlansAreRefusedWithNothingChanged() throws {
         try Netns.requireRoot()
         let dir = try folder()

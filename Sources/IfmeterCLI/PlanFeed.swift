@@ -1,0 +1,36 @@
+import IfmeterCore
+import IfmeterPipeline
+import IfmeterSampling
+import IfmeterStore
+
+/// Reads the plans and their current cycles from the state file after each
+/// save (and at the first update), for serve's families and live's quota
+/// bars. What was counted since the last save is not in them yet.
+final class PlanFeed: PipelineSubscriber {
+    let path: String
+    private let deliver: ([PlanGauge]) -> Void
+    private var lastSaves = -1
+
+    init(path: String, deliver: @escaping ([PlanGauge]) -> Void) {
+        self.path = path
+        self.deliver = deliver
+    }
+
+    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
+        let saves = update.persistence?.saves ?? 0
+        guard saves != lastSaves else { return }
+        lastSaves = saves
+        deliver(Self.gauges(path: path, now: wallClock()))
+    }
+
+    /// The planned interfaces' current cycles; none when the file cannot be
+    /// read (serve and live go on without them).
+    static func gauges(path: String, now: Double) -> [PlanGauge] {
+        guard let plans = try? StateStore.plans(path: path), !plans.isEmpty,
+              let slices = try? StateStore.slices(path: path),
+              let names = try? StateStore.interfaceNames(path: path) else { return [] }
+        return UsageTable(
+            slices: slices, plans: plans, granularity: .cycle, zone: .system, now: Int64(now.rounded(.down)), names: names
+        ).planGauges()
+    }
+}
