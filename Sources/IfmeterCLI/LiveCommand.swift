@@ -32,6 +32,8 @@ struct LiveCommand: Command {
         let pipeline = try setup.pipeline()
         if Output.isTerminal(1) {
             let screen = LiveScreen(pipeline: pipeline, bits: bits)
+            // Before the screen, so a frame shows the plans read for it.
+            if let state = setup.state { pipeline.subscribe(PlanFeed(path: state.path) { screen.model.plans = $0 }) }
             pipeline.subscribe(screen)
             TerminalState.enter()
             defer { TerminalState.restore() }
