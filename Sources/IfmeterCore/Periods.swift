@@ -1,26 +1,14 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// A time zone as the period code needs it: its offset from UTC at any
 /// instant. Everything else (local hours, days, months, cycles) is computed
 /// from that, so the period code is a pure function of (wall time, zone)
 /// and tests inject any zone (Foundation's tzdata) without touching `TZ`.
+/// The process's own zone is `LocalZone.system` (IfmeterStore: this module
+/// stays platform-neutral).
 public struct LocalZone: Sendable {
     /// Seconds east of UTC at a Unix time.
     public let offset: @Sendable (Int64) -> Int
 
     public init(offset: @escaping @Sendable (Int64) -> Int) { self.offset = offset }
-
-    /// The process's zone (`TZ`, else /etc/localtime), through localtime_r.
-    public static let system = LocalZone { t in
-        var time = time_t(t)
-        var parts = tm()
-        localtime_r(&time, &parts)
-        return Int(parts.tm_gmtoff)
-    }
 
     /// UTC, for tests and machines without a zone.
     public static let utc = LocalZone { _ in 0 }

@@ -9,10 +9,12 @@ public struct PlanGauge: Sendable, Hashable {
     public var lowerBound: Bool
     public var cycleStart: Int64
     public var cycleEnd: Int64
+    /// The cycle's last local day, YYYY-MM-DD.
+    public var lastDay: String
 
     public init(
         name: String, netns: String, kind: InterfaceKind, direction: Plan.Direction, quotaBytes: UInt64?, usedBytes: UInt64,
-        lowerBound: Bool, cycleStart: Int64, cycleEnd: Int64
+        lowerBound: Bool, cycleStart: Int64, cycleEnd: Int64, lastDay: String
     ) {
         self.name = name
         self.netns = netns
@@ -23,6 +25,7 @@ public struct PlanGauge: Sendable, Hashable {
         self.lowerBound = lowerBound
         self.cycleStart = cycleStart
         self.cycleEnd = cycleEnd
+        self.lastDay = lastDay
     }
 }
 
@@ -33,7 +36,8 @@ extension UsageTable {
             guard let row = i.rows.first(where: { $0.current }), let status = row.plan else { return nil }
             return PlanGauge(
                 name: i.key.name, netns: i.key.netns, kind: i.kind, direction: status.plan.direction, quotaBytes: status.plan.quotaBytes,
-                usedBytes: status.usedBytes, lowerBound: row.quality == .lowerBound, cycleStart: row.period.start, cycleEnd: row.period.end)
+                usedBytes: status.usedBytes, lowerBound: row.quality == .lowerBound, cycleStart: row.period.start, cycleEnd: row.period.end,
+                lastDay: PeriodCalendar.dayLabel(zone, row.period.end))
         }
     }
 }

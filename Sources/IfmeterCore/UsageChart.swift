@@ -70,7 +70,7 @@ public struct UsageChart: Sendable {
         let plotLeft = Self.left, plotRight = Self.width - Self.right
         let quota = table.granularity == .cycle ? i.plan?.quotaBytes : nil
         let peak = max(rows.map(\.totalBytes).max() ?? 0, quota ?? 0, 1)
-        let (step, ticks) = Self.scale(peak)
+        let (step, ticks) = Self.scale(peak + peak / 20)  // headroom above the tallest bar
         let top = step * UInt64(ticks)
         func yOf(_ v: UInt64) -> Double {
             Double(plotBottom) - Double(v) / Double(top) * Double(plotBottom - plotTop)

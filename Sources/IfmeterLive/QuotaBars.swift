@@ -14,7 +14,7 @@ extension LiveRenderer {
             let mark = p.lowerBound ? "≥" : ""
             let name = truncate(SeriesKey(netns: p.netns, name: p.name).display, 16)
             let figures = " \(mark)\(Units.fixed(ratio * 100, 1))% of \(Units.bytes(quota)) \(p.direction.rawValue)"
-            let end = LiveRenderer.day(p.cycleEnd)
+            let end = p.lastDay
             let tail = width >= 90 ? " · cycle ends \(end)" + (n == 0 && planned.count > shown.count ? " · +\(planned.count - shown.count) more" : "") : ""
             let barWidth = max(6, min(30, width - 10 - name.count - figures.count - tail.count))
             let filled = min(barWidth, Int((min(ratio, 1) * Double(barWidth)).rounded(.down)))
@@ -26,7 +26,4 @@ extension LiveRenderer {
             return line.text(tail, dim)
         }
     }
-
-    /// The local date of the day before `end` (a cycle's last day).
-    static func day(_ end: Int64) -> String { PeriodCalendar.dayLabel(.system, end) }
 }

@@ -13,7 +13,7 @@ import Testing
     func gauge(_ name: String, used: UInt64, quota: UInt64?, lowerBound: Bool = false) -> PlanGauge {
         PlanGauge(
             name: name, netns: "", kind: .ethernet, direction: .both, quotaBytes: quota, usedBytes: used, lowerBound: lowerBound,
-            cycleStart: 1_796_000_000, cycleEnd: 1_798_000_000)
+            cycleStart: 1_796_000_000, cycleEnd: 1_798_000_000, lastDay: "2026-12-23")
     }
 
     @Test func aBarPerQuotaWithItsShareAndLowerBounds() {
@@ -23,7 +23,7 @@ import Testing
         let bars = screen.filter { $0.hasPrefix("quota ") }
         #expect(bars.count == 2, "interfaces without a quota get no bar: \(bars)")
         let eth = bars.first { $0.contains("eth0") } ?? ""
-        #expect(eth.contains("25.0% of 1000 B both") && eth.contains("cycle ends"))
+        #expect(eth.contains("25.0% of 1000 B both") && eth.contains("cycle ends 2026-12-23"))
         let filled = eth.filter { $0 == "█" }.count, empty = eth.filter { $0 == "░" }.count
         #expect(filled > 0 && abs(Double(filled) / Double(filled + empty) - 0.25) < 0.05, "the bar is a quarter full")
         let over = bars.first { $0.contains("wwan0") } ?? ""
