@@ -6,7 +6,7 @@ import Darwin
 import CSQLite
 import IfmeterCore
 
-/// Totals that survive restarts and reboots, and daily and monthly usage,
+/// Totals that survive restarts and reboots, usage per local hour and plans,
 /// in one SQLite file (WAL mode).
 ///
 /// Per interface it keeps the totals, the quality and events, and the last
