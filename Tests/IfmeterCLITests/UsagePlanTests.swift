@@ -252,6 +252,46 @@ struct UsagePlanTests {
         #expect(try ifmeter(["usage", "--state", "/nonexistent/state.db", "--bits"]).err.contains("byte totals"))
     }
 
+    /// The process's own zone (localtime_r with TZ) gives 23- and 25-hour
+    /// days: hours written straight into a state file, read under TZ.
+    @Test func daylightSavingDaysUnderTZ() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-tz-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let state = dir + "/state.db"
+        #expect(try ifmeter(["plan", "set", "eth0", "--state", state, "--cycle-start", "25"]).status == 0)
+        // Every UTC hour from 2026-10-24 22:00 to 2026-10-26 00:00 (Berlin
+        // 2026-10-25 00:00+02:00 to 2026-10-26 01:00+01:00), 1000 B each.
+        let first = 1_792_879_200  // 2026-10-24T22:00:00Z
+        var sql = "BEGIN;"
+        for h in 0..<26 { sql += "INSERT INTO usage_hours VALUES ('eth0', \(first + h * 3600), 3600, 'ethernet', 1000, 0, 1, 0, 0);" }
+        sql += "COMMIT;"
+        let insert = try run(["sqlite3", state, sql], allowFailure: true)
+        #expect(insert.status == 0, "\(insert.err)")
+        let binary = try ifmeterBinary()
+        let daily = try run(["env", "TZ=Europe/Berlin", binary, "usage", "--state", state, "--format", "json"], allowFailure: true)
+        let days = try periods(daily.out, "eth0")
+        let day = days.first { $0["period"]?.stringValue == "2026-10-25" }
+        #expect(day?["start"]?.stringValue == "2026-10-25T00:00:00+02:00")
+        #expect(day?["end"]?.stringValue == "2026-10-26T00:00:00+01:00")
+        #expect(day?["rx_bytes"]?.uint64Value == 25_000, "a 25-hour day")
+        #expect(days.reduce(0) { $0 + ($1["rx_bytes"]?.uint64Value ?? 0) } == 26_000)
+        let hourly = try run(["env", "TZ=Europe/Berlin", binary, "usage", "--state", state, "--hourly", "--format", "json"], allowFailure: true)
+        let labels = try periods(hourly.out, "eth0").compactMap { $0["period"]?.stringValue }
+        #expect(labels.filter { $0.hasPrefix("2026-10-25 02:00") } == ["2026-10-25 02:00+02:00", "2026-10-25 02:00+01:00"])
+        // In UTC the same hours make a 24-hour day.
+        let utc = try run(["env", "TZ=UTC", binary, "usage", "--state", state, "--format", "json"], allowFailure: true)
+        #expect(try periods(utc.out, "eth0").first { $0["period"]?.stringValue == "2026-10-25" }?["rx_bytes"]?.uint64Value == 24_000)
+    }
+
+    func periods(_ json: String, _ name: String) throws -> [JSONValue] {
+        let table = try JSONParser.parse(json)
+        guard case .array(let list)? = table["interfaces"],
+              let mine = list.first(where: { $0["name"]?.stringValue == name }),
+              case .array(let periods)? = mine["periods"] else { return [] }
+        return periods
+    }
+
     @Test func withoutStateTheDefaultIsUsedAndSaid() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-default-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
