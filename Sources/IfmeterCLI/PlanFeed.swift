@@ -26,11 +26,13 @@ final class PlanFeed: PipelineSubscriber {
     /// The planned interfaces' current cycles; none when the file cannot be
     /// read (serve and live go on without them).
     static func gauges(path: String, now: Double) -> [PlanGauge] {
+        // Only planned interfaces' last 32 days (a cycle is at most 31):
+        // this runs after every save, on the pipeline's thread.
+        let t = Int64(now.rounded(.down))
         guard let plans = try? StateStore.plans(path: path), !plans.isEmpty,
-              let slices = try? StateStore.slices(path: path),
+              let slices = try? StateStore.slices(path: path, since: t - 32 * 86400),
               let names = try? StateStore.interfaceNames(path: path) else { return [] }
-        return UsageTable(
-            slices: slices, plans: plans, granularity: .cycle, zone: .system, now: Int64(now.rounded(.down)), names: names
-        ).planGauges()
+        let planned = slices.filter { Plan.find(for: $0.name, in: plans) != nil }
+        return UsageTable(slices: planned, plans: plans, granularity: .cycle, zone: .system, now: t, names: names).planGauges()
     }
 }

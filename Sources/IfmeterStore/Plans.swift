@@ -91,9 +91,10 @@ extension StateStore {
         return try Database(path: path, readOnly: true)
     }
 
-    /// Every stored slice of usage: the hours, and schema 1's days as
-    /// day-long spans (their local midnight in `zone`). Read-only.
-    public static func slices(path: String, zone: LocalZone = .system) throws(StoreError) -> [UsageSlice] {
+    /// Every stored slice of usage (or those starting at `since` or later):
+    /// the hours, and schema 1's days as day-long spans (their local
+    /// midnight in `zone`). Read-only.
+    public static func slices(path: String, zone: LocalZone = .system, since: Int64? = nil) throws(StoreError) -> [UsageSlice] {
         let db = try openReading(path)
         var slices: [UsageSlice] = []
         func counters(_ row: Row, _ from: Int32) -> Counters {
@@ -108,6 +109,7 @@ extension StateStore {
                 let parts = (row.text(2) ?? "").split(separator: "-").compactMap { Int($0) }
                 guard parts.count == 3 else { return }
                 let start = zone.unix(parts[0], parts[1], parts[2])
+                if let since, start < since { return }
                 let (y, m, d) = PeriodCalendar.nextDay(parts[0], parts[1], parts[2])
                 slices.append(UsageSlice(
                     name: row.text(0) ?? "?", kind: InterfaceKind(rawValue: row.text(1) ?? "") ?? .other, start: start,
@@ -116,8 +118,8 @@ extension StateStore {
             }
             if try hasTable(db, "usage_hours") {
                 try db.prepare(
-                    "SELECT name, kind, start, seconds, rx_bytes, tx_bytes, rx_packets, tx_packets, quality FROM usage_hours ORDER BY name, start"
-                ).query { row throws(StoreError) in
+                    "SELECT name, kind, start, seconds, rx_bytes, tx_bytes, rx_packets, tx_packets, quality FROM usage_hours WHERE start >= ? ORDER BY name, start"
+                ).query([.integer(since ?? Int64.min)]) { row throws(StoreError) in
                     slices.append(UsageSlice(
                         name: row.text(0) ?? "?", kind: InterfaceKind(rawValue: row.text(1) ?? "") ?? .other, start: row.int(2),
                         seconds: row.int(3), counters: counters(row, 4), quality: Quality(rawValue: Int(row.int(8))) ?? .lowerBound))
