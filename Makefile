@@ -5,12 +5,14 @@
 SWIFT ?= $(shell command -v swift 2>/dev/null || echo /opt/swift/usr/bin/swift)
 BUILD_PACKAGES := pkg-config libnl-3-dev libnl-route-3-dev libmicrohttpd-dev libcrypt-dev zlib1g-dev libsqlite3-dev iproute2
 # promtool and a real Prometheus server, node_exporter to compare with,
-# and the reference OpenMetrics parser (prometheus_client, for /usr/bin/python3);
+# the reference OpenMetrics parser (prometheus_client, for /usr/bin/python3);
 # curl, openssl (test certificates) and htpasswd (bcrypt hashes) for --web-config;
 # man-db, groff, bash-completion, zsh, fish and systemd check what
-# `make install` puts: pages, completions and the service (InstallTests).
+# `make install` puts: pages, completions and the service (InstallTests);
+# xmllint and headless Chromium check and render usage charts (SVG).
 TEST_PACKAGES := $(BUILD_PACKAGES) prometheus prometheus-node-exporter gzip python3-prometheus-client python3-venv \
-	tmux procps sqlite3 util-linux curl openssl apache2-utils man-db groff bash-completion zsh fish systemd
+	tmux procps sqlite3 util-linux curl openssl apache2-utils man-db groff bash-completion zsh fish systemd \
+	libxml2-utils chromium
 BENCH_PACKAGES := $(BUILD_PACKAGES) wrk prometheus-node-exporter tmux time
 RUN_ARGS ?= live
 

@@ -11,16 +11,17 @@ public enum CLIError: Error, Sendable, Equatable {
     case data(String)
     /// Something failed while running (a system call, a write).
     case runtime(String)
-    /// The command ran and its answer is this exit status (`route`: 3 when
-    /// traffic leaves outside the tunnels); it printed its reasons already.
-    case verdict(Int32)
+    /// The command has said everything it had to and ends with this status
+    /// (`usage --check`: 3 over a quota, 4 unknown; `route`: 3 when traffic
+    /// leaves outside the tunnels).
+    case status(Int32)
 
     public var exitCode: Int32 {
         switch self {
         case .usage: 64
         case .data: 65
         case .runtime: 1
-        case .verdict(let status): status
+        case .status(let code): code
         }
     }
 
@@ -33,7 +34,7 @@ public enum CLIError: Error, Sendable, Equatable {
             "Error: \(message)"
         case .runtime(let message):
             "Error: \(message)"
-        case .verdict:
+        case .status:
             ""
         }
     }

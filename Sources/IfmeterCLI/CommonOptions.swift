@@ -52,7 +52,7 @@ enum CommonOptions {
     /// The options of the commands that sample until stopped.
     static let monitoring: [OptionSpec] = [
         interval, maxRate, seriesLifetime,
-        OptionSpec("--state", value: "path", help: "Keep totals across restarts and reboots, and daily and monthly usage, in this SQLite file."),
+        OptionSpec("--state", value: "path", help: "Keep totals across restarts and reboots, and usage per local hour, in this SQLite file (none without it)."),
         OptionSpec("--boot-id-file", value: "path", help: "Read the boot id here.", hidden: true),
     ] + source + filters
 

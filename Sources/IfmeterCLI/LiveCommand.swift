@@ -45,6 +45,8 @@ struct LiveCommand: Command {
                 feed.onPublish = { [unowned screen, unowned feed] in screen.model.route = feed.summary }
             }
             #endif
+            // Before the screen, so a frame shows the plans read for it.
+            if let state = setup.state { pipeline.subscribe(PlanFeed(path: state.path) { screen.model.plans = $0 }) }
             pipeline.subscribe(screen)
             TerminalState.enter()
             defer { TerminalState.restore() }

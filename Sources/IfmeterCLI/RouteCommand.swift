@@ -65,7 +65,7 @@ struct RouteCommand: Command {
             throw .runtime(error.description)
         }
         try Output.put(json ? JSONWriter(indent: 2).string(report.json(window: window != nil)) + "\n" : report.text(window: window != nil))
-        if report.leaksOutside { throw .verdict(3) }
+        if report.leaksOutside { throw .status(3) }
         #else
         throw .runtime("'route' needs Linux's netlink")
         #endif

@@ -37,6 +37,8 @@ public final class ScrapeCache: Sendable {
     /// One render at a time: concurrent scrapes of a new sample wait for
     /// the first one's render instead of all rendering it.
     private let rendering = Mutex<Void>(())
+    /// Planned interfaces' cycles, and a count of their changes.
+    private let plans = Mutex<(gauges: [PlanGauge], changes: Int)>(([], 0))
 
     public init(families: ExpositionFamilies, version: String, interval: Double) {
         self.families = families
@@ -60,16 +62,26 @@ public final class ScrapeCache: Sendable {
         snapshot.withLock { $0.routes = routes }
     }
 
+    /// Replaces the plans' gauges (read from the state file after a save);
+    /// the next scrape renders afresh.
+    public func setPlans(_ gauges: [PlanGauge]) {
+        plans.withLock { if $0.gauges != gauges { $0 = (gauges, $0.changes + 1) } }
+    }
+
     /// The latest exposition in one format, rendered at most once per
     /// generation. Nil only when zlib fails.
     public func rendered(openMetrics: Bool) -> Rendered? {
-        let generation = snapshot.withLock { $0.generation }
+        let generation = snapshot.withLock { $0.generation } &+ plans.withLock { $0.changes } << 40
         if let hit = cache.withLock({ $0[openMetrics] }), hit.generation == generation { return hit }
         return rendering.withLock { _ -> Rendered? in
-            let current = snapshot.withLock { $0 }
+            var current = snapshot.withLock { $0 }
+            let planned = plans.withLock { $0 }
+            // A change of the plans makes a new generation too.
+            current.generation = current.generation &+ planned.changes << 40
             if let hit = cache.withLock({ $0[openMetrics] }), hit.generation == current.generation { return hit }
             var input = Self.input(current.view.sorted(), health: current.health, families: families, version: version, interval: interval)
             input.routes = current.routes
+            input.plans = planned.gauges
             let renderer: any ExpositionRenderer = openMetrics ? OpenMetricsRenderer() : PrometheusTextRenderer()
             guard let gzip = GzipWriter() else { return nil }
             renderer.render(input, chunk: 64 * 1024) { gzip.write($0) }

@@ -126,6 +126,7 @@ struct ServeCommand: Command {
         let auth = (webConfig?.users.isEmpty ?? true) ? "" : ", basic auth"
         let announce = "ifmeter serve: listening on \(scheme)://\(address)/metrics\(auth) (source \(pipeline.source.sourceName), every \(Units.duration(interval)))"
         pipeline.subscribe(ScrapeFeed(cache: cache) { Output.error(announce) })
+        if let state = setup.state { pipeline.subscribe(PlanFeed(path: state.path) { cache.setPlans($0) }) }
         let server: HTTPServer
         do {
             let log = RateLimitedLog(prefix: "ifmeter serve: ", every: 10)

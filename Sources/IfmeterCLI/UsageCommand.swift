@@ -1,92 +1,117 @@
 import IfmeterCore
+import IfmeterPipeline
+import IfmeterSampling
 import IfmeterStore
 
 struct UsageCommand: Command {
     static let spec = CommandSpec(
         name: "ifmeter usage",
-        abstract: "Daily or monthly totals per interface from a state file, with their quality.",
+        abstract: "Hourly to yearly totals, billing cycles, top days, quota checks and charts from a state file.",
         discussion: """
             Reads the state file that serve, live or export keep with --state (it
-            may be in use). Days and months are local time; a period's traffic is
-            counted on the day it was saved.
+            may be in use). Periods are local time. Traffic is saved per local
+            hour: each sampling interval's traffic is split across the hours it
+            spans in proportion to its time in each, so no period takes another's
+            bytes. --cycle shows billing cycles by each interface's plan (see
+            'ifmeter plan'; the calendar month without one). --check exits 0 when
+            every planned interface is under its quota, 3 when one is over (a
+            lower bound over the quota is over for certain), 4 when a lower bound
+            is under its quota (under cannot be proven).
+            Without --state: $IFMETER_STATE, else /var/lib/ifmeter/state.db for
+            root, else $XDG_STATE_HOME/ifmeter/state.db or
+            ~/.local/state/ifmeter/state.db.
             """,
         options: [
             OptionSpec("--state", value: "path", help: "The state file."),
+            OptionSpec("--hourly", help: "One row per local hour."),
             OptionSpec("--daily", help: "One row per day (the default)."),
             OptionSpec("--monthly", help: "One row per month."),
-            OptionSpec("--format", value: "format", help: "text or json.", default: "text", choices: ["text", "json"]),
-            CommonOptions.bits,
+            OptionSpec("--yearly", help: "One row per year."),
+            OptionSpec("--cycle", help: "One row per billing cycle, by each interface's plan."),
+            OptionSpec("--top", value: "n", help: "The N days with the most traffic (rx + tx)."),
+            OptionSpec("--check", help: "Check every plan's quota in its current cycle; exit 0 under, 3 over, 4 unknown."),
+            OptionSpec("--svg", value: "file", help: "Also draw the periods as an SVG bar chart in this file."),
+            OptionSpec("--format", value: "format", help: "text, json or csv.", default: "text", choices: ["text", "json", "csv"]),
+            OptionSpec("--bits", help: "Not for usage: its figures are byte totals.", hidden: true),
         ] + CommonOptions.filters + CommonOptions.namespaceFilters)
 
     let path: String
-    let granularity: StateStore.Granularity
-    let json: Bool
+    let granularity: UsagePeriodKind
+    let top: Int?
+    let format: String
+    let check: Bool
+    let svg: String?
     let filter: InterfaceFilter
 
     init(_ p: ParsedArguments) throws(CLIError) {
-        guard let path = p.value("--state") else { throw p.usage("give the state file with --state PATH") }
-        self.path = path
-        if p.flag("--daily") && p.flag("--monthly") { throw p.usage("'--daily' and '--monthly' cannot be used together") }
-        granularity = p.flag("--monthly") ? .month : .day
-        json = try CommonOptions.format(p, allowed: ["text", "json"], default: "text") == "json"
+        if p.flag("--bits") {
+            throw p.usage("'--bits' does not apply to usage: its figures are byte totals, not rates")
+        }
+        let chosen = ["--hourly", "--daily", "--monthly", "--yearly", "--cycle", "--top"].filter { p.has($0) }
+        if chosen.count > 1 {
+            throw p.usage("'\(chosen[0])' and '\(chosen[1])' cannot be used together")
+        }
+        top = try CommonOptions.positiveInt(p, "--top")
+        granularity = switch chosen.first {
+        case "--hourly": .hour
+        case "--monthly": .month
+        case "--yearly": .year
+        case "--cycle": .cycle
+        case "--top": .top
+        default: .day
+        }
+        format = try CommonOptions.format(p, allowed: ["text", "json", "csv"], default: "text")
+        check = p.flag("--check")
+        if check, chosen.contains(where: { $0 != "--cycle" }) {
+            throw p.usage("'--check' looks at the current cycle; it cannot be used with '\(chosen[0])'")
+        }
+        if check, p.has("--format") || p.has("--svg") {
+            throw p.usage("'--check' prints its verdict as text; leave out '--format' and '--svg'")
+        }
+        if let svg = p.value("--svg"), svg.isEmpty || svg.hasSuffix("/") {
+            throw p.usage("invalid value '\(svg)' for '--svg <file>': expected a file name")
+        }
+        svg = p.value("--svg")
         var filter = try CommonOptions.filter(p)
         filter.namespaces = try CommonOptions.namespaceNames(p).map(Set.init)
         self.filter = filter
+        path = DefaultState.resolve(p)
     }
 
     func run() throws(CLIError) {
-        let rows: [StateStore.UsageRow]
+        let slices: [UsageSlice]
+        let plans: [Plan]
+        let names: [String]
         do {
-            rows = try StateStore.usage(path: path, granularity: granularity).filter {
-                filter.admits(StateStore.key($0.name), kind: $0.kind)
-            }
+            slices = try StateStore.slices(path: path).filter { filter.admits(StateStore.key($0.name), kind: $0.kind) }
+            plans = try StateStore.plans(path: path)
+            // Names without usage have no kind here: kept only without --kind.
+            names = try StateStore.interfaceNames(path: path).filter { filter.kinds == nil && filter.admits(StateStore.key($0)) }
         } catch {
             throw CLIError.reading(error, command: Self.spec.name)
         }
-        let byName = Dictionary(grouping: rows, by: \.name)
-        let names = byName.keys.sorted { StateStore.key($0) < StateStore.key($1) }
-        if json {
-            let interfaces: [JSONValue] = names.map { name in
-                let mine = byName[name] ?? []
-                let key = StateStore.key(name)
-                var o: [String: JSONValue] = [
-                    "name": .string(key.name),
-                    "kind": .string(mine.first?.kind.rawValue ?? "other"),
-                    "periods": .array(mine.map { row in
-                        .object([
-                            "period": .string(row.period),
-                            "rx_bytes": .number(row.counters.rxBytes), "tx_bytes": .number(row.counters.txBytes),
-                            "rx_packets": .number(row.counters.rxPackets), "tx_packets": .number(row.counters.txPackets),
-                            "quality": .string(row.quality.name),
-                        ])
-                    }),
-                ]
-                if !key.netns.isEmpty { o["netns"] = .string(key.netns) }
-                return .object(o)
-            }
-            let value: JSONValue = .object([
-                "schema": .string("ifmeter.usage"), "schema_version": .number(1), "estimate": .bool(true),
-                "caveats": .array(Caveat.all.map(JSONValue.string)),
-                "granularity": .string(granularity.rawValue), "interfaces": .array(interfaces),
-            ])
-            return try Output.put(JSONWriter(indent: 2).string(value) + "\n")
+        let now = Int64(wallClock().rounded(.down))
+        let table = UsageTable(
+            slices: slices, plans: plans, granularity: check ? .cycle : granularity, top: top, zone: .system, now: now,
+            names: names)
+        if check {
+            let result = table.check(plans: plans)
+            try Output.put(result.lines.joined(separator: "\n") + "\n" + Caveat.sentence + "\n")
+            if result.exitCode != 0 { throw .status(result.exitCode) }
+            return
         }
-        var out = ""
-        if names.isEmpty { out += "No usage recorded yet in \(path).\n" }
-        for name in names {
-            let mine = byName[name] ?? []
-            out += "\(TerminalText.escaped(name)) (\(mine.first?.kind.rawValue ?? "other"))\n"
-            var table = TextTable(headers: [granularity == .day ? "DAY" : "MONTH", "RX", "TX", "TOTAL", "QUALITY"], rightAligned: [1, 2, 3])
-            for row in mine {
-                let mark = row.quality.mark
-                table.add([
-                    row.period, mark + " " + Units.bytes(row.counters.rxBytes), mark + " " + Units.bytes(row.counters.txBytes),
-                    mark + " " + Units.bytes(row.counters.rxBytes &+ row.counters.txBytes), row.quality.name,
-                ])
+        if let svg {
+            let chart = UsageChart(table: table).svg()
+            do {
+                try AtomicFile.write(Array(chart.utf8), to: svg)
+            } catch {
+                throw .runtime("cannot write the chart \(TerminalText.escaped(svg)): \(error)")
             }
-            out += table.lines().map { "  " + $0 }.joined(separator: "\n") + "\n\n"
         }
-        out += Caveat.all.joined(separator: "\n") + "\n"
-        try Output.put(out)
+        switch format {
+        case "json": try Output.put(JSONWriter(indent: 2).string(table.json()) + "\n")
+        case "csv": try Output.put(table.csv())
+        default: try Output.put(table.text(path: path))
+        }
     }
 }

@@ -7,6 +7,8 @@ public struct ExpositionInput: Sendable {
     /// `serve --probe`: where the probes leave, and the traffic outside the
     /// tunnels.
     public var routes: RouteExposition?
+    /// Planned interfaces' cycles (serve with --state); none by default.
+    public var plans: [PlanGauge] = []
 
     public init(interfaces: [ExpositionRow], health: ExporterHealth, families: ExpositionFamilies = .ifmeter, routes: RouteExposition? = nil) {
         self.interfaces = interfaces
@@ -228,6 +230,7 @@ struct ExpositionWriter {
         if input.families != .nodeOnly { writeInterfaces(input.interfaces) }
         if input.families != .ifmeter { writeNode(present) }
         if let routes = input.routes { writeRoutes(routes) }
+        if input.families != .nodeOnly { writePlans(input.plans) }
         writeHealth(input.health, interfaces: input.interfaces.count)
         if openMetrics { append("# EOF\n") }
     }

@@ -181,6 +181,9 @@ public struct LiveModel: Sendable {
     private var membershipChanged = false
     /// The longest name, in columns (for the name column's width).
     public private(set) var longestName = 0
+    /// Planned interfaces' current cycles, from the state file (live with
+    /// --state); drawn as quota bars.
+    public var plans: [PlanGauge] = []
     /// Physical and tunnel rates of the last sample.
     public private(set) var summary = TrafficSummary()
     /// Where ordinary traffic leaves, and the outside-the-tunnel rate, when

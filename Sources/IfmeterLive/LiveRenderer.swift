@@ -25,7 +25,7 @@ public struct LiveRenderer: Sendable {
         let rows = model.visibleSlots()
         let selectedSlot = model.selected.flatMap(model.slot(of:))
         let footer = footerLines(model, width: width)
-        let summary = summaryLines(model, width: width)
+        let summary = summaryLines(model, width: width) + quotaLines(model, width: width, height: height)
         var detail: [Line] = []
         if model.detailOpen, let key = model.selected, let selected = model.row(for: key) {
             detail = detailLines(selected, model: model, width: width, height: height)

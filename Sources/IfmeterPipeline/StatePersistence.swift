@@ -51,6 +51,8 @@ public final class StatePersistence {
     /// Seconds between saves.
     public let every: Double
     private var usage = PeriodAccumulator()
+    /// The same traffic per local hour (what the usage tables get).
+    private var hourly = HourlyUsage()
     private var lastSave: Double?
     /// The first sample was looked at (after an unclean stop).
     private var reviewed = false
@@ -76,8 +78,9 @@ public final class StatePersistence {
     /// and interfaces new to the file (the dead process may have counted
     /// some of theirs). Saved interfaces still there continue from their
     /// saved counters: within one boot they lose nothing.
-    func record(_ deltas: [InterfaceDelta], engine: inout DeltaEngine) {
+    func record(_ deltas: [InterfaceDelta], engine: inout DeltaEngine, sampleTime: Double, wallTime: Double) {
         usage.add(deltas)
+        hourly.add(deltas, sampleTime: sampleTime, wallTime: wallTime)
         guard !reviewed else { return }
         reviewed = true
         guard store.uncleanStop else { return }
@@ -90,6 +93,7 @@ public final class StatePersistence {
         for (key, classification) in suspects {
             engine.markLowerBound(key)
             usage.markLowerBound(key, classification: classification)
+            hourly.markLowerBound(key, at: wallTime)
         }
     }
 
@@ -125,7 +129,9 @@ public final class StatePersistence {
 
     private func save(_ engine: DeltaEngine, at time: Double, wallTime: Double) -> Bool {
         let taken = usage.take()
-        let rows = taken.mapValues { UsageEntry(kind: $0.classification.kind, counters: $0.counters, quality: $0.quality) }
+        let takenHours = hourly.take()
+        var rows = taken.mapValues { UsageEntry(kind: $0.classification.kind, counters: $0.counters, quality: $0.quality) }
+        for (key, hours) in takenHours { rows[key]?.hours = hours }
         do {
             try store.save(engine.saved, usage: rows, wallTime: wallTime)
             lastSave = time
@@ -134,6 +140,7 @@ public final class StatePersistence {
         } catch {
             // Kept for the next save.
             usage.putBack(taken)
+            hourly.putBack(takenHours)
             lastError = error
         }
         return true

@@ -6,7 +6,7 @@ import Darwin
 import CSQLite
 import IfmeterCore
 
-/// Totals that survive restarts and reboots, and daily and monthly usage,
+/// Totals that survive restarts and reboots, usage per local hour and plans,
 /// in one SQLite file (WAL mode).
 ///
 /// Per interface it keeps the totals, the quality and events, and the last
@@ -18,7 +18,7 @@ import IfmeterCore
 /// table's `running` says whether the last writer stopped cleanly; a
 /// writer holds flock on the file's inode for as long as it runs.
 public final class StateStore {
-    public static let schemaVersion = 1
+    public static let schemaVersion = 2
 
     public let path: String
     public let host: String
@@ -36,7 +36,7 @@ public final class StateStore {
     /// what the kernel's counters still show.
     public let uncleanStop: Bool
 
-    private let database: Database
+    let database: Database
     private let upsertInterface: Statement
     private let addUsage: Statement
     private let setMeta: Statement
@@ -94,6 +94,7 @@ public final class StateStore {
                 try Self.check(db, path: path, host: host)
             }
             try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+            if existed { try Self.migrate(db) }
             if !existed {
                 try db.transaction { () throws(StoreError) in
                     try db.execute(Self.schema)
@@ -217,6 +218,7 @@ public final class StateStore {
                 name TEXT NOT NULL, granularity TEXT NOT NULL CHECK (granularity IN ('day', 'month')), period TEXT NOT NULL,
                 kind TEXT NOT NULL, rx_bytes INTEGER NOT NULL, tx_bytes INTEGER NOT NULL, rx_packets INTEGER NOT NULL,
                 tx_packets INTEGER NOT NULL, quality INTEGER NOT NULL, PRIMARY KEY (name, granularity, period));
+            \(schemaV2)
             """
     }
 
@@ -270,7 +272,7 @@ public final class StateStore {
         if version > schemaVersion {
             throw StoreError.newerSchema(path: path, version: version, known: schemaVersion)
         }
-        if version < schemaVersion {
+        if version < 1 {
             throw StoreError.olderSchema(path: path, version: version, known: schemaVersion)
         }
         if let host, let owner = meta["host"], owner != host {
@@ -330,7 +332,6 @@ public final class StateStore {
     public func save(
         _ saved: [DeltaEngine.SavedSeries], usage: [SeriesKey: UsageEntry], wallTime: Double
     ) throws(StoreError) {
-        let (day, month) = Self.periods(wallTime)
         try database.transaction { () throws(StoreError) in
             for item in saved {
                 let t = item.totals
@@ -352,18 +353,9 @@ public final class StateStore {
                 ]
                 try upsertInterface.run(values)
             }
-            for (key, entry) in usage.sorted(by: { $0.key < $1.key }) {
-                let name = key.description
-                let c = entry.counters
-                for (granularity, period) in [("day", day), ("month", month)] {
-                    try addUsage.run([
-                        .text(name), .text(granularity), .text(period), .text(entry.kind.rawValue),
-                        .integer(Int64(clamping: c.rxBytes)), .integer(Int64(clamping: c.txBytes)),
-                        .integer(Int64(clamping: c.rxPackets)), .integer(Int64(clamping: c.txPackets)),
-                        .integer(Int64(entry.quality.rawValue)),
-                    ])
-                }
-            }
+            // Usage goes into local hours (schema 2); the day and month rows
+            // of schema 1 are kept as they were and read with them.
+            try addHours(usage, wallTime: wallTime)
             let meta = try database.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)")
             try meta.run([.text("boot_id"), .text(bootID)])
             try meta.run([.text("saved"), .text(String(wallTime))])
@@ -394,14 +386,28 @@ public final class StateStore {
         public var quality: Quality
     }
 
-    /// Usage rows of a state file, by interface then period. Reads without
-    /// writing anything, side files included: with no ifmeter writing the
-    /// file, SQLite reads it as immutable (no locks, no -wal or -shm); while
-    /// one writes it, as a read-only reader of the writer's WAL. Refuses
-    /// what is not a regular file at once (a FIFO never blocks it), says a
-    /// permission problem apart from damage, checks the schema version and
-    /// the pages (`PRAGMA quick_check`).
-    public static func usage(path: String, granularity: Granularity) throws(StoreError) -> [UsageRow] {
+    /// Usage rows of a state file, by interface then local day or month
+    /// (summed from its hours). Read as `reading` reads.
+    public static func usage(path: String, granularity: Granularity, zone: LocalZone = .system) throws(StoreError) -> [UsageRow] {
+        let calendar = PeriodCalendar(zone: zone)
+        let slices = try Self.slices(path: path, zone: zone)
+        var rows: [UsageRow] = []
+        for (name, mine) in Dictionary(grouping: slices, by: \.name).sorted(by: { $0.key < $1.key }) {
+            for p in calendar.group(mine, by: granularity == .day ? .day : .month) {
+                rows.append(UsageRow(name: name, kind: mine.last?.kind ?? .other, period: p.period.label, counters: p.counters, quality: p.quality))
+            }
+        }
+        return rows
+    }
+
+    /// Opens a state file for reading and hands it to `body`, writing
+    /// nothing, side files included: with no ifmeter writing the file,
+    /// SQLite reads it as immutable (no locks, no -wal or -shm); while one
+    /// writes it, as a read-only reader of the writer's WAL. Refuses what is
+    /// not a regular file at once (a FIFO never blocks it), says a
+    /// permission problem apart from damage, and (with `verify`) checks the
+    /// schema version and the pages (`PRAGMA quick_check`).
+    static func reading<T>(_ path: String, verify: Bool = true, _ body: (Database) throws(StoreError) -> T) throws(StoreError) -> T {
         var st = stat()
         guard stat(path, &st) == 0 else {
             let code = errno
@@ -422,11 +428,12 @@ public final class StateStore {
         if idle, walBytes > 0 {
             // A writer was killed: its last saves are in the WAL, which an
             // immutable read would skip. Read a private copy instead.
-            return try readCopy(path, fd: fd, granularity: granularity)
+            return try readCopy(path, fd: fd, verify: verify, body)
         }
         let query = idle ? "mode=ro&immutable=1" : "mode=ro"
         let db = try Database(path: path, readOnly: true, uri: Database.uri(path, query: query))
-        return try read(db, path: path, granularity: granularity)
+        if verify { try check(db, path: path, host: nil) }
+        return try body(db)
     }
 
     static func openFailure(_ path: String, call: String, _ code: Int32) -> StoreError {
@@ -434,31 +441,10 @@ public final class StateStore {
         return code == EACCES || code == EPERM ? .unreadable(path: path, error) : .system(path: path, error)
     }
 
-    /// Checks a database opened for reading and reads its usage rows.
-    static func read(_ db: Database, path: String, granularity: Granularity) throws(StoreError) -> [UsageRow] {
-        try check(db, path: path, host: nil)
-        var rows: [UsageRow] = []
-        do {
-            try db.prepare(
-                "SELECT name, kind, period, rx_bytes, tx_bytes, rx_packets, tx_packets, quality FROM usage WHERE granularity = ? ORDER BY name, period"
-            ).query([.text(granularity.rawValue)]) { row throws(StoreError) in
-                rows.append(UsageRow(
-                    name: row.text(0) ?? "?", kind: InterfaceKind(rawValue: row.text(1) ?? "") ?? .other, period: row.text(2) ?? "?",
-                    counters: Counters(
-                        rxBytes: UInt64(max(0, row.int(3))), txBytes: UInt64(max(0, row.int(4))),
-                        rxPackets: UInt64(max(0, row.int(5))), txPackets: UInt64(max(0, row.int(6)))),
-                    quality: Quality(rawValue: Int(row.int(7))) ?? .lowerBound))
-            }
-        } catch {
-            throw StoreError.notState(path: path, detail: Self.detail(error))
-        }
-        return rows
-    }
-
     /// Reads a copy of the file and its WAL in a private folder, removed
     /// after: SQLite applies the WAL there, and nothing is written beside
     /// the original.
-    static func readCopy(_ path: String, fd: Int32, granularity: Granularity) throws(StoreError) -> [UsageRow] {
+    static func readCopy<T>(_ path: String, fd: Int32, verify: Bool, _ body: (Database) throws(StoreError) -> T) throws(StoreError) -> T {
         var template = Array("/tmp/ifmeter-usage-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw openFailure("/tmp", call: "mkdtemp", errno) }
         let folder = String(cString: made)
@@ -475,16 +461,17 @@ public final class StateStore {
         do {
             // The copy's database is closed when this returns, before the
             // folder is removed.
-            return try readClosing(copy, granularity: granularity)
+            return try readClosing(copy, verify: verify, body)
         } catch {
             // Say the user's path, not the copy's.
             throw error.renamed(copy, to: path)
         }
     }
 
-    static func readClosing(_ path: String, granularity: Granularity) throws(StoreError) -> [UsageRow] {
+    static func readClosing<T>(_ path: String, verify: Bool, _ body: (Database) throws(StoreError) -> T) throws(StoreError) -> T {
         let db = try Database(path: path, readOnly: false)
-        return try read(db, path: path, granularity: granularity)
+        if verify { try check(db, path: path, host: nil) }
+        return try body(db)
     }
 
     static func copyFile(from source: Int32, name: String, to target: String) throws(StoreError) {
@@ -529,11 +516,15 @@ public struct UsageEntry: Sendable, Hashable {
     public var kind: InterfaceKind
     public var counters: Counters
     public var quality: Quality
+    /// The same traffic split into local hours (`HourSplit`); when empty,
+    /// all of it goes to the hour of the save.
+    public var hours: [HourUsage]
 
-    public init(kind: InterfaceKind, counters: Counters, quality: Quality) {
+    public init(kind: InterfaceKind, counters: Counters, quality: Quality, hours: [HourUsage] = []) {
         self.kind = kind
         self.counters = counters
         self.quality = quality
+        self.hours = hours
     }
 }
 

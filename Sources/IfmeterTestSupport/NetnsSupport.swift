@@ -285,14 +285,15 @@ public let repositoryRoot = URL(fileURLWithPath: #filePath)
     .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
 /// Validates JSON files against `schemas/ifmeter-report.v1.schema.json`
-/// with check-jsonschema (PyPI, installed by `make test` in .build/venv).
-public func checkJSONSchema(_ files: [String]) throws -> (ok: Bool, output: String) {
+/// (or another file of `schemas/`) with check-jsonschema (PyPI, installed
+/// by `make test` in .build/venv).
+public func checkJSONSchema(_ files: [String], schema name: String = "ifmeter-report.v1.schema.json") throws -> (ok: Bool, output: String) {
     let tool = ProcessInfo.processInfo.environment["IFMETER_CHECK_JSONSCHEMA"]
         ?? repositoryRoot.appendingPathComponent(".build/venv/bin/check-jsonschema").path
     guard FileManager.default.isExecutableFile(atPath: tool) else {
         throw TestFailure("check-jsonschema is missing at \(tool): run 'make test' (scripts/ensure-venv installs it)")
     }
-    let schema = repositoryRoot.appendingPathComponent("schemas/ifmeter-report.v1.schema.json").path
+    let schema = repositoryRoot.appendingPathComponent("schemas/" + name).path
     let result = try run([tool, "--schemafile", schema] + files, allowFailure: true)
     return (result.status == 0, result.out + result.err)
 }

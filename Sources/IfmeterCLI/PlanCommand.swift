@@ -1,0 +1,176 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import IfmeterCore
+import IfmeterSampling
+import IfmeterStore
+
+/// `ifmeter plan set|list|remove`: data plans kept in the state file.
+struct PlanCommand: Command {
+    static let spec = CommandSpec(
+        name: "ifmeter plan",
+        abstract: "Set, list or remove data plans (billing cycle and quota) in a state file.",
+        discussion: """
+            ACTIONS:
+              set NAME     Add or replace the plan of NAME (an interface name or a
+                           glob like 'wlan*'; NS/NAME for another namespace's).
+                           Needs --cycle-start; --quota and --direction are optional.
+              list         Print the plans.
+              remove NAME  Remove the plan of NAME.
+
+            The day a cycle starts is clamped to short months (31 is the last day
+            of every month). 'usage --cycle' and 'usage --check' use the plans;
+            serve and live show them when they have --state. set and remove
+            change the state file, so they refuse one in use by serve, live or
+            export (stop it, or set the plan first).
+            Without --state: $IFMETER_STATE, else /var/lib/ifmeter/state.db for
+            root, else $XDG_STATE_HOME/ifmeter/state.db or
+            ~/.local/state/ifmeter/state.db.
+            """,
+        options: [
+            OptionSpec("--state", value: "path", help: "The state file."),
+            OptionSpec("--cycle-start", value: "day", help: "The day of the month a cycle starts, 1-31."),
+            OptionSpec("--quota", value: "size", help: "The quota per cycle, like 20GB, 20GiB or 500MB."),
+            OptionSpec("--direction", value: "direction", help: "What counts against the quota: rx, tx or both.", default: "both"),
+            OptionSpec("--format", value: "format", help: "text or json (list).", default: "text"),
+        ],
+        positionals: [
+            PositionalSpec("action", help: "set, list or remove."),
+            PositionalSpec("name", help: "The interface name or glob (set, remove).", optional: true),
+        ])
+
+    enum Action {
+        case set(Plan)
+        case list(json: Bool)
+        case remove(String)
+    }
+
+    let action: Action
+    let path: String
+
+    init(_ p: ParsedArguments) throws(CLIError) {
+        let verb = p.positionals[0]
+        let name = p.positionals.count > 1 ? p.positionals[1] : nil
+        switch verb {
+        case "set":
+            guard let name, !name.isEmpty else { throw p.usage("'plan set' needs the interface name or glob") }
+            try Self.checkName(name, p)
+            guard let dayText = p.value("--cycle-start") else { throw p.usage("'plan set' needs --cycle-start DAY (1-31)") }
+            guard let day = Int(dayText), (1...31).contains(day) else {
+                throw p.usage("invalid value '\(dayText)' for '--cycle-start <day>': expected a day of the month, 1-31 (clamped to short months)")
+            }
+            var quota: UInt64?
+            if let text = p.value("--quota") {
+                guard let bytes = Plan.parseSize(text), bytes > 0 else {
+                    throw p.usage("invalid value '\(text)' for '--quota <size>': expected a size like 20GB, 20GiB or 500MB")
+                }
+                quota = bytes
+            }
+            let directionText = p.value("--direction") ?? "both"
+            guard let direction = Plan.Direction(rawValue: directionText) else {
+                throw p.usage("invalid value '\(directionText)' for '--direction <direction>': expected rx, tx or both")
+            }
+            action = .set(Plan(pattern: name, cycleStartDay: day, quotaBytes: quota, direction: direction))
+        case "list":
+            if let name { throw p.usage("unexpected argument '\(name)': 'plan list' takes no name") }
+            try Self.onlyFor(p, "list", allowed: ["--format"])
+            action = .list(json: try CommonOptions.format(p, allowed: ["text", "json"], default: "text") == "json")
+        case "remove":
+            guard let name, !name.isEmpty else { throw p.usage("'plan remove' needs the name the plan was set for") }
+            try Self.onlyFor(p, "remove", allowed: [])
+            action = .remove(name)
+        default:
+            throw p.usage("unknown action '\(verb)': use set, list or remove")
+        }
+        if case .set = action, p.has("--format") { throw p.usage("'--format' is for 'plan list'") }
+        path = DefaultState.resolve(p)
+    }
+
+    static func onlyFor(_ p: ParsedArguments, _ verb: String, allowed: [String]) throws(CLIError) {
+        for option in ["--cycle-start", "--quota", "--direction", "--format"] where p.has(option) && !allowed.contains(option) {
+            throw p.usage("'\(option)' is for 'plan set', not 'plan \(verb)'")
+        }
+    }
+
+    static func checkName(_ name: String, _ p: ParsedArguments) throws(CLIError) {
+        if name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) || name.filter({ $0 == "/" }).count > 1 {
+            throw p.usage("invalid interface name or glob '\(TerminalText.escaped(name))'")
+        }
+    }
+
+    func run() throws(CLIError) {
+        switch action {
+        case .list(let json):
+            let plans: [Plan]
+            do {
+                plans = try StateStore.plans(path: path)
+            } catch {
+                throw CLIError.reading(error, command: Self.spec.name)
+            }
+            if json {
+                let list: [JSONValue] = plans.map { plan in
+                    .object([
+                        "name": .string(plan.pattern), "cycle_start_day": .number(plan.cycleStartDay),
+                        "quota_bytes": plan.quotaBytes.map { .number($0) } ?? .null, "direction": .string(plan.direction.rawValue),
+                    ])
+                }
+                return try Output.put(JSONWriter(indent: 2).string(.object(["plans": .array(list), "estimate": .bool(true)])) + "\n")
+            }
+            if plans.isEmpty { return try Output.put("No plans in \(TerminalText.escaped(path)).\n") }
+            var table = TextTable(headers: ["NAME", "CYCLE START", "QUOTA", "DIRECTION"], rightAligned: [1, 2])
+            for plan in plans {
+                table.add([
+                    TerminalText.escaped(plan.pattern), "day \(plan.cycleStartDay)",
+                    plan.quotaBytes.map { "\(Units.bytes($0)) (\($0) B)" } ?? "none", plan.direction.rawValue,
+                ])
+            }
+            try Output.put(table.lines().joined(separator: "\n") + "\n")
+        case .set(let plan):
+            let store = try open(create: true)
+            let names: [String]
+            do {
+                names = try store.interfaceNames()
+                try store.setPlan(plan)
+            } catch {
+                throw .runtime(error.description)
+            }
+            try Output.put(
+                "Plan for '\(TerminalText.escaped(plan.pattern))': cycle from day \(plan.cycleStartDay)"
+                    + (plan.quotaBytes.map { ", quota \(Units.bytes($0)) (\($0) B) \(plan.direction.rawValue)" } ?? ", no quota") + ".\n")
+            if !names.contains(where: { plan.matches($0) }) {
+                Output.error("warning: '\(TerminalText.escaped(plan.pattern))' matches no interface in \(TerminalText.escaped(path)) yet; the plan applies once one is seen.")
+            }
+        case .remove(let name):
+            let store = try open(create: false)
+            let removed: Bool
+            do {
+                removed = try store.removePlan(name)
+            } catch {
+                throw .runtime(error.description)
+            }
+            guard removed else { throw .usage("no plan for '\(TerminalText.escaped(name))' in \(TerminalText.escaped(path))", command: Self.spec.name) }
+            try Output.put("Removed the plan for '\(TerminalText.escaped(name))'.\n")
+        }
+    }
+
+    /// Opens the state file for a change; one in use is refused (64).
+    func open(create: Bool) throws(CLIError) -> StateStore {
+        var st = stat()
+        if stat(path, &st) != 0 {
+            guard create else { throw .usage(StoreError.missing(path: path).description, command: Self.spec.name) }
+            DefaultState.makeFolders(for: path)
+        }
+        do {
+            return try StateStore(path: path, host: hostName(), bootID: readBootID() ?? "unknown", now: wallClock())
+        } catch {
+            switch error {
+            case .inUse, .missing, .noFolder, .notRegularFile:
+                throw .usage(error.description, command: Self.spec.name)
+            default:
+                throw CLIError.reading(error, command: Self.spec.name)
+            }
+        }
+    }
+}

@@ -1,0 +1,276 @@
+/// A time zone as the period code needs it: its offset from UTC at any
+/// instant. Everything else (local hours, days, months, cycles) is computed
+/// from that, so the period code is a pure function of (wall time, zone)
+/// and tests inject any zone (Foundation's tzdata) without touching `TZ`.
+/// The process's own zone is `LocalZone.system` (IfmeterStore: this module
+/// stays platform-neutral).
+public struct LocalZone: Sendable {
+    /// Seconds east of UTC at a Unix time.
+    public let offset: @Sendable (Int64) -> Int
+
+    public init(offset: @escaping @Sendable (Int64) -> Int) { self.offset = offset }
+
+    /// UTC, for tests and machines without a zone.
+    public static let utc = LocalZone { _ in 0 }
+
+    /// A local date and time.
+    public struct Civil: Sendable, Hashable, Comparable {
+        public var year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int
+
+        public static func < (a: Civil, b: Civil) -> Bool {
+            (a.year, a.month, a.day, a.hour, a.minute, a.second) < (b.year, b.month, b.day, b.hour, b.minute, b.second)
+        }
+    }
+
+    /// The local date and time of a Unix time.
+    public func civil(_ t: Int64) -> Civil {
+        let local = t + Int64(offset(t))
+        let days = local >= 0 ? local / 86400 : (local - 86399) / 86400
+        let seconds = Int(local - days * 86400)
+        let (y, m, d) = RFC3339.civil(fromDays: days)
+        return Civil(year: y, month: m, day: d, hour: seconds / 3600, minute: seconds % 3600 / 60, second: seconds % 60)
+    }
+
+    /// The Unix time of a local date and time. A time that does not exist
+    /// (skipped by a daylight-saving change) maps to the instant after the
+    /// gap; one that exists twice, to the first.
+    public func unix(_ year: Int, _ month: Int, _ day: Int, hour: Int = 0) -> Int64 {
+        let local = Self.days(year, month, day) * 86400 + Int64(hour) * 3600
+        // Try the offsets around the instant; keep the earliest that maps back.
+        let candidates = Set([offset(local - 86400), offset(local), offset(local + 86400)])
+            .map { local - Int64($0) }.sorted()
+        for t in candidates where t + Int64(offset(t)) == local { return t }
+        // In a gap: the first instant whose local time is later.
+        let t = local - Int64(offset(local - 86400))
+        return t
+    }
+
+    /// Days since 1970-01-01 of a civil date (Howard Hinnant's days-from-civil).
+    public static func days(_ year: Int, _ month: Int, _ day: Int) -> Int64 {
+        let y = Int64(month <= 2 ? year - 1 : year)
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let m = Int64(month)
+        let doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + Int64(day) - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+
+    public static func daysInMonth(_ year: Int, _ month: Int) -> Int {
+        switch month {
+        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
+    /// The start of the local hour holding `t`.
+    public func hourStart(_ t: Int64) -> Int64 {
+        let local = t + Int64(offset(t))
+        let into = ((local % 3600) + 3600) % 3600
+        return t - into
+    }
+
+    /// The start of the local hour after the one starting at `start`.
+    public func nextHour(_ start: Int64) -> Int64 {
+        let candidate = start + 3600
+        let aligned = hourStart(candidate)
+        // An offset change of less than an hour moves the boundary.
+        return aligned > start ? aligned : candidate
+    }
+
+    /// RFC 3339 with the local offset, to the second: 2026-03-29T03:00:00+02:00.
+    public func rfc3339(_ t: Int64) -> String {
+        let c = civil(t)
+        let off = offset(t)
+        let sign = off < 0 ? "-" : "+"
+        let a = abs(off)
+        return "\(Self.pad(c.year, 4))-\(Self.pad(c.month))-\(Self.pad(c.day))T\(Self.pad(c.hour)):\(Self.pad(c.minute)):\(Self.pad(c.second))"
+            + "\(sign)\(Self.pad(a / 3600)):\(Self.pad(a % 3600 / 60))"
+    }
+
+    static func pad(_ n: Int, _ width: Int = 2) -> String {
+        let s = String(n)
+        return String(repeating: "0", count: max(0, width - s.count)) + s
+    }
+}
+
+/// How usage is split into hours when it is saved. The rule: an interval's
+/// traffic is spread over the local hours it spans in proportion to the time
+/// it spent in each (whole bytes and packets; the remainder goes to the last
+/// hour), so every byte lands in exactly one hour and no period takes
+/// another's bytes beyond one sampling interval's proportional share.
+public enum HourSplit {
+    /// One hour's share.
+    public struct Share: Sendable, Hashable {
+        public var hourStart: Int64
+        public var counters: Counters
+    }
+
+    /// Splits `counters` (rx/tx bytes and packets) counted over wall time
+    /// [start, end] across the local hours it spans.
+    public static func split(_ counters: Counters, from start: Double, to end: Double, zone: LocalZone) -> [Share] {
+        let endMs = Int64((end * 1000).rounded(.down))
+        var startMs = Int64((start * 1000).rounded(.down))
+        if !(start.isFinite && end.isFinite) || startMs >= endMs { startMs = endMs }
+        // The last instant of the interval belongs to the hour before `end`
+        // when `end` is exactly on a boundary.
+        let lastHour = zone.hourStart(endMs > startMs ? (endMs - 1) / 1000 : endMs / 1000)
+        var hour = zone.hourStart(startMs >= 0 ? startMs / 1000 : (startMs - 999) / 1000)
+        if startMs == endMs || hour >= lastHour {
+            return [Share(hourStart: lastHour, counters: counters.required)]
+        }
+        var edges: [(hour: Int64, untilMs: Int64)] = []
+        while hour < lastHour {
+            let next = zone.nextHour(hour)
+            edges.append((hour, next * 1000))
+            hour = next
+        }
+        edges.append((lastHour, endMs))
+        let total = UInt64(endMs - startMs)
+        let keys: [CounterKey] = [.rxBytes, .txBytes, .rxPackets, .txPackets]
+        var previous = [UInt64](repeating: 0, count: keys.count)
+        var shares: [Share] = []
+        for (n, edge) in edges.enumerated() {
+            let elapsed = UInt64(min(edge.untilMs, endMs) - startMs)
+            var c = Counters.zero
+            for (k, key) in keys.enumerated() {
+                let value = counters[key] ?? 0
+                let upTo = n == edges.count - 1 ? value : proportion(value, elapsed, total)
+                c[key] = upTo - previous[k]
+                previous[k] = upTo
+            }
+            shares.append(Share(hourStart: edge.hour, counters: c))
+        }
+        return shares
+    }
+
+    /// value * part / whole without overflow, rounded down.
+    static func proportion(_ value: UInt64, _ part: UInt64, _ whole: UInt64) -> UInt64 {
+        let product = value.multipliedFullWidth(by: part)
+        return whole.dividingFullWidth(product).quotient
+    }
+}
+
+extension Counters {
+    /// The four required counters (missing ones as 0).
+    public var required: Counters {
+        Counters(rxBytes: rxBytes, txBytes: txBytes, rxPackets: rxPackets, txPackets: txPackets)
+    }
+}
+
+/// The periods usage is shown by.
+public enum UsagePeriodKind: String, Sendable, CaseIterable {
+    case hour, day, month, year, cycle, top
+}
+
+/// A period: its label, start and end (Unix times).
+public struct UsagePeriod: Sendable, Hashable, Comparable {
+    public var label: String
+    public var start: Int64
+    public var end: Int64
+
+    public init(label: String, start: Int64, end: Int64) {
+        self.label = label
+        self.start = start
+        self.end = end
+    }
+
+    public static func < (a: UsagePeriod, b: UsagePeriod) -> Bool { (a.start, a.end) < (b.start, b.end) }
+}
+
+/// Which period an instant belongs to, in a zone: pure functions.
+public struct PeriodCalendar: Sendable {
+    public var zone: LocalZone
+
+    public init(zone: LocalZone) { self.zone = zone }
+
+    /// The local hour, day, month or year holding `t`; a cycle by its
+    /// start day (1-31, clamped to short months).
+    public func period(_ kind: UsagePeriodKind, containing t: Int64, cycleDay: Int = 1) -> UsagePeriod {
+        let c = zone.civil(t)
+        let p = LocalZone.pad
+        switch kind {
+        case .hour:
+            let start = zone.hourStart(t)
+            let off = zone.offset(start)
+            let sign = off < 0 ? "-" : "+"
+            return UsagePeriod(
+                label: "\(p(c.year, 4))-\(p(c.month, 2))-\(p(c.day, 2)) \(p(c.hour, 2)):00\(sign)\(p(abs(off) / 3600, 2)):\(p(abs(off) % 3600 / 60, 2))",
+                start: start, end: zone.nextHour(start))
+        case .day, .top:
+            let start = zone.unix(c.year, c.month, c.day)
+            let (ny, nm, nd) = Self.nextDay(c.year, c.month, c.day)
+            return UsagePeriod(label: "\(p(c.year, 4))-\(p(c.month, 2))-\(p(c.day, 2))", start: start, end: zone.unix(ny, nm, nd))
+        case .month:
+            let (ny, nm) = c.month == 12 ? (c.year + 1, 1) : (c.year, c.month + 1)
+            return UsagePeriod(label: "\(p(c.year, 4))-\(p(c.month, 2))", start: zone.unix(c.year, c.month, 1), end: zone.unix(ny, nm, 1))
+        case .year:
+            return UsagePeriod(label: p(c.year, 4), start: zone.unix(c.year, 1, 1), end: zone.unix(c.year + 1, 1, 1))
+        case .cycle:
+            let (sy, sm, sd) = cycleStart(c.year, c.month, c.day, cycleDay: cycleDay)
+            let (ny, nm) = sm == 12 ? (sy + 1, 1) : (sy, sm + 1)
+            let nd = min(cycleDay, LocalZone.daysInMonth(ny, nm))
+            return UsagePeriod(
+                label: "\(p(sy, 4))-\(p(sm, 2))-\(p(sd, 2))", start: zone.unix(sy, sm, sd), end: zone.unix(ny, nm, nd))
+        }
+    }
+
+    /// The start date of the cycle holding a local date.
+    public func cycleStart(_ year: Int, _ month: Int, _ day: Int, cycleDay: Int) -> (Int, Int, Int) {
+        let here = min(cycleDay, LocalZone.daysInMonth(year, month))
+        if day >= here { return (year, month, here) }
+        let (py, pm) = month == 1 ? (year - 1, 12) : (year, month - 1)
+        return (py, pm, min(cycleDay, LocalZone.daysInMonth(py, pm)))
+    }
+
+    public static func nextDay(_ y: Int, _ m: Int, _ d: Int) -> (Int, Int, Int) {
+        if d < LocalZone.daysInMonth(y, m) { return (y, m, d + 1) }
+        return m == 12 ? (y + 1, 1, 1) : (y, m + 1, 1)
+    }
+}
+
+/// One stored slice of usage: an hour (or a longer span kept from before
+/// hours were stored), with its counters and quality.
+public struct UsageSlice: Sendable, Hashable {
+    public var name: String
+    public var kind: InterfaceKind
+    public var start: Int64
+    public var seconds: Int64
+    public var counters: Counters
+    public var quality: Quality
+
+    public init(name: String, kind: InterfaceKind, start: Int64, seconds: Int64, counters: Counters, quality: Quality) {
+        self.name = name
+        self.kind = kind
+        self.start = start
+        self.seconds = seconds
+        self.counters = counters
+        self.quality = quality
+    }
+}
+
+/// A period's usage for one interface.
+public struct PeriodUsage: Sendable, Hashable {
+    public var period: UsagePeriod
+    public var counters: Counters
+    public var quality: Quality
+
+    public var totalBytes: UInt64 { counters.rxBytes &+ counters.txBytes }
+}
+
+extension PeriodCalendar {
+    /// Sums slices (of one interface) into periods, oldest first. A slice
+    /// belongs to the period holding its start.
+    public func group(_ slices: [UsageSlice], by kind: UsagePeriodKind, cycleDay: Int = 1) -> [PeriodUsage] {
+        var byStart: [Int64: PeriodUsage] = [:]
+        for s in slices {
+            let period = self.period(kind, containing: s.start, cycleDay: cycleDay)
+            var u = byStart[period.start] ?? PeriodUsage(period: period, counters: .zero, quality: .exact)
+            u.counters.add(s.counters.required)
+            u.quality = max(u.quality, s.quality)
+            byStart[period.start] = u
+        }
+        return byStart.values.sorted { $0.period < $1.period }
+    }
+}

@@ -1,0 +1,82 @@
+/// A planned interface's current cycle, as serve exposes it.
+public struct PlanGauge: Sendable, Hashable {
+    public var name: String
+    public var netns: String
+    public var kind: InterfaceKind
+    public var direction: Plan.Direction
+    public var quotaBytes: UInt64?
+    public var usedBytes: UInt64
+    public var lowerBound: Bool
+    public var cycleStart: Int64
+    public var cycleEnd: Int64
+    /// The cycle's last local day, YYYY-MM-DD.
+    public var lastDay: String
+
+    public init(
+        name: String, netns: String, kind: InterfaceKind, direction: Plan.Direction, quotaBytes: UInt64?, usedBytes: UInt64,
+        lowerBound: Bool, cycleStart: Int64, cycleEnd: Int64, lastDay: String
+    ) {
+        self.name = name
+        self.netns = netns
+        self.kind = kind
+        self.direction = direction
+        self.quotaBytes = quotaBytes
+        self.usedBytes = usedBytes
+        self.lowerBound = lowerBound
+        self.cycleStart = cycleStart
+        self.cycleEnd = cycleEnd
+        self.lastDay = lastDay
+    }
+}
+
+extension UsageTable {
+    /// Each planned interface's current cycle, sorted by (namespace, name).
+    public func planGauges() -> [PlanGauge] {
+        interfaces.compactMap { i in
+            guard let row = i.rows.first(where: { $0.current }), let status = row.plan else { return nil }
+            return PlanGauge(
+                name: i.key.name, netns: i.key.netns, kind: i.kind, direction: status.plan.direction, quotaBytes: status.plan.quotaBytes,
+                usedBytes: status.usedBytes, lowerBound: row.quality == .lowerBound, cycleStart: row.period.start, cycleEnd: row.period.end,
+                lastDay: PeriodCalendar.dayLabel(zone, row.period.end))
+        }
+    }
+}
+
+extension ExpositionWriter {
+    /// The plans' families (serve with --state): quota, use and cycle.
+    mutating func writePlans(_ plans: [PlanGauge]) {
+        guard !plans.isEmpty else { return }
+        let note = "Read from the state file after each save, so up to one save period behind. \(Self.caveat)"
+        header("ifmeter_plan_quota_bytes", .gauge, unit: "bytes", help: "The plan's quota per billing cycle (ifmeter plan set). \(note)")
+        for p in plans {
+            if let q = p.quotaBytes { planSample("ifmeter_plan_quota_bytes", p, value: String(q)) }
+        }
+        header("ifmeter_plan_used_bytes", .gauge, unit: "bytes", help:
+            "Bytes used in the current billing cycle in the plan's direction; a lower bound when ifmeter_plan_used_lower_bound is 1. \(note)")
+        for p in plans { planSample("ifmeter_plan_used_bytes", p, value: String(p.usedBytes)) }
+        header("ifmeter_plan_used_lower_bound", .gauge, help: "1 when the cycle's use is a lower bound (traffic was lost), else 0. \(note)")
+        for p in plans { planSample("ifmeter_plan_used_lower_bound", p, value: p.lowerBound ? "1" : "0") }
+        header("ifmeter_plan_cycle_start_timestamp_seconds", .gauge, unit: "seconds", help: "When the current billing cycle started (Unix time). \(note)")
+        for p in plans { planSample("ifmeter_plan_cycle_start_timestamp_seconds", p, value: String(p.cycleStart)) }
+        header("ifmeter_plan_cycle_end_timestamp_seconds", .gauge, unit: "seconds", help: "When the current billing cycle ends (Unix time). \(note)")
+        for p in plans { planSample("ifmeter_plan_cycle_end_timestamp_seconds", p, value: String(p.cycleEnd)) }
+    }
+
+    mutating func planSample(_ name: String, _ p: PlanGauge, value: String) {
+        var labels = [("direction", p.direction.rawValue), ("interface", p.name), ("kind", p.kind.rawValue)]
+        if !p.netns.isEmpty { labels.append(("netns", p.netns)) }
+        append(name)
+        append("{")
+        for (n, (label, labelValue)) in labels.enumerated() {
+            if n > 0 { append(",") }
+            append(label)
+            append("=\"")
+            appendEscaped(labelValue)
+            append("\"")
+        }
+        append("} ")
+        append(value)
+        append("\n")
+        lineEnded()
+    }
+}

@@ -1,0 +1,358 @@
+/// A data plan: a billing cycle that starts on a day of the month, and
+/// optionally a quota over received, sent or both.
+public struct Plan: Sendable, Hashable {
+    public enum Direction: String, Sendable, CaseIterable {
+        case rx, tx, both
+
+        public func used(_ c: Counters) -> UInt64 {
+            switch self {
+            case .rx: c.rxBytes
+            case .tx: c.txBytes
+            case .both: c.rxBytes &+ c.txBytes
+            }
+        }
+    }
+
+    /// An interface name or glob (`NS/NAME` for another namespace's).
+    public var pattern: String
+    /// 1-31; clamped to the last day of shorter months.
+    public var cycleStartDay: Int
+    public var quotaBytes: UInt64?
+    public var direction: Direction
+
+    public init(pattern: String, cycleStartDay: Int, quotaBytes: UInt64?, direction: Direction) {
+        self.pattern = pattern
+        self.cycleStartDay = cycleStartDay
+        self.quotaBytes = quotaBytes
+        self.direction = direction
+    }
+
+    /// Whether the plan applies to a stored name (`NAME` or `NS/NAME`).
+    public func matches(_ stored: String) -> Bool {
+        if pattern == stored || Glob.matches(pattern, stored) { return true }
+        // A pattern without a namespace matches the bare name in any.
+        guard !pattern.contains("/"), let slash = stored.firstIndex(of: "/") else { return false }
+        return Glob.matches(pattern, String(stored[stored.index(after: slash)...]))
+    }
+
+    /// The plan for a stored interface name: an exact name first, else the
+    /// first matching pattern in sorted order.
+    public static func find(for stored: String, in plans: [Plan]) -> Plan? {
+        if let exact = plans.first(where: { $0.pattern == stored }) { return exact }
+        return plans.sorted { $0.pattern < $1.pattern }.first { $0.matches(stored) }
+    }
+
+    /// Parses a size like 20GB, 20GiB, 1.5TB, 500MiB or 1000 (bytes).
+    public static func parseSize(_ text: String) -> UInt64? {
+        let units: [(String, Double)] = [
+            ("KiB", 1024), ("MiB", 1_048_576), ("GiB", 1_073_741_824), ("TiB", 1_099_511_627_776),
+            ("kB", 1e3), ("KB", 1e3), ("MB", 1e6), ("GB", 1e9), ("TB", 1e12), ("B", 1),
+        ]
+        let trimmed = text.trimmingSpaces
+        var number = Substring(trimmed), factor = 1.0
+        for (suffix, f) in units where trimmed.hasSuffix(suffix) {
+            number = trimmed.dropLast(suffix.count)
+            factor = f
+            break
+        }
+        guard !number.isEmpty, number.allSatisfy({ $0.isNumber || $0 == "." }), let value = Double(number) else { return nil }
+        let bytes = (value * factor).rounded()
+        guard bytes.isFinite, bytes >= 0, bytes < 9.2e18 else { return nil }
+        return UInt64(bytes)
+    }
+}
+
+extension String {
+    var trimmingSpaces: String {
+        var s = Substring(self)
+        while s.first == " " { s.removeFirst() }
+        while s.last == " " { s.removeLast() }
+        return String(s)
+    }
+}
+
+/// Usage by period for every interface of a state file: what `usage`
+/// prints, checks and draws.
+public struct UsageTable: Sendable {
+    /// A planned interface's standing in one cycle.
+    public struct PlanStatus: Sendable, Hashable {
+        public var plan: Plan
+        public var usedBytes: UInt64
+        /// used / quota; nil without a quota.
+        public var usedRatio: Double?
+        /// Used is over the quota (for a lower bound: over for certain).
+        public var over: Bool?
+        /// The current cycle's use at its end, at its average so far
+        /// (an estimate); nil for past cycles.
+        public var projectedBytes: UInt64?
+    }
+
+    public struct Row: Sendable, Hashable {
+        public var period: UsagePeriod
+        public var counters: Counters
+        public var quality: Quality
+        public var plan: PlanStatus?
+        /// The period holds `now`.
+        public var current: Bool
+
+        public var totalBytes: UInt64 { counters.rxBytes &+ counters.txBytes }
+    }
+
+    public struct Interface: Sendable {
+        /// The stored name: `NAME` or `NS/NAME`.
+        public var stored: String
+        public var kind: InterfaceKind
+        public var plan: Plan?
+        public var rows: [Row]
+
+        public var key: SeriesKey {
+            guard let slash = stored.firstIndex(of: "/") else { return SeriesKey(name: stored) }
+            return SeriesKey(netns: String(stored[..<slash]), name: String(stored[stored.index(after: slash)...]))
+        }
+    }
+
+    public var granularity: UsagePeriodKind
+    public var interfaces: [Interface]
+    public var zone: LocalZone
+    public var now: Int64
+
+    /// Groups stored slices into periods. `top` keeps each interface's N
+    /// biggest days (by total). For cycles, a planned interface's cycle
+    /// starts on its plan's day (others use the calendar month) and its
+    /// current cycle is shown even when nothing was used yet.
+    public init(
+        slices: [UsageSlice], plans: [Plan], granularity: UsagePeriodKind, top: Int? = nil, zone: LocalZone, now: Int64,
+        names: [String] = []
+    ) {
+        self.granularity = granularity
+        self.zone = zone
+        self.now = now
+        let calendar = PeriodCalendar(zone: zone)
+        var byName = Dictionary(grouping: slices, by: \.name)
+        if granularity == .cycle {
+            // Planned interfaces known to the file, even without usage.
+            for name in names where byName[name] == nil && Plan.find(for: name, in: plans) != nil { byName[name] = [] }
+        }
+        var list: [Interface] = []
+        for (name, mine) in byName {
+            let plan = Plan.find(for: name, in: plans)
+            let cycleDay = plan?.cycleStartDay ?? 1
+            var periods = calendar.group(mine, by: granularity, cycleDay: cycleDay)
+            if granularity == .cycle, plan != nil {
+                let current = calendar.period(.cycle, containing: now, cycleDay: cycleDay)
+                if !periods.contains(where: { $0.period.start == current.start }) {
+                    periods.append(PeriodUsage(period: current, counters: .zero, quality: .exact))
+                }
+            }
+            if granularity == .top, let top {
+                periods = Array(periods.sorted { ($0.totalBytes, $1.period.start) > ($1.totalBytes, $0.period.start) }.prefix(top))
+            }
+            let rows = periods.map { p -> Row in
+                let current = p.period.start <= now && now < p.period.end
+                var status: PlanStatus?
+                if granularity == .cycle, let plan {
+                    let used = plan.direction.used(p.counters)
+                    var projected: UInt64?
+                    if current, now > p.period.start {
+                        let fraction = Double(p.period.end - p.period.start) / Double(now - p.period.start)
+                        projected = UInt64(min(9.2e18, (Double(used) * fraction).rounded()))
+                    }
+                    status = PlanStatus(
+                        plan: plan, usedBytes: used, usedRatio: plan.quotaBytes.map { $0 == 0 ? (used == 0 ? 0 : .infinity) : Double(used) / Double($0) },
+                        over: plan.quotaBytes.map { used > $0 }, projectedBytes: projected)
+                }
+                return Row(period: p.period, counters: p.counters, quality: p.quality, plan: status, current: current)
+            }
+            list.append(Interface(stored: name, kind: mine.last?.kind ?? .other, plan: plan, rows: rows))
+        }
+        interfaces = list.sorted { $0.key < $1.key }
+    }
+
+    // MARK: checks
+
+    /// The outcome of `usage --check`.
+    public struct Check: Sendable {
+        public enum Verdict: Int, Sendable, Comparable {
+            case under = 0, unknown = 4, over = 3
+            var rank: Int { switch self { case .under: 0; case .unknown: 1; case .over: 2 } }
+            public static func < (a: Verdict, b: Verdict) -> Bool { a.rank < b.rank }
+        }
+        public var verdict: Verdict
+        /// One line per planned interface, and per plan that matches nothing.
+        public var lines: [String]
+        public var exitCode: Int32 { Int32(verdict.rawValue) }
+    }
+
+    /// Every planned interface's current cycle against its quota: over (3)
+    /// when any is over (a lower bound over the quota is over for certain),
+    /// else unknown (4) when a lower bound is under its quota, else under (0).
+    public func check(plans: [Plan]) -> Check {
+        var verdict = Check.Verdict.under
+        var lines: [String] = []
+        for i in interfaces {
+            guard let row = i.rows.first(where: { $0.current }), let status = row.plan, let quota = status.plan.quotaBytes else { continue }
+            let used = "\(Units.bytes(status.usedBytes)) (\(status.usedBytes) B, \(status.plan.direction.rawValue))"
+            let limit = "\(Units.bytes(quota)) (\(quota) B)"
+            let cycle = "cycle from \(zone.rfc3339(row.period.start))"
+            let name = TerminalText.escaped(i.stored)
+            if status.usedBytes > quota {
+                verdict = max(verdict, .over)
+                lines.append("OVER \(name): \(row.quality == .lowerBound ? "at least " : "")\(used) used of \(limit), \(cycle).")
+            } else if row.quality == .lowerBound {
+                verdict = max(verdict, .unknown)
+                lines.append("UNKNOWN \(name): at least \(used) used of \(limit), \(cycle): a lower bound under the quota cannot prove it is under.")
+            } else {
+                lines.append("under \(name): \(used) used of \(limit), \(cycle).")
+            }
+        }
+        let stored = interfaces.map(\.stored)
+        for plan in plans.sorted(by: { $0.pattern < $1.pattern }) where !stored.contains(where: { plan.matches($0) }) {
+            lines.append("note: plan '\(TerminalText.escaped(plan.pattern))' matches no interface with usage in this state file.")
+        }
+        if plans.isEmpty { lines.append("note: no plans in this state file (see 'ifmeter plan set'); nothing to check.") }
+        return Check(verdict: verdict, lines: lines)
+    }
+
+    // MARK: output
+
+    public func json() -> JSONValue {
+        let interfaces: [JSONValue] = self.interfaces.map { i in
+            var o: [String: JSONValue] = [
+                "name": .string(i.key.name), "kind": .string(i.kind.rawValue),
+                "periods": .array(i.rows.map(json)),
+            ]
+            if !i.key.netns.isEmpty { o["netns"] = .string(i.key.netns) }
+            return .object(o)
+        }
+        return .object([
+            "schema": .string("ifmeter.usage"), "schema_version": .number(2), "estimate": .bool(true),
+            "caveats": .array(Caveat.all.map(JSONValue.string)),
+            "granularity": .string(granularity.rawValue), "interfaces": .array(interfaces),
+        ])
+    }
+
+    func json(_ row: Row) -> JSONValue {
+        var o: [String: JSONValue] = [
+            "period": .string(row.period.label),
+            "start": .string(zone.rfc3339(row.period.start)), "end": .string(zone.rfc3339(row.period.end)),
+            "rx_bytes": .number(row.counters.rxBytes), "tx_bytes": .number(row.counters.txBytes),
+            "rx_packets": .number(row.counters.rxPackets), "tx_packets": .number(row.counters.txPackets),
+            "quality": .string(row.quality.name),
+        ]
+        if let s = row.plan {
+            var plan: [String: JSONValue] = [
+                "cycle_start_day": .number(s.plan.cycleStartDay),
+                "quota_bytes": s.plan.quotaBytes.map { .number($0) } ?? .null,
+                "direction": .string(s.plan.direction.rawValue),
+                "used_bytes": .number(s.usedBytes),
+                "used_ratio": s.usedRatio.flatMap { $0.isFinite ? .number($0) : nil } ?? .null,
+                "over": s.over.map(JSONValue.bool) ?? .null,
+            ]
+            if let projected = s.projectedBytes {
+                plan["projection"] = .object([
+                    "bytes": .number(projected), "at": .string(zone.rfc3339(row.period.end)), "estimate": .bool(true),
+                    "over": s.plan.quotaBytes.map { .bool(projected > $0) } ?? .null,
+                    "note": .string("An estimate: the cycle's use so far, extended to its end at its average rate so far."),
+                ])
+            }
+            o["plan"] = .object(plan)
+        }
+        return .object(o)
+    }
+
+    public static let csvHeader =
+        "interface,netns,kind,granularity,period,start,end,rx_bytes,tx_bytes,rx_packets,tx_packets,total_bytes,quality,quota_bytes,used_bytes,over,projected_bytes,estimate"
+
+    /// CSV (RFC 4180 quoting, LF line ends), one row per period; the `estimate` column is always
+    /// true: the figures are estimates from interface counters.
+    public func csv() -> String {
+        func field(_ s: String) -> String {
+            s.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" })
+                ? "\"" + s.replacingAll("\"", with: "\"\"") + "\"" : s
+        }
+        var out = Self.csvHeader + "\n"
+        for i in interfaces {
+            for r in i.rows {
+                let fields: [String] = [
+                    i.key.name, i.key.netns, i.kind.rawValue, granularity.rawValue, r.period.label,
+                    zone.rfc3339(r.period.start), zone.rfc3339(r.period.end),
+                    String(r.counters.rxBytes), String(r.counters.txBytes), String(r.counters.rxPackets), String(r.counters.txPackets),
+                    String(r.totalBytes), r.quality.name,
+                    r.plan?.plan.quotaBytes.map { String($0) } ?? "", r.plan.map { String($0.usedBytes) } ?? "",
+                    r.plan?.over.map { $0 ? "true" : "false" } ?? "", r.plan?.projectedBytes.map { String($0) } ?? "", "true",
+                ]
+                out += fields.map(field).joined(separator: ",") + "\n"
+            }
+        }
+        return out
+    }
+
+    public func text(path: String) -> String {
+        var out = ""
+        if interfaces.isEmpty { out += "No usage recorded yet in \(TerminalText.escaped(path)).\n" }
+        let header: String = switch granularity {
+        case .hour: "HOUR"
+        case .day: "DAY"
+        case .month: "MONTH"
+        case .year: "YEAR"
+        case .cycle: "CYCLE"
+        case .top: "TOP DAY"
+        }
+        var shown = Set<Quality>()
+        for i in interfaces {
+            var title = "\(TerminalText.escaped(i.stored)) (\(i.kind.rawValue))"
+            if granularity == .cycle, let plan = i.plan {
+                title += ": plan '\(TerminalText.escaped(plan.pattern))', cycle from day \(plan.cycleStartDay)"
+                if let q = plan.quotaBytes { title += ", quota \(Units.bytes(q)) \(plan.direction.rawValue)" }
+            }
+            out += title + "\n"
+            var headers = [header, "RX", "TX", "TOTAL", "QUALITY"]
+            if granularity == .cycle, i.plan != nil { headers += ["USED", "OF QUOTA"] }
+            var table = TextTable(headers: headers, rightAligned: [1, 2, 3, 5, 6])
+            for r in i.rows {
+                let q = r.quality
+                shown.insert(q)
+                var cells = [
+                    r.period.label + (granularity == .cycle ? " – " + PeriodCalendar.dayLabel(zone, r.period.end) : ""),
+                    q.marked(Units.bytes(r.counters.rxBytes)), q.marked(Units.bytes(r.counters.txBytes)),
+                    q.marked(Units.bytes(r.totalBytes)), q.name,
+                ]
+                if let s = r.plan {
+                    cells.append(q.marked(Units.bytes(s.usedBytes)))
+                    cells.append(s.usedRatio.map { $0.isFinite ? Units.fixed($0 * 100, 1) + "%" + (s.over == true ? " OVER" : "") : "-" } ?? "-")
+                } else if headers.count > 5 {
+                    cells += ["", ""]
+                }
+                table.add(cells)
+            }
+            out += table.lines().map { "  " + $0 }.joined(separator: "\n") + "\n"
+            for r in i.rows where r.current {
+                if let projected = r.plan?.projectedBytes {
+                    var line = "  Projected by the cycle's end at the average so far (an estimate): \(Units.bytes(projected))"
+                    if let q = r.plan?.plan.quotaBytes { line += projected > q ? ", over the quota" : ", under the quota" }
+                    out += line + ".\n"
+                }
+            }
+            out += "\n"
+        }
+        out += "Periods are local time (\(granularity == .hour ? "hours" : "hours summed"); traffic is split at hour boundaries by time).\n"
+        out += Caveat.legend(shown: shown).joined(separator: "\n") + "\n"
+        return out
+    }
+}
+
+extension PeriodCalendar {
+    /// The local date of the last second before `end`, YYYY-MM-DD.
+    public static func dayLabel(_ zone: LocalZone, _ end: Int64) -> String {
+        let c = zone.civil(end - 1)
+        return "\(LocalZone.pad(c.year, 4))-\(LocalZone.pad(c.month))-\(LocalZone.pad(c.day))"
+    }
+}
+
+extension String {
+    func replacingAll(_ target: Character, with replacement: String) -> String {
+        var out = ""
+        for c in self { if c == target { out += replacement } else { out.append(c) } }
+        return out
+    }
+}

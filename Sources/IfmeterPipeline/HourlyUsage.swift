@@ -1,0 +1,59 @@
+import IfmeterCore
+import IfmeterStore
+
+/// Traffic not yet saved, per interface and local hour: each delta is split
+/// across the hours its interval spans (`HourSplit`), so a save that comes
+/// after midnight (or any hour) puts the bytes before it where they belong.
+public struct HourlyUsage: Sendable {
+    public var zone: LocalZone
+    public private(set) var hours: [SeriesKey: [Int64: HourUsage]] = [:]
+
+    public init(zone: LocalZone = .system) { self.zone = zone }
+
+    /// Adds a sample's deltas; `sampleTime` (monotonic) and `wallTime` are
+    /// the same instant, so a delta's wall interval is its monotonic one
+    /// moved by their difference. Baselines and idle intervals add nothing.
+    public mutating func add(_ deltas: [InterfaceDelta], sampleTime: Double, wallTime: Double) {
+        for d in deltas where d.change != .baseline {
+            if d.isIdle { continue }
+            let end = wallTime - (sampleTime - d.time)
+            let start = end - max(0, d.seconds ?? 0)
+            for share in HourSplit.split(d.counters, from: start, to: end, zone: zone) {
+                add(d.key, HourUsage(start: share.hourStart, counters: share.counters, quality: d.quality))
+            }
+        }
+    }
+
+    /// Makes the hour holding `wallTime` a lower bound for `key` (traffic
+    /// is known to be missing: an unclean stop), adding an empty hour when
+    /// it has none.
+    public mutating func markLowerBound(_ key: SeriesKey, at wallTime: Double) {
+        let start = zone.hourStart(Int64(wallTime.rounded(.down)))
+        add(key, HourUsage(start: start, counters: Counters(rxBytes: 0, txBytes: 0, rxPackets: 0, txPackets: 0), quality: .lowerBound))
+    }
+
+    mutating func add(_ key: SeriesKey, _ h: HourUsage) {
+        var mine = hours[key] ?? [:]
+        if var old = mine[h.start] {
+            old.counters.add(h.counters)
+            old.quality = max(old.quality, h.quality)
+            mine[h.start] = old
+        } else {
+            mine[h.start] = h
+        }
+        hours[key] = mine
+    }
+
+    /// Returns the hours and starts afresh.
+    public mutating func take() -> [SeriesKey: [HourUsage]] {
+        defer { hours = [:] }
+        return hours.mapValues { $0.values.sorted { $0.start < $1.start } }
+    }
+
+    /// Puts back hours taken but not saved (a failed save).
+    public mutating func putBack(_ taken: [SeriesKey: [HourUsage]]) {
+        for (key, list) in taken {
+            for h in list { add(key, h) }
+        }
+    }
+}

@@ -1,0 +1,208 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import IfmeterCore
+
+/// One local hour's usage of an interface, to add to the state file.
+public struct HourUsage: Sendable, Hashable {
+    /// Unix time the local hour starts.
+    public var start: Int64
+    public var counters: Counters
+    public var quality: Quality
+
+    public init(start: Int64, counters: Counters, quality: Quality) {
+        self.start = start
+        self.counters = counters
+        self.quality = quality
+    }
+}
+
+extension StateStore {
+    /// Tables schema 2 adds: usage per local hour, and plans.
+    static let schemaV2 = """
+        -- Usage per local hour (start as a Unix time; seconds is 3600, or longer for
+        -- a span kept from schema 1's days); quality 0 exact, 1 wrap-corrected, 2 lower bound.
+        CREATE TABLE IF NOT EXISTS usage_hours (
+            name TEXT NOT NULL, start INTEGER NOT NULL, seconds INTEGER NOT NULL, kind TEXT NOT NULL,
+            rx_bytes INTEGER NOT NULL, tx_bytes INTEGER NOT NULL, rx_packets INTEGER NOT NULL,
+            tx_packets INTEGER NOT NULL, quality INTEGER NOT NULL, PRIMARY KEY (name, start));
+        CREATE TABLE IF NOT EXISTS plans (
+            pattern TEXT PRIMARY KEY, cycle_start_day INTEGER NOT NULL CHECK (cycle_start_day BETWEEN 1 AND 31),
+            quota_bytes INTEGER, direction TEXT NOT NULL CHECK (direction IN ('rx', 'tx', 'both')));
+        """
+
+    /// Brings a schema 1 file to schema 2: adds the new tables; the day
+    /// and month rows stay and are read as day-long spans.
+    static func migrate(_ db: Database) throws(StoreError) {
+        var version = 0
+        try db.prepare("SELECT value FROM meta WHERE key = 'schema_version'").query { row throws(StoreError) in
+            version = Int(row.text(0) ?? "") ?? 0
+        }
+        guard version < schemaVersion else { return }
+        try db.transaction { () throws(StoreError) in
+            try db.execute(schemaV2)
+            try db.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)").run([.text(String(schemaVersion))])
+        }
+    }
+
+    static let hourSQL = """
+        INSERT INTO usage_hours (name, start, seconds, kind, rx_bytes, tx_bytes, rx_packets, tx_packets, quality)
+        VALUES (?, ?, 3600, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (name, start) DO UPDATE SET
+            kind = excluded.kind,
+            rx_bytes = rx_bytes + excluded.rx_bytes, tx_bytes = tx_bytes + excluded.tx_bytes,
+            rx_packets = rx_packets + excluded.rx_packets, tx_packets = tx_packets + excluded.tx_packets,
+            quality = max(quality, excluded.quality)
+        """
+
+    /// Adds usage to its hours (inside the save's transaction).
+    func addHours(_ usage: [SeriesKey: UsageEntry], wallTime: Double, zone: LocalZone = .system) throws(StoreError) {
+        let add = try database.prepare(Self.hourSQL)
+        for (key, entry) in usage.sorted(by: { $0.key < $1.key }) {
+            let hours = entry.hours.isEmpty
+                ? [HourUsage(start: zone.hourStart(Int64(wallTime.rounded(.down))), counters: entry.counters, quality: entry.quality)]
+                : entry.hours
+            for h in hours.sorted(by: { $0.start < $1.start }) {
+                let c = h.counters
+                try add.run([
+                    .text(key.description), .integer(h.start), .text(entry.kind.rawValue),
+                    .integer(Int64(clamping: c.rxBytes)), .integer(Int64(clamping: c.txBytes)),
+                    .integer(Int64(clamping: c.rxPackets)), .integer(Int64(clamping: c.txPackets)),
+                    .integer(Int64(h.quality.rawValue)),
+                ])
+            }
+        }
+    }
+
+    static func hasTable(_ db: Database, _ name: String) throws(StoreError) -> Bool {
+        var found = false
+        try db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").query([.text(name)]) { _ throws(StoreError) in
+            found = true
+        }
+        return found
+    }
+
+    /// Opens a state file read-only (it may be in use), or says why not.
+
+    /// Every stored slice of usage (or those starting at `since` or later):
+    /// the hours, and schema 1's days as day-long spans (their local
+    /// midnight in `zone`). Read-only.
+    /// `verify`: check the pages and schema first (`usage`); a reader that
+    /// comes back every save (serve's plan gauges) skips that.
+    public static func slices(path: String, zone: LocalZone = .system, since: Int64? = nil, verify: Bool = true) throws(StoreError) -> [UsageSlice] {
+        try reading(path, verify: verify) { db throws(StoreError) in try slices(db, path: path, zone: zone, since: since) }
+    }
+
+    static func slices(_ db: Database, path: String, zone: LocalZone, since: Int64?) throws(StoreError) -> [UsageSlice] {
+        var slices: [UsageSlice] = []
+        func counters(_ row: Row, _ from: Int32) -> Counters {
+            Counters(
+                rxBytes: UInt64(max(0, row.int(from))), txBytes: UInt64(max(0, row.int(from + 1))),
+                rxPackets: UInt64(max(0, row.int(from + 2))), txPackets: UInt64(max(0, row.int(from + 3))))
+        }
+        do throws(StoreError) {
+            try db.prepare(
+                "SELECT name, kind, period, rx_bytes, tx_bytes, rx_packets, tx_packets, quality FROM usage WHERE granularity = 'day' ORDER BY name, period"
+            ).query { row throws(StoreError) in
+                let parts = (row.text(2) ?? "").split(separator: "-").compactMap { Int($0) }
+                guard parts.count == 3 else { return }
+                let start = zone.unix(parts[0], parts[1], parts[2])
+                if let since, start < since { return }
+                let (y, m, d) = PeriodCalendar.nextDay(parts[0], parts[1], parts[2])
+                slices.append(UsageSlice(
+                    name: row.text(0) ?? "?", kind: InterfaceKind(rawValue: row.text(1) ?? "") ?? .other, start: start,
+                    seconds: zone.unix(y, m, d) - start, counters: counters(row, 3),
+                    quality: Quality(rawValue: Int(row.int(7))) ?? .lowerBound))
+            }
+            if try hasTable(db, "usage_hours") {
+                try db.prepare(
+                    "SELECT name, kind, start, seconds, rx_bytes, tx_bytes, rx_packets, tx_packets, quality FROM usage_hours WHERE start >= ? ORDER BY name, start"
+                ).query([.integer(since ?? Int64.min)]) { row throws(StoreError) in
+                    slices.append(UsageSlice(
+                        name: row.text(0) ?? "?", kind: InterfaceKind(rawValue: row.text(1) ?? "") ?? .other, start: row.int(2),
+                        seconds: row.int(3), counters: counters(row, 4), quality: Quality(rawValue: Int(row.int(8))) ?? .lowerBound))
+                }
+            }
+        } catch {
+            throw StoreError.notState(path: path, detail: Self.detail(error))
+        }
+        return slices
+    }
+
+    /// The plans of a state file, sorted by pattern. Read-only.
+    public static func plans(path: String, verify: Bool = true) throws(StoreError) -> [Plan] {
+        try reading(path, verify: verify) { db throws(StoreError) in
+            do throws(StoreError) {
+                guard try hasTable(db, "plans") else { return [] }
+                return try readPlans(db)
+            } catch {
+                throw StoreError.notState(path: path, detail: Self.detail(error))
+            }
+        }
+    }
+
+    static func readPlans(_ db: Database) throws(StoreError) -> [Plan] {
+        var plans: [Plan] = []
+        try db.prepare("SELECT pattern, cycle_start_day, quota_bytes, direction FROM plans ORDER BY pattern").query { row throws(StoreError) in
+            plans.append(Plan(
+                pattern: row.text(0) ?? "", cycleStartDay: Int(row.int(1)),
+                quotaBytes: row.isNull(2) ? nil : UInt64(max(0, row.int(2))),
+                direction: Plan.Direction(rawValue: row.text(3) ?? "") ?? .both))
+        }
+        return plans
+    }
+
+    /// The stored interface names of a state file (with totals or usage). Read-only.
+    public static func interfaceNames(path: String) throws(StoreError) -> [String] {
+        try reading(path) { db throws(StoreError) in
+            do throws(StoreError) {
+                return try names(db)
+            } catch {
+                throw StoreError.notState(path: path, detail: Self.detail(error))
+            }
+        }
+    }
+
+    static func names(_ db: Database) throws(StoreError) -> [String] {
+        var names = Set<String>()
+        for (table, sql) in [
+            ("interfaces", "SELECT name FROM interfaces"), ("usage", "SELECT DISTINCT name FROM usage"),
+            ("usage_hours", "SELECT DISTINCT name FROM usage_hours"),
+        ] where try hasTable(db, table) {
+            try db.prepare(sql).query { row throws(StoreError) in
+                if let name = row.text(0) { names.insert(name) }
+            }
+        }
+        return names.sorted()
+    }
+
+    /// The plans of this (open) state file.
+    public func plans() throws(StoreError) -> [Plan] { try Self.readPlans(database) }
+
+    /// The stored interface names (those with totals or usage).
+    public func interfaceNames() throws(StoreError) -> [String] { try Self.names(database) }
+
+    /// Adds or replaces a plan.
+    public func setPlan(_ plan: Plan) throws(StoreError) {
+        try database.transaction { () throws(StoreError) in
+            try database.prepare(
+                "INSERT OR REPLACE INTO plans (pattern, cycle_start_day, quota_bytes, direction) VALUES (?, ?, ?, ?)"
+            ).run([
+                .text(plan.pattern), .integer(Int64(plan.cycleStartDay)),
+                plan.quotaBytes.map { .integer(Int64(clamping: $0)) } ?? .null, .text(plan.direction.rawValue),
+            ])
+        }
+    }
+
+    /// Removes a plan; returns whether there was one.
+    public func removePlan(_ pattern: String) throws(StoreError) -> Bool {
+        let existed = try plans().contains { $0.pattern == pattern }
+        guard existed else { return false }
+        try database.transaction { () throws(StoreError) in
+            try database.prepare("DELETE FROM plans WHERE pattern = ?").run([.text(pattern)])
+        }
+        return true
+    }
+}
