@@ -164,11 +164,15 @@ public final class TestNamespace: @unchecked Sendable {
 /// (no ARP), so the only frames are the ones a test sends.
 public final class VethPair: @unchecked Sendable {
     public let a: TestNamespace, b: TestNamespace
-    public let nameA = "vA", nameB = "vB"
+    public let nameA: String, nameB: String
     public let ipA = "10.77.0.1", ipB = "10.77.0.2"
     public let macA = "02:00:00:00:77:01", macB = "02:00:00:00:77:02"
 
-    public init() throws {
+    /// `nameA` in A, `nameB` in B (the README's examples name them as a
+    /// reader's machine would).
+    public init(nameA: String = "vA", nameB: String = "vB") throws {
+        self.nameA = nameA
+        self.nameB = nameB
         a = try TestNamespace()
         b = try TestNamespace()
         try a.ip("link", "add", nameA, "address", macA, "type", "veth", "peer", "name", nameB, "address", macB, "netns", b.name)

@@ -12,7 +12,7 @@ import Glibc
 /// 5555 on both ends), as a VPN client does. Its underlay is the veth.
 public final class UDPTunnel: @unchecked Sendable {
     public let pair: VethPair
-    public let tunA = "tA", tunB = "tB"
+    public let tunA: String, tunB: String
     public let ipA = "10.78.0.1", ipB = "10.78.0.2"
     public static let port: UInt16 = 5555
     private var fds: [Int32] = []
@@ -20,8 +20,10 @@ public final class UDPTunnel: @unchecked Sendable {
     private var threads: [Thread] = []
     private let finished = DispatchGroup()
 
-    public init(over pair: VethPair) throws {
+    public init(over pair: VethPair, tunA: String = "tA", tunB: String = "tB") throws {
         self.pair = pair
+        self.tunA = tunA
+        self.tunB = tunB
         let tunnelA = try pair.a.openTun(tunA), tunnelB = try pair.b.openTun(tunB)
         fds = [tunnelA, tunnelB]
         for (ns, tun, local, peer) in [(pair.a, tunA, ipA, ipB), (pair.b, tunB, ipB, ipA)] {
