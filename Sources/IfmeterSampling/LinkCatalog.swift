@@ -109,7 +109,7 @@ final class LinkCatalog {
             // A veth whose peer is going names it no more (0): keep the one known.
             link: (message.link ?? 0) > 0 ? message.link : old?.peer?.index,
             linkNetnsID: (message.link ?? 0) > 0 ? message.linkNetnsID : old?.peer?.netnsID,
-            netclass: message.netclass)
+            netclass: message.netclass ?? (netclass ? old?.attributes.netclass : nil))
         byIndex[message.index] = entry(for: link, was: old)
     }
 

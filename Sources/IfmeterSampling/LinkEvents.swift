@@ -62,7 +62,9 @@ func parseLinkMessage(_ message: NetlinkReceived, netclass: Bool = false) -> Lin
         default: break
         }
     }
-    if netclass, !link.deleted { link.netclass = netclassFacts(info, attributes) }
+    // A bridge's notices about its ports (AF_BRIDGE) carry a few
+    // attributes only: the facts come from the link's own messages.
+    if netclass, !link.deleted, info.ifi_family == UInt8(AF_UNSPEC) { link.netclass = netclassFacts(info, attributes) }
     return link
 }
 
