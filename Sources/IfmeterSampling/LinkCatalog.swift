@@ -163,23 +163,27 @@ final class LinkCatalog {
     }
 
     /// Adds what only sysfs says to a link's netclass facts. sysfs is read
-    /// when it was checked to name this link (`verified`) and the link is
-    /// new, or something the files depend on changed (up or down, carrier,
-    /// address), or it is hardware (its speed may renegotiate); otherwise
-    /// the last reading stands, so a periodic refresh reads no files for
-    /// thousands of unchanged virtual links.
+    /// when it was checked to name this link (`verified`); otherwise it
+    /// shows another namespace, and the driver is asked for the speed and
+    /// duplex (ETHTOOL_GSET, what sysfs shows) through the netlink socket,
+    /// which is in the link's namespace; the other three stay unknown. They
+    /// are read when the link is new, or something they depend on changed
+    /// (up or down, carrier, address), or it is hardware (its speed may
+    /// renegotiate); otherwise the last reading stands, so a periodic
+    /// refresh reads nothing for thousands of unchanged virtual links.
     private func withSysfs(
         _ facts: NetclassFacts, name: String, verified: Bool, hardware: Bool, was old: NetclassFacts?
     ) -> NetclassFacts {
-        guard let sysfs, verified else { return facts }
         var facts = facts
         let read: SysfsNetclass
         if let old, !hardware, old.running == facts.running, old.carrier == facts.carrier, old.address == facts.address {
             read = SysfsNetclass(
                 speedMbps: old.speedMbps, duplex: old.duplex, devID: old.devID, nameAssignType: old.nameAssignType,
                 addressAssignType: old.addressAssignType)
-        } else {
+        } else if let sysfs, verified {
             read = sysfs.netclass(name)
+        } else {
+            read = ethtool(name, running: facts.running)
         }
         facts.speedMbps = read.speedMbps
         facts.duplex = read.duplex
@@ -187,6 +191,14 @@ final class LinkCatalog {
         facts.nameAssignType = read.nameAssignType
         facts.addressAssignType = read.addressAssignType
         return facts
+    }
+
+    /// Speed and duplex from the driver, while the link is up (sysfs
+    /// answers only then); nil where the driver has no ethtool support.
+    private func ethtool(_ name: String, running: Bool) -> SysfsNetclass {
+        var speed: Int32 = 0, duplex: UInt8 = 0
+        guard running, cifm_ethtool_link(socket.fd, name, &speed, &duplex) == 0 else { return SysfsNetclass() }
+        return SysfsNetclass(speedMbps: speed, duplex: duplex == 0 ? "half" : duplex == 1 ? "full" : "unknown")
     }
 }
 #endif
