@@ -328,9 +328,11 @@ struct ExpositionWriter {
     ]
 
     /// Raw kernel counters under node_exporter's names and HELP text, so
-    /// existing dashboards keep working.
+    /// existing dashboards keep working; `lo` is left out of them, as
+    /// node_exporter's netdev collector does by default. Then the netclass
+    /// families (`lo` included, as there).
     mutating func writeNode(_ interfaces: [ExpositionRow]) {
-        let withStats = interfaces.compactMap { i in i.kernelStats.map { (i, $0) } }
+        let withStats = interfaces.compactMap { i in i.name == "lo" ? nil : i.kernelStats.map { (i, $0) } }
         for (statistic, value) in Self.nodeFamilies {
             let name = "node_network_" + statistic
             // node_exporter's own words, without the estimate caveat: these
@@ -350,6 +352,7 @@ struct ExpositionWriter {
                 lineEnded()
             }
         }
+        writeNetclass(interfaces)
     }
 
     // MARK: routes and tunnels (serve --probe)

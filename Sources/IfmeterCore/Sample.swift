@@ -14,11 +14,13 @@ public final class LinkAttributes: Sendable, Hashable {
     public let reportedSpeedBps: UInt64?
     /// Backed by real hardware (a `device` link in sysfs).
     public let isHardware: Bool?
+    /// node_exporter's netclass facts; only when asked for (`--compat node`).
+    public let netclass: NetclassFacts?
 
     public static func == (a: LinkAttributes, b: LinkAttributes) -> Bool {
         a === b
             || (a.operstate == b.operstate && a.adminUp == b.adminUp && a.mtu == b.mtu && a.arphrdType == b.arphrdType
-                && a.reportedSpeedBps == b.reportedSpeedBps && a.isHardware == b.isHardware)
+                && a.reportedSpeedBps == b.reportedSpeedBps && a.isHardware == b.isHardware && a.netclass == b.netclass)
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -28,11 +30,12 @@ public final class LinkAttributes: Sendable, Hashable {
         hasher.combine(arphrdType)
         hasher.combine(reportedSpeedBps)
         hasher.combine(isHardware)
+        hasher.combine(netclass)
     }
 
     public init(
         operstate: String? = nil, adminUp: Bool? = nil, mtu: UInt32? = nil, arphrdType: Int? = nil,
-        reportedSpeedBps: UInt64? = nil, isHardware: Bool? = nil
+        reportedSpeedBps: UInt64? = nil, isHardware: Bool? = nil, netclass: NetclassFacts? = nil
     ) {
         self.operstate = operstate
         self.adminUp = adminUp
@@ -40,6 +43,7 @@ public final class LinkAttributes: Sendable, Hashable {
         self.arphrdType = arphrdType
         self.reportedSpeedBps = reportedSpeedBps
         self.isHardware = isHardware
+        self.netclass = netclass
     }
 }
 

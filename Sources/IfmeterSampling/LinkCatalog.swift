@@ -35,6 +35,8 @@ final class LinkCatalog {
     private let socket: NetlinkSocket
     /// Nil when sysfs does not describe the sampled namespace.
     let sysfs: SysfsReader?
+    /// Keep node_exporter's netclass facts (`--compat node`).
+    let netclass: Bool
     private(set) var byIndex: [Int: LinkEntry] = [:]
     private(set) var refreshedAt: Double = -.infinity
     private(set) var refreshes = 0
@@ -43,9 +45,10 @@ final class LinkCatalog {
     /// statistics out (RTEXT_FILTER_SKIP_STATS; older kernels ignore it).
     private let linkRequest: NetlinkMessage
 
-    init(socket: NetlinkSocket, sysfs: SysfsReader?) throws(SystemError) {
+    init(socket: NetlinkSocket, sysfs: SysfsReader?, netclass: Bool = false) throws(SystemError) {
         self.socket = socket
         self.sysfs = sysfs
+        self.netclass = netclass
         var info = ifinfomsg()
         info.ifi_family = UInt8(AF_UNSPEC)
         linkRequest = try NetlinkMessage(dump: Int32(RTM_GETLINK), info)
@@ -63,6 +66,7 @@ final class LinkCatalog {
         var mtu: UInt32
         var link: Int?
         var linkNetnsID: Int32?
+        var netclass: NetclassFacts?
     }
 
     /// Dumps every link (RTM_GETLINK, without statistics) and parses each
@@ -73,10 +77,11 @@ final class LinkCatalog {
         var links: [KernelLink] = []
         links.reserveCapacity(byIndex.count + 16)
         try socket.dump(linkRequest, name: "RTM_GETLINK", restart: { links.removeAll(keepingCapacity: true) }) { message in
-            guard let link = parseLinkMessage(message), !link.deleted, let name = link.name else { return }
+            guard let link = parseLinkMessage(message, netclass: netclass), !link.deleted, let name = link.name else { return }
             links.append(KernelLink(
                 index: link.index, name: name, linkKind: link.linkKind, arphrd: link.arphrd, flags: link.flags,
-                operstate: link.operstate ?? "unknown", mtu: link.mtu ?? 0, link: link.link, linkNetnsID: link.linkNetnsID))
+                operstate: link.operstate ?? "unknown", mtu: link.mtu ?? 0, link: link.link, linkNetnsID: link.linkNetnsID,
+                netclass: link.netclass))
         }
         return links
     }
@@ -103,7 +108,8 @@ final class LinkCatalog {
             mtu: message.mtu ?? old?.attributes.mtu ?? 0,
             // A veth whose peer is going names it no more (0): keep the one known.
             link: (message.link ?? 0) > 0 ? message.link : old?.peer?.index,
-            linkNetnsID: (message.link ?? 0) > 0 ? message.linkNetnsID : old?.peer?.netnsID)
+            linkNetnsID: (message.link ?? 0) > 0 ? message.linkNetnsID : old?.peer?.netnsID,
+            netclass: message.netclass ?? (netclass ? old?.attributes.netclass : nil))
         byIndex[message.index] = entry(for: link, was: old)
     }
 
@@ -119,8 +125,10 @@ final class LinkCatalog {
         var classification: Classification
         var reportedSpeed: UInt64?
         var hardware: Bool?
-        if let old, old.name == link.name, old.linkKind == link.linkKind, old.arphrd == link.arphrd,
-           sysfs == nil || old.hardware != nil {
+        let sameInstance = old.map {
+            $0.name == link.name && $0.linkKind == link.linkKind && $0.arphrd == link.arphrd && (sysfs == nil || $0.hardware != nil)
+        } ?? false
+        if let old, sameInstance {
             classification = old.classification
             hardware = old.hardware
             reportedSpeed = old.attributes.reportedSpeedBps
@@ -142,7 +150,9 @@ final class LinkCatalog {
         }
         var attributes = LinkAttributes(
             operstate: link.operstate, adminUp: link.flags & 1 != 0 /* IFF_UP */, mtu: link.mtu,
-            arphrdType: link.arphrd, reportedSpeedBps: reportedSpeed, isHardware: sysfs == nil ? nil : hardware ?? false)
+            arphrdType: link.arphrd, reportedSpeedBps: reportedSpeed, isHardware: sysfs == nil ? nil : hardware ?? false,
+            netclass: link.netclass.map { withSysfs($0, name: link.name, verified: hardware != nil, hardware: hardware == true,
+                                                   was: sameInstance ? old?.attributes.netclass : nil) })
         // The same attributes as before: keep the one instance samples share.
         if let old, old.attributes == attributes { attributes = old.attributes }
         return LinkEntry(
@@ -150,6 +160,45 @@ final class LinkCatalog {
             speedCeilingBps: hardware == true ? reportedSpeed : nil, linkKind: link.linkKind, arphrd: link.arphrd,
             hardware: hardware,
             peer: link.linkKind == "veth" ? link.link.flatMap { $0 > 0 ? PeerLink(index: $0, netnsID: link.linkNetnsID) : nil } : nil)
+    }
+
+    /// Adds what only sysfs says to a link's netclass facts. sysfs is read
+    /// when it was checked to name this link (`verified`); otherwise it
+    /// shows another namespace, and the driver is asked for the speed and
+    /// duplex (ETHTOOL_GSET, what sysfs shows) through the netlink socket,
+    /// which is in the link's namespace; the other three stay unknown. They
+    /// are read when the link is new, or something they depend on changed
+    /// (up or down, carrier, address), or it is hardware (its speed may
+    /// renegotiate); otherwise the last reading stands, so a periodic
+    /// refresh reads nothing for thousands of unchanged virtual links.
+    private func withSysfs(
+        _ facts: NetclassFacts, name: String, verified: Bool, hardware: Bool, was old: NetclassFacts?
+    ) -> NetclassFacts {
+        var facts = facts
+        let read: SysfsNetclass
+        if let old, !hardware, old.running == facts.running, old.carrier == facts.carrier, old.address == facts.address {
+            read = SysfsNetclass(
+                speedMbps: old.speedMbps, duplex: old.duplex, devID: old.devID, nameAssignType: old.nameAssignType,
+                addressAssignType: old.addressAssignType)
+        } else if let sysfs, verified {
+            read = sysfs.netclass(name)
+        } else {
+            read = ethtool(name, running: facts.running)
+        }
+        facts.speedMbps = read.speedMbps
+        facts.duplex = read.duplex
+        facts.devID = read.devID
+        facts.nameAssignType = read.nameAssignType
+        facts.addressAssignType = read.addressAssignType
+        return facts
+    }
+
+    /// Speed and duplex from the driver, while the link is up (sysfs
+    /// answers only then); nil where the driver has no ethtool support.
+    private func ethtool(_ name: String, running: Bool) -> SysfsNetclass {
+        var speed: Int32 = 0, duplex: UInt8 = 0
+        guard running, cifm_ethtool_link(socket.fd, name, &speed, &duplex) == 0 else { return SysfsNetclass() }
+        return SysfsNetclass(speedMbps: speed, duplex: duplex == 0 ? "half" : duplex == 1 ? "full" : "unknown")
     }
 }
 #endif

@@ -20,6 +20,8 @@ struct LinkMessage {
     /// namespace as this one numbers it (IFLA_LINK_NETNSID).
     var link: Int?
     var linkNetnsID: Int32?
+    /// node_exporter's netclass facts, when asked for.
+    var netclass: NetclassFacts?
 }
 
 /// Which final counters the kernel under-reports at deletion, by link kind,
@@ -38,8 +40,9 @@ enum DeletionFinals {
 }
 
 /// Parses an RTM_NEWLINK or RTM_DELLINK message; nil for other messages
-/// and for one too short to hold its `ifinfomsg`.
-func parseLinkMessage(_ message: NetlinkReceived) -> LinkMessage? {
+/// and for one too short to hold its `ifinfomsg`. `netclass`: also
+/// node_exporter's netclass facts (a second pass over the attributes).
+func parseLinkMessage(_ message: NetlinkReceived, netclass: Bool = false) -> LinkMessage? {
     let type = message.type
     guard type == Int32(RTM_NEWLINK) || type == Int32(RTM_DELLINK),
           let info = message.header(as: ifinfomsg.self), let attributes = message.attributes(after: ifinfomsg.self)
@@ -59,6 +62,9 @@ func parseLinkMessage(_ message: NetlinkReceived) -> LinkMessage? {
         default: break
         }
     }
+    // A bridge's notices about its ports (AF_BRIDGE) carry a few
+    // attributes only: the facts come from the link's own messages.
+    if netclass, !link.deleted, info.ifi_family == UInt8(AF_UNSPEC) { link.netclass = netclassFacts(info, attributes) }
     return link
 }
 
@@ -124,6 +130,8 @@ func operstateName(_ value: UInt8) -> String {
 /// (no NETLINK_NO_ENOBUFS).
 final class LinkEventListener {
     private let socket: NetlinkSocket
+    /// Parse node_exporter's netclass facts too.
+    var netclass = false
 
     init(receiveBuffer: Int32) throws(SystemError) {
         socket = try NetlinkSocket(receiveBuffer: receiveBuffer, multicastGroups: [Int32(RTNLGRP_LINK.rawValue)])
@@ -157,7 +165,7 @@ final class LinkEventListener {
                 arrived()
             }
             for message in NetlinkMessages(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n)) {
-                if let link = parseLinkMessage(message) { visit(link) }
+                if let link = parseLinkMessage(message, netclass: netclass) { visit(link) }
             }
         }
     }

@@ -44,7 +44,7 @@ public final class NetlinkSampler: CounterSource {
     public init(options: SamplerOptions = SamplerOptions()) throws(SystemError) {
         self.options = options
         socket = try NetlinkSocket(receiveBuffer: options.receiveBufferBytes)
-        catalog = try LinkCatalog(socket: socket, sysfs: options.sysfs)
+        catalog = try LinkCatalog(socket: socket, sysfs: options.sysfs, netclass: options.kernelStats)
         var stats = if_stats_msg()
         stats.family = UInt8(AF_UNSPEC)
         stats.filter_mask = cifm_stats_filter_link64()
@@ -54,6 +54,7 @@ public final class NetlinkSampler: CounterSource {
         linkRequest = try NetlinkMessage(dump: Int32(RTM_GETLINK), info)
         mode = options.forceLinkDump ? .link : .stats
         listener = options.linkEvents ? try LinkEventListener(receiveBuffer: options.eventBufferBytes) : nil
+        listener?.netclass = options.kernelStats
     }
 
     /// The socket for one-off requests in the sampler's namespace.

@@ -27,8 +27,9 @@ public struct SamplerOptions: Sendable {
     public var forceLinkDump: Bool
     /// The netlink socket's receive buffer.
     public var receiveBufferBytes: Int32
-    /// Keep the kernel's full link statistics in each sample (for
-    /// node_exporter compatibility); off, samples carry ifmeter's counters only.
+    /// Keep the kernel's full link statistics in each sample, and each
+    /// link's netclass facts in its attributes (for node_exporter
+    /// compatibility); off, samples carry ifmeter's counters only.
     public var kernelStats: Bool
     /// Listen to link notifications: deletions with their final counters
     /// (nothing lost to a deleted or recreated interface) and creations.

@@ -21,6 +21,26 @@ public struct SysfsFacts: Sendable, Hashable {
     }
 }
 
+/// The netclass facts only sysfs gives (see `SysfsReader.netclass`).
+public struct SysfsNetclass: Sendable, Hashable {
+    public var speedMbps: Int32?
+    public var duplex: String?
+    public var devID: UInt16?
+    public var nameAssignType: UInt8?
+    public var addressAssignType: UInt8?
+
+    public init(
+        speedMbps: Int32? = nil, duplex: String? = nil, devID: UInt16? = nil, nameAssignType: UInt8? = nil,
+        addressAssignType: UInt8? = nil
+    ) {
+        self.speedMbps = speedMbps
+        self.duplex = duplex
+        self.devID = devID
+        self.nameAssignType = nameAssignType
+        self.addressAssignType = addressAssignType
+    }
+}
+
 /// Reads interface facts from a sysfs tree. The root is a parameter so tests
 /// read fake trees under `Fixtures/sysfs/`.
 public struct SysfsReader: Sendable, Hashable {
@@ -57,6 +77,25 @@ public struct SysfsReader: Sendable, Hashable {
     public func speedBps(_ name: String) -> UInt64? {
         guard let mbps = readInt(root + "/" + name + "/speed"), mbps > 0 else { return nil }
         return UInt64(mbps) * 1_000_000
+    }
+
+    /// What node_exporter's netclass collector reads from sysfs and netlink
+    /// does not carry: `speed` and `duplex` (answered only while the link
+    /// is up), `dev_id`, `name_assign_type` and `addr_assign_type`. A file
+    /// that cannot be read leaves its field nil, as node_exporter leaves
+    /// the metric out.
+    public func netclass(_ name: String) -> SysfsNetclass {
+        let dir = root + "/" + name + "/"
+        var out = SysfsNetclass()
+        out.speedMbps = readInt(dir + "speed").flatMap { Int32(exactly: $0) }
+        out.duplex = readSmallFile(dir + "duplex", limit: 64).map { $0.trimmingNewline() }
+        out.devID = readSmallFile(dir + "dev_id", limit: 64).flatMap { text -> UInt16? in
+            let digits = text.trimmingNewline()
+            return digits.hasPrefix("0x") ? UInt16(digits.dropFirst(2), radix: 16) : UInt16(digits)
+        }
+        out.nameAssignType = readInt(dir + "name_assign_type").flatMap { UInt8(exactly: $0) }
+        out.addressAssignType = readInt(dir + "addr_assign_type").flatMap { UInt8(exactly: $0) }
+        return out
     }
 
     /// Interface names in the tree, sorted.

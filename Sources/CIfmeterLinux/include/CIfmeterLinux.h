@@ -59,6 +59,13 @@ int cifm_setns_net(int fd);
 /// creates the file under /run/netns before it mounts the namespace on it.
 int cifm_is_nsfs(int fd);
 
+/// A link's speed (Mbit/s, -1 when unknown) and duplex (DUPLEX_HALF 0,
+/// DUPLEX_FULL 1, DUPLEX_UNKNOWN 0xff) as its driver reports them to
+/// ETHTOOL_GSET, asked through `fd`, a socket in the link's namespace: what
+/// sysfs's `speed` and `duplex` show. Returns 0, or -1 and errno (no
+/// ethtool support: EOPNOTSUPP).
+int cifm_ethtool_link(int fd, const char *name, int32_t *speed, uint8_t *duplex);
+
 #endif
 
 #endif
