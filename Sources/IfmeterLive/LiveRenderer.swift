@@ -68,7 +68,11 @@ public struct LiveRenderer: Sendable {
         }
         lines += summary
         if !detail.isEmpty {
-            lines.append(Line(width: width).text(String(repeating: "─", count: width), dim))
+            // The rule above the detail says what its graphs span.
+            let resolution = model.span.resolution(interval: model.interval)
+            let rule = "── graphs: \(Self.spanText(model, columns: Self.graphWidth(width), resolution: resolution)) · t: "
+                + (model.span == .day ? "back to recent " : "longer ")
+            lines.append(Line(width: width).text(rule + String(repeating: "─", count: max(0, width - rule.unicodeScalars.count)), dim))
             lines += detail
         }
         lines += footer
@@ -158,9 +162,9 @@ public struct LiveRenderer: Sendable {
         } else if let note = model.note, model.now - note.time < 5 {
             status = status.text(note.text, warning)
         } else {
-            status = status.text(width >= 130
+            status = status.text(width >= 140
                 ? "q quit · ↑↓ jk PgUp PgDn Home End · Enter detail · t span · a scale · s sort · b bits · f filter · 1-7 kinds · p pause · r zero · ? help"
-                : width >= 100
+                : width >= 110
                     ? "q quit · jk PgDn/PgUp · Enter detail · t span · a scale · s sort · b bits · f filter · 1-7 kinds · p · r · ?"
                     : width >= 80
                         ? "q quit · jk select · Enter detail · t span · a scale · s sort · b · f · 1-7 · p · r · ?"
@@ -175,8 +179,8 @@ public struct LiveRenderer: Sendable {
         var text = width >= 94
             ? "estimates from interface counters (overhead incl., not per-app)"
             : width >= 60 ? "estimates from interface counters, not per-app" : "estimates from counters, not per-app"
-        if marks.lowerBound { text += width >= 94 ? " · ≥ lower bound (traffic lost)" : " · ≥ lower bound" }
-        if marks.wrapCorrected { text += width >= 94 ? " · ~ corrected for a 32-bit wrap" : " · ~ wrapped" }
+        if marks.lowerBound { text += width >= 140 ? " · ≥ lower bound (traffic was lost)" : " · ≥ lower bound" }
+        if marks.wrapCorrected { text += width >= 140 ? " · ~ corrected for a 32-bit counter wrap" : " · ~ wrap-corrected" }
         return text
     }
 
@@ -202,8 +206,8 @@ public struct LiveRenderer: Sendable {
         lines.append(countersLine(row, width: width))
         let r = { (v: Double) in Units.rate(bytesPerSecond: v, bits: model.bits) }
         // y labels (6) and the axis (1) on the left; the graph takes the rest.
-        let labelWidth = 7
-        let graphWidth = max(10, width - labelWidth - 1)
+        let labelWidth = Self.axisLabelWidth
+        let graphWidth = Self.graphWidth(width)
         let resolution = model.span.resolution(interval: model.interval)
         for tx in [false, true] {
             let values = row.history(model.span, tx: tx, last: graphWidth)
@@ -221,7 +225,6 @@ public struct LiveRenderer: Sendable {
             if let packets { head = head.text(" (\(Units.perSecond(packets).dropLast(2)) pkt/s)") }
             head = head.text(" · peak \(r(peak)) · avg \(r(known > 0 ? sum / Double(known) : 0))")
             head = head.text(" · axis \(axis.unit)", dim)
-            if !tx { head = head.text(" · \(Self.spanText(model, columns: graphWidth, resolution: resolution)) (t)", dim) }
             lines.append(head)
             let graph = Graph.blocks(values, width: graphWidth, height: graphHeight, top: axis.top)
             for (n, text) in graph.enumerated() {
@@ -231,7 +234,7 @@ public struct LiveRenderer: Sendable {
                 lines.append(line)
             }
         }
-        lines.append(Line(width: width).text(Self.timeAxis(columns: graphWidth, resolution: resolution, labelWidth: labelWidth), dim))
+        lines.append(Line(width: width).text(Self.timeAxis(columns: graphWidth, resolution: resolution, labelWidth: labelWidth + 1), dim))
         let events = row.recentEvents.suffix(3).reversed()
         var eventLine = Line(width: width).text("events: ", bold)
         if events.isEmpty {
@@ -242,6 +245,11 @@ public struct LiveRenderer: Sendable {
         lines.append(eventLine)
         return lines
     }
+
+    static let axisLabelWidth = 7
+
+    /// The detail graphs' columns: the rate axis takes the left.
+    static func graphWidth(_ width: Int) -> Int { max(10, width - axisLabelWidth - 1) }
 
     /// `MAC … · IPv4 … · IPv6 …`, from what the driver read for this row.
     func addressLine(_ row: LiveInterface, model: LiveModel, width: Int) -> Line {
@@ -326,13 +334,19 @@ public struct LiveRenderer: Sendable {
             "1..7       show or hide wifi, cellular, tunnel, ethernet, loopback, virtual, other",
             "p          pause the figures (sampling goes on)", "r          zero the totals (their quality starts over)",
             "?          this help", "",
-        ] + wordWrap(Caveat.paragraph, width: 72) + [
+        ] + wordWrap(Self.helpCaveat, width: 72) + [
             "", "Any key closes this help.",
         ]
         var lines = text.prefix(height).map { Line(width: width).text($0, $0 == text[0] ? bold : plain).finish() }
         while lines.count < height { lines.append(Line(width: width).finish()) }
         return lines
     }
+
+    /// What the figures are and what their marks mean; an exact figure
+    /// carries none.
+    static let helpCaveat = Caveat.sentence
+        + " A figure without a mark is an exact reading of the counters; ~ marks one corrected for a 32-bit wrap,"
+        + " ≥ a lower bound (traffic was lost to a reset or an unseen recreation). " + TrafficSummary.explanation
 
     func tooSmall(width: Int, height: Int) -> [String] {
         var lines = [String](repeating: String(repeating: " ", count: width), count: height)
