@@ -79,7 +79,7 @@ final class PlainLines: PipelineSubscriber {
         var text = ""
         for delta in update.deltas.sorted(by: { $0.key < $1.key }) {
             let totals = pipeline.totals(for: delta.key)
-            let mark = delta.quality.mark, totalMark = (totals?.quality ?? .exact).mark
+            let mark = delta.quality.liveMark, totalMark = (totals?.quality ?? .exact).liveMark
             let rx = delta.rate(.rxBytes).map { Units.rate(bytesPerSecond: $0, bits: bits) } ?? "-"
             let tx = delta.rate(.txBytes).map { Units.rate(bytesPerSecond: $0, bits: bits) } ?? "-"
             text += "\(clock) \(delta.key.display) \(delta.classification.kind.rawValue) rx \(mark)\(rx) tx \(mark)\(tx)"
