@@ -84,9 +84,12 @@ public struct LiveRenderer: Sendable {
     /// How many rows the list shows at this size (what PgDn and PgUp move).
     public func listRows(_ model: LiveModel, width: Int, height: Int) -> Int {
         guard width >= Self.minimumWidth, height >= Self.minimumHeight, !model.helpOpen else { return 1 }
+        // The detail's height, without drawing it: a title, speed,
+        // addresses and counters; two graphs with a heading each; the time
+        // axis and the events; and the rule above.
         var detail = 0
-        if model.detailOpen, let key = model.selected, let selected = model.row(for: key) {
-            detail = detailLines(selected, model: model, width: width, height: height).count + 1
+        if model.detailOpen, let key = model.selected, model.row(for: key) != nil {
+            detail = 4 + 2 * (1 + Self.graphHeight(height)) + 2 + 1
         }
         return max(1, height - 2 - summaryLines(model, width: width).count - Self.footerHeight - detail)
     }
@@ -185,7 +188,7 @@ public struct LiveRenderer: Sendable {
     }
 
     func detailLines(_ row: LiveInterface, model: LiveModel, width: Int, height: Int) -> [Line] {
-        let graphHeight = height >= 40 ? 6 : height >= 34 ? 4 : (height >= 26 ? 3 : 2)
+        let graphHeight = Self.graphHeight(height)
         var lines: [Line] = []
         var title = Line(width: width).text(row.key.display, bold).text(" ").text(row.kind.rawValue, kindStyle(row.kind))
         title = title.text("  \(row.classification.evidence) · \(row.width.rawValue)-bit counters")
@@ -247,6 +250,9 @@ public struct LiveRenderer: Sendable {
     }
 
     static let axisLabelWidth = 7
+
+    /// Rows per detail graph: six (as bmon) when the terminal has 40 lines.
+    static func graphHeight(_ height: Int) -> Int { height >= 40 ? 6 : height >= 34 ? 4 : (height >= 26 ? 3 : 2) }
 
     /// The detail graphs' columns: the rate axis takes the left.
     static func graphWidth(_ width: Int) -> Int { max(10, width - axisLabelWidth - 1) }

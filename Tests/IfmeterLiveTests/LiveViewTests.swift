@@ -131,6 +131,9 @@ func visibleText(_ lines: [String]) -> [String] { lines.map { $0.replacing(/\u{1
         #expect(lines.filter { $0.hasPrefix("     0 ┤") }.count == 2)
         #expect(lines.contains { $0.hasSuffix("now") && $0.contains("-30s") && $0.contains("-1m") }, "a time axis")
         #expect(lines.filter { $0.contains("┤") || $0.contains("│") }.count == 12, "six rows a graph at 40 lines")
+        // What PgDn moves by is what the list shows beside the detail.
+        let list = lines.firstIndex { $0.hasPrefix("physical") }! - 2  // after the header and titles
+        #expect(LiveRenderer(color: false).listRows(model, width: 120, height: 40) == list)
     }
 
     @Test func theSpanKeySwitchesToCoarserHistories() {
