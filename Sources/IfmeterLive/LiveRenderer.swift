@@ -59,6 +59,9 @@ public struct LiveRenderer: Sendable {
             lines.append(layout.row(row, model: model, selected: slot == selectedSlot, style: self))
         }
         if model.detailOpen, let key = model.selected, let selected = model.row(for: key) { marks.add(selected.quality) }
+        if let route = model.route, route.outsideRx != nil, route.outsideTx != nil {
+            if route.uncertain { marks.uncertain = true } else { marks.derived = true }
+        }
         let footer = footerLines(model, width: width, marks: marks)
         if rows.isEmpty {
             lines.append(Line(width: width).text(model.isEmpty ? "  waiting for the first interval…" : "  no interface matches the filter or kinds shown", dim))
@@ -184,6 +187,9 @@ public struct LiveRenderer: Sendable {
             : width >= 60 ? "estimates from interface counters, not per-app" : "estimates from counters, not per-app"
         if marks.lowerBound { text += width >= 140 ? " · ≥ lower bound (traffic was lost)" : " · ≥ lower bound" }
         if marks.wrapCorrected { text += width >= 140 ? " · ~ corrected for a 32-bit counter wrap" : " · ~ wrap-corrected" }
+        // The route line's outside figures are differences of two links.
+        if marks.derived { text += " · ≈ outside: estimated" }
+        if marks.uncertain { text += " · ? outside: uncertain" }
         return text
     }
 
@@ -501,6 +507,10 @@ struct Layout {
 struct MarksShown {
     var lowerBound = false
     var wrapCorrected = false
+    /// The route line's outside-the-tunnels estimate (`≈`), or its
+    /// uncertain form (`?`).
+    var derived = false
+    var uncertain = false
 
     mutating func add(_ quality: Quality) {
         switch quality {

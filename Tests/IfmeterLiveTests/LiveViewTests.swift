@@ -106,6 +106,14 @@ func visibleText(_ lines: [String]) -> [String] { lines.map { $0.replacing(/\u{1
         _ = model.handle(.character("3"))
         let fewer = visibleText(LiveRenderer(color: false).render(model, width: 120, height: 30))
         #expect(!fewer.last!.contains("~") && !fewer.last!.contains("≥"), "\(fewer.last!)")
+        // The route line's outside figures are estimates by difference: ≈ is explained when shown.
+        #expect(!fewer.last!.contains("≈"))
+        model.route = RouteSummary(probe: "192.0.2.1", interface: "tun0", viaTunnel: true, outsideRx: 100, outsideTx: 50)
+        var routed = visibleText(LiveRenderer(color: false).render(model, width: 120, height: 30))
+        #expect(routed.contains { $0.contains("outside ≈↓100 B/s") } && routed.last!.contains("≈ outside: estimated"), "\(routed.last!)")
+        model.route?.uncertain = true
+        routed = visibleText(LiveRenderer(color: false).render(model, width: 120, height: 30))
+        #expect(routed.last!.contains("? outside: uncertain") && !routed.last!.contains("≈"), "\(routed.last!)")
     }
 }
 
