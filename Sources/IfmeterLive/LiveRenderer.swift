@@ -526,11 +526,16 @@ enum Graph {
     static let levels: [Character] = [" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"]
 
     /// One line, right-aligned: the newest value at the right end, scaled
-    /// to `top`. Nothing drawn for no traffic; any traffic shows at least ▁.
+    /// to `top`. Nothing drawn for no traffic; traffic under a 32nd of the
+    /// top is a dot (a trickle is not a small rate); any other at least ▁.
     static func sparkline(_ values: [Double], width: Int, top: Double) -> String {
         var out = String(repeating: " ", count: max(0, width - values.count))
         for v in values.suffix(width) {
-            out.append(top > 0 && v > 0 ? levels[min(8, max(1, Int((v / top * 8).rounded(.up))))] : " ")
+            if top > 0, v > 0 {
+                out.append(v * 32 < top ? "·" : levels[min(8, max(1, Int((v / top * 8).rounded(.up))))])
+            } else {
+                out.append(" ")
+            }
         }
         return out
     }

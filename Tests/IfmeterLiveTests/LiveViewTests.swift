@@ -54,7 +54,7 @@ func visibleText(_ lines: [String]) -> [String] { lines.map { $0.replacing(/\u{1
     /// The bar characters of a row's rx and tx sparklines.
     func bars(_ screen: [String], _ name: String) -> (rx: String, tx: String) {
         let row = screen.first { $0.dropFirst(2).hasPrefix(name + " ") } ?? ""
-        let cells = row.split(separator: " ").filter { $0.unicodeScalars.allSatisfy { ("▁"..."█").contains($0) } }
+        let cells = row.split(separator: " ").filter { $0.unicodeScalars.allSatisfy { ("▁"..."█").contains($0) || $0 == "·" } }
         return (cells.first.map(String.init) ?? "", cells.dropFirst().first.map(String.init) ?? "")
     }
 
@@ -68,6 +68,7 @@ func visibleText(_ lines: [String]) -> [String] { lines.map { $0.replacing(/\u{1
         #expect(fast.tx.hasSuffix("████"), "the busiest tx fills the scale: \(fast)")
         #expect(fast.rx.hasSuffix("▁▁▁▁"), "its rx is a tenth: \(fast)")
         #expect(slow.tx.hasSuffix("▁▁▁▁"), "240 KiB/s on a 2.8 MiB/s scale is low: \(slow)")
+        #expect(slow.rx.hasSuffix("····"), "24 KiB/s on a 2.8 MiB/s scale is a trickle: \(slow)")
         _ = model.handle(.character("a"))
         #expect(model.scale == .perRow)
         screen = visibleText(LiveRenderer(color: false).render(model, width: 120, height: 20))
