@@ -127,7 +127,12 @@ public struct BucketHistory: Sendable {
 /// (`va01`, `va1`) fall back to plain code point order.
 public enum NaturalOrder {
     public static func less(_ a: String, _ b: String) -> Bool {
-        let x = Array(a.utf8), y = Array(b.utf8)
+        // Read in place: sorting thousands of names copies none.
+        var a = a, b = b
+        return a.withUTF8 { x in b.withUTF8 { y in less(x, y) } }
+    }
+
+    private static func less(_ x: UnsafeBufferPointer<UInt8>, _ y: UnsafeBufferPointer<UInt8>) -> Bool {
         var i = 0, j = 0
         while i < x.count, j < y.count {
             let dx = isDigit(x[i]), dy = isDigit(y[j])
@@ -154,7 +159,8 @@ public enum NaturalOrder {
             j += 1
         }
         if x.count - i != y.count - j { return x.count - i < y.count - j }
-        return ExactText.less(a, b)
+        // The same but for leading zeros: byte order.
+        return x.lexicographicallyPrecedes(y)
     }
 
     /// The own namespace first, then namespaces and names in natural order.
