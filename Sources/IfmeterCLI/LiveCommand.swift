@@ -13,8 +13,9 @@ struct LiveCommand: Command {
         name: "ifmeter live",
         abstract: "Watch every interface live in the terminal (plain lines when stdout is not one).",
         discussion: """
-            Keys: q quit, arrows or j/k select, Enter detail, b bits/bytes, s sort,
-            f or / filter, 1..7 show or hide kinds, p pause, r zero totals, ? help.
+            Keys: q quit, arrows or j/k select, PgUp/PgDn/Home/End page, Enter detail,
+            t span of the detail graphs, a one scale or per-row bars, b bits/bytes,
+            s sort, f or / filter, 1..7 show or hide kinds, p pause, r zero totals, ? help.
             When stdout is not a terminal, prints one plain line per interface per
             interval instead.
             """,
@@ -80,7 +81,7 @@ final class PlainLines: PipelineSubscriber {
         var text = ""
         for delta in update.deltas.sorted(by: { $0.key < $1.key }) {
             let totals = pipeline.totals(for: delta.key)
-            let mark = delta.quality.mark, totalMark = (totals?.quality ?? .exact).mark
+            let mark = delta.quality.liveMark, totalMark = (totals?.quality ?? .exact).liveMark
             let rx = delta.rate(.rxBytes).map { Units.rate(bytesPerSecond: $0, bits: bits) } ?? "-"
             let tx = delta.rate(.txBytes).map { Units.rate(bytesPerSecond: $0, bits: bits) } ?? "-"
             text += "\(clock) \(delta.key.display) \(delta.classification.kind.rawValue) rx \(mark)\(rx) tx \(mark)\(tx)"
@@ -122,12 +123,100 @@ final class LiveScreen: PipelineSubscriber {
     /// that cannot be written any more (hung up) ends the view.
     func draw() {
         let (width, height) = TerminalState.size()
+        readAddressesIfDue()
+        model.pageSize = renderer.listRows(model, width: width, height: height)
         let lines = renderer.render(model, width: width, height: height)
         do {
             try Output.raw("\u{1B}[H" + lines.joined(separator: "\r\n"))
         } catch {
             TerminalState.stop.store(true, ordering: .relaxed)
         }
+    }
+}
+
+extension LiveScreen {
+    /// The selected interface's addresses, read only while its detail is
+    /// open: when the selection changes, and every 10 s.
+    func readAddressesIfDue() {
+        guard model.detailOpen, let key = model.selected else { return }
+        let now = wallClock()
+        if let known = model.addresses, known.key == key, now - known.time < 10 { return }
+        model.addresses = AddressReader.read(key, at: now)
+    }
+
+    private func wallClock() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+}
+
+/// Reads one interface's MAC, IPv4 and IPv6 addresses with getifaddrs, in
+/// the namespace it lives in (entering another one needs root).
+enum AddressReader {
+    static func read(_ key: SeriesKey, at time: Double) -> LiveAddresses {
+        #if os(Linux)
+        if !key.netns.isEmpty {
+            do {
+                return try NetworkNamespace.perform(in: key.netns) { readHere(key, at: time) }
+            } catch {
+                return LiveAddresses(key: key, time: time, failure: "not read in namespace \(key.netns): \(error)")
+            }
+        }
+        #endif
+        return readHere(key, at: time)
+    }
+
+    static func readHere(_ key: SeriesKey, at time: Double) -> LiveAddresses {
+        var result = LiveAddresses(key: key, time: time)
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0 else {
+            result.failure = "getifaddrs: \(String(cString: strerror(errno)))"
+            return result
+        }
+        defer { freeifaddrs(list) }
+        var entry = list
+        while let ifa = entry {
+            defer { entry = ifa.pointee.ifa_next }
+            guard let name = ifa.pointee.ifa_name, InterfaceName.decode(cString: name) == key.name, let address = ifa.pointee.ifa_addr else { continue }
+            switch Int32(address.pointee.sa_family) {
+            case AF_INET:
+                var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+                var sin = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee }
+                inet_ntop(AF_INET, &sin.sin_addr, &text, socklen_t(text.count))
+                result.ipv4.append(string(text) + prefix(ifa.pointee.ifa_netmask, length: 4, offset: 4))
+            case AF_INET6:
+                var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+                var sin6 = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee }
+                inet_ntop(AF_INET6, &sin6.sin6_addr, &text, socklen_t(text.count))
+                result.ipv6.append(string(text) + prefix(ifa.pointee.ifa_netmask, length: 16, offset: 8))
+            #if os(Linux)
+            case AF_PACKET:
+                // struct sockaddr_ll: sll_halen at byte 11, sll_addr[8] at 12.
+                let raw = UnsafeRawPointer(address)
+                let length = min(Int(raw.load(fromByteOffset: 11, as: UInt8.self)), 8)
+                let bytes = (0..<length).map { raw.load(fromByteOffset: 12 + $0, as: UInt8.self) }
+                if length > 0, bytes.contains(where: { $0 != 0 }) {
+                    result.mac = bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined(separator: ":")
+                }
+            #endif
+            default: break
+            }
+        }
+        return result
+    }
+
+    private static func string(_ text: [CChar]) -> String {
+        String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// `/24`: the bits set in a netmask of `length` bytes at `offset` in its sockaddr.
+    private static func prefix(_ mask: UnsafeMutablePointer<sockaddr>?, length: Int, offset: Int) -> String {
+        guard let mask else { return "" }
+        let raw = UnsafeRawPointer(mask)
+        var bits = 0
+        for n in 0..<length { bits += raw.load(fromByteOffset: offset + n, as: UInt8.self).nonzeroBitCount }
+        return "/\(bits)"
     }
 }
 

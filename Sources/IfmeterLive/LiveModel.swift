@@ -66,6 +66,16 @@ public struct RateHistory: Sendable {
     }
 
     public var peak: Double { storage.max() ?? 0 }
+
+    /// The highest of the newest `n`, read in place (no copy).
+    public func peak(last n: Int) -> Double {
+        let k = Swift.min(n, storage.count)
+        guard k > 0 else { return 0 }
+        let first = storage.count < capacity ? storage.count - k : (start + capacity - k) % capacity
+        var top = 0.0
+        for j in 0..<k { top = Swift.max(top, storage[(first + j) % storage.count]) }
+        return top
+    }
     public var average: Double { storage.isEmpty ? 0 : storage.reduce(0, +) / Double(storage.count) }
 }
 
@@ -79,6 +89,7 @@ public struct LiveInterface: Sendable {
     public var speedCeilingBps: UInt64?
     public var reportedSpeedBps: UInt64?
     public var operstate: String?
+    public var mtu: UInt32?
     /// Bytes per second over the last interval.
     public var rxRate: Double?
     public var txRate: Double?
@@ -87,6 +98,12 @@ public struct LiveInterface: Sendable {
     /// Recent rates, at most `LiveModel.historyLength`.
     public var rxHistory = RateHistory(capacity: LiveModel.historyLength)
     public var txHistory = RateHistory(capacity: LiveModel.historyLength)
+    /// Average rates over the last hour and the last day, in coarser steps.
+    public var hourHistory = BucketHistory(bucketSeconds: BucketHistory.hourBucket, capacity: BucketHistory.hourCapacity)
+    public var dayHistory = BucketHistory(bucketSeconds: BucketHistory.dayBucket, capacity: BucketHistory.dayCapacity)
+    /// The last interval's counters (packets, errors, drops) and its length.
+    public var lastCounters = Counters()
+    public var lastSeconds: Double?
     public var totals: Counters = .zero
     public var quality: Quality = .exact
     public var events = EventCounts()
@@ -111,15 +128,40 @@ public struct LiveInterface: Sendable {
     public var averageRx: Double { rxHistory.average }
     public var averageTx: Double { txHistory.average }
 
+    /// The last interval's rate of a counter (packets, errors, drops), when
+    /// the source counts it.
+    public func intervalRate(_ key: CounterKey) -> Double? {
+        guard let lastSeconds, lastSeconds > 0, lastCounters.has(key) else { return nil }
+        return Double(lastCounters.value(key)) / lastSeconds
+    }
+
+    /// The recent history of the span: rx or tx, the newest `n`, oldest first.
+    public func history(_ span: LiveSpan, tx: Bool, last n: Int) -> [Double] {
+        switch span {
+        case .recent: (tx ? txHistory : rxHistory).suffix(n)
+        case .hour: hourHistory.suffix(n, tx: tx)
+        case .day: dayHistory.suffix(n, tx: tx)
+        }
+    }
+
     /// Takes one interval's rates and what happened.
-    mutating func took(rx: Double?, tx: Double?, quality: Quality, change: DeltaChange, stamp: Int, at time: Double) {
+    mutating func took(
+        rx: Double?, tx: Double?, counters: Counters, seconds: Double?, quality: Quality, change: DeltaChange, stamp: Int,
+        at time: Double
+    ) {
         rxRate = rx
         txRate = tx
         rateQuality = quality
         lastDelta = stamp
+        lastCounters = counters
+        lastSeconds = seconds
         if change != .baseline, change != .deleted {
             rxHistory.append(rx ?? 0)
             txHistory.append(tx ?? 0)
+            if let seconds {
+                hourHistory.add(rx: rx ?? 0, tx: tx ?? 0, seconds: seconds, at: time)
+                dayHistory.add(rx: rx ?? 0, tx: tx ?? 0, seconds: seconds, at: time)
+            }
         }
         if let text = change.eventText { note(text, at: time) }
     }
@@ -159,6 +201,15 @@ public struct LiveModel: Sendable {
     public var note: (text: String, time: Double)?
     /// The first row shown (the list scrolls to keep the selection visible).
     public var scroll = 0
+    /// Rows the list shows at once (the driver sets it from the renderer's
+    /// layout): PgDn and PgUp move by it.
+    public var pageSize = 10
+    /// The row sparklines' scale: one for all rows, or each row its own.
+    public var scale: LiveScale = .shared
+    /// How far back the detail graphs look.
+    public var span: LiveSpan = .recent
+    /// The selected interface's addresses, when the driver read them.
+    public var addresses: LiveAddresses?
     /// The rows, in slots; `slotOf` finds a key's slot, and the slots of
     /// the last update's deltas are kept in their order, so while the
     /// deltas come in the same order (they follow the source's) a row is
@@ -246,7 +297,9 @@ public struct LiveModel: Sendable {
                         index: deltas[n].index, width: .bits64))
             }
             nextDeltaOrder.append(slot)
-            rows[slot].took(rx: rx, tx: tx, quality: deltas[n].quality, change: change, stamp: stamp, at: time)
+            rows[slot].took(
+                rx: rx, tx: tx, counters: deltas[n].counters, seconds: deltas[n].seconds, quality: deltas[n].quality, change: change,
+                stamp: stamp, at: time)
             // Shown in the status line as it happens.
             switch change {
             case .deleted: note = ("\(deltas[n].key.display) deleted", time)
@@ -300,6 +353,7 @@ public struct LiveModel: Sendable {
         rows[slot].speedCeilingBps = t.speedBps
         rows[slot].reportedSpeedBps = t.attributes?.reportedSpeedBps
         rows[slot].operstate = t.attributes?.operstate
+        rows[slot].mtu = t.attributes?.mtu
         rows[slot].totals = t.totals
         rows[slot].quality = t.quality
         rows[slot].events = t.events
@@ -326,10 +380,11 @@ public struct LiveModel: Sendable {
         membershipChanged = true
     }
 
-    /// Puts the rows in (namespace, name) order, once per change of the
-    /// rows: sorting the view then compares numbers, not names.
+    /// Puts the rows in (namespace, name) natural order (`va2` before
+    /// `va19`), once per change of the rows: sorting the view then compares
+    /// numbers, not names.
     private mutating func rank() {
-        byName = slotOf.sorted { $0.key < $1.key }.map(\.value)
+        byName = slotOf.sorted { NaturalOrder.less($0.key, $1.key) }.map(\.value)
         longestName = 0
         var netns: String?
         var netnsRank = -1
@@ -414,10 +469,12 @@ public struct LiveModel: Sendable {
         case .character("q"), .interrupt: return .quit
         case .up, .character("k"): moveSelection(-1)
         case .down, .character("j"): moveSelection(1)
-        case .pageUp: moveSelection(-10)
-        case .pageDown: moveSelection(10)
-        case .home: moveSelection(-Int.max / 2)
-        case .end: moveSelection(Int.max / 2)
+        case .pageUp: moveSelection(-max(1, pageSize), page: true)
+        case .pageDown: moveSelection(max(1, pageSize), page: true)
+        case .home, .character("g"): moveSelection(-Int.max / 2)
+        case .end, .character("G"): moveSelection(Int.max / 2)
+        case .character("a"): scale = scale == .shared ? .perRow : .shared
+        case .character("t"), .character("\t"): span = span.next
         case .enter: detailOpen.toggle()
         case .escape: detailOpen = false
         case .character("b"): bits.toggle()
@@ -463,11 +520,18 @@ public struct LiveModel: Sendable {
         return .redraw
     }
 
-    mutating func moveSelection(_ step: Int) {
+    /// Moves the selection by `step` rows; a page moves the list with it,
+    /// so the selection keeps its place on the screen.
+    mutating func moveSelection(_ step: Int, page: Bool = false) {
         let rows = visibleKeys
         guard !rows.isEmpty else { return }
         let current = rows.firstIndex { $0 == selected } ?? 0
         let target = max(0, min(rows.count - 1, current.addingReportingOverflow(step).overflow ? (step < 0 ? 0 : rows.count - 1) : current + step))
         selected = rows[target]
+        let room = max(1, pageSize)
+        if page { scroll += step }
+        scroll = max(0, min(scroll, rows.count - room))
+        if target < scroll { scroll = target }
+        if target >= scroll + room { scroll = target - room + 1 }
     }
 }

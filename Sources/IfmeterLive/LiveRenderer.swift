@@ -19,19 +19,28 @@ public struct LiveRenderer: Sendable {
         }
         if model.helpOpen { return help(model, width: width, height: height) }
         var lines: [Line] = []
-        lines.append(header(model, width: width))
-        let layout = Layout(width: width, model: model)
-        lines.append(layout.titles(style: self))
+        var layout = Layout(width: width, model: model)
         let rows = model.visibleSlots()
+        // One scale for every row's bars (the default): the highest rate
+        // any row's bars show.
+        if model.scale == .shared, layout.sparkWidth > 0 {
+            var top = 0.0
+            for slot in rows {
+                let row = model.row(at: slot)
+                top = max(top, row.rxHistory.peak(last: layout.rxSparkWidth), row.txHistory.peak(last: layout.txSparkWidth))
+            }
+            layout.sharedTop = top
+        }
+        lines.append(header(model, width: width, sharedTop: layout.sparkWidth > 0 ? layout.sharedTop : nil))
+        lines.append(layout.titles(style: self))
         let selectedSlot = model.selected.flatMap(model.slot(of:))
-        let footer = footerLines(model, width: width)
         let summary = summaryLines(model, width: width) + quotaLines(model, width: width, height: height)
         var detail: [Line] = []
         if model.detailOpen, let key = model.selected, let selected = model.row(for: key) {
             detail = detailLines(selected, model: model, width: width, height: height)
         }
         // Rows get what the fixed parts leave (at least one).
-        let fixed = lines.count + summary.count + footer.count + detail.count + (detail.isEmpty ? 0 : 1)
+        let fixed = lines.count + summary.count + Self.footerHeight + detail.count + (detail.isEmpty ? 0 : 1)
         var room = height - fixed
         if room < 1 {
             detail = Array(detail.prefix(max(0, detail.count + room - 1)))
@@ -41,27 +50,57 @@ public struct LiveRenderer: Sendable {
         var first = min(max(0, model.scroll), max(0, rows.count - room))
         if selectedIndex < first { first = selectedIndex }
         if selectedIndex >= first + room { first = selectedIndex - room + 1 }
+        // The marks the rows shown carry: the legend explains those only.
+        var marks = MarksShown()
         for slot in rows.dropFirst(first).prefix(room) {
-            lines.append(layout.row(model.row(at: slot), model: model, selected: slot == selectedSlot, style: self))
+            let row = model.row(at: slot)
+            if row.present, row.rxRate != nil || row.txRate != nil { marks.add(row.rateQuality) }
+            if layout.showTotals > 0 { marks.add(row.quality) }
+            lines.append(layout.row(row, model: model, selected: slot == selectedSlot, style: self))
         }
+        if model.detailOpen, let key = model.selected, let selected = model.row(for: key) { marks.add(selected.quality) }
+        if let route = model.route, route.outsideRx != nil, route.outsideTx != nil {
+            if route.uncertain { marks.uncertain = true } else { marks.derived = true }
+        }
+        let footer = footerLines(model, width: width, marks: marks)
         if rows.isEmpty {
             lines.append(Line(width: width).text(model.isEmpty ? "  waiting for the first interval…" : "  no interface matches the filter or kinds shown", dim))
         }
-        while lines.count < height - footer.count - detail.count - (detail.isEmpty ? 0 : 1) - summary.count {
+        while lines.count < height - Self.footerHeight - detail.count - (detail.isEmpty ? 0 : 1) - summary.count {
             lines.append(Line(width: width))
         }
         lines += summary
         if !detail.isEmpty {
-            lines.append(Line(width: width).text(String(repeating: "─", count: width), dim))
+            // The rule above the detail says what its graphs span.
+            let resolution = model.span.resolution(interval: model.interval)
+            let rule = "── graphs: \(Self.spanText(model, columns: Self.graphWidth(width), resolution: resolution)) · t: "
+                + (model.span == .day ? "back to recent " : "longer ")
+            lines.append(Line(width: width).text(rule + String(repeating: "─", count: max(0, width - rule.unicodeScalars.count)), dim))
             lines += detail
         }
         lines += footer
         return lines.prefix(height).map { $0.finish() }
     }
 
+    static let footerHeight = 2
+
+    /// How many rows the list shows at this size (what PgDn and PgUp move).
+    public func listRows(_ model: LiveModel, width: Int, height: Int) -> Int {
+        guard width >= Self.minimumWidth, height >= Self.minimumHeight, !model.helpOpen else { return 1 }
+        // The detail's height, without drawing it: a title, speed,
+        // addresses and counters; two graphs with a heading each; the time
+        // axis and the events; and the rule above.
+        var detail = 0
+        if model.detailOpen, let key = model.selected, model.row(for: key) != nil {
+            detail = 4 + 2 * (1 + Self.graphHeight(height)) + 2 + 1
+        }
+        let summary = summaryLines(model, width: width).count + quotaLines(model, width: width, height: height).count
+        return max(1, height - 2 - summary - Self.footerHeight - detail)
+    }
+
     // MARK: parts
 
-    func header(_ model: LiveModel, width: Int) -> Line {
+    func header(_ model: LiveModel, width: Int, sharedTop: Double? = nil) -> Line {
         var line = Line(width: width)
         line = line.text("ifmeter", bold)
         if width >= 60 {
@@ -75,6 +114,14 @@ public struct LiveRenderer: Sendable {
             line = line.text(" · hiding " + InterfaceKind.allCases.filter { model.hiddenKinds.contains($0) }.map(\.rawValue).joined(separator: ","))
         }
         if model.paused { line = line.text(" · PAUSED", warning) }
+        // Which scale the bars are on, said on screen.
+        if let sharedTop {
+            if model.scale == .shared {
+                line = line.text(" · bars: one scale, top \(Units.rate(bytesPerSecond: sharedTop, bits: model.bits))")
+            } else {
+                line = line.text(" · bars: each row its own scale", warning)
+            }
+        }
         return line
     }
 
@@ -108,37 +155,53 @@ public struct LiveRenderer: Sendable {
             line = line.text("\(route.probe): no route", dim)
         }
         if let rx = route.outsideRx, let tx = route.outsideTx {
-            let mark = route.uncertain ? "?" : ""
+            let mark = route.uncertain ? "?" : "≈"
             line = line.text("  outside ", bold).text("\(mark)↓\(rate(rx)) \(mark)↑\(rate(tx))")
             if width >= 100 { line = line.text(" around the tunnels: local traffic, tunnel control, leaks", dim) }
         }
         return line
     }
 
-    func footerLines(_ model: LiveModel, width: Int) -> [Line] {
+    func footerLines(_ model: LiveModel, width: Int, marks: MarksShown = MarksShown()) -> [Line] {
         var status = Line(width: width)
         if model.editingFilter {
             status = status.text("filter: ", bold).text(model.filterDraft + "▏").text("  Enter apply · Esc cancel", dim)
         } else if let note = model.note, model.now - note.time < 5 {
             status = status.text(note.text, warning)
         } else {
-            status = status.text(width >= 110
-                ? "q quit · ↑↓ jk select · Enter detail · s sort · b bits · f filter · 1-7 kinds · p pause · r zero · ? help"
-                : width >= 80
-                    ? "q quit · jk select · Enter detail · s sort · b bits · f filter · 1-7 kinds · p · r · ?"
-                    : "q jk Enter s b f 1-7 p r, ? help", dim)
+            status = status.text(width >= 140
+                ? "q quit · ↑↓ jk PgUp PgDn Home End · Enter detail · t span · a scale · s sort · b bits · f filter · 1-7 kinds · p pause · r zero · ? help"
+                : width >= 110
+                    ? "q quit · jk PgDn/PgUp · Enter detail · t span · a scale · s sort · b bits · f filter · 1-7 kinds · p · r · ?"
+                    : width >= 80
+                        ? "q quit · jk select · Enter detail · t span · a scale · s sort · b · f · 1-7 · p · r · ?"
+                        : "q jk Enter t a s b f 1-7 p r, ? help", dim)
         }
-        let caveat = Caveat.line(fitting: width)
-        return [status, Line(width: width).text(caveat, dim)]
+        return [status, Line(width: width).text(Self.caveat(fitting: width, marks: marks), dim)]
+    }
+
+    /// What the figures are, and the marks on screen (only those): an
+    /// exact figure carries no mark.
+    static func caveat(fitting width: Int, marks: MarksShown) -> String {
+        var text = width >= 94
+            ? "estimates from interface counters (overhead incl., not per-app)"
+            : width >= 60 ? "estimates from interface counters, not per-app" : "estimates from counters, not per-app"
+        if marks.lowerBound { text += width >= 140 ? " · ≥ lower bound (traffic was lost)" : " · ≥ lower bound" }
+        if marks.wrapCorrected { text += width >= 140 ? " · ~ corrected for a 32-bit counter wrap" : " · ~ wrap-corrected" }
+        // The route line's outside figures are differences of two links.
+        if marks.derived { text += " · ≈ outside: estimated" }
+        if marks.uncertain { text += " · ? outside: uncertain" }
+        return text
     }
 
     func detailLines(_ row: LiveInterface, model: LiveModel, width: Int, height: Int) -> [Line] {
-        let graphHeight = height >= 36 ? 4 : (height >= 26 ? 3 : 2)
+        let graphHeight = Self.graphHeight(height)
         var lines: [Line] = []
         var title = Line(width: width).text(row.key.display, bold).text(" ").text(row.kind.rawValue, kindStyle(row.kind))
         title = title.text("  \(row.classification.evidence) · \(row.width.rawValue)-bit counters")
         if let index = row.index { title = title.text(" · index \(index)") }
-        if let operstate = row.operstate { title = title.text(" · \(operstate)") }
+        title = title.text(" · ").text(row.operstate ?? "state unknown", row.operstate == "up" || row.operstate == "unknown" ? plain : warning)
+        if let mtu = row.mtu { title = title.text(" · MTU \(mtu)") }
         lines.append(title)
         var speed = "speed: "
         if let ceiling = row.speedCeilingBps {
@@ -149,21 +212,39 @@ public struct LiveRenderer: Sendable {
             speed += "unknown"
         }
         lines.append(Line(width: width).text(speed))
+        lines.append(addressLine(row, model: model, width: width))
+        lines.append(countersLine(row, width: width))
         let r = { (v: Double) in Units.rate(bytesPerSecond: v, bits: model.bits) }
-        let graphWidth = max(10, width - 22)
-        for (label, history, peak, average) in [
-            ("rx", row.rxHistory, row.peakRx, row.averageRx), ("tx", row.txHistory, row.peakTx, row.averageTx),
-        ] {
-            let graph = Graph.blocks(history.suffix(graphWidth), width: graphWidth, height: graphHeight)
+        // y labels (6) and the axis (1) on the left; the graph takes the rest.
+        let labelWidth = Self.axisLabelWidth
+        let graphWidth = Self.graphWidth(width)
+        let resolution = model.span.resolution(interval: model.interval)
+        for tx in [false, true] {
+            let values = row.history(model.span, tx: tx, last: graphWidth)
+            var peak = 0.0, sum = 0.0, known = 0
+            for v in values where !v.isNaN {
+                peak = max(peak, v)
+                sum += v
+                known += 1
+            }
+            let axis = Axis(peak: peak, bits: model.bits)
+            let now = tx ? row.txRate : row.rxRate
+            let packets = row.intervalRate(tx ? .txPackets : .rxPackets)
+            var head = Line(width: width).text(tx ? "tx" : "rx", bold)
+            head = head.text("  now \(now.map { row.rateQuality.liveMark + r($0) } ?? "-")")
+            if let packets { head = head.text(" (\(Units.perSecond(packets).dropLast(2)) pkt/s)") }
+            head = head.text(" · peak \(r(peak)) · avg \(r(known > 0 ? sum / Double(known) : 0))")
+            head = head.text(" · axis \(axis.unit)", dim)
+            lines.append(head)
+            let graph = Graph.blocks(values, width: graphWidth, height: graphHeight, top: axis.top)
             for (n, text) in graph.enumerated() {
-                var line = Line(width: width)
-                let caption = n == 0 ? "\(label) peak" : (n == 1 ? "   avg" : "")
-                let value = n == 0 ? r(peak) : (n == 1 ? r(average) : "")
-                line = line.text(pad(caption, 8)).text(padLeft(value, 12) + " ")
-                line = line.text(text, label == "rx" ? rxStyle : txStyle)
+                let label = axis.label(row: n, of: graphHeight)
+                var line = Line(width: width).text(padLeft(label ?? "", labelWidth - 1) + (label == nil ? " │" : " ┤"), dim)
+                line = line.text(text, tx ? txStyle : rxStyle)
                 lines.append(line)
             }
         }
+        lines.append(Line(width: width).text(Self.timeAxis(columns: graphWidth, resolution: resolution, labelWidth: labelWidth + 1), dim))
         let events = row.recentEvents.suffix(3).reversed()
         var eventLine = Line(width: width).text("events: ", bold)
         if events.isEmpty {
@@ -175,22 +256,110 @@ public struct LiveRenderer: Sendable {
         return lines
     }
 
+    static let axisLabelWidth = 7
+
+    /// Rows per detail graph: six (as bmon) when the terminal has 40 lines.
+    static func graphHeight(_ height: Int) -> Int { height >= 40 ? 6 : height >= 34 ? 4 : (height >= 26 ? 3 : 2) }
+
+    /// The detail graphs' columns: the rate axis takes the left.
+    static func graphWidth(_ width: Int) -> Int { max(10, width - axisLabelWidth - 1) }
+
+    /// `MAC … · IPv4 … · IPv6 …`, from what the driver read for this row.
+    func addressLine(_ row: LiveInterface, model: LiveModel, width: Int) -> Line {
+        var line = Line(width: width)
+        guard let addresses = model.addresses, addresses.key == row.key else {
+            return line.text("addresses: ", bold).text("reading…", dim)
+        }
+        if let failure = addresses.failure { return line.text("addresses: ", bold).text(failure, warning) }
+        line = line.text("MAC ", bold).text(addresses.mac ?? "none")
+        line = line.text(" · IPv4 ", bold).text(addresses.ipv4.isEmpty ? "none" : addresses.ipv4.joined(separator: ", "))
+        line = line.text(" · IPv6 ", bold).text(addresses.ipv6.isEmpty ? "none" : addresses.ipv6.joined(separator: ", "))
+        return line
+    }
+
+    /// Packet rates, and errors and drops: totals since start, and the last
+    /// interval's when there were any.
+    func countersLine(_ row: LiveInterface, width: Int) -> Line {
+        let mark = row.quality.liveMark
+        func total(_ key: CounterKey) -> String { row.totals.has(key) ? mark + Units.grouped(row.totals.value(key)) : "-" }
+        var line = Line(width: width).text("packets ", bold)
+        let rxp = row.intervalRate(.rxPackets), txp = row.intervalRate(.txPackets)
+        line = line.text("↓\(rxp.map(Units.perSecond) ?? "-") ↑\(txp.map(Units.perSecond) ?? "-")")
+        for (name, rx, tx) in [("errors", CounterKey.rxErrors, CounterKey.txErrors), ("drops", .rxDropped, .txDropped)] {
+            let any = (row.totals.has(rx) && row.totals.value(rx) > 0) || (row.totals.has(tx) && row.totals.value(tx) > 0)
+            line = line.text(" · \(name) ", bold).text("↓\(total(rx)) ↑\(total(tx))", any ? warning : plain)
+            let recent = (row.intervalRate(rx) ?? 0) + (row.intervalRate(tx) ?? 0)
+            if recent > 0 { line = line.text(" (now \(Units.perSecond(recent)))", warning) }
+        }
+        return line.text(" since start", dim)
+    }
+
+    /// `last 2m in 1 s steps`: what the graph's columns cover (a narrow
+    /// graph shows less than the span keeps).
+    static func spanText(_ model: LiveModel, columns: Int, resolution: Double) -> String {
+        let shown = Double(min(columns, model.span.capacity)) * resolution
+        let whole = columns >= model.span.capacity && model.span != .recent
+        return "\(whole ? model.span.title(interval: model.interval) : "last " + shortDuration(shown)) in \(Units.duration(resolution)) steps"
+    }
+
+    /// A time axis under a graph `columns` wide whose newest column is
+    /// `now`: `-30s`, `-1m`, ... right-aligned to their columns.
+    static func timeAxis(columns: Int, resolution: Double, labelWidth: Int) -> String {
+        let ticks: [Double] = [5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 14400, 21600, 43200, 86400]
+        let tick = ticks.first { $0 / resolution >= 18 } ?? 86400
+        var cells = [Character](repeating: " ", count: labelWidth + columns)
+        let nowLabel = Array("now")
+        for (k, c) in nowLabel.enumerated() { cells[cells.count - nowLabel.count + k] = c }
+        var age = tick
+        while true {
+            let column = columns - 1 - Int((age / resolution).rounded())
+            if column < 0 { break }
+            let label = Array("-" + shortDuration(age))
+            let end = labelWidth + column
+            let begin = end - label.count + 1
+            // Keep clear of the label to the right (and of `now`).
+            if begin >= labelWidth, end + 1 < cells.count - nowLabel.count, cells[begin...(end + 1)].allSatisfy({ $0 == " " }) {
+                for (k, c) in label.enumerated() { cells[begin + k] = c }
+            }
+            age += tick
+        }
+        return String(cells)
+    }
+
+    /// `30s`, `2m`, `1h`, `1h30m`.
+    static func shortDuration(_ seconds: Double) -> String {
+        let s = Int(seconds.rounded())
+        if s < 60 { return "\(s)s" }
+        if s < 3600 { return s % 60 == 0 ? "\(s / 60)m" : "\(s / 60)m\(s % 60)s" }
+        return s % 3600 == 0 ? "\(s / 3600)h" : "\(s / 3600)h\(s % 3600 / 60)m"
+    }
+
     func help(_ model: LiveModel, width: Int, height: Int) -> [String] {
         let text = [
             "ifmeter live: keys", "",
-            "q, Ctrl-C   quit", "↑ ↓, j k   select an interface", "Enter      open or close its detail",
-            "b          bits or bytes per second", "s          sort by rate, total or name",
+            "q, Ctrl-C   quit", "↑ ↓, j k   select an interface",
+            "PgUp PgDn  a page up or down;  Home End (g G)  the first or last interface",
+            "Enter      open or close its detail (addresses, packets, errors, drops, graphs)",
+            "t, Tab     the detail graphs' span: last minutes, last hour, last day",
+            "a          row bars: all rows on one scale, or each row its own",
+            "b          bits or bytes per second", "s          sort by rate, total or name (va2 before va19)",
             "f, /       filter names (a glob, or a part of the name)",
             "1..7       show or hide wifi, cellular, tunnel, ethernet, loopback, virtual, other",
             "p          pause the figures (sampling goes on)", "r          zero the totals (their quality starts over)",
             "?          this help", "",
-        ] + wordWrap(Caveat.paragraph, width: 72) + [
+        ] + wordWrap(Self.helpCaveat, width: 72) + [
             "", "Any key closes this help.",
         ]
         var lines = text.prefix(height).map { Line(width: width).text($0, $0 == text[0] ? bold : plain).finish() }
         while lines.count < height { lines.append(Line(width: width).finish()) }
         return lines
     }
+
+    /// What the figures are and what their marks mean; an exact figure
+    /// carries none.
+    static let helpCaveat = Caveat.sentence
+        + " A figure without a mark is an exact reading of the counters; ~ marks one corrected for a 32-bit wrap,"
+        + " ≥ a lower bound (traffic was lost to a reset or an unseen recreation). " + TrafficSummary.explanation
 
     func tooSmall(width: Int, height: Int) -> [String] {
         var lines = [String](repeating: String(repeating: " ", count: width), count: height)
@@ -253,6 +422,11 @@ struct Layout {
     var totalWidth: Int
     var showTotals: Int  // 0, 1 (rx) or 2 (rx and tx)
     let width: Int
+    /// The top of the shared scale, when the rows share one.
+    var sharedTop = 0.0
+    /// The rx and tx bars, a space between them.
+    var rxSparkWidth: Int { (sparkWidth - 1) / 2 }
+    var txSparkWidth: Int { sparkWidth - 1 - rxSparkWidth }
 
     init(width: Int, model: LiveModel) {
         self.width = width
@@ -270,7 +444,7 @@ struct Layout {
             used += 1 + totalWidth
         }
         let spare = width - used - 1
-        sparkWidth = spare >= 8 ? min(spare, 30) : 0
+        sparkWidth = spare >= 9 ? min(spare, 41) : 0
     }
 
     static func shortKind(_ kind: InterfaceKind) -> String {
@@ -288,7 +462,10 @@ struct Layout {
     func titles(style: LiveRenderer) -> Line {
         var line = Line(width: width).text("  " + pad("NAME", nameWidth) + " " + pad("KIND", kindWidth) + " ")
         line = line.text(padLeft("RX/s", rateWidth) + " " + padLeft("TX/s", rateWidth))
-        if sparkWidth > 0 { line = line.text(" " + pad("RECENT", sparkWidth)) }
+        if sparkWidth > 0 {
+            line = line.text(" " + pad(rxSparkWidth >= 9 ? "RECENT RX" : "RX", rxSparkWidth))
+            line = line.text(" " + pad(txSparkWidth >= 9 ? "RECENT TX" : "TX", txSparkWidth))
+        }
         if showTotals >= 1 { line = line.text(" " + padLeft("TOTAL RX", totalWidth)) }
         if showTotals >= 2 { line = line.text(" " + padLeft("TOTAL TX", totalWidth)) }
         return line.styled(style.bold)
@@ -301,7 +478,7 @@ struct Layout {
         line = line.text(pad(truncate(row.key.display, nameWidth), nameWidth) + " ", gone ? style.dim : style.plain)
         let kind = shortKinds ? Self.shortKind(row.kind) : row.kind.rawValue
         line = line.text(pad(kind, kindWidth), gone ? style.dim : style.kindStyle(row.kind)).text(" ")
-        let mark = row.rateQuality.mark
+        let mark = row.rateQuality.liveMark
         let rate = { (v: Double?) -> String in
             guard let v, !gone else { return gone ? "gone" : "-" }
             return mark + Units.rate(bytesPerSecond: v, bits: model.bits)
@@ -309,10 +486,13 @@ struct Layout {
         line = line.text(padLeft(rate(row.rxRate), rateWidth) + " ", gone ? style.dim : style.rxStyle)
         line = line.text(padLeft(rate(row.txRate), rateWidth), gone ? style.dim : style.txStyle)
         if sparkWidth > 0 {
-            let history = RateHistory.sums(row.rxHistory, row.txHistory, last: sparkWidth)
-            line = line.text(" ").text(Graph.sparkline(history, width: sparkWidth), gone ? style.dim : style.plain)
+            // rx and tx apart, on the shared scale or the row's own.
+            let rx = row.rxHistory.suffix(rxSparkWidth), tx = row.txHistory.suffix(txSparkWidth)
+            let top = model.scale == .shared ? sharedTop : max(rx.max() ?? 0, tx.max() ?? 0)
+            line = line.text(" ").text(Graph.sparkline(rx, width: rxSparkWidth, top: top), gone ? style.dim : style.rxStyle)
+            line = line.text(" ").text(Graph.sparkline(tx, width: txSparkWidth, top: top), gone ? style.dim : style.txStyle)
         }
-        let totalMark = row.quality.mark
+        let totalMark = row.quality.liveMark
         if showTotals >= 1 {
             line = line.text(" " + padLeft(totalMark + Units.bytes(row.totals.rxBytes), totalWidth), gone ? style.dim : style.qualityStyle(row.quality))
         }
@@ -324,34 +504,106 @@ struct Layout {
     }
 }
 
+/// The quality marks on screen, for the legend.
+struct MarksShown {
+    var lowerBound = false
+    var wrapCorrected = false
+    /// The route line's outside-the-tunnels estimate (`≈`), or its
+    /// uncertain form (`?`).
+    var derived = false
+    var uncertain = false
+
+    mutating func add(_ quality: Quality) {
+        switch quality {
+        case .exact: break
+        case .lowerBound: lowerBound = true
+        case .wrapCorrected: wrapCorrected = true
+        }
+    }
+}
+
 /// Small charts in block characters.
 enum Graph {
     static let levels: [Character] = [" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"]
 
-    /// One line, right-aligned: the newest value at the right end.
-    static func sparkline(_ values: [Double], width: Int) -> String {
-        let top = values.max() ?? 0
+    /// One line, right-aligned: the newest value at the right end, scaled
+    /// to `top`. Nothing drawn for no traffic; traffic under a 32nd of the
+    /// top is a dot (a trickle is not a small rate); any other at least ▁.
+    static func sparkline(_ values: [Double], width: Int, top: Double) -> String {
         var out = String(repeating: " ", count: max(0, width - values.count))
         for v in values.suffix(width) {
-            out.append(top > 0 && v > 0 ? levels[max(1, Int((v / top * 8).rounded(.up)))] : (values.isEmpty ? " " : "▁"))
+            if top > 0, v > 0 {
+                out.append(v * 32 < top ? "·" : levels[min(8, max(1, Int((v / top * 8).rounded(.up))))])
+            } else {
+                out.append(" ")
+            }
         }
         return out
     }
 
-    /// `height` lines, the top one first, right-aligned.
-    static func blocks(_ values: [Double], width: Int, height: Int) -> [String] {
-        let top = values.max() ?? 0
+    /// `height` lines, the top one first, right-aligned, scaled to `top`;
+    /// an unknown value (NaN: no sample then) stays blank.
+    static func blocks(_ values: [Double], width: Int, height: Int, top: Double) -> [String] {
         let padding = max(0, width - values.count)
         return (0..<height).map { level in
             let rowFromBottom = height - 1 - level
             var out = String(repeating: " ", count: padding)
             for v in values.suffix(width) {
-                let eighths = top > 0 ? Int((v / top * Double(height * 8)).rounded(.up)) : 0
+                let eighths = top > 0 && !v.isNaN ? Int((v / top * Double(height * 8)).rounded(.up)) : 0
                 let here = max(0, min(8, eighths - rowFromBottom * 8))
-                out.append(levels[here])
+                // Some traffic shows on the bottom row, however little.
+                out.append(levels[rowFromBottom == 0 && here == 0 && v > 0 ? 1 : here])
             }
             return out
         }
+    }
+}
+
+/// A graph's rate axis: a round top above the peak, its unit, and labels.
+struct Axis {
+    /// Bytes per second at the top of the graph.
+    let top: Double
+    /// `MiB/s`, `Mbit/s`.
+    let unit: String
+    private let divisor: Double
+
+    init(peak: Double, bits: Bool) {
+        let base = bits ? 1000.0 : 1024.0
+        let units = bits ? ["bit/s", "kbit/s", "Mbit/s", "Gbit/s", "Tbit/s"] : ["B/s", "KiB/s", "MiB/s", "GiB/s", "TiB/s"]
+        var v = max(peak * (bits ? 8 : 1), 1)
+        var k = 0
+        while v >= base, k < units.count - 1 {
+            v /= base
+            k += 1
+        }
+        let steps: [Double] = [1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 80, 100, 120, 150, 200, 250, 300, 400, 500, 600, 800, 1000]
+        var nice = steps.first { $0 >= v - 1e-9 } ?? base
+        if nice >= base, k < units.count - 1 {
+            nice = 1
+            k += 1
+        }
+        var divisor = 1.0
+        for _ in 0..<k { divisor *= base }
+        self.divisor = divisor
+        unit = units[k]
+        top = nice * divisor / (bits ? 8 : 1)
+    }
+
+    /// The label of a graph row (0 at the top), or nil: the top, the middle
+    /// (4 rows or more) and zero at the bottom.
+    func label(row: Int, of height: Int) -> String? {
+        let value: Double
+        if row == 0 {
+            value = top
+        } else if row == height - 1 {
+            return "0"
+        } else if height >= 4, row == height / 2 {
+            value = top * Double(height - row) / Double(height)
+        } else {
+            return nil
+        }
+        let x = value * (unit.hasSuffix("bit/s") ? 8 : 1) / divisor
+        return x < 9.995 ? Units.fixed(x, x.rounded() == x ? 0 : (x * 10).rounded() == x * 10 ? 1 : 2) : Units.fixed(x, 0)
     }
 }
 

@@ -168,7 +168,7 @@ struct RouteTests {
             }
         }
         _ = try screen(containing: "route 192.0.2.99 → tA (tunnel)")
-        _ = try screen(containing: "outside ↓")
+        _ = try screen(containing: "outside ≈↓")
         try pair.a.ip("route", "replace", "default", "via", pair.ipB, "dev", pair.nameA)
         _ = try screen(containing: "route 192.0.2.99 → vA (outside the tunnels)")
     }
