@@ -17,7 +17,7 @@ let defaultServePort: UInt16 = 9874
 enum CompatOption {
     static let spec = OptionSpec(
         "--compat", value: "node|node-only",
-        help: "Also (node) or only (node-only) node_exporter's node_network_*_total{device} families, raw kernel counters.",
+        help: "Also (node) or only (node-only) node_exporter's netdev and netclass families (node_network_*{device}), as its collectors serve them.",
         choices: ExpositionFamilies.allCases.filter { $0 != .ifmeter }.map(\.rawValue))
 
     static func families(_ p: ParsedArguments) throws(CLIError) -> ExpositionFamilies {

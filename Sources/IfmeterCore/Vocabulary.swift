@@ -13,7 +13,7 @@ public enum Caveat {
     public static let lowerBound =
         "≥ marks a lower bound: some traffic could not be seen (a counter reset, or an interface recreated without a deletion event); the true value is at least the figure."
     public static let wrapCorrected =
-        "~ marks a figure corrected for a 32-bit counter wrap; ≈ marks an exact reading of the counters."
+        "~ marks a figure corrected for a 32-bit counter wrap; a figure without a mark is an exact reading of the counters."
     /// Every long caveat, in order.
     public static let all = [estimate, lowerBound, wrapCorrected]
 
@@ -22,7 +22,7 @@ public enum Caveat {
         "Figures are estimates from interface counters: they include protocol overhead and are not per-app accounting."
     /// The medium form with what the marks mean, for the live view's help.
     public static let paragraph = sentence
-        + " ≈ exact counters, ~ corrected for a 32-bit wrap, ≥ a lower bound (traffic was lost to a reset or an unseen recreation). "
+        + " No mark: exact counters; ~ corrected for a 32-bit wrap; ≥ a lower bound (traffic was lost to a reset or an unseen recreation). "
         + TrafficSummary.explanation
 
     /// The short form, for Prometheus HELP lines.
@@ -36,17 +36,6 @@ public enum Caveat {
     /// A lower bound, in words, for a page without the marks.
     public static let lowerBoundSentence = "A total that lost traffic is a lower bound"
 
-    /// The caveat with the marks' legend, as long as fits one terminal line
-    /// of `width` columns.
-    public static func line(fitting width: Int) -> String {
-        switch width {
-        case 128...: "≈ estimates from interface counters: protocol overhead included, not per-app. ≥ lower bound (traffic lost). ~ wrap-corrected."
-        case 94...: "≈ estimates from interface counters (overhead incl., not per-app) · ≥ lower bound · ~ wrapped"
-        case 80...: "≈ estimates from counters (overhead incl., not per-app) · ≥ lower bound · ~ wrap"
-        case 50...: "≈ estimates, not per-app · ≥ lower bound · ~ wrapped"
-        default: "≈ estimates, not per-app · ≥ lower bound"
-        }
-    }
 }
 
 extension Quality {
