@@ -1,0 +1,257 @@
+import Foundation
+import IfmeterTestSupport
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Every example in the README is run: each code block with `$ ifmeter`
+/// lines carries a `<!-- example: SETUP -->` line before it, naming the
+/// machine it ran on (namespaces, interfaces, traffic, files), which this
+/// test builds; then each command runs there and its output must read as
+/// the README shows it. Figures move from run to run, so numbers and units
+/// are compared as "a number" and "a unit"; every word, column, row and
+/// mark must match. A `...` line in the README stands for any lines.
+///
+/// To re-record the blocks from a run on purpose:
+/// `IFMETER_RECORD_README=1 swift test --filter ReadmeExampleTests` (the
+/// test then fails, so a re-recording is always looked at).
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+struct ReadmeExampleTests {
+    struct Block {
+        var setup: String
+        /// Line indexes of the opening and closing fences.
+        var open: Int, close: Int
+        var commands: [(command: String, expected: [String])]
+    }
+
+    static var readmePath: String { repositoryRoot.appendingPathComponent("README.md").path }
+
+    static func blocks(_ lines: [String]) throws -> [Block] {
+        var blocks: [Block] = []
+        var i = 0
+        while i < lines.count {
+            guard lines[i].hasPrefix("```") else {
+                i += 1
+                continue
+            }
+            let open = i
+            var close = i + 1
+            while close < lines.count, !lines[close].hasPrefix("```") { close += 1 }
+            let body = Array(lines[(open + 1)..<min(close, lines.count)])
+            i = close + 1
+            guard body.contains(where: { $0.hasPrefix("$ ifmeter") }) else { continue }
+            let marker = open > 0 ? lines[open - 1] : ""
+            guard marker.hasPrefix("<!-- example: "), marker.hasSuffix(" -->") else {
+                throw TestFailure("README line \(open + 1): an example block without '<!-- example: SETUP -->' before it, so no test runs it")
+            }
+            var block = Block(setup: String(marker.dropFirst("<!-- example: ".count).dropLast(" -->".count)), open: open, close: close, commands: [])
+            for line in body {
+                if line.hasPrefix("$ ") {
+                    block.commands.append((String(line.dropFirst(2)), []))
+                } else if !block.commands.isEmpty {
+                    block.commands[block.commands.count - 1].expected.append(line)
+                }
+            }
+            blocks.append(block)
+        }
+        return blocks
+    }
+
+    /// Numbers become `#`, byte units `U`, runs of spaces one space, this
+    /// machine's name `HOST`.
+    static func normalized(_ line: String) -> String {
+        var s = line
+        let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? ""
+        if !host.isEmpty { s = s.replacingOccurrences(of: "host \(host)", with: "host HOST") }
+        s = s.replacingOccurrences(of: #"(?<![A-Za-z_])[0-9]+([.,:][0-9]+)*"#, with: "#", options: .regularExpression)
+        s = s.replacingOccurrences(of: #"#( ?)(B|KiB|MiB|GiB|TiB)\b"#, with: "#$1U", options: .regularExpression)
+        s = s.replacingOccurrences(of: #"\s+"#, with: " ", options: .regularExpression)
+        return s.trimmingCharacters(in: .whitespaces)
+    }
+
+    /// Whether `actual` reads as `expected` (with `...` lines as wildcards).
+    static func matches(_ expected: [String], _ actual: [String]) -> Bool {
+        func trimmed(_ lines: [String]) -> [String] {
+            var lines = lines
+            while lines.last?.isEmpty == true { lines.removeLast() }
+            return lines
+        }
+        let e = trimmed(expected).map(normalized), a = trimmed(actual).map(normalized)
+        func match(_ i: Int, _ j: Int) -> Bool {
+            if i == e.count { return j == a.count }
+            if e[i] == "..." { return (j...a.count).contains { match(i + 1, $0) } }
+            return j < a.count && e[i] == a[j] && match(i + 1, j + 1)
+        }
+        return match(0, 0)
+    }
+
+    /// Where a block's commands run, and what keeps running meanwhile.
+    final class Machine: @unchecked Sendable {
+        var namespace: TestNamespace?
+        let folder: String
+        var keep: [AnyObject] = []
+        var traffic: (@Sendable () throws -> Void)?
+        private let stopping = Atomic<Bool>(false)
+        private let running = Atomic<Bool>(false)
+
+        init() throws {
+            folder = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-readme-\(UUID().uuidString)").path
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        }
+
+        deinit {
+            stopTraffic()
+            try? FileManager.default.removeItem(atPath: folder)
+        }
+
+        func startTraffic() {
+            guard let traffic else { return }
+            running.store(true, ordering: .relaxed)
+            Thread.detachNewThread { [self] in
+                while !stopping.load(ordering: .relaxed) { try? traffic() }
+                running.store(false, ordering: .relaxed)
+            }
+        }
+
+        func stopTraffic() {
+            stopping.store(true, ordering: .relaxed)
+            while running.load(ordering: .relaxed) { Thread.sleep(forTimeInterval: 0.01) }
+        }
+
+        func run(_ command: String, binary: String) throws -> (output: [String], status: Int32) {
+            let line = command.replacingOccurrences(of: "ifmeter ", with: binary + " ")
+            let shell = ["sh", "-c", "cd '\(folder)' && \(line)"]
+            let result = try IfmeterTestSupport.run((namespace.map { ["ip", "netns", "exec", $0.name] } ?? []) + shell, allowFailure: true)
+            var output = (result.out + result.err).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            if output.last == "" { output.removeLast() }
+            return (output, result.status)
+        }
+    }
+
+    /// Builds the machine a block names.
+    func machine(_ setup: String) throws -> Machine {
+        let m = try Machine()
+        switch setup {
+        case "veth-tun":
+            // A namespace with a veth pair (veth0 here, its peer in another
+            // namespace) carrying UDP, and a tun device that is down.
+            let pair = try VethPair(nameA: "veth0", nameB: "veth0")
+            let tun = try pair.a.openTun("tun0")
+            m.keep = [pair, TunHolder(tun)]
+            m.namespace = pair.a
+            m.traffic = {
+                try pair.sendUDP(count: 50, payload: 1200)
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+        case "repo":
+            // No machine: files of the repository.
+            try FileManager.default.createSymbolicLink(
+                atPath: m.folder + "/Fixtures", withDestinationPath: repositoryRoot.appendingPathComponent("Fixtures").path)
+        case "broken-trace":
+            try """
+                {"trace": "ifmeter/1", "platform": "linux", "source": "hand-made"}
+                {"t": 0, "interfaces": [{"name": "eth0", "index": 2, "rx_bytes": 100, "tx_bytes": 100, "rx_packets": 1, "tx_packets": 1}]}
+                {"t": 1, "interfaces": [{"name": "eth0", "index": 2, "rx_bytes": 200, "tx_bytes": 150, "rx_packets": 2, "tx_packets": 2}]}
+                {"t": 2, "interfaces": [{"name": "eth0", "index": 2, "rx_bytes": 300, "tx_bytes": 190, "rx_packets": 3, "tx_packets": 3}]}
+                {"t": 3, "interfaces": [{"name": "eth0", "index": 2, "rx_bytes": -4, "tx_bytes": 200, "rx_packets": 4, "tx_packets": 4}]}
+
+                """.write(toFile: m.folder + "/broken.jsonl", atomically: true, encoding: .utf8)
+        case "usage":
+            // export --state ran while 1.24 MB went out of wan0.
+            let pair = try VethPair(nameA: "wan0", nameB: "wan0")
+            m.keep = [pair]
+            m.namespace = pair.a
+            let export = try Background(
+                ["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "export", "--state", m.folder + "/state.db", "--json", m.folder + "/r.json",
+                 "--interval", "200ms", "--every", "500ms"], name: "readme-export")
+            Thread.sleep(forTimeInterval: 0.5)
+            try pair.sendUDP(count: 1000, payload: 1200)
+            Thread.sleep(forTimeInterval: 0.8)
+            #expect(export.stop() == 0, "\(export.log)")
+        case "route-tunnel", "route-split":
+            // tun0 carried as UDP over eth0 (a veth) by a forwarder; the
+            // default route on the tunnel, or around it.
+            let pair = try VethPair(nameA: "eth0", nameB: "eth0")
+            let tunnel = try UDPTunnel(over: pair, tunA: "tun0", tunB: "tun0")
+            m.keep = [pair, tunnel]
+            m.namespace = pair.a
+            if setup == "route-tunnel" {
+                try pair.a.ip("route", "add", "default", "dev", "tun0")
+                m.traffic = {
+                    try tunnel.sendUDP(to: tunnel.ipB, port: 9200, count: 100, payload: 1200)
+                    try tunnel.sendUDP(to: pair.ipB, port: 9201, count: 25, payload: 1200)
+                }
+            } else {
+                try pair.a.ip("route", "add", "default", "via", pair.ipB, "dev", "eth0")
+            }
+        default:
+            throw TestFailure("README: unknown example setup '\(setup)'")
+        }
+        return m
+    }
+
+    final class TunHolder {
+        let fd: Int32
+        init(_ fd: Int32) { self.fd = fd }
+        deinit { close(fd) }
+    }
+
+    @Test func everyExampleRunsAsShown() throws {
+        try Netns.requireRoot()
+        var lines = try String(contentsOfFile: Self.readmePath, encoding: .utf8).components(separatedBy: "\n")
+        let blocks = try Self.blocks(lines)
+        #expect(blocks.count >= 7, "the README's examples were found")
+        let binary = try ifmeterBinary()
+        let record = ProcessInfo.processInfo.environment["IFMETER_RECORD_README"] == "1"
+        var recorded: [(Block, [String])] = []
+        for block in blocks {
+            let m = try machine(block.setup)
+            m.startTraffic()
+            defer { m.stopTraffic() }
+            var previous: Int32 = 0
+            var body: [String] = []
+            for (command, expected) in block.commands {
+                var result: (output: [String], status: Int32)
+                if command == "echo $?" {
+                    result = (["\(previous)"], 0)
+                } else {
+                    result = try m.run(command, binary: binary)
+                }
+                body.append("$ " + command)
+                // A command with a trailing comment and nothing shown: only
+                // that it works.
+                if expected.isEmpty, command.contains("  #") {
+                    #expect(result.status == 0, "README: '\(command)' failed: \(result.output.joined(separator: "\n"))")
+                } else {
+                    // The blank lines the README leaves between commands.
+                    var output = result.output
+                    while output.last?.isEmpty == true { output.removeLast() }
+                    body += output + expected.reversed().prefix { $0.isEmpty }
+                    if !record {
+                        #expect(Self.matches(expected, result.output),
+                                "README line \(block.open + 1), '\(command)' printed:\n\(result.output.joined(separator: "\n"))\nwhere the README shows:\n\(expected.joined(separator: "\n"))")
+                    }
+                }
+                previous = result.status
+            }
+            recorded.append((block, body))
+        }
+        if record {
+            for (block, body) in recorded.reversed() {
+                lines.replaceSubrange((block.open + 1)..<block.close, with: body)
+            }
+            try lines.joined(separator: "\n").write(toFile: Self.readmePath, atomically: true, encoding: .utf8)
+            Issue.record("re-recorded the README's examples; review the diff, then run again without IFMETER_RECORD_README")
+        }
+    }
+
+    @Test func normalizingKeepsWordsAndMarks() {
+        #expect(Self.normalized("veth0      virtual  3.76 KiB/s  ≥ 334 KiB") == "veth0 virtual # U/s ≥ # U")
+        #expect(Self.matches(["a 1", "...", "z"], ["a 7", "b", "c", "z"]))
+        #expect(!Self.matches(["a 1", "z"], ["a 7", "b", "z"]))
+        #expect(!Self.matches(["≥ 1 B"], ["1 B"]), "a mark is a word")
+    }
+}
