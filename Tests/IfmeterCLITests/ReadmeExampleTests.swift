@@ -68,6 +68,8 @@ struct ReadmeExampleTests {
         if !host.isEmpty { s = s.replacingOccurrences(of: "host \(host)", with: "host HOST") }
         s = s.replacingOccurrences(of: #"(?<![A-Za-z_])[0-9]+([.,:][0-9]+)*"#, with: "#", options: .regularExpression)
         s = s.replacingOccurrences(of: #"#( ?)(B|KiB|MiB|GiB|TiB)\b"#, with: "#$1U", options: .regularExpression)
+        // Durations: an interval of 999 ms or 1 s.
+        s = s.replacingOccurrences(of: #"#( ?)(ms|s|m|h|d)\b"#, with: "#$1T", options: .regularExpression)
         s = s.replacingOccurrences(of: #"\s+"#, with: " ", options: .regularExpression)
         return s.trimmingCharacters(in: .whitespaces)
     }
@@ -250,6 +252,7 @@ struct ReadmeExampleTests {
 
     @Test func normalizingKeepsWordsAndMarks() {
         #expect(Self.normalized("veth0      virtual  3.76 KiB/s  ≥ 334 KiB") == "veth0 virtual # U/s ≥ # U")
+        #expect(Self.normalized("(interval 999 ms)") == Self.normalized("(interval 1 s)"))
         #expect(Self.matches(["a 1", "...", "z"], ["a 7", "b", "c", "z"]))
         #expect(!Self.matches(["a 1", "z"], ["a 7", "b", "z"]))
         #expect(!Self.matches(["≥ 1 B"], ["1 B"]), "a mark is a word")
