@@ -274,6 +274,7 @@ struct ReplayCommand: Command {
         let name = path == "-" ? "<stdin>" : path
         var engine: DeltaEngine?
         var platform = Platform.linux
+        var unmatched = UnmatchedPatterns(filter)
         while let line = try lines.next() {
             let record: TraceRecord?
             do {
@@ -287,8 +288,10 @@ struct ReplayCommand: Command {
                 platform = reader.header.platform
                 engine = DeltaEngine(configuration: try CommonOptions.engineConfiguration(arguments, platform: platform))
             }
+            if case .sample(let sample) = record { unmatched.see(sample.interfaces.map(\.key)) }
             if let kept = filter.filtered(record, platform: platform) { engine!.apply(kept) }
         }
+        unmatched.warn(what: "the trace")
         let report = Report(engine: engine ?? DeltaEngine(), header: reader.header)
         try Output.put(text ? TextReportRenderer(bits: bits).render(report) : JSONReportRenderer().render(report))
     }

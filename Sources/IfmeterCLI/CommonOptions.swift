@@ -223,6 +223,30 @@ struct SamplingSetup {
     }
 }
 
+/// The `--include`/`--exclude` patterns no interface has matched yet, for
+/// what reads many samples (replay) or stored names (usage).
+struct UnmatchedPatterns {
+    private var pending: InterfaceFilter
+
+    init(_ filter: InterfaceFilter) {
+        pending = InterfaceFilter(include: filter.include, exclude: filter.exclude)
+    }
+
+    /// Crosses off the patterns these interfaces match.
+    mutating func see(_ keys: [SeriesKey]) {
+        guard !pending.include.isEmpty || !pending.exclude.isEmpty else { return }
+        let left = pending.unmatchedPatterns(in: keys)
+        pending.include = left.filter { $0.option == "--include" }.map(\.pattern)
+        pending.exclude = left.filter { $0.option == "--exclude" }.map(\.pattern)
+    }
+
+    /// One warning line per pattern that matched nothing, on stderr.
+    func warn(what: String) {
+        for pattern in pending.include { Output.error("Warning: --include '\(pattern)' matches no interface in \(what).") }
+        for pattern in pending.exclude { Output.error("Warning: --exclude '\(pattern)' matches no interface in \(what).") }
+    }
+}
+
 /// Says once, on stderr, which `--include`/`--exclude` patterns matched no
 /// interface of the first sample: an empty table with no word is no answer.
 final class PatternWarning: PipelineSubscriber {

@@ -83,10 +83,15 @@ struct UsageCommand: Command {
         let plans: [Plan]
         let names: [String]
         do {
-            slices = try StateStore.slices(path: path).filter { filter.admits(StateStore.key($0.name), kind: $0.kind) }
+            let all = try StateStore.slices(path: path)
+            slices = all.filter { filter.admits(StateStore.key($0.name), kind: $0.kind) }
             plans = try StateStore.plans(path: path)
             // Names without usage have no kind here: kept only without --kind.
-            names = try StateStore.interfaceNames(path: path).filter { filter.kinds == nil && filter.admits(StateStore.key($0)) }
+            let stored = try StateStore.interfaceNames(path: path)
+            names = stored.filter { filter.kinds == nil && filter.admits(StateStore.key($0)) }
+            var unmatched = UnmatchedPatterns(filter)
+            unmatched.see(stored.map(StateStore.key) + all.map { StateStore.key($0.name) })
+            unmatched.warn(what: path)
         } catch {
             throw CLIError.reading(error, command: Self.spec.name)
         }

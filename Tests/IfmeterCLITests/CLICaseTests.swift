@@ -19,6 +19,11 @@ import Glibc
         #expect(result.err.contains("Warning: --exclude 'nothing-like-this*' matches no interface"), "\(result.err)")
         let fine = try ifmeter(["list", "--include", "lo"])
         #expect(fine.status == 0 && !fine.err.contains("Warning"), "\(fine.err)")
+        // replay: over every sample of the trace.
+        let trace = repositoryRoot.appendingPathComponent("Fixtures/traces/recreation.jsonl").path
+        let replay = try ifmeter(["replay", trace, "--format", "text", "--include", "wg0,wlan9"])
+        #expect(replay.status == 0 && replay.out.contains("wg0"))
+        #expect(replay.err == "Warning: --include 'wlan9' matches no interface in the trace.\n", "\(replay.err)")
     }
 
     @Test func typosGetADidYouMean() throws {
