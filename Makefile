@@ -47,9 +47,12 @@ run: release
 build: deps
 	$(SWIFT) build
 
+# The release build first: `make run` builds it, and a release build sees
+# imports a debug build forgives (a missing C module import broke it once).
 test:
 	@scripts/ensure-packages $(TEST_PACKAGES)
 	@scripts/ensure-venv
+	$(SWIFT) build -c release --static-swift-stdlib --product ifmeter
 	$(SWIFT) build
 	$(SWIFT) test
 

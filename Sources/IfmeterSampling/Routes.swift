@@ -1,4 +1,5 @@
 #if os(Linux)
+import CIfmeterLinux
 import CNetlink
 import Glibc
 import IfmeterCore
