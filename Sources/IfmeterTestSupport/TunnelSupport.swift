@@ -16,9 +16,13 @@ public final class UDPTunnel: @unchecked Sendable {
     public let ipA = "10.78.0.1", ipB = "10.78.0.2"
     public static let port: UInt16 = 5555
     private var fds: [Int32] = []
-    private let stopping = Atomic<Bool>(false)
-    private var threads: [Thread] = []
-    private let finished = DispatchGroup()
+    /// What the forwarding threads share with this value; they hold it,
+    /// not the tunnel, so the tunnel (and its namespaces) can go away.
+    private final class Control: Sendable {
+        let stopping = Atomic<Bool>(false)
+        let finished = DispatchGroup()
+    }
+    private let control = Control()
 
     public init(over pair: VethPair, tunA: String = "tA", tunB: String = "tB") throws {
         self.pair = pair
@@ -44,25 +48,24 @@ public final class UDPTunnel: @unchecked Sendable {
 
     /// Stops the forwarder and closes the tuns (which deletes them).
     public func stop() {
-        guard !stopping.exchange(true, ordering: .relaxed) else { return }
-        finished.wait()
+        guard !control.stopping.exchange(true, ordering: .relaxed) else { return }
+        control.finished.wait()
         for fd in fds { close(fd) }
     }
 
     private func start(_ body: @escaping @Sendable (UnsafeMutableRawBufferPointer) throws -> Bool) {
-        finished.enter()
-        let thread = Thread { [self] in
+        let control = self.control
+        control.finished.enter()
+        Thread.detachNewThread {
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65536, alignment: 8)
             defer {
                 buffer.deallocate()
-                finished.leave()
+                control.finished.leave()
             }
-            while !stopping.load(ordering: .relaxed) {
+            while !control.stopping.load(ordering: .relaxed) {
                 guard (try? body(buffer)) == true else { continue }
             }
         }
-        threads.append(thread)
-        thread.start()
     }
 
     /// Waits up to 50 ms for one packet on `fd` and hands it on.
