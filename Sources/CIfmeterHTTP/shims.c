@@ -290,6 +290,10 @@ static int same_client(const struct sockaddr_storage *a, const struct sockaddr_s
 
 /// Shuts `c` down; with the lock held.
 static void shut_locked(struct cifm_http_server *server, struct cifm_conn *c) {
+    // Once: a connection over the per-client limit may also be the only
+    // one left to evict for the overall limit.
+    if (c->shut)
+        return;
     shutdown(c->fd, SHUT_RDWR);
     c->shut = 1;
     server->open--;

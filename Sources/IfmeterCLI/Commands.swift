@@ -172,7 +172,7 @@ struct SampleCommand: Command {
             }
         }
         pipeline.subscribe(printer)
-        StopSignal.install()
+        StopSignal.install(hangupStops: true)
         var waiter = SignalWaiter(stop: { printer.failure != nil })
         pipeline.run(&waiter)
         try printer.check()
@@ -228,7 +228,7 @@ struct RecordCommand: Command {
             return lines + TraceWriter.line(.sample(reading.sample)) + "\n"
         }
         pipeline.subscribe(printer)
-        StopSignal.install()
+        StopSignal.install(hangupStops: true)
         var waiter = SignalWaiter(stop: { printer.failure != nil })
         pipeline.run(&waiter)
         try printer.check()

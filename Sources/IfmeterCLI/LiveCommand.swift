@@ -57,7 +57,7 @@ struct LiveCommand: Command {
             let lines = PlainLines(source: pipeline.source.sourceName, interval: setup.configuration.interval, bits: bits)
             try Output.put(lines.header)
             pipeline.subscribe(lines)
-            StopSignal.install()
+            StopSignal.install(hangupStops: true)
             var waiter = SignalWaiter(stop: { lines.failure != nil })
             pipeline.run(&waiter)
         }

@@ -68,8 +68,14 @@ enum StopSignal {
         return set
     }
 
+    /// SIGHUP stops like SIGTERM (installed with `hangupStops`).
+    static let hangupStops = Atomic<Bool>(false)
+
     /// `hangup`: SIGHUP saves and reopens instead of ending the process.
-    static func install(hangup: Bool = false) {
+    /// `hangupStops`: SIGHUP (the terminal or the session went) stops it
+    /// cleanly, with a last save, instead of killing it.
+    static func install(hangup: Bool = false, hangupStops: Bool = false) {
+        if hangupStops { Self.hangupStops.store(true, ordering: .relaxed) }
         if pipe.read < 0 {
             var fds: [Int32] = [-1, -1]
             if Glibc.pipe(&fds) == 0 {
@@ -80,11 +86,11 @@ enum StopSignal {
                 pipe = (fds[0], fds[1])
             }
         }
-        let signals = stopping + (hangup ? [SIGHUP] : [])
+        let signals = stopping + (hangup || hangupStops ? [SIGHUP] : [])
         for sig in signals {
             var action = sigaction()
             let handler: @convention(c) (Int32) -> Void = { signal in
-                if signal == SIGHUP {
+                if signal == SIGHUP, !StopSignal.hangupStops.load(ordering: .relaxed) {
                     StopSignal.hangups.add(1, ordering: .relaxed)
                 } else {
                     StopSignal.received.store(signal, ordering: .relaxed)

@@ -195,7 +195,7 @@ public final class Pipeline {
         if let lifetime = configuration.seriesLifetime { engine.forget(notSeenSince: t - lifetime) }
         let wall = clock.wall()
         if let persistence {
-            persistence.record(deltas, engine: &engine, sampleTime: t, wallTime: wall)
+            persistence.record(deltas, engine: &engine, sample: filtered.sample, sampleTime: t, wallTime: wall)
             persistence.saveIfDue(engine, at: t, wallTime: wall, force: false)
         }
         health.samples += 1

@@ -16,6 +16,8 @@ public protocol StateSaving: AnyObject {
     /// The last writer did not stop cleanly: what it counted after its last
     /// save is missing, except what the kernel's counters show.
     var uncleanStop: Bool { get }
+    /// Unix time of the last save before this start, when known.
+    var lastSaved: Double? { get }
     /// Records a clean stop, after the last save.
     func markStopped(wallTime: Double) throws(StoreError)
     /// The start failed: remove what this start created.
@@ -24,6 +26,7 @@ public protocol StateSaving: AnyObject {
 
 extension StateSaving {
     public var uncleanStop: Bool { false }
+    public var lastSaved: Double? { nil }
     public func markStopped(wallTime: Double) throws(StoreError) {}
     public func abandon() {}
 }
@@ -59,9 +62,11 @@ public final class StatePersistence {
     public private(set) var saves = 0
     public private(set) var lastError: StoreError?
 
-    public init(store: any StateSaving, every: Double) {
+    /// `zone`: where hours begin (the local time zone; tests pass one).
+    public init(store: any StateSaving, every: Double, zone: LocalZone = .system) {
         self.store = store
         self.every = every
+        hourly = HourlyUsage(zone: zone)
     }
 
     public var status: PersistenceStatus { PersistenceStatus(info: store.info, saves: saves, lastError: lastError) }
@@ -78,21 +83,26 @@ public final class StatePersistence {
     /// and interfaces new to the file (the dead process may have counted
     /// some of theirs). Saved interfaces still there continue from their
     /// saved counters: within one boot they lose nothing.
-    func record(_ deltas: [InterfaceDelta], engine: inout DeltaEngine, sampleTime: Double, wallTime: Double) {
+    func record(_ deltas: [InterfaceDelta], engine: inout DeltaEngine, sample: Sample, sampleTime: Double, wallTime: Double) {
         usage.add(deltas)
         hourly.add(deltas, sampleTime: sampleTime, wallTime: wallTime)
         guard !reviewed else { return }
         reviewed = true
         guard store.uncleanStop else { return }
-        var suspects = deltas.filter { $0.change == .baseline }.map { ($0.key, $0.classification) }
+        // From the sample, not the deltas: serve and export publish no
+        // idle ones, and a new interface's baseline is idle.
+        let known = Set(store.restored.map(\.totals.key))
+        var suspects = sample.interfaces.map(\.key).filter { !known.contains($0) }
         for item in store.restored where item.last != nil {
-            if let totals = engine.totals(for: item.totals.key), !totals.present {
-                suspects.append((totals.key, totals.classification))
-            }
+            if let totals = engine.totals(for: item.totals.key), !totals.present { suspects.append(totals.key) }
         }
-        for (key, classification) in suspects {
+        for key in suspects {
+            guard let classification = engine.totals(for: key)?.classification else { continue }
             engine.markLowerBound(key)
             usage.markLowerBound(key, classification: classification)
+            // The traffic lost was counted after the last save, before the
+            // kill: the hour of that save is marked, and the restart's.
+            if let saved = store.lastSaved { hourly.markLowerBound(key, at: saved) }
             hourly.markLowerBound(key, at: wallTime)
         }
     }

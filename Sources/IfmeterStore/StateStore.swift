@@ -35,6 +35,8 @@ public final class StateStore {
     /// a crash, power): what it counted after its last save is gone, except
     /// what the kernel's counters still show.
     public let uncleanStop: Bool
+    /// Unix time of the last save before this start (nil for a new file).
+    public let lastSaved: Double?
 
     let database: Database
     private let upsertInterface: Statement
@@ -131,6 +133,7 @@ public final class StateStore {
         since = meta["created"].flatMap(Double.init) ?? now
         sameBoot = meta["boot_id"] == bootID
         uncleanStop = existed && meta["running"] == "1"
+        lastSaved = existed ? meta["saved"].flatMap(Double.init) : nil
     }
 
     /// Opens `path` without following a link, creating it when missing, and
@@ -407,7 +410,22 @@ public final class StateStore {
     /// not a regular file at once (a FIFO never blocks it), says a
     /// permission problem apart from damage, and (with `verify`) checks the
     /// schema version and the pages (`PRAGMA quick_check`).
-    static func reading<T>(_ path: String, verify: Bool = true, _ body: (Database) throws(StoreError) -> T) throws(StoreError) -> T {
+    static func reading<T>(_ given: String, verify: Bool = true, _ body: (Database) throws(StoreError) -> T) throws(StoreError) -> T {
+        // A link is followed once: the WAL and the other side files are
+        // beside the file it names, not beside the link.
+        var path = given
+        if let real = realpath(given, nil) {
+            path = String(cString: real)
+            free(real)
+        }
+        do {
+            return try readingResolved(path, verify: verify, body)
+        } catch {
+            throw path == given ? error : error.renamed(path, to: given)
+        }
+    }
+
+    private static func readingResolved<T>(_ path: String, verify: Bool, _ body: (Database) throws(StoreError) -> T) throws(StoreError) -> T {
         var st = stat()
         guard stat(path, &st) == 0 else {
             let code = errno

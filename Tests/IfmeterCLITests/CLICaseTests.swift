@@ -1,4 +1,5 @@
 import Foundation
+import IfmeterCore
 import IfmeterTestSupport
 import Testing
 
@@ -66,5 +67,67 @@ import Glibc
         // not damaged): exit 1.
         let state = try asNobody(["usage", "--state", folder + "/locked/state.db"])
         #expect(state.status == 1 && state.err.lowercased().contains("permission"), "\(state.err)")
+    }
+}
+
+/// `usage` through a link to a state file a killed writer left: the WAL
+/// beside the real file is read (found by an independent review: it was
+/// looked for beside the link, and the read failed).
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)))
+struct UsageThroughALinkTests {
+    @Test func aLinkToAKilledWritersStateReadsEveryByte() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-link-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: folder + "/real", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: folder + "/link", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        // export saves every period (300 ms): the saves after the traffic
+        // are in the WAL when it is killed.
+        let live = try Background(
+            ["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "export", "--state", folder + "/real/state.db", "--json", folder + "/r.json",
+             "--interval", "100ms", "--every", "300ms"], name: "export-killed")
+        Thread.sleep(forTimeInterval: 0.5)
+        try pair.sendUDP(count: 200, payload: 1000)
+        Thread.sleep(forTimeInterval: 0.8)
+        kill(live.process.processIdentifier, SIGKILL)
+        _ = live.stop()
+        try FileManager.default.createSymbolicLink(atPath: folder + "/link/state.db", withDestinationPath: folder + "/real/state.db")
+        let direct = try ifmeter(["usage", "--state", folder + "/real/state.db", "--format", "json"])
+        let linked = try ifmeter(["usage", "--state", folder + "/link/state.db", "--format", "json"])
+        #expect(direct.status == 0, "\(direct.err)")
+        #expect(linked.status == 0, "\(linked.err)")
+        func txBytes(_ json: String) throws -> UInt64 {
+            guard case .array(let list)? = try JSONParser.parse(json)["interfaces"],
+                  let vA = list.first(where: { $0["name"]?.stringValue == pair.nameA }),
+                  case .array(let periods)? = vA["periods"] else { return 0 }
+            return periods.compactMap { $0["tx_bytes"]?.uint64Value }.reduce(0, +)
+        }
+        #expect(try txBytes(linked.out) == txBytes(direct.out))
+        #expect(try txBytes(direct.out) >= 200 * VethPair.frameBytes(payload: 1000))
+    }
+}
+
+/// SIGHUP (an ssh session that closes, a pipe's end under nohup) ends the
+/// plain-line live view cleanly, with a last save: it was the default
+/// action, exit 129 and no clean-stop mark (found by an independent review).
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)))
+struct HangupEndsPlainLiveCleanlyTests {
+    @Test func sighupSavesAndStops() throws {
+        try Netns.requireRoot()
+        let ns = try TestNamespace()
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-hup-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let live = try Background(
+            ["ip", "netns", "exec", ns.name, try ifmeterBinary(), "live", "--state", folder + "/state.db", "--interval", "200ms"], name: "live-hup")
+        Thread.sleep(forTimeInterval: 0.8)
+        kill(live.process.processIdentifier, SIGHUP)
+        let deadline = Date().addingTimeInterval(5)
+        while live.process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(!live.process.isRunning, "SIGHUP ends it")
+        #expect(live.stop() == 0, "a clean stop, not the default action: \(live.log)")
+        let running = try run(["sqlite3", folder + "/state.db", "SELECT value FROM meta WHERE key = 'running'"])
+        #expect(running.out.trimmingCharacters(in: .whitespacesAndNewlines) != "1", "the clean stop is marked")
     }
 }
