@@ -202,6 +202,15 @@ public struct LinkEvents: Sendable, Hashable {
     }
 
     public var isEmpty: Bool { deleted.isEmpty && created.isEmpty && renamed.isEmpty && overruns == 0 }
+
+    /// Events apply before the sample they come with, so none is timed
+    /// after it: a notification read while the sample was being taken (its
+    /// time is set when the reading starts) is timed at the sample. Traces
+    /// keep their lines in time order.
+    public mutating func clamp(to time: Double) {
+        for n in deleted.indices where deleted[n].time > time { deleted[n].time = time }
+        for n in renamed.indices where renamed[n].time > time { renamed[n].time = time }
+    }
 }
 
 /// What a counter source read at one instant: the link events since its

@@ -91,11 +91,14 @@ public final class NamespaceSet: CounterSource {
         var time: Double?
         for member in members {
             let reading = try member.source.read()
-            time = time ?? reading.sample.time
+            // The sample is taken when the last namespace was read.
+            time = max(time ?? reading.sample.time, reading.sample.time)
             append(reading, of: member.name, to: &events, &interfaces)
         }
         completePeers(&events.deleted)
-        return SourceReading(events: events, sample: Sample(time: time ?? monotonicSeconds(), interfaces: interfaces))
+        let t = time ?? monotonicSeconds()
+        events.clamp(to: t)
+        return SourceReading(events: events, sample: Sample(time: t, interfaces: interfaces))
     }
 
     private func append(_ reading: SourceReading, of netns: String, to events: inout LinkEvents, _ interfaces: inout [InterfaceSample]) {

@@ -141,7 +141,9 @@ public final class NetlinkSampler: CounterSource {
     public func read() throws(SystemError) -> SourceReading {
         let sample = try sample()
         defer { pending = LinkEvents() }
-        return SourceReading(events: pending, sample: sample)
+        var events = pending
+        events.clamp(to: sample.time)
+        return SourceReading(events: events, sample: sample)
     }
 
     private func sample() throws(SystemError) -> Sample {

@@ -178,6 +178,14 @@ import Testing
         ])
         #expect(rx(engine, "a") == 10)
     }
+
+    @Test func eventsAreNeverTimedAfterTheirSample() {
+        var events = LinkEvents(
+            deleted: [DeletionEvent(time: 5.2, interface: InterfaceSample(name: "tun0", counters: Counters(rxBytes: 1, txBytes: 1, rxPackets: 1, txPackets: 1)))],
+            renamed: [RenameEvent(time: 4.0, index: 3, from: "a", to: "b")])
+        events.clamp(to: 5.0)
+        #expect(events.deleted[0].time == 5.0 && events.renamed[0].time == 4.0)
+    }
 }
 
 struct TestFailure: Error, CustomStringConvertible {

@@ -75,6 +75,36 @@ struct LinkEventTests {
         #expect(deaf.quality == .lowerBound)
     }
 
+    /// Events come with the sample they apply before, and none is timed
+    /// after it, however a deletion falls against the reading (CI once
+    /// recorded a deletion read as the sample started, 0.3 ms after its t,
+    /// and replay refused the trace's order). Deletions here race the
+    /// sampler from another thread.
+    @Test func noEventIsTimedAfterItsSample() throws {
+        try Netns.requireRoot()
+        let ns = try TestNamespace()
+        let sampler = try NetworkNamespace.perform(in: ns.name) { try NetlinkSampler(options: SamplerOptions(sysfs: nil)) }
+        let churn = Thread {
+            for _ in 0..<40 {
+                guard let fd = try? ns.openTun("tunC") else { continue }
+                usleep(2_000)
+                close(fd)
+            }
+        }
+        churn.start()
+        var events = 0
+        let deadline = Date().addingTimeInterval(3)
+        while churn.isExecuting || Date() < deadline.addingTimeInterval(-2.5) {
+            let reading = try sampler.read()
+            for event in reading.events.deleted {
+                events += 1
+                #expect(event.time <= reading.sample.time, "a deletion at \(event.time) after its sample at \(reading.sample.time)")
+            }
+            if Date() > deadline { break }
+        }
+        #expect(events > 0, "the churn was seen")
+    }
+
     @Test func vethsDeletedBetweenSamplesKeepTheirLastTraffic() throws {
         try Netns.requireRoot()
         let pair = try VethPair()
