@@ -358,26 +358,14 @@ struct ExpositionWriter {
     // MARK: routes and tunnels (serve --probe)
 
     mutating func writeRoutes(_ routes: RouteExposition) {
-        func labels(_ pairs: [(String, String)]) {
-            append("{")
-            for (n, (label, value)) in pairs.sorted(by: { $0.0 < $1.0 }).enumerated() {
-                if n > 0 { append(",") }
-                append(label)
-                append("=\"")
-                appendEscaped(value)
-                append("\"")
-            }
-            append("} ")
-        }
         if !routes.egress.isEmpty {
             header("ifmeter_route_egress", .info, help:
                 "The interface a packet to the probe address would leave by: the kernel's routing decision (RTM_GETROUTE, policy rules included; no packet is sent), followed through route notifications. interface is empty and kind is \"unreachable\" when there is no route.")
             for probe in routes.egress {
-                append("ifmeter_route_egress_info")
-                labels([("probe", probe.probe), ("interface", probe.interface ?? ""),
-                        ("kind", probe.interface == nil ? "unreachable" : probe.classification?.kind.rawValue ?? "other")])
-                append("1\n")
-                lineEnded()
+                labeledSample("ifmeter_route_egress_info", [
+                    ("interface", probe.interface ?? ""),
+                    ("kind", probe.interface == nil ? "unreachable" : probe.classification?.kind.rawValue ?? "other"), ("probe", probe.probe),
+                ], "1")
             }
         }
         if !routes.outside.isEmpty {
@@ -385,20 +373,15 @@ struct ExpositionWriter {
                 "Traffic that used a tunnel's underlay without the tunnel, summed per interval: underlay bytes - tunnel bytes - tunnel packets x overhead, floored at 0 (local network traffic, the tunnel's control traffic, and leaks). \(Caveat.short)")
             for t in routes.outside {
                 for (direction, value) in [("rx", t.rxBytes), ("tx", t.txBytes)] {
-                    append("ifmeter_tunnel_outside_bytes_total")
-                    labels([("tunnel", t.tunnel), ("underlay", t.underlay), ("direction", direction)])
-                    append(String(value))
-                    append("\n")
-                    lineEnded()
+                    labeledSample(
+                        "ifmeter_tunnel_outside_bytes_total", [("direction", direction), ("tunnel", t.tunnel), ("underlay", t.underlay)],
+                        String(value))
                 }
             }
             header("ifmeter_tunnel_outside_uncertain", .gauge, help:
                 "1 when a tunnel's outside estimate may be off either way: another tunnel shares its underlay, or a counter it came from lost traffic (lower bound).")
             for t in routes.outside {
-                append("ifmeter_tunnel_outside_uncertain")
-                labels([("tunnel", t.tunnel), ("underlay", t.underlay)])
-                append(t.uncertain ? "1\n" : "0\n")
-                lineEnded()
+                labeledSample("ifmeter_tunnel_outside_uncertain", [("tunnel", t.tunnel), ("underlay", t.underlay)], t.uncertain ? "1" : "0")
             }
         }
     }
@@ -474,11 +457,11 @@ struct ExpositionWriter {
     mutating func sample(
         _ name: String, suffix: String = "", _ i: ExpositionRow, extra: [(String, String)] = [], value: UInt64
     ) {
-        append(name)
-        append(suffix)
-        append("{")
         if extra.isEmpty {
-            append("interface=\"")
+            // The common case, without building a label list.
+            append(name)
+            append(suffix)
+            append("{interface=\"")
             appendEscaped(i.name)
             append("\",kind=\"")
             append(i.kind.rawValue)
@@ -488,20 +471,31 @@ struct ExpositionWriter {
                 appendEscaped(i.netns)
                 append("\"")
             }
-        } else {
-            var own = [("interface", i.name), ("kind", i.kind.rawValue)]
-            if !i.netns.isEmpty { own.append(("netns", i.netns)) }
-            let labels = (extra + own).sorted { $0.0 < $1.0 }
-            for (n, (label, labelValue)) in labels.enumerated() {
-                if n > 0 { append(",") }
-                append(label)
-                append("=\"")
-                appendEscaped(labelValue)
-                append("\"")
-            }
+            append("} ")
+            append(String(value))
+            append("\n")
+            lineEnded()
+            return
+        }
+        var own = [("interface", i.name), ("kind", i.kind.rawValue)]
+        if !i.netns.isEmpty { own.append(("netns", i.netns)) }
+        labeledSample(name + suffix, (extra + own).sorted { $0.0 < $1.0 }, String(value))
+    }
+
+    /// One sample with the labels given, in the order given (name order,
+    /// by the caller), label values escaped.
+    mutating func labeledSample(_ name: String, _ labels: [(String, String)], _ value: String) {
+        append(name)
+        append("{")
+        for (n, (label, labelValue)) in labels.enumerated() {
+            if n > 0 { append(",") }
+            append(label)
+            append("=\"")
+            appendEscaped(labelValue)
+            append("\"")
         }
         append("} ")
-        append(String(value))
+        append(value)
         append("\n")
         lineEnded()
     }

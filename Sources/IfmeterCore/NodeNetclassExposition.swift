@@ -67,7 +67,7 @@ extension ExpositionWriter {
                         ("operstate", attributes.operstate ?? ""),
                     ]
                     if !i.netns.isEmpty { labels.append(("netns", i.netns)) }
-                    nodeSample("node_network_info", labels.sorted { $0.0 < $1.0 }, "1")
+                    labeledSample("node_network_info", labels.sorted { $0.0 < $1.0 }, "1")
                 }
             case .number(let value):
                 let values = rows.compactMap { row in value(row.0, row.1, row.2).map { (row.0, $0) } }
@@ -77,26 +77,9 @@ extension ExpositionWriter {
                 for (i, number) in values {
                     var labels = [("device", i.name)]
                     if !i.netns.isEmpty { labels.append(("netns", i.netns)) }
-                    nodeSample(name, labels, String(number))
+                    labeledSample(name, labels, String(number))
                 }
             }
         }
-    }
-
-    /// One sample with the labels given (already in name order).
-    mutating func nodeSample(_ name: String, _ labels: [(String, String)], _ value: String) {
-        append(name)
-        append("{")
-        for (n, (label, labelValue)) in labels.enumerated() {
-            if n > 0 { append(",") }
-            append(label)
-            append("=\"")
-            appendEscaped(labelValue)
-            append("\"")
-        }
-        append("} ")
-        append(value)
-        append("\n")
-        lineEnded()
     }
 }

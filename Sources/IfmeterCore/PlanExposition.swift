@@ -65,18 +65,6 @@ extension ExpositionWriter {
     mutating func planSample(_ name: String, _ p: PlanGauge, value: String) {
         var labels = [("direction", p.direction.rawValue), ("interface", p.name), ("kind", p.kind.rawValue)]
         if !p.netns.isEmpty { labels.append(("netns", p.netns)) }
-        append(name)
-        append("{")
-        for (n, (label, labelValue)) in labels.enumerated() {
-            if n > 0 { append(",") }
-            append(label)
-            append("=\"")
-            appendEscaped(labelValue)
-            append("\"")
-        }
-        append("} ")
-        append(value)
-        append("\n")
-        lineEnded()
+        labeledSample(name, labels, value)
     }
 }
