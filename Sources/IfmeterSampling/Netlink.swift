@@ -77,27 +77,6 @@ final class NetlinkSocket {
         }
     }
 
-    /// Sends a request that is answered by one message (not a dump) and
-    /// returns what `read` takes from the answer; nil when the kernel
-    /// answered with an error.
-    func ask<T>(_ request: NetlinkMessage, name: String, _ read: (NetlinkReceived) -> T?) throws(SystemError) -> T? {
-        let seq = nl_socket_use_seq(handle)
-        nlmsg_hdr(request.handle).pointee.nlmsg_seq = seq
-        let sent = nl_send_auto(handle, request.handle)
-        if sent < 0 { throw Self.libnl("nl_send_auto(\(name))", sent) }
-        while true {
-            let n = recv(fd, buffer.baseAddress, buffer.count, 0)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw SystemError.system("recv(\(name))")
-            }
-            for message in NetlinkMessages(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n)) where message.sequence == seq {
-                if message.type == NLMSG_ERROR { return nil }
-                return read(message)
-            }
-        }
-    }
-
     /// What the kernel answered a one-message request with.
     enum Answer {
         case message(NetlinkReceived)
@@ -124,6 +103,14 @@ final class NetlinkSocket {
                 return .failure(SystemError(call: "netlink \(name)", errno: -code, message: String(cString: strerror(-code))))
             }
         }
+    }
+
+    /// Sends a request that is answered by one message (not a dump) and
+    /// returns what `read` takes from the answer; nil when the kernel
+    /// answered with an error.
+    func ask<T>(_ request: NetlinkMessage, name: String, _ read: (NetlinkReceived) -> T?) throws(SystemError) -> T? {
+        guard case .message(let message) = try answer(request, name: name) else { return nil }
+        return read(message)
     }
 
     private func dumpOnce(
