@@ -37,15 +37,29 @@ public struct NetclassFacts: Sendable, Hashable {
     public var carrier: UInt8?
     /// IFLA_LINKMODE.
     public var linkMode: UInt8
-    /// sysfs `speed` in Mbit/s as the driver reports it (-1: unknown); nil
-    /// when the file cannot be read (link down, no ethtool support, no sysfs).
-    public var speedMbps: Int32?
-    /// sysfs `duplex` (`full`, `half`, `unknown`); nil when unreadable.
-    public var duplex: String?
-    /// sysfs `dev_id`, `name_assign_type`, `addr_assign_type`.
-    public var devID: UInt16?
-    public var nameAssignType: UInt8?
-    public var addressAssignType: UInt8?
+    /// What only sysfs (or, for speed and duplex, the driver) says.
+    public var sysfs = SysfsNetclass()
+
+    public var speedMbps: Int32? {
+        get { sysfs.speedMbps }
+        set { sysfs.speedMbps = newValue }
+    }
+    public var duplex: String? {
+        get { sysfs.duplex }
+        set { sysfs.duplex = newValue }
+    }
+    public var devID: UInt16? {
+        get { sysfs.devID }
+        set { sysfs.devID = newValue }
+    }
+    public var nameAssignType: UInt8? {
+        get { sysfs.nameAssignType }
+        set { sysfs.nameAssignType = newValue }
+    }
+    public var addressAssignType: UInt8? {
+        get { sysfs.addressAssignType }
+        set { sysfs.addressAssignType = newValue }
+    }
 
     public init(
         address: [UInt8]? = nil, broadcast: [UInt8]? = nil, ifalias: String? = nil, flags: UInt32 = 0,
@@ -99,5 +113,29 @@ public struct NetclassFacts: Sendable, Hashable {
             out.append(digits[Int(b & 0xF)])
         }
         return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// The netclass facts only sysfs gives (see `SysfsReader.netclass`): sysfs
+/// `speed` in Mbit/s as the driver reports it (-1: unknown; nil when the
+/// file cannot be read: link down, no ethtool support, no sysfs), `duplex`
+/// (`full`, `half`, `unknown`), `dev_id`, `name_assign_type` and
+/// `addr_assign_type`.
+public struct SysfsNetclass: Sendable, Hashable {
+    public var speedMbps: Int32?
+    public var duplex: String?
+    public var devID: UInt16?
+    public var nameAssignType: UInt8?
+    public var addressAssignType: UInt8?
+
+    public init(
+        speedMbps: Int32? = nil, duplex: String? = nil, devID: UInt16? = nil, nameAssignType: UInt8? = nil,
+        addressAssignType: UInt8? = nil
+    ) {
+        self.speedMbps = speedMbps
+        self.duplex = duplex
+        self.devID = devID
+        self.nameAssignType = nameAssignType
+        self.addressAssignType = addressAssignType
     }
 }

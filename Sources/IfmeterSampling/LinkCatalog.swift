@@ -177,19 +177,13 @@ final class LinkCatalog {
         var facts = facts
         let read: SysfsNetclass
         if let old, !hardware, old.running == facts.running, old.carrier == facts.carrier, old.address == facts.address {
-            read = SysfsNetclass(
-                speedMbps: old.speedMbps, duplex: old.duplex, devID: old.devID, nameAssignType: old.nameAssignType,
-                addressAssignType: old.addressAssignType)
+            read = old.sysfs
         } else if let sysfs, verified {
             read = sysfs.netclass(name)
         } else {
             read = ethtool(name, running: facts.running)
         }
-        facts.speedMbps = read.speedMbps
-        facts.duplex = read.duplex
-        facts.devID = read.devID
-        facts.nameAssignType = read.nameAssignType
-        facts.addressAssignType = read.addressAssignType
+        facts.sysfs = read
         return facts
     }
 

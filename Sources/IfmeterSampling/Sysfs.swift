@@ -21,26 +21,6 @@ public struct SysfsFacts: Sendable, Hashable {
     }
 }
 
-/// The netclass facts only sysfs gives (see `SysfsReader.netclass`).
-public struct SysfsNetclass: Sendable, Hashable {
-    public var speedMbps: Int32?
-    public var duplex: String?
-    public var devID: UInt16?
-    public var nameAssignType: UInt8?
-    public var addressAssignType: UInt8?
-
-    public init(
-        speedMbps: Int32? = nil, duplex: String? = nil, devID: UInt16? = nil, nameAssignType: UInt8? = nil,
-        addressAssignType: UInt8? = nil
-    ) {
-        self.speedMbps = speedMbps
-        self.duplex = duplex
-        self.devID = devID
-        self.nameAssignType = nameAssignType
-        self.addressAssignType = addressAssignType
-    }
-}
-
 /// Reads interface facts from a sysfs tree. The root is a parameter so tests
 /// read fake trees under `Fixtures/sysfs/`.
 public struct SysfsReader: Sendable, Hashable {
