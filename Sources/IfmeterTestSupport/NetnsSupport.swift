@@ -200,23 +200,31 @@ public final class VethPair: @unchecked Sendable {
     /// Opens a UDP socket bound to B's address (so no ICMP comes back), sends
     /// `count` datagrams of `payload` bytes from A, and closes both.
     public func sendUDP(count: Int, payload: Int, port: UInt16 = 9999) throws {
-        let receiver = try NetworkNamespace.perform(in: b.name) { () throws -> Int32 in
-            try udpSocket(bindTo: self.ipB, port: port)
-        }
-        defer { close(receiver) }
-        try NetworkNamespace.perform(in: a.name) { () throws in
-            let fd = try udpSocket(bindTo: nil, port: 0)
-            defer { close(fd) }
-            var to = sockaddrIn(self.ipB, port)
-            let data = [UInt8](repeating: 0x5A, count: payload)
-            for _ in 0..<count {
-                let n = withUnsafePointer(to: &to) { ptr in
-                    ptr.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        sendto(fd, data, data.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                    }
+        try IfmeterTestSupport.sendUDP(from: a, to: ipB, in: b, port: port, count: count, payload: payload)
+    }
+}
+
+/// Sends `count` UDP datagrams of `payload` bytes from namespace `from` to
+/// `ip`, where a socket bound in `receiver`'s namespace takes them (so no
+/// ICMP comes back); `pace` microseconds between datagrams.
+public func sendUDP(
+    from sender: TestNamespace, to ip: String, in receiver: TestNamespace, port: UInt16, count: Int, payload: Int, pace: UInt32 = 0
+) throws {
+    let socket = try NetworkNamespace.perform(in: receiver.name) { () throws -> Int32 in try udpSocket(bindTo: ip, port: port) }
+    defer { close(socket) }
+    try NetworkNamespace.perform(in: sender.name) { () throws in
+        let fd = try udpSocket(bindTo: nil, port: 0)
+        defer { close(fd) }
+        var to = sockaddrIn(ip, port)
+        let data = [UInt8](repeating: 0x5A, count: payload)
+        for _ in 0..<count {
+            let n = withUnsafePointer(to: &to) { ptr in
+                ptr.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, data, data.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
                 }
-                guard n == payload else { throw TestFailure("sendto: \(String(cString: strerror(errno)))") }
             }
+            guard n == payload else { throw TestFailure("sendto \(ip): \(String(cString: strerror(errno)))") }
+            if pace > 0 { usleep(pace) }
         }
     }
 }

@@ -91,24 +91,8 @@ public final class UDPTunnel: @unchecked Sendable {
     /// end of the tunnel or of the veth) at `port`, where a socket in B
     /// receives them (so no ICMP comes back).
     public func sendUDP(to ip: String, port: UInt16, count: Int, payload: Int) throws {
-        let receiver = try NetworkNamespace.perform(in: pair.b.name) { try udpSocket(bindTo: ip, port: port) }
-        defer { close(receiver) }
-        try NetworkNamespace.perform(in: pair.a.name) { () throws in
-            let fd = try udpSocket(bindTo: nil, port: 0)
-            defer { close(fd) }
-            var to = sockaddrIn(ip, port)
-            let data = [UInt8](repeating: 0x5A, count: payload)
-            for _ in 0..<count {
-                let n = withUnsafePointer(to: &to) { ptr in
-                    ptr.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        sendto(fd, data, data.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                    }
-                }
-                guard n == payload else { throw TestFailure("sendto \(ip): \(String(cString: strerror(errno)))") }
-                // Paced, so that the forwarder's socket buffers never drop.
-                usleep(200)
-            }
-        }
+        // Paced, so that the forwarder's socket buffers never drop.
+        try IfmeterTestSupport.sendUDP(from: pair.a, to: ip, in: pair.b, port: port, count: count, payload: payload, pace: 200)
         // The last datagrams through the forwarder.
         Thread.sleep(forTimeInterval: 0.2)
     }
