@@ -1,6 +1,7 @@
 import IfmeterCore
 import IfmeterPipeline
 import IfmeterSampling
+import IfmeterStore
 
 /// A subcommand: its declaration, validation (in `init`) and its work.
 protocol Command {
@@ -161,10 +162,11 @@ struct SampleCommand: Command {
                 if json {
                     return JSONWriter().string(renderer.json(
                         deltas: update.deltas, totals: pipeline.totals(for:), time: update.time, seconds: update.seconds,
-                        wallTime: update.wallTime)) + "\n"
+                        wallTime: LocalZone.system.rfc3339(milliseconds: update.wallTime))) + "\n"
                 }
                 return renderer.text(
-                    deltas: update.deltas, totals: pipeline.totals(for:), time: update.time, seconds: update.seconds, wallTime: update.wallTime,
+                    deltas: update.deltas, totals: pipeline.totals(for:), time: update.time, seconds: update.seconds,
+                    heading: localTimeLabel(update.wallTime),
                     wide: wide, shown: &shown.value) + "\n"
             }
             if !json, !watch || Output.isTerminal(1) {

@@ -191,3 +191,14 @@ enum Describe {
         }
     }
 }
+
+/// `2026-11-30 23:31:02 CET`: a wall-clock time as `sample` heads an
+/// interval with it, in the local zone with its abbreviation.
+func localTimeLabel(_ unix: Double) -> String {
+    var t = time_t(unix.rounded(.down))
+    var parts = tm()
+    localtime_r(&t, &parts)
+    var buffer = [CChar](repeating: 0, count: 64)
+    let n = strftime(&buffer, buffer.count, "%Y-%m-%d %H:%M:%S %Z", &parts)
+    return String(decoding: buffer.prefix(n).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}

@@ -80,13 +80,21 @@ public struct LocalZone: Sendable {
     }
 
     /// RFC 3339 with the local offset, to the second: 2026-03-29T03:00:00+02:00.
-    public func rfc3339(_ t: Int64) -> String {
+    public func rfc3339(_ t: Int64) -> String { rfc3339(t, fraction: "") }
+
+    /// The same with milliseconds: 2026-11-30T23:31:02.125+01:00.
+    public func rfc3339(milliseconds time: Double) -> String {
+        let whole = time.rounded(.down)
+        return rfc3339(Int64(whole), fraction: "." + Self.pad(min(999, Int((time - whole) * 1000)), 3))
+    }
+
+    private func rfc3339(_ t: Int64, fraction: String) -> String {
         let c = civil(t)
         let off = offset(t)
         let sign = off < 0 ? "-" : "+"
         let a = abs(off)
         return "\(Self.pad(c.year, 4))-\(Self.pad(c.month))-\(Self.pad(c.day))T\(Self.pad(c.hour)):\(Self.pad(c.minute)):\(Self.pad(c.second))"
-            + "\(sign)\(Self.pad(a / 3600)):\(Self.pad(a % 3600 / 60))"
+            + fraction + "\(sign)\(Self.pad(a / 3600)):\(Self.pad(a % 3600 / 60))"
     }
 
     static func pad(_ n: Int, _ width: Int = 2) -> String {

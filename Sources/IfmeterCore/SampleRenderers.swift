@@ -106,10 +106,11 @@ public struct IntervalRenderer: Sendable {
 
     public init(bits: Bool = false) { self.bits = bits }
 
-    /// The marks the intervals printed so far showed, for the legend at
-    /// the end.
+    /// `heading`: the interval's wall-clock time as people read it (the
+    /// monotonic `t` without it); `shown` gathers the quality marks printed,
+    /// for the legend at the end.
     public func text(
-        deltas: [InterfaceDelta], totals: (SeriesKey) -> InterfaceTotals?, time: Double, seconds: Double?, wallTime: Double? = nil,
+        deltas: [InterfaceDelta], totals: (SeriesKey) -> InterfaceTotals?, time: Double, seconds: Double?, heading: String? = nil,
         wide: Bool = false, shown: inout Set<Quality>
     ) -> String {
         var headers = ["INTERFACE", "KIND", "RX RATE", "TX RATE", "RX", "TX", "RX PKTS", "TX PKTS"]
@@ -144,18 +145,18 @@ public struct IntervalRenderer: Sendable {
             row += [totalRx, totalTx, d.change.note]
             table.add(row)
         }
-        var head = wallTime.map { LocalTime.format($0) } ?? "t=\(Units.fixed(time, 3))"
+        var head = heading ?? "t=\(Units.fixed(time, 3))"
         if let seconds { head += " (interval \(Units.duration(seconds)))" }
         return ([head] + table.lines()).joined(separator: "\n") + "\n"
     }
 
     public func json(
-        deltas: [InterfaceDelta], totals: (SeriesKey) -> InterfaceTotals?, time: Double, seconds: Double?, wallTime: Double? = nil
+        deltas: [InterfaceDelta], totals: (SeriesKey) -> InterfaceTotals?, time: Double, seconds: Double?, wallTime: String? = nil
     ) -> JSONValue {
         .object([
             "estimate": .bool(true),
             "t": .number(time),
-            "time": wallTime.map { .string(LocalTime.rfc3339($0)) } ?? .null,
+            "time": wallTime.map(JSONValue.string) ?? .null,
             "seconds": seconds.map(JSONValue.number) ?? .null,
             "interfaces": .array(deltas.sorted(by: { $0.key < $1.key }).map { d in
                 var o: [String: JSONValue] = [

@@ -155,4 +155,12 @@ import Testing
         #expect(india.civil(start).minute == 0 && start <= t && t - start < 3600)
         #expect(india.nextHour(start) == start + 3600)
     }
+
+    /// What sample's JSON carries as `time`: milliseconds and the offset.
+    @Test func rfc3339WithMilliseconds() {
+        let cet = LocalZone { _ in 3600 }
+        #expect(cet.rfc3339(milliseconds: 1_796_083_200.125) == "2026-12-01T01:00:00.125+01:00")
+        #expect(LocalZone.utc.rfc3339(milliseconds: 1_796_083_199.9996) == "2026-11-30T23:59:59.999+00:00")
+        #expect(cet.rfc3339(1_796_083_200) == "2026-12-01T01:00:00+01:00")
+    }
 }
