@@ -131,3 +131,37 @@ struct HangupEndsPlainLiveCleanlyTests {
         #expect(running.out.trimmingCharacters(in: .whitespacesAndNewlines) != "1", "the clean stop is marked")
     }
 }
+
+/// `sample --wide` against what was sent: the packets, their rate, and no
+/// errors or drops, all unmarked (exact); the heading is the time of day.
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)))
+struct SampleWideTests {
+    @Test func widePacketsErrorsAndDropsMatchWhatWasSent() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let sample = try Background(
+            ["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "sample", "--count", "1", "--interval", "1500ms", "--wide",
+             "--include", pair.nameA], name: "sample-wide")
+        Thread.sleep(forTimeInterval: 0.5)
+        try pair.sendUDP(count: 25, payload: 300)
+        let deadline = Date().addingTimeInterval(10)
+        while sample.process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(sample.stop() == 0, "\(sample.log)")
+        let lines = sample.log.split(separator: "\n").map(String.init)
+        let header = try #require(lines.first { $0.hasPrefix("INTERFACE") }).split(separator: " ").map(String.init)
+        #expect(header.contains("PKT/S") && header.contains("ERR") && header.contains("DROP"), "\(lines)")
+        let row = try #require(lines.first { $0.hasPrefix(pair.nameA + " ") }).split(separator: " ").map(String.init)
+        // Fields: name, kind, rx rate, tx rate, rx, tx (a number and a unit
+        // each: 2-9), rx and tx packets (10, 11), packets per second (12,
+        // 13), errors (14, 15), drops (16, 17), totals.
+        #expect(row.count >= 22, "\(row)")
+        let txPackets = row[11], rxErrors = row[14], txErrors = row[15], rxDrops = row[16], txDrops = row[17]
+        #expect(txPackets == "25", "the 25 datagrams sent, unmarked: \(row)")
+        #expect([rxErrors, txErrors, rxDrops, txDrops] == ["0", "0", "0", "0"], "\(row)")
+        let perSecond = try #require(Double(row[13]))
+        #expect(perSecond >= 15 && perSecond <= 18, "25 packets over about 1.5 s: \(row[13])")
+        #expect(!lines.contains { $0.contains("≈") || $0.contains("~ ") || $0.contains("≥") }, "exact figures carry no mark")
+        #expect(lines.contains { $0.range(of: #"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} \S+ \(interval"#, options: .regularExpression) != nil },
+                "the heading is the time of day: \(lines)")
+    }
+}
