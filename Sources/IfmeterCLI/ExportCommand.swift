@@ -142,7 +142,7 @@ final class Exporter: PipelineSubscriber {
     /// `--probe`: the route feed, and its outside totals at the period's start.
     var routes: RouteFeed?
     #endif
-    private var outsideAtStart: [String: OutsideTotal] = [:]
+    private var outsideAtStart: [OutsideTotal.Key: OutsideTotal] = [:]
 
     init(command: ExportCommand, linesFile: JSONLinesFile?, host: String) {
         self.command = command
@@ -248,7 +248,7 @@ final class Exporter: PipelineSubscriber {
         }
         periodStart = end
         #if os(Linux)
-        if let routes { outsideAtStart = Dictionary(routes.exposition.outside.map { ($0.tunnel + "\u{0}" + $0.underlay, $0) }, uniquingKeysWith: { a, _ in a }) }
+        if let routes { outsideAtStart = Dictionary(routes.exposition.outside.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a }) }
         #endif
     }
 
@@ -260,7 +260,7 @@ final class Exporter: PipelineSubscriber {
         var exposition = routes.exposition
         exposition.outside = exposition.outside.map { total in
             var period = total
-            let before = outsideAtStart[total.tunnel + "\u{0}" + total.underlay]
+            let before = outsideAtStart[total.key]
             period.rxBytes = total.rxBytes &- (before?.rxBytes ?? 0)
             period.txBytes = total.txBytes &- (before?.txBytes ?? 0)
             return period

@@ -120,24 +120,27 @@ struct RouteAnalysis {
             gateway: decision.gateway?.description)
     }
 
+    /// The interface of the best default route whose interface is not a
+    /// tunnel (IPv4 first, the main table first, then the lowest metric).
+    func bestDefaultOutsideTunnels() throws(SystemError) -> (name: String, evidence: String)? {
+        let routes = try router.defaultRoutes()
+            .filter { interface(index: $0.interfaceIndex).map { $0.classification?.kind != .tunnel } ?? false }
+            .sorted { ($0.ipv6 ? 1 : 0, $0.table == 254 ? 0 : 1, $0.metric) < ($1.ipv6 ? 1 : 0, $1.table == 254 ? 0 : 1, $1.metric) }
+        return routes.first.flatMap { route in
+            interface(index: route.interfaceIndex).map {
+                ($0.name, "default route outside the tunnels (\(route.ipv6 ? "IPv6" : "IPv4"), metric \(route.metric), table \(route.table))")
+            }
+        }
+    }
+
     /// Each tunnel's underlay, by the first rule that names one.
     func tunnels() throws(SystemError) -> [TunnelUnderlay] {
         let tunnels = interfaces.filter { $0.classification?.kind == .tunnel }.sorted { $0.key < $1.key }
         guard !tunnels.isEmpty else { return [] }
-        var defaultChoice: (name: String, evidence: String)??
-        func bestDefault() throws(SystemError) -> (name: String, evidence: String)? {
-            if let defaultChoice { return defaultChoice }
-            let routes = try router.defaultRoutes()
-                .filter { interface(index: $0.interfaceIndex).map { $0.classification?.kind != .tunnel } ?? false }
-                .sorted { ($0.ipv6 ? 1 : 0, $0.table == 254 ? 0 : 1, $0.metric) < ($1.ipv6 ? 1 : 0, $1.table == 254 ? 0 : 1, $1.metric) }
-            let choice = routes.first.flatMap { route in
-                interface(index: route.interfaceIndex).map {
-                    ($0.name, "default route outside the tunnels (\(route.ipv6 ? "IPv6" : "IPv4"), metric \(route.metric), table \(route.table))")
-                }
-            }
-            defaultChoice = .some(choice)
-            return choice
-        }
+        // The best default route outside the tunnels, asked once, and only
+        // when a tunnel has neither --underlay nor --endpoint.
+        let needsDefault = tunnels.contains { underlays[$0.name] == nil && endpoints[$0.name] == nil }
+        let fallback = needsDefault ? try bestDefaultOutsideTunnels() : nil
         var found: [TunnelUnderlay] = []
         for tunnel in tunnels {
             var underlay: String?
@@ -149,9 +152,9 @@ struct RouteAnalysis {
                 let decision = try router.lookup(endpoint)
                 underlay = interface(index: decision.interfaceIndex)?.name
                 evidence = underlay == nil ? "no route to the endpoint \(endpoint)" : "route to the endpoint \(endpoint)"
-            } else if let choice = try bestDefault() {
-                underlay = choice.name
-                evidence = choice.evidence
+            } else if let fallback {
+                underlay = fallback.name
+                evidence = fallback.evidence
             } else {
                 evidence = "no default route outside the tunnels"
             }

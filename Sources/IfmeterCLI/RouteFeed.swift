@@ -13,7 +13,7 @@ final class RouteFeed: PipelineSubscriber {
     let options: RouteOptions
     private(set) var exposition = RouteExposition()
     private var tunnels: [TunnelUnderlay] = []
-    private var totals: [String: OutsideTotal] = [:]
+    private var totals: [OutsideTotal.Key: OutsideTotal] = [:]
     private var interfaceNames: [String] = []
     /// Called with what changed, before the update reaches later subscribers.
     private let publish: (RouteExposition) -> Void
@@ -49,7 +49,8 @@ final class RouteFeed: PipelineSubscriber {
             let byName = Dictionary(update.deltas.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
             for t in tunnels {
                 guard let underlay = t.underlay else { continue }
-                var total = totals[t.tunnel + "\u{0}" + underlay] ?? OutsideTotal(tunnel: t.tunnel, underlay: underlay)
+                let key = OutsideTotal.Key(tunnel: t.tunnel, underlay: underlay)
+                var total = totals[key] ?? OutsideTotal(tunnel: t.tunnel, underlay: underlay)
                 // serve publishes only intervals where something happened:
                 // an interface missing here moved nothing.
                 if let u = byName[underlay] {
@@ -66,7 +67,7 @@ final class RouteFeed: PipelineSubscriber {
                     total.uncertain = total.uncertain || lost
                 }
                 total.uncertain = total.uncertain || t.sharedUnderlay
-                totals[t.tunnel + "\u{0}" + underlay] = total
+                totals[key] = total
             }
             if let seconds = update.seconds, seconds > 0, tunnels.contains(where: { $0.underlay != nil }) {
                 lastOutside = (interval.rx, interval.tx, seconds)

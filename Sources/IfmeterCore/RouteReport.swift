@@ -269,6 +269,19 @@ public struct OutsideTotal: Sendable, Hashable {
         self.tunnel = tunnel
         self.underlay = underlay
     }
+
+    /// Which tunnel over which underlay a total is for.
+    public struct Key: Sendable, Hashable {
+        public var tunnel: String
+        public var underlay: String
+
+        public init(tunnel: String, underlay: String) {
+            self.tunnel = tunnel
+            self.underlay = underlay
+        }
+    }
+
+    public var key: Key { Key(tunnel: tunnel, underlay: underlay) }
 }
 
 /// The route part of the live view's summary line: where the first probe
