@@ -209,3 +209,14 @@ public func waitFor<T>(_ what: String, timeout: Double = 10, _ body: () throws -
     }
     throw TestFailure("timed out waiting for \(what)\(lastError.map { ": \($0)" } ?? "")")
 }
+
+/// Starts `ifmeter serve` in `ns` (300 ms interval, plus `extra`) and waits
+/// until it answers on `port`.
+public func startServe(in ns: TestNamespace, port: UInt16 = 9874, _ extra: [String] = []) throws -> Background {
+    let server = try Background(["ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--interval", "300ms"] + extra, name: "serve")
+    _ = try waitFor("ifmeter serve to answer") {
+        guard server.process.isRunning else { throw TestFailure("serve exited: \(server.log)") }
+        return try? RawHTTP.request("/metrics", port: port, in: ns.name)
+    }
+    return server
+}

@@ -16,12 +16,7 @@ struct ServeHardeningTests {
     static let port: UInt16 = 9874
 
     func serve(_ ns: TestNamespace, _ extra: [String] = []) throws -> Background {
-        let server = try Background(["ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--interval", "300ms"] + extra, name: "serve")
-        _ = try waitFor("ifmeter serve to answer") {
-            guard server.process.isRunning else { throw TestFailure("serve exited: \(server.log)") }
-            return try? RawHTTP.request("/metrics", port: Self.port, in: ns.name)
-        }
-        return server
+        try startServe(in: ns, port: Self.port, extra)
     }
 
     /// A non-blocking TCP connection from `source` (a loopback address of

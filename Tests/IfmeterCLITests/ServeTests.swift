@@ -15,12 +15,7 @@ struct ServeTests {
 
     /// Starts `ifmeter serve` in `ns` and waits until it answers.
     func serve(_ ns: TestNamespace, _ extra: [String] = []) throws -> Background {
-        let server = try Background(["ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--interval", "300ms"] + extra, name: "serve")
-        _ = try waitFor("ifmeter serve to answer") {
-            guard server.process.isRunning else { throw TestFailure("serve exited: \(server.log)") }
-            return try? RawHTTP.request("/metrics", port: Self.port, in: ns.name)
-        }
-        return server
+        try startServe(in: ns, port: Self.port, extra)
     }
 
     func metrics(_ ns: TestNamespace, openMetrics: Bool = false) throws -> HTTPResult {
