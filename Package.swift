@@ -78,7 +78,7 @@ let package = Package(
             dependencies: ["IfmeterSampling", "IfmeterCore", "CNetlink", "IfmeterTestSupport"]),
         .testTarget(name: "IfmeterCLITests", dependencies: ["IfmeterCLI", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(name: "IfmeterLiveTests", dependencies: ["IfmeterLive", "IfmeterCore", "IfmeterPipeline", "IfmeterTestSupport"]),
-        .testTarget(name: "IfmeterStoreTests", dependencies: ["IfmeterStore", "IfmeterCore"]),
+        .testTarget(name: "IfmeterStoreTests", dependencies: ["IfmeterStore", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(
             name: "IfmeterPipelineTests",
             dependencies: ["IfmeterPipeline", "IfmeterCore", "IfmeterStore", "IfmeterTestSupport"]),

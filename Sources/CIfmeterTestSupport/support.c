@@ -31,16 +31,22 @@ int cifm_tun_open(const char *name, int tap) {
 
 extern char **environ;
 
-int cifm_spawn_detached(char *const argv[]) {
+int cifm_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
+static void cifm_stdio(posix_spawn_file_actions_t *actions, int fd, int target, int mode) {
+    if (fd < 0)
+        posix_spawn_file_actions_addopen(actions, target, "/dev/null", mode, 0);
+    else
+        posix_spawn_file_actions_adddup2(actions, fd, target);
+}
+
+int cifm_spawn(char *const argv[], int in_fd, int out_fd, int err_fd, pid_t *pid) {
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    cifm_stdio(&actions, in_fd, 0, O_RDONLY);
+    cifm_stdio(&actions, out_fd, 1, O_WRONLY);
+    cifm_stdio(&actions, err_fd, 2, O_WRONLY);
     posix_spawn_file_actions_addclosefrom_np(&actions, 3);
-    // The caller's thread may block signals (Dispatch and Swift
-    // concurrency threads do); a daemon must start with none blocked, or
-    // it never hears of its children's exits.
     posix_spawnattr_t attributes;
     posix_spawnattr_init(&attributes);
     sigset_t none, all;
@@ -48,20 +54,12 @@ int cifm_spawn_detached(char *const argv[]) {
     sigfillset(&all);
     posix_spawnattr_setsigmask(&attributes, &none);
     posix_spawnattr_setsigdefault(&attributes, &all);
-    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    pid_t pid;
-    int rc = posix_spawnp(&pid, argv[0], &actions, &attributes, argv, environ);
+    posix_spawnattr_setpgroup(&attributes, 0);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    int rc = posix_spawnp(pid, argv[0], &actions, &attributes, argv, environ);
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attributes);
-    if (rc != 0) {
-        errno = rc;
-        return -1;
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR)
-            return -1;
-    }
-    return status;
+    return rc;
 }
+
 #endif

@@ -148,21 +148,16 @@ public enum RawHTTP {
 
 /// A background process the test started (ifmeter serve, prometheus, ...),
 /// terminated when the value goes away.
-public final class Background: @unchecked Sendable {
-    public let process: Process
+public final class Background: Sendable {
+    public let process: ChildProcess
     public let stderrPath: String
 
     public init(_ arguments: [String], name: String) throws {
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
         stderrPath = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-\(name)-\(UUID().uuidString).log").path
-        _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
-        let log = FileHandle(forWritingAtPath: stderrPath)
-        process.standardOutput = log
-        process.standardError = log
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        let log = open(stderrPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard log >= 0 else { throw TestFailure("cannot create \(stderrPath): \(String(cString: strerror(errno)))") }
+        defer { close(log) }
+        process = try ChildProcess(arguments, stdout: log, stderr: log)
     }
 
     deinit {
@@ -172,16 +167,12 @@ public final class Background: @unchecked Sendable {
 
     public var log: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
 
-    /// SIGTERM, then SIGKILL after `grace` seconds; returns the exit status.
+    /// SIGTERM, then SIGKILL (to its process group) after `grace` seconds;
+    /// returns the exit status.
     @discardableResult
     public func stop(grace: Double = 5) -> Int32 {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGTERM)
-            let deadline = Date().addingTimeInterval(grace)
-            while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        }
-        process.waitUntilExit()
+        process.signal(SIGTERM)
+        process.waitUntilExit(timeout: grace)
         return process.terminationStatus
     }
 

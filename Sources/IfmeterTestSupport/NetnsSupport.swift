@@ -32,46 +32,6 @@ public struct TestFailure: Error, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// Runs a program and returns its stdout; throws with its stderr when it fails.
-@discardableResult
-public func run(_ arguments: [String], input: String? = nil, allowFailure: Bool = false) throws -> (out: String, err: String, status: Int32) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = arguments
-    let out = Pipe(), err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    if let input {
-        let inPipe = Pipe()
-        process.standardInput = inPipe
-        try process.run()
-        inPipe.fileHandleForWriting.write(input.data(using: .utf8)!)
-        try inPipe.fileHandleForWriting.close()
-    } else {
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-    }
-    let outData = out.fileHandleForReading.readDataToEndOfFile()
-    let errData = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    let result = (String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self), process.terminationStatus)
-    if !allowFailure, result.2 != 0 {
-        throw TestFailure("\(arguments.joined(separator: " ")) exited \(result.2): \(result.1)")
-    }
-    return result
-}
-
-/// Runs a program that leaves a daemon behind (tmux) and waits for it.
-/// Foundation's Process would wait for the daemon too (it inherits the
-/// descriptor Process watches), so this spawns directly, with every
-/// descriptor above stderr closed and the output discarded.
-public func runDetached(_ arguments: [String]) throws {
-    let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-    defer { argv.forEach { free($0) } }
-    let status = cifm_spawn_detached(argv)
-    if status != 0 { throw TestFailure("\(arguments.joined(separator: " ")) failed (status \(status))") }
-}
-
 /// A network namespace of the test's own, with a unique name, removed when
 /// the value goes away (also when the test fails). Namespaces left by a
 /// crashed test run are removed by the next run.

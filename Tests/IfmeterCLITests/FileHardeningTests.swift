@@ -66,9 +66,7 @@ struct FileHardeningTests {
 
     /// A PID no process has: a child that has exited.
     func deadPID() throws -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/true")
-        try process.run()
+        let process = try ChildProcess(["true"])
         process.waitUntilExit()
         return process.processIdentifier
     }

@@ -11,14 +11,8 @@ struct LiveCommandTests {
     }
 
     /// Starts ifmeter inside a namespace without waiting for it.
-    func start(_ arguments: [String], in namespace: TestNamespace) throws -> Process {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["ip", "netns", "exec", namespace.name, try ifmeterBinary()] + arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        return process
+    func start(_ arguments: [String], in namespace: TestNamespace) throws -> ChildProcess {
+        try ChildProcess(["ip", "netns", "exec", namespace.name, try ifmeterBinary()] + arguments)
     }
 
     func interfaces(_ report: JSONValue) throws -> [String: JSONValue] {

@@ -1,6 +1,7 @@
 import Foundation
 import IfmeterCore
 import IfmeterStore
+import IfmeterTestSupport
 import Testing
 
 /// Schema 2: hours, plans, and a schema 1 file brought forward with its
@@ -17,12 +18,7 @@ import Testing
     func open() throws -> StateStore { try StateStore(path: dir + "/state.db", host: "h", bootID: "b", now: noon) }
 
     func sqlite(_ sql: String) throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        p.arguments = [dir + "/state.db", sql]
-        try p.run()
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 0, "sqlite3 \(sql)")
+        try run(["sqlite3", dir + "/state.db", sql])
     }
 
     @Test func hoursArePerEntryAndPlansRoundTrip() throws {

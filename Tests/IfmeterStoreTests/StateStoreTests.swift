@@ -1,6 +1,7 @@
 import Foundation
 import IfmeterCore
 import IfmeterStore
+import IfmeterTestSupport
 import Testing
 
 /// The state file on temporary files: what it keeps, and what it refuses.
@@ -165,11 +166,6 @@ import Testing
     }
 
     func sqlite(_ path: String, _ statement: String) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["sqlite3", path, statement]
-        try process.run()
-        process.waitUntilExit()
-        if process.terminationStatus != 0 { throw StoreError.sqlite(path: path, call: "sqlite3", message: "exit \(process.terminationStatus)") }
+        try run(["sqlite3", path, statement])
     }
 }

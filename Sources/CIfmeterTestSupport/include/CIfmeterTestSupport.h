@@ -1,5 +1,5 @@
 // C for the tests: a tun device to push packets through, and a spawn that
-// leaves no descriptor to a daemon (tmux). Linked by tests only.
+// starts a child as a shell would. Linked by tests only.
 #ifndef CIFMETER_TEST_SUPPORT_H
 #define CIFMETER_TEST_SUPPORT_H
 
@@ -12,11 +12,18 @@
 /// errno set. Used by the tests, which push packets through it.
 int cifm_tun_open(const char *name, int tap);
 
-/// Runs argv (searched in PATH) with stdio on /dev/null and every other
-/// descriptor closed, and waits for it; for programs that leave a daemon
-/// behind (tmux), which must not inherit the caller's pipes. Returns the
-/// wait status, or -1 with errno set.
-int cifm_spawn_detached(char *const argv[]);
+/// Starts argv (searched in PATH) as a user's shell would: no signal
+/// blocked, every signal at its default, in a process group of its own (so
+/// a test can stop it and its children), with stdin, stdout and stderr on
+/// the given descriptors (-1: /dev/null) and every other descriptor
+/// closed. The caller's thread may block signals (Dispatch and Swift
+/// concurrency threads do), and a child that inherits that mask ignores
+/// SIGINT and SIGTERM and is not stopped by SIGTTOU. Returns 0 and the pid
+/// in `pid`, or an errno value.
+int cifm_spawn(char *const argv[], int in_fd, int out_fd, int err_fd, pid_t *pid);
+
+/// pipe2(fds, O_CLOEXEC), which Swift's Glibc module leaves out.
+int cifm_pipe_cloexec(int fds[2]);
 #endif
 
 #endif

@@ -1,0 +1,189 @@
+// Every program a test starts goes through here: started as a user's shell
+// would start it, and never waited for without a limit, so a hung child is
+// a failed test that names it rather than a test run that never ends.
+import CIfmeterTestSupport
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A program the test started (cifm_spawn: no signal blocked, its own
+/// process group, only stdin, stdout and stderr inherited).
+public final class ChildProcess: Sendable {
+    public enum TerminationReason: Sendable { case exit, uncaughtSignal }
+
+    public let processIdentifier: pid_t
+    /// The command line, for messages.
+    public let command: String
+    /// The wait status once reaped; reaping happens under the lock, so two
+    /// threads asking at once never reap twice.
+    private let reaped = Mutex<Int32?>(nil)
+
+    /// Starts `arguments` (the program is searched in PATH) with stdin,
+    /// stdout and stderr on the given descriptors (nil: /dev/null).
+    public init(_ arguments: [String], stdin: Int32? = nil, stdout: Int32? = nil, stderr: Int32? = nil) throws {
+        command = arguments.joined(separator: " ")
+        let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let rc = cifm_spawn(argv, stdin ?? -1, stdout ?? -1, stderr ?? -1, &pid)
+        if rc != 0 { throw TestFailure("cannot start \(command): \(String(cString: strerror(rc)))") }
+        processIdentifier = pid
+    }
+
+    /// Reaps the child if it has exited; true when it has.
+    private func poll() -> Bool {
+        reaped.withLock { status in
+            if status != nil { return true }
+            var raw: Int32 = 0
+            let rc = waitpid(processIdentifier, &raw, WNOHANG)
+            if rc == processIdentifier { status = raw; return true }
+            // ECHILD: reaped elsewhere (never here); treat as gone.
+            if rc < 0, errno == ECHILD { status = 0; return true }
+            return false
+        }
+    }
+
+    public var isRunning: Bool { !poll() }
+
+    /// Waits up to `timeout` seconds; returns false when it is still running.
+    public func wait(timeout: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        var pause = 0.001
+        while !poll() {
+            if Date() >= deadline { return false }
+            Thread.sleep(forTimeInterval: pause)
+            pause = min(pause * 2, 0.02)
+        }
+        return true
+    }
+
+    /// Sends `signal` to the child, or to its whole process group.
+    public func signal(_ signal: Int32, group: Bool = false) {
+        guard isRunning else { return }
+        kill(group ? -processIdentifier : processIdentifier, signal)
+    }
+
+    /// Kills the child's process group and reaps the child.
+    public func killGroup() {
+        signal(SIGKILL, group: true)
+        signal(SIGKILL)
+        _ = wait(timeout: 10)
+    }
+
+    /// Waits for the child to exit; one that is still running after
+    /// `timeout` seconds is killed (with its group), and its status then
+    /// says so (signal 9), which fails the test that expected an exit.
+    public func waitUntilExit(timeout: Double = ChildProcess.defaultTimeout) {
+        if !wait(timeout: timeout) { killGroup() }
+    }
+
+    private var rawStatus: Int32 { reaped.withLock { $0 } ?? 0 }
+
+    public var terminationReason: TerminationReason {
+        let raw = rawStatus
+        return raw & 0x7F == 0 ? .exit : .uncaughtSignal
+    }
+
+    /// The exit code, or the signal that ended it (as Foundation's Process).
+    public var terminationStatus: Int32 {
+        let raw = rawStatus
+        return raw & 0x7F == 0 ? (raw >> 8) & 0xFF : raw & 0x7F
+    }
+
+    /// How long any one program a test runs may take before it is killed.
+    public static let defaultTimeout: Double = 180
+}
+
+/// Runs a program and returns its stdout and stderr; throws with its
+/// stderr when it fails, and when it has not finished within `timeout`
+/// seconds (it is killed then, with its process group).
+@discardableResult
+public func run(_ arguments: [String], input: String? = nil, allowFailure: Bool = false,
+                timeout: Double = ChildProcess.defaultTimeout) throws -> (out: String, err: String, status: Int32) {
+    func pipePair() throws -> (read: Int32, write: Int32) {
+        var fds: [Int32] = [-1, -1]
+        guard cifm_pipe_cloexec(&fds) == 0 else { throw TestFailure("pipe2: \(String(cString: strerror(errno)))") }
+        return (fds[0], fds[1])
+    }
+    _ = ignoreSIGPIPE
+    let out = try pipePair(), err = try pipePair()
+    let inPipe = try input.map { _ in try pipePair() }
+    let child: ChildProcess
+    do {
+        defer {
+            close(out.write)
+            close(err.write)
+            if let inPipe { close(inPipe.read) }
+        }
+        child = try ChildProcess(arguments, stdin: inPipe?.read, stdout: out.write, stderr: err.write)
+    }
+    var pending = Array((input ?? "").utf8)[...]
+    var inFD = inPipe?.write ?? -1
+    if inFD >= 0 { _ = fcntl(inFD, F_SETFL, fcntl(inFD, F_GETFL) | O_NONBLOCK) }
+    var open = [out.read, err.read]
+    var collected: [Int32: [UInt8]] = [out.read: [], err.read: []]
+    defer {
+        close(out.read)
+        close(err.read)
+        if inFD >= 0 { close(inFD) }
+    }
+    let deadline = Date().addingTimeInterval(timeout)
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    // Reads both outputs (and feeds the input) together, so neither pipe
+    // fills while the other is read.
+    while !open.isEmpty || inFD >= 0 {
+        let left = deadline.timeIntervalSinceNow
+        if left <= 0 { break }
+        var fds = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        if inFD >= 0 { fds.append(pollfd(fd: inFD, events: Int16(POLLOUT), revents: 0)) }
+        let ready = Glibc.poll(&fds, nfds_t(fds.count), Int32(min(left, 1) * 1000))
+        if ready < 0, errno != EINTR { break }
+        for entry in fds where entry.revents != 0 {
+            if entry.fd == inFD {
+                let n = pending.withUnsafeBytes { write(inFD, $0.baseAddress, $0.count) }
+                if n > 0 { pending = pending.dropFirst(n) }
+                if pending.isEmpty || (n < 0 && errno != EAGAIN) {
+                    close(inFD)
+                    inFD = -1
+                }
+            } else {
+                let n = read(entry.fd, &buffer, buffer.count)
+                if n > 0 {
+                    collected[entry.fd]!.append(contentsOf: buffer[..<n])
+                } else if n == 0 || errno != EINTR {
+                    open.removeAll { $0 == entry.fd }
+                }
+            }
+        }
+    }
+    let text = { (fd: Int32) in String(decoding: collected[fd]!, as: UTF8.self) }
+    if !open.isEmpty || !child.wait(timeout: max(deadline.timeIntervalSinceNow, 0)) {
+        child.killGroup()
+        throw TestFailure("\(child.command) did not finish within \(Int(timeout)) s and was killed; "
+                          + "stdout so far: \(text(out.read).suffix(2000).debugDescription), "
+                          + "stderr so far: \(text(err.read).suffix(2000).debugDescription)")
+    }
+    let result = (text(out.read), text(err.read), child.terminationStatus)
+    if !allowFailure, result.2 != 0 {
+        throw TestFailure("\(child.command) exited \(result.2): \(result.1)")
+    }
+    return result
+}
+
+/// A child that exits before reading all its input must not kill the
+/// test process with SIGPIPE (children start with it at its default).
+private let ignoreSIGPIPE: Void = { signal(SIGPIPE, SIG_IGN) }()
+
+/// Runs a program that leaves a daemon behind (tmux) and waits for it:
+/// with every descriptor but /dev/null closed, so the daemon holds none
+/// of the test's pipes.
+public func runDetached(_ arguments: [String]) throws {
+    let child = try ChildProcess(arguments)
+    child.waitUntilExit()
+    if child.terminationStatus != 0 || child.terminationReason != .exit {
+        throw TestFailure("\(child.command) failed (status \(child.terminationStatus))")
+    }
+}
