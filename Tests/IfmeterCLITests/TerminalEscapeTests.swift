@@ -90,11 +90,18 @@ struct TerminalEscapeTests {
         let ns = try hostileNamespace()
         let typescript = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-screen-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: typescript) }
-        // script(1) gives the view a real terminal and keeps every byte it wrote.
-        _ = try run(["env", "TERM=xterm-256color", "COLUMNS=120", "LINES=30", "script", "-qfec",
-                     "stty cols 120 rows 30; timeout -s INT 1.5 ip netns exec \(ns.name) \(try ifmeterBinary()) live --interval 300ms",
-                     typescript], allowFailure: true)
-        let screen = String(decoding: try Data(contentsOf: URL(fileURLWithPath: typescript)), as: UTF8.self)
+        // A real terminal (tmux), and every byte the view writes to it
+        // (pipe-pane: the raw output, before tmux interprets it).
+        let tmux = try LiveTerminalTests.Tmux(width: 120, height: 30)
+        try run(["tmux", "-L", tmux.socket, "pipe-pane", "-o", "-t", "live", "cat >> \(typescript)"])
+        try tmux.keys("ip netns exec \(ns.name) \(try ifmeterBinary()) live --interval 300ms; echo EXITED $?", "Enter")
+        _ = try tmux.waitFor(#"\x1b[2J"#)
+        try tmux.keys("q")
+        _ = try tmux.waitFor("EXITED 0")
+        let screen = try waitFor("the view's bytes in \(typescript)") {
+            let bytes = String(decoding: try Data(contentsOf: URL(fileURLWithPath: typescript)), as: UTF8.self)
+            return bytes.contains("EXITED 0") ? bytes : nil
+        }
         #expect(screen.contains("ifmeter ·"), "the view was drawn: \(screen.debugDescription.prefix(400))")
         #expect(screen.contains(#"\x1b]0;PWNED\x07"#), "the name is drawn escaped")
         #expect(!screen.contains("\u{1B}]0;"), "no window-title sequence reached the terminal")
