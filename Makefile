@@ -15,6 +15,9 @@ TEST_PACKAGES := $(BUILD_PACKAGES) prometheus prometheus-node-exporter gzip pyth
 	libxml2-utils chromium
 BENCH_PACKAGES := $(BUILD_PACKAGES) wrk prometheus-node-exporter tmux time
 RUN_ARGS ?= live
+# The test run takes about 3 minutes here; past this many seconds it is
+# stopped with a report of what was still running (scripts/run-with-limit).
+TEST_TIME_LIMIT ?= 1500
 
 # `make install` and `make uninstall`: the usual PREFIX and DESTDIR. BINARY=
 # installs that binary instead of building the release one (the tests use it).
@@ -54,7 +57,7 @@ test:
 	@scripts/ensure-venv
 	$(SWIFT) build -c release --static-swift-stdlib --product ifmeter
 	$(SWIFT) build
-	$(SWIFT) test
+	scripts/run-with-limit $(TEST_TIME_LIMIT) $(SWIFT) test
 
 bench:
 	@scripts/ensure-packages $(BENCH_PACKAGES)
