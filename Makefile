@@ -9,10 +9,11 @@ BUILD_PACKAGES := pkg-config libnl-3-dev libnl-route-3-dev libmicrohttpd-dev lib
 # curl, openssl (test certificates) and htpasswd (bcrypt hashes) for --web-config;
 # man-db, groff, bash-completion, zsh, fish and systemd check what
 # `make install` puts: pages, completions and the service (InstallTests);
-# xmllint and headless Chromium check and render usage charts (SVG).
+# xmllint and headless Chromium check and render usage charts (SVG);
+# eu-stack (elfutils) shows where a test run past its time limit waits.
 TEST_PACKAGES := $(BUILD_PACKAGES) prometheus prometheus-node-exporter gzip python3-prometheus-client python3-venv \
 	tmux procps sqlite3 util-linux curl openssl apache2-utils man-db groff bash-completion zsh fish systemd \
-	libxml2-utils chromium
+	libxml2-utils chromium elfutils
 BENCH_PACKAGES := $(BUILD_PACKAGES) wrk prometheus-node-exporter tmux time
 RUN_ARGS ?= live
 # The test run takes about 3 minutes here; past this many seconds it is
