@@ -226,9 +226,10 @@ struct ExpositionWriter {
     }
 
     mutating func write(_ input: ExpositionInput) {
-        let present = input.interfaces.filter(\.present)
         if input.families != .nodeOnly { writeInterfaces(input.interfaces) }
-        if input.families != .ifmeter { writeNode(present) }
+        // A copy of the rows present, only when node's families need it
+        // (0.8 MB at 4000 interfaces, for every render).
+        if input.families != .ifmeter { writeNode(input.interfaces.filter(\.present)) }
         if let routes = input.routes { writeRoutes(routes) }
         if input.families != .nodeOnly { writePlans(input.plans) }
         writeHealth(input.health, interfaces: input.interfaces.count)
