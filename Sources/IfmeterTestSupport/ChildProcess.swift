@@ -9,8 +9,8 @@ import Synchronization
 import Glibc
 #endif
 
-/// A program the test started (cifm_spawn: no signal blocked, its own
-/// process group, only stdin, stdout and stderr inherited).
+/// A program the test started (cifm_spawn: no signal blocked, only stdin,
+/// stdout and stderr inherited).
 public final class ChildProcess: Sendable {
     public enum TerminationReason: Sendable { case exit, uncaughtSignal }
 
@@ -60,24 +60,23 @@ public final class ChildProcess: Sendable {
         return true
     }
 
-    /// Sends `signal` to the child, or to its whole process group.
-    public func signal(_ signal: Int32, group: Bool = false) {
+    /// Sends `signal` to the child while it runs.
+    public func signal(_ signal: Int32) {
         guard isRunning else { return }
-        kill(group ? -processIdentifier : processIdentifier, signal)
+        kill(processIdentifier, signal)
     }
 
-    /// Kills the child's process group and reaps the child.
-    public func killGroup() {
-        signal(SIGKILL, group: true)
+    /// Kills the child and reaps it.
+    public func forceStop() {
         signal(SIGKILL)
         _ = wait(timeout: 10)
     }
 
     /// Waits for the child to exit; one that is still running after
-    /// `timeout` seconds is killed (with its group), and its status then
-    /// says so (signal 9), which fails the test that expected an exit.
+    /// `timeout` seconds is killed, and its status then says so (signal
+    /// 9), which fails the test that expected an exit.
     public func waitUntilExit(timeout: Double = ChildProcess.defaultTimeout) {
-        if !wait(timeout: timeout) { killGroup() }
+        if !wait(timeout: timeout) { forceStop() }
     }
 
     private var rawStatus: Int32 { reaped.withLock { $0 } ?? 0 }
@@ -99,7 +98,7 @@ public final class ChildProcess: Sendable {
 
 /// Runs a program and returns its stdout and stderr; throws with its
 /// stderr when it fails, and when it has not finished within `timeout`
-/// seconds (it is killed then, with its process group).
+/// seconds (it is killed then).
 @discardableResult
 public func run(_ arguments: [String], input: String? = nil, allowFailure: Bool = false,
                 timeout: Double = ChildProcess.defaultTimeout) throws -> (out: String, err: String, status: Int32) {
@@ -161,7 +160,7 @@ public func run(_ arguments: [String], input: String? = nil, allowFailure: Bool 
     }
     let text = { (fd: Int32) in String(decoding: collected[fd]!, as: UTF8.self) }
     if !open.isEmpty || !child.wait(timeout: max(deadline.timeIntervalSinceNow, 0)) {
-        child.killGroup()
+        child.forceStop()
         throw TestFailure("\(child.command) did not finish within \(Int(timeout)) s and was killed; "
                           + "stdout so far: \(text(out.read).suffix(2000).debugDescription), "
                           + "stderr so far: \(text(err.read).suffix(2000).debugDescription)")

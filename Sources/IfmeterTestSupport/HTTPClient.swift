@@ -167,8 +167,7 @@ public final class Background: Sendable {
 
     public var log: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
 
-    /// SIGTERM, then SIGKILL (to its process group) after `grace` seconds;
-    /// returns the exit status.
+    /// SIGTERM, then SIGKILL after `grace` seconds; returns the exit status.
     @discardableResult
     public func stop(grace: Double = 5) -> Int32 {
         process.signal(SIGTERM)

@@ -13,8 +13,8 @@
 int cifm_tun_open(const char *name, int tap);
 
 /// Starts argv (searched in PATH) as a user's shell would: no signal
-/// blocked, every signal at its default, in a process group of its own (so
-/// a test can stop it and its children), with stdin, stdout and stderr on
+/// blocked, every signal at its default (in the test run's process group,
+/// so ^C on it stops them all), with stdin, stdout and stderr on
 /// the given descriptors (-1: /dev/null) and every other descriptor
 /// closed. The caller's thread may block signals (Dispatch and Swift
 /// concurrency threads do), and a child that inherits that mask ignores
