@@ -69,30 +69,28 @@ final class LinkCatalog {
         var netclass: NetclassFacts?
     }
 
-    /// Dumps every link (RTM_GETLINK, without statistics) and parses each
-    /// message as link notifications are parsed. Nothing but the result is
-    /// kept: a libnl link cache held 1.7 KiB per link in small allocations,
-    /// which fragmented the heap for good after each refresh.
-    private func readLinks() throws(SystemError) -> [KernelLink] {
-        var links: [KernelLink] = []
-        links.reserveCapacity(byIndex.count + 16)
-        try socket.dump(linkRequest, name: "RTM_GETLINK", restart: { links.removeAll(keepingCapacity: true) }) { message in
+    /// Dumps every link (RTM_GETLINK, without statistics), parsing each
+    /// message as link notifications are parsed, and rebuilds each link's
+    /// entry (with sysfs facts) in place as its message comes: no list of
+    /// the links and no second table, which at 4000 links were 0.8 and 1 MB
+    /// more at every refresh. Nothing else is kept: a libnl link cache held
+    /// 1.7 KiB per link in small allocations, which fragmented the heap for
+    /// good after each refresh.
+    func refresh() throws(SystemError) {
+        var seen = Set<Int>(minimumCapacity: byIndex.count + 16)
+        try socket.dump(linkRequest, name: "RTM_GETLINK", restart: { seen.removeAll(keepingCapacity: true) }) { message in
             guard let link = parseLinkMessage(message, netclass: netclass), !link.deleted, let name = link.name else { return }
-            links.append(KernelLink(
+            let kernel = KernelLink(
                 index: link.index, name: name, linkKind: link.linkKind, arphrd: link.arphrd, flags: link.flags,
                 operstate: link.operstate ?? "unknown", mtu: link.mtu ?? 0, link: link.link, linkNetnsID: link.linkNetnsID,
-                netclass: link.netclass))
+                netclass: link.netclass)
+            byIndex[link.index] = entry(for: kernel, was: byIndex[link.index])
+            seen.insert(link.index)
         }
-        return links
-    }
-
-    /// Reads every link and rebuilds every entry, with sysfs facts.
-    func refresh() throws(SystemError) {
-        let links = try readLinks()
-        var entries: [Int: LinkEntry] = [:]
-        entries.reserveCapacity(links.count)
-        for link in links { entries[link.index] = entry(for: link, was: byIndex[link.index]) }
-        byIndex = entries
+        // Links the dump did not name are gone.
+        if seen.count != byIndex.count {
+            for index in byIndex.keys.filter({ !seen.contains($0) }) { byIndex.removeValue(forKey: index) }
+        }
         refreshedAt = monotonicSeconds()
         refreshes += 1
     }
