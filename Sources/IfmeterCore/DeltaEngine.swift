@@ -190,6 +190,12 @@ public struct DeltaEngine: Sendable {
         let stamp = Int32(truncatingIfNeeded: samplesSeen + 1)
         nextOrder.removeAll(keepingCapacity: true)
         nextOrder.reserveCapacity(sample.interfaces.count)
+        // The first sample makes every series: room for them at once, not
+        // by doubling (which held the old array beside one twice its size).
+        if series.isEmpty {
+            series.reserveCapacity(sample.interfaces.count)
+            slots.reserveCapacity(sample.interfaces.count)
+        }
 
         // Read in place, by position: an interface sample is big, copies cost.
         let readings = sample.interfaces
