@@ -58,7 +58,7 @@ test:
 	@scripts/ensure-venv
 	$(SWIFT) build -c release --static-swift-stdlib --product ifmeter
 	$(SWIFT) build
-	SWIFT=$(SWIFT) scripts/run-with-limit $(TEST_TIME_LIMIT) $(SWIFT) test
+	scripts/run-with-limit $(TEST_TIME_LIMIT) $(SWIFT) test
 
 bench:
 	@scripts/ensure-packages $(BENCH_PACKAGES)

@@ -225,7 +225,8 @@ public struct TotalsView<Row: Sendable>: Sendable {
                 mergedRows.append(rows[i])
                 i += 1
             } else {
-                if let totals = pipeline.totals(for: added[j]) {
+                // A key listed twice is merged in once (the list is sorted).
+                if mergedKeys.last != added[j], let totals = pipeline.totals(for: added[j]) {
                     mergedKeys.append(added[j])
                     mergedRows.append(make(totals))
                 }

@@ -17,9 +17,12 @@ public final class ChildProcess: Sendable {
     public let processIdentifier: pid_t
     /// The command line, for messages.
     public let command: String
-    /// The wait status once reaped; reaping happens under the lock, so two
-    /// threads asking at once never reap twice.
-    private let reaped = Mutex<Int32?>(nil)
+    /// Running, or reaped with its wait status (nil: reaped by someone
+    /// else, the status unknown). Reaping and signalling happen under the
+    /// lock: two threads never reap twice, and a signal never goes to a
+    /// pid that was reaped (and may have been reused).
+    private let reaped = Mutex<Reaped?>(nil)
+    private struct Reaped { var status: Int32? }
 
     /// Starts `arguments` (the program is searched in PATH) with stdin,
     /// stdout and stderr on the given descriptors (nil: /dev/null).
@@ -35,15 +38,17 @@ public final class ChildProcess: Sendable {
 
     /// Reaps the child if it has exited; true when it has.
     private func poll() -> Bool {
-        reaped.withLock { status in
-            if status != nil { return true }
-            var raw: Int32 = 0
-            let rc = waitpid(processIdentifier, &raw, WNOHANG)
-            if rc == processIdentifier { status = raw; return true }
-            // ECHILD: reaped elsewhere (never here); treat as gone.
-            if rc < 0, errno == ECHILD { status = 0; return true }
-            return false
-        }
+        reaped.withLock { Self.reap(processIdentifier, &$0) }
+    }
+
+    private static func reap(_ pid: pid_t, _ state: inout Reaped?) -> Bool {
+        if state != nil { return true }
+        var raw: Int32 = 0
+        let rc = waitpid(pid, &raw, WNOHANG)
+        if rc == pid { state = Reaped(status: raw); return true }
+        // ECHILD: reaped elsewhere (never here); gone, how is unknown.
+        if rc < 0, errno == ECHILD { state = Reaped(status: nil); return true }
+        return false
     }
 
     public var isRunning: Bool { !poll() }
@@ -62,8 +67,9 @@ public final class ChildProcess: Sendable {
 
     /// Sends `signal` to the child while it runs.
     public func signal(_ signal: Int32) {
-        guard isRunning else { return }
-        kill(processIdentifier, signal)
+        reaped.withLock { state in
+            if !Self.reap(processIdentifier, &state) { kill(processIdentifier, signal) }
+        }
     }
 
     /// Kills the child and reaps it.
@@ -79,17 +85,27 @@ public final class ChildProcess: Sendable {
         if !wait(timeout: timeout) { forceStop() }
     }
 
-    private var rawStatus: Int32 { reaped.withLock { $0 } ?? 0 }
+    /// The wait status; nil while it runs (or when it was reaped elsewhere).
+    private var rawStatus: Int32? { poll() ? reaped.withLock { $0?.status } : nil }
 
+    /// How it ended; `.uncaughtSignal` too while it runs (no exit yet).
     public var terminationReason: TerminationReason {
-        let raw = rawStatus
+        guard let raw = rawStatus else { return .uncaughtSignal }
         return raw & 0x7F == 0 ? .exit : .uncaughtSignal
     }
 
-    /// The exit code, or the signal that ended it (as Foundation's Process).
+    /// The exit code, or the signal that ended it (as Foundation's Process);
+    /// -1 while it runs, so that no test takes a child it never saw end
+    /// for one that exited 0.
     public var terminationStatus: Int32 {
-        let raw = rawStatus
+        guard let raw = rawStatus else { return -1 }
         return raw & 0x7F == 0 ? (raw >> 8) & 0xFF : raw & 0x7F
+    }
+
+    /// A child nobody waited for (its test failed first) is killed and
+    /// reaped: no process left running, no zombie.
+    deinit {
+        if isRunning { forceStop() }
     }
 
     /// How long any one program a test runs may take before it is killed.
@@ -102,20 +118,28 @@ public final class ChildProcess: Sendable {
 @discardableResult
 public func run(_ arguments: [String], input: String? = nil, allowFailure: Bool = false,
                 timeout: Double = ChildProcess.defaultTimeout) throws -> (out: String, err: String, status: Int32) {
+    _ = ignoreSIGPIPE
+    // Every descriptor is closed on every way out, a failed start included.
+    var descriptors: [Int32] = []
+    defer { descriptors.forEach { close($0) } }
     func pipePair() throws -> (read: Int32, write: Int32) {
         var fds: [Int32] = [-1, -1]
         guard cifm_pipe_cloexec(&fds) == 0 else { throw TestFailure("pipe2: \(String(cString: strerror(errno)))") }
+        descriptors += fds
         return (fds[0], fds[1])
     }
-    _ = ignoreSIGPIPE
+    func closeNow(_ fd: Int32) {
+        close(fd)
+        descriptors.removeAll { $0 == fd }
+    }
     let out = try pipePair(), err = try pipePair()
     let inPipe = try input.map { _ in try pipePair() }
     let child: ChildProcess
     do {
         defer {
-            close(out.write)
-            close(err.write)
-            if let inPipe { close(inPipe.read) }
+            closeNow(out.write)
+            closeNow(err.write)
+            if let inPipe { closeNow(inPipe.read) }
         }
         child = try ChildProcess(arguments, stdin: inPipe?.read, stdout: out.write, stderr: err.write)
     }
@@ -124,11 +148,6 @@ public func run(_ arguments: [String], input: String? = nil, allowFailure: Bool 
     if inFD >= 0 { _ = fcntl(inFD, F_SETFL, fcntl(inFD, F_GETFL) | O_NONBLOCK) }
     var open = [out.read, err.read]
     var collected: [Int32: [UInt8]] = [out.read: [], err.read: []]
-    defer {
-        close(out.read)
-        close(err.read)
-        if inFD >= 0 { close(inFD) }
-    }
     let deadline = Date().addingTimeInterval(timeout)
     var buffer = [UInt8](repeating: 0, count: 65536)
     // Reads both outputs (and feeds the input) together, so neither pipe
@@ -144,8 +163,8 @@ public func run(_ arguments: [String], input: String? = nil, allowFailure: Bool 
             if entry.fd == inFD {
                 let n = pending.withUnsafeBytes { write(inFD, $0.baseAddress, $0.count) }
                 if n > 0 { pending = pending.dropFirst(n) }
-                if pending.isEmpty || (n < 0 && errno != EAGAIN) {
-                    close(inFD)
+                if pending.isEmpty || (n < 0 && errno != EAGAIN && errno != EINTR) {
+                    closeNow(inFD)
                     inFD = -1
                 }
             } else {

@@ -391,4 +391,26 @@ final class FlakyStore: StateSaving {
         #expect(checker.mismatches == 0, "seed \(seed)")
         #expect(checker.view.count == p.totals.count && checker.view.count > 10)
     }
+
+    /// A key listed twice among an update's changes (the engine lists each
+    /// once, but nothing else says so) is still one row, whether new keys
+    /// are inserted one by one (up to 8) or merged in.
+    @Test(arguments: [3, 20])
+    func aKeyListedTwiceIsOneRow(interfaces: Int) {
+        let step = ScriptedSource.Step.sample(0, (0..<interfaces).map { ("if\($0)", $0 + 1, UInt64(100 * $0), 0) })
+        let p = Pipeline(source: ScriptedSource([step]), configuration: PipelineConfiguration(sampleLimit: 1), clock: forgedClock)
+        final class Doubler: PipelineSubscriber {
+            var view = TotalsView<InterfaceTotals> { $0 }
+            func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
+                var doubled = update
+                doubled.changed += update.changed.reversed()
+                view.apply(doubled, from: pipeline)
+            }
+        }
+        let doubler = Doubler()
+        p.subscribe(doubler)
+        var waiter = CountingWaiter(waits: 10)
+        p.run(&waiter)
+        #expect(doubler.view.keys == p.totals.map(\.key), "\(doubler.view.keys.map(\.name))")
+    }
 }
