@@ -67,7 +67,12 @@ struct RunWithLimitTests {
         let out = try inPIDNamespace("""
             '\(script)' 100 sh -c 'exit 3'
             echo "status $?"
+            '\(script)' 100 grep SigIgn /proc/self/status
             """)
         #expect(out.contains("status 3"), "\(out)")
+        // Run in the background, the command would ignore SIGINT and
+        // SIGQUIT (bash's rule for background commands); ^C must stop it.
+        let ignored = out.split(separator: "\n").first { $0.hasPrefix("SigIgn:") }.flatMap { UInt64($0.dropFirst(7).trimmingCharacters(in: .whitespaces), radix: 16) }
+        #expect(ignored.map { $0 & (1 << (SIGINT - 1) | 1 << (SIGQUIT - 1)) == 0 } == true, "SIGINT and SIGQUIT not ignored: \(out)")
     }
 }
