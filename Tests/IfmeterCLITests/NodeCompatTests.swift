@@ -39,8 +39,6 @@ struct NodeCompatTests {
             }
         }
 
-        init() {}
-
         init(_ text: String) throws {
             for line in text.split(separator: "\n") {
                 if line.hasPrefix("# HELP node_network_") || line.hasPrefix("# TYPE node_network_") {
@@ -150,6 +148,23 @@ struct NodeCompatTests {
         return result.text
     }
 
+    /// node_exporter's scrape and ifmeter's (`ours`), taken when nothing
+    /// moved. The test's traffic is over, but the kernel may still send a
+    /// packet of its own (a snooping bridge's IGMP report, at a random delay
+    /// after it came up), so they count only when node_exporter read the
+    /// same values before and after ifmeter's scrape, with an ifmeter sample
+    /// taken in between (its interval is 300 ms).
+    func quietScrapes(_ ns: TestNamespace, ours: () throws -> String) throws -> (theirs: Families, ours: Families, text: String) {
+        for _ in 1...10 {
+            let before = try Families(try scrape(port: 9100, in: ns.name))
+            Thread.sleep(forTimeInterval: 0.7)
+            let text = try ours()
+            let theirs = try Families(try scrape(port: 9100, in: ns.name))
+            if theirs.samples == before.samples { return (theirs, try Families(text), text) }
+        }
+        throw TestFailure("the counters never stood still for 0.7 s")
+    }
+
     @Test func compatNodeServesWhatNodeExporterServes() throws {
         try Netns.requireRoot()
         let setup = try Setup()
@@ -162,21 +177,7 @@ struct NodeCompatTests {
         defer { exporter.stop() }
         try setup.change()
         try setup.traffic()
-        // The test's traffic is over, but the kernel may still send a packet
-        // of its own (a bridge's IGMP report, at a random delay after it
-        // came up). Compared only when node_exporter read the same values
-        // before and after ifmeter's scrape, with an ifmeter sample taken
-        // in between (its interval is 300 ms): then nothing moved.
-        var theirs = Families(), ours = Families(), text = ""
-        for attempt in 1...10 {
-            let before = try Families(try scrape(port: 9100, in: ns.name))
-            Thread.sleep(forTimeInterval: 0.7)
-            text = try scrape(port: Self.port, in: ns.name)
-            ours = try Families(text)
-            theirs = try Families(try scrape(port: 9100, in: ns.name))
-            if theirs.samples == before.samples { break }
-            if attempt == 10 { Issue.record("the counters never stood still for 0.7 s") }
-        }
+        let (theirs, ours, text) = try quietScrapes(ns) { try scrape(port: Self.port, in: ns.name) }
 
         // node_exporter's families are the ones expected (its defaults did
         // not change under the test), and the setup shows in them.
@@ -251,9 +252,7 @@ struct NodeCompatTests {
         defer { exporter.stop() }
         try setup.change()
         try setup.traffic()
-        Thread.sleep(forTimeInterval: 1)
-        let theirs = try Families(try scrape(port: 9100, in: ns.name))
-        let ours = try Families(try scrape(port: Self.outsidePort, in: nil))
+        let (theirs, ours, _) = try quietScrapes(ns) { try scrape(port: Self.outsidePort, in: nil) }
 
         #expect(Set(ours.type.keys) == Set(theirs.type.keys).subtracting(Self.sysfsOnly))
         var compared = 0
