@@ -2,7 +2,8 @@
 public struct PlanGauge: Sendable, Hashable {
     public var name: String
     public var netns: String
-    public var kind: InterfaceKind
+    /// Nil while nothing was saved for the interface (its kind is not known).
+    public var kind: InterfaceKind?
     public var direction: Plan.Direction
     public var quotaBytes: UInt64?
     public var usedBytes: UInt64
@@ -13,7 +14,7 @@ public struct PlanGauge: Sendable, Hashable {
     public var lastDay: String
 
     public init(
-        name: String, netns: String, kind: InterfaceKind, direction: Plan.Direction, quotaBytes: UInt64?, usedBytes: UInt64,
+        name: String, netns: String, kind: InterfaceKind?, direction: Plan.Direction, quotaBytes: UInt64?, usedBytes: UInt64,
         lowerBound: Bool, cycleStart: Int64, cycleEnd: Int64, lastDay: String
     ) {
         self.name = name
@@ -63,7 +64,9 @@ extension ExpositionWriter {
     }
 
     mutating func planSample(_ name: String, _ p: PlanGauge, value: String) {
-        var labels = [("direction", p.direction.rawValue), ("interface", p.name), ("kind", p.kind.rawValue)]
+        var labels = [("direction", p.direction.rawValue), ("interface", p.name)]
+        // No kind label while the kind is not known (nothing saved yet).
+        if let kind = p.kind { labels.append(("kind", kind.rawValue)) }
         if !p.netns.isEmpty { labels.append(("netns", p.netns)) }
         labeledSample(name, labels, value)
     }

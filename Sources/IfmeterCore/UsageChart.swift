@@ -76,7 +76,7 @@ public struct UsageChart: Sendable {
             Double(plotBottom) - Double(v) / Double(top) * Double(plotBottom - plotTop)
         }
         var s = "<g>\n"
-        var title = TerminalText.escaped(i.stored) + " (" + i.kind.rawValue + ")"
+        var title = TerminalText.escaped(i.stored) + " (" + i.kindText + ")"
         if let plan = i.plan, table.granularity == .cycle {
             title += ": plan cycle from day \(plan.cycleStartDay)"
             if let q = plan.quotaBytes { title += ", quota \(Units.bytes(q)) \(plan.direction.rawValue)" }

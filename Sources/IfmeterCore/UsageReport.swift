@@ -101,9 +101,14 @@ public struct UsageTable: Sendable {
     public struct Interface: Sendable {
         /// The stored name: `NAME` or `NS/NAME`.
         public var stored: String
-        public var kind: InterfaceKind
+        /// Nil for a planned interface nothing was saved for yet: its kind
+        /// is not known (not "other", which is a kind).
+        public var kind: InterfaceKind?
         public var plan: Plan?
         public var rows: [Row]
+
+        /// The kind, or that it is not known yet.
+        public var kindText: String { kind?.rawValue ?? "kind not known yet" }
 
         public var key: SeriesKey {
             guard let slash = stored.firstIndex(of: "/") else { return SeriesKey(name: stored) }
@@ -163,7 +168,7 @@ public struct UsageTable: Sendable {
                 }
                 return Row(period: p.period, counters: p.counters, quality: p.quality, plan: status, current: current)
             }
-            list.append(Interface(stored: name, kind: mine.last?.kind ?? .other, plan: plan, rows: rows))
+            list.append(Interface(stored: name, kind: mine.last?.kind, plan: plan, rows: rows))
         }
         interfaces = list.sorted { $0.key < $1.key }
     }
@@ -218,7 +223,7 @@ public struct UsageTable: Sendable {
     public func json() -> JSONValue {
         let interfaces: [JSONValue] = self.interfaces.map { i in
             var o: [String: JSONValue] = [
-                "name": .string(i.key.name), "kind": .string(i.kind.rawValue),
+                "name": .string(i.key.name), "kind": i.kind.map { .string($0.rawValue) } ?? .null,
                 "periods": .array(i.rows.map(json)),
             ]
             if !i.key.netns.isEmpty { o["netns"] = .string(i.key.netns) }
@@ -274,7 +279,7 @@ public struct UsageTable: Sendable {
         for i in interfaces {
             for r in i.rows {
                 let fields: [String] = [
-                    i.key.name, i.key.netns, i.kind.rawValue, granularity.rawValue, r.period.label,
+                    i.key.name, i.key.netns, i.kind?.rawValue ?? "", granularity.rawValue, r.period.label,
                     zone.rfc3339(r.period.start), zone.rfc3339(r.period.end),
                     String(r.counters.rxBytes), String(r.counters.txBytes), String(r.counters.rxPackets), String(r.counters.txPackets),
                     String(r.totalBytes), r.quality.name,
@@ -300,7 +305,7 @@ public struct UsageTable: Sendable {
         }
         var shown = Set<Quality>()
         for i in interfaces {
-            var title = "\(TerminalText.escaped(i.stored)) (\(i.kind.rawValue))"
+            var title = "\(TerminalText.escaped(i.stored)) (\(i.kindText))"
             if granularity == .cycle, let plan = i.plan {
                 title += ": plan '\(TerminalText.escaped(plan.pattern))', cycle from day \(plan.cycleStartDay)"
                 if let q = plan.quotaBytes { title += ", quota \(Units.bytes(q)) \(plan.direction.rawValue)" }

@@ -1,5 +1,6 @@
 import Foundation
 import IfmeterCore
+import IfmeterTestSupport
 import Testing
 
 /// Period splitting with a forged clock: a pure function of (wall time,
@@ -162,5 +163,46 @@ import Testing
         #expect(cet.rfc3339(milliseconds: 1_796_083_200.125) == "2026-12-01T01:00:00.125+01:00")
         #expect(LocalZone.utc.rfc3339(milliseconds: 1_796_083_199.9996) == "2026-11-30T23:59:59.999+00:00")
         #expect(cet.rfc3339(1_796_083_200) == "2026-12-01T01:00:00+01:00")
+    }
+}
+
+/// A planned interface nothing was saved for yet has no kind to show: not
+/// "other" (which is a kind), but "not known" in every output.
+@Suite struct UnknownKindTests {
+    @Test func aPlannedInterfaceWithNothingSavedHasNoKind() throws {
+        let noon: Int64 = 1_700_000_000
+        let plans = [Plan(pattern: "wwan*", cycleStartDay: 1, quotaBytes: 1_000_000, direction: .both)]
+        let seen = UsageSlice(
+            name: "wwan0", kind: .cellular, start: noon - 60, seconds: 60,
+            counters: Counters(rxBytes: 10, txBytes: 20, rxPackets: 1, txPackets: 1), quality: .exact)
+        let table = UsageTable(slices: [seen], plans: plans, granularity: .cycle, zone: .utc, now: noon, names: ["wwan0", "wwan1"])
+        let byName = Dictionary(uniqueKeysWithValues: table.interfaces.map { ($0.stored, $0) })
+        #expect(byName["wwan0"]?.kind == .cellular)
+        #expect(byName["wwan1"] != nil && byName["wwan1"]?.kind == nil, "planned, nothing saved: \(table.interfaces.map(\.stored))")
+
+        // JSON: null, and the schema says so.
+        guard case .array(let list)? = table.json()["interfaces"] else { throw TestFailure("no interfaces") }
+        let kinds = Dictionary(uniqueKeysWithValues: list.compactMap { i in i["name"]?.stringValue.map { ($0, i["kind"]) } })
+        #expect(kinds["wwan1"] == .some(.null) && kinds["wwan0"] == .some(.string("cellular")))
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-usage-\(UUID().uuidString).json").path
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        try JSONWriter().string(table.json()).write(toFile: file, atomically: true, encoding: .utf8)
+        let check = try checkJSONSchema([file], schema: "ifmeter-usage.v2.schema.json")
+        #expect(check.ok, "\(check.output)")
+
+        // CSV: an empty field; text: said in words.
+        let csv = table.csv().split(separator: "\n").filter { $0.hasPrefix("wwan1,") }
+        #expect(!csv.isEmpty && csv.allSatisfy { $0.hasPrefix("wwan1,,,cycle,") }, "\(csv)")
+        let text = table.text(path: "state.db")
+        #expect(text.contains("wwan1 (kind not known yet)") && text.contains("wwan0 (cellular)") && !text.contains("(other)"), "\(text)")
+
+        // serve's plan gauges: no kind label rather than a wrong one.
+        let gauges = table.planGauges()
+        #expect(gauges.first { $0.name == "wwan1" }?.kind == nil)
+        var input = ExpositionInput(interfaces: [], health: ExporterHealth(version: "9.9", source: "netlink", startTime: 0, intervalSeconds: 1))
+        input.plans = gauges
+        let exposition = String(decoding: PrometheusTextRenderer().render(input), as: UTF8.self)
+        #expect(exposition.contains(#"ifmeter_plan_used_bytes{direction="both",interface="wwan1"} 0"#), "\(exposition)")
+        #expect(exposition.contains(#"ifmeter_plan_used_bytes{direction="both",interface="wwan0",kind="cellular"} 30"#), "\(exposition)")
     }
 }
