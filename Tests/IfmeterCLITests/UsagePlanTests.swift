@@ -213,6 +213,34 @@ struct UsagePlanTests {
         #expect(server.stop() == 0)
     }
 
+    /// The live view's quota bar in a real terminal (tmux): a plan whose
+    /// quota the saved traffic went over.
+    @Test func liveDrawsTheQuotaBarInATerminal() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let state = dir + "/state.db"
+        let exporter = try export(pair.a, ["--json", dir + "/r.json", "--every", "200ms", "--state", state])
+        Thread.sleep(forTimeInterval: 0.4)
+        try pair.sendUDP(count: 100, payload: 1000)
+        Thread.sleep(forTimeInterval: 0.6)
+        #expect(exporter.stop() == 0)
+        let sent = 100 * VethPair.frameBytes(payload: 1000)
+        #expect(try ifmeter(["plan", "set", "vA", "--state", state, "--cycle-start", "1", "--quota", "50KB", "--direction", "tx"]).status == 0)
+
+        let tmux = try LiveTerminalTests.Tmux(width: 120, height: 30)
+        try tmux.keys("ip netns exec \(pair.a.name) \(try ifmeterBinary()) live --state \(state) --interval 300ms; echo EXITED $?", "Enter")
+        let screen = try tmux.waitFor("quota vA")
+        let line = screen.split(separator: "\n").first { $0.hasPrefix("quota vA") }.map(String.init) ?? ""
+        let percent = Units.fixed(Double(sent) / 50_000 * 100, 1)
+        #expect(line.contains("] \(percent)% of \(Units.bytes(UInt64(50_000))) tx OVER"), "the saved use against the quota: \(line)")
+        #expect(line.contains("█") && !line.contains("░"), "a full bar: \(line)")
+        #expect(line.contains("cycle ends "), "\(line)")
+        try tmux.keys("q")
+        _ = try tmux.waitFor("EXITED 0")
+    }
+
     @Test func badPlansAreRefusedWithNothingChanged() throws {
         try Netns.requireRoot()
         let dir = try folder()
