@@ -37,6 +37,8 @@ public final class ScrapeCache: Sendable {
     /// One render at a time: concurrent scrapes of a new sample wait for
     /// the first one's render instead of all rendering it.
     private let rendering = Mutex<Void>(())
+    /// What the HTTP endpoint closed to protect itself, as of the last update.
+    private let httpClosed = Mutex<HTTPConnectionCounts?>(nil)
     /// Planned interfaces' cycles, and a count of their changes.
     private let plans = Mutex<(gauges: [PlanGauge], changes: Int)>(([], 0))
 
@@ -62,6 +64,13 @@ public final class ScrapeCache: Sendable {
         snapshot.withLock { $0.routes = routes }
     }
 
+    /// Sets the endpoint's closed-connection counts (read on the pipeline's
+    /// thread after each update, never from a request handler); a render
+    /// shows them as of its sample.
+    public func setHTTPClosed(_ counts: HTTPConnectionCounts) {
+        httpClosed.withLock { $0 = counts }
+    }
+
     /// Replaces the plans' gauges (read from the state file after a save);
     /// the next scrape renders afresh.
     public func setPlans(_ gauges: [PlanGauge]) {
@@ -85,6 +94,7 @@ public final class ScrapeCache: Sendable {
                 var input = Self.input(current.view.sorted(), health: current.health, families: families, version: version, interval: interval)
                 input.routes = current.routes
                 input.plans = planned.gauges
+                input.health.httpClosed = httpClosed.withLock { $0 }
                 let renderer: any ExpositionRenderer = openMetrics ? OpenMetricsRenderer() : PrometheusTextRenderer()
                 guard let gzip = GzipWriter() else { return nil }
                 renderer.render(input, chunk: 64 * 1024) { gzip.write($0) }
@@ -113,6 +123,24 @@ public final class ScrapeCache: Sendable {
                 overruns: health.overruns, lastSampleSeconds: health.lastSampleSeconds, lastSampleTime: health.lastSampleTime,
                 startTime: health.startTime, intervalSeconds: interval),
             families: families)
+    }
+}
+
+/// Reads the endpoint's closed-connection counts into the cache after each
+/// update, on the pipeline's thread: a request handler never asks the
+/// server, whose lock it may be called under.
+final class HTTPClosedFeed: PipelineSubscriber {
+    let server: HTTPServer
+    let cache: ScrapeCache
+
+    init(server: HTTPServer, cache: ScrapeCache) {
+        self.server = server
+        self.cache = cache
+    }
+
+    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
+        let counts = server.closedCounts
+        cache.setHTTPClosed(HTTPConnectionCounts(deadline: counts.deadline, evicted: counts.evicted))
     }
 }
 

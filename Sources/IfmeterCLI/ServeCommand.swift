@@ -143,6 +143,8 @@ struct ServeCommand: Command {
             pipeline.persistence?.abandon()
             throw .runtime("cannot listen on \(address): \(error.message). Choose another with --listen.")
         }
+        cache.setHTTPClosed(HTTPConnectionCounts(deadline: 0, evicted: 0))
+        pipeline.subscribe(HTTPClosedFeed(server: server, cache: cache))
         // The server's threads have the signals blocked; this one takes
         // them. SIGHUP saves the state and serve goes on.
         StopSignal.install(hangup: true)

@@ -81,6 +81,8 @@ public struct ExporterHealth: Sendable, Hashable {
     /// Unix time the exporter started: the `_created` time of its counters.
     public var startTime: Double
     public var intervalSeconds: Double
+    /// serve's HTTP endpoint: connections it closed to protect itself.
+    public var httpClosed: HTTPConnectionCounts?
 
     public init(
         version: String, source: String, samples: UInt64 = 0, sampleErrors: UInt64 = 0, overruns: UInt64 = 0,
@@ -95,6 +97,19 @@ public struct ExporterHealth: Sendable, Hashable {
         self.lastSampleTime = lastSampleTime
         self.startTime = startTime
         self.intervalSeconds = intervalSeconds
+    }
+}
+
+/// Connections the scrape endpoint closed to protect itself, since it
+/// started: for missing the request deadline, and to make room (the oldest
+/// waiting connection of a client at its limit, or of all at the overall one).
+public struct HTTPConnectionCounts: Sendable, Hashable {
+    public var deadline: UInt64
+    public var evicted: UInt64
+
+    public init(deadline: UInt64, evicted: UInt64) {
+        self.deadline = deadline
+        self.evicted = evicted
     }
 }
 
@@ -401,6 +416,12 @@ struct ExpositionWriter {
             "Times link notifications overflowed the socket buffer and a full dump resynchronized. \(note)")
         plain("ifmeter_link_event_overruns_total", String(health.overruns))
         created("ifmeter_link_event_overruns", health.startTime)
+        if let closed = health.httpClosed {
+            header("ifmeter_http_connections_closed", .counter, help:
+                "Scrape connections ifmeter closed to protect the endpoint: reason deadline (the request was not whole in time) or evicted (the oldest waiting connection, to make room at the connection limits). \(note)")
+            labeledSample("ifmeter_http_connections_closed_total", [("reason", "deadline")], String(closed.deadline))
+            labeledSample("ifmeter_http_connections_closed_total", [("reason", "evicted")], String(closed.evicted))
+        }
         if let seconds = health.lastSampleSeconds {
             header("ifmeter_last_sample_duration_seconds", .gauge, unit: "seconds", help: "How long the last sample took. \(note)")
             plain("ifmeter_last_sample_duration_seconds", Self.number(seconds))

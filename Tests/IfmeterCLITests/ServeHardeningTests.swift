@@ -198,6 +198,18 @@ struct ServeHardeningTests {
             Thread.sleep(forTimeInterval: 0.3)
         }
         print("ServeHardeningTests: \(open) of \(slow.count) slowloris open, then: \(results.joined(separator: "; ")); \(Self.stillOpen(slow)) still open")
+        // What was evicted to make room is counted, and served.
+        let evicted = try waitFor("the evictions in a scrape") { () -> UInt64? in
+            let value = Self.closedCount("evicted", try? RawHTTP.request("/metrics", port: Self.port, in: ns.name).text)
+            return (value ?? 0) > 0 ? value : nil
+        }
+        #expect(evicted >= UInt64(slow.count - open), "\(slow.count - open) slowloris connections were closed to make room, \(evicted) counted")
+    }
+
+    /// `ifmeter_http_connections_closed_total{reason="REASON"}` in a scrape.
+    static func closedCount(_ reason: String, _ text: String?) -> UInt64? {
+        let prefix = #"ifmeter_http_connections_closed_total{reason=""# + reason + #""} "#
+        return text?.split(separator: "\n").first { $0.hasPrefix(prefix) }.flatMap { UInt64($0.dropFirst(prefix.count)) }
     }
 
     @Test func aRequestTrickledByteByByteIsClosedAtTheDeadline() throws {
@@ -224,6 +236,12 @@ struct ServeHardeningTests {
             Thread.sleep(forTimeInterval: 0.5)
         }
         #expect(closedAfter != nil && closedAfter! < 7, "a request still unfinished after \(n) bytes: closed after \(closedAfter.map { String(format: "%.1f s", $0) } ?? "never (12 s)")")
+        // Counted, and served from the next sample on (nothing was evicted).
+        let text = try waitFor("the closed connection in a scrape") { () -> String? in
+            let text = try? RawHTTP.request("/metrics", port: Self.port, in: ns.name).text
+            return Self.closedCount("deadline", text) == 1 ? text : nil
+        }
+        #expect(Self.closedCount("evicted", text) == 0, "\(text.split(separator: "\n").filter { $0.contains("connections_closed") })")
     }
 
     @Test func hugeQueryStringsAndBodiesAreRefusedAtOnce() throws {
