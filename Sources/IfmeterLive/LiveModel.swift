@@ -184,6 +184,9 @@ public struct LiveModel: Sendable {
     public var selected: SeriesKey?
     public var sort: LiveSort = .rate
     public var bits = false
+    /// The list's rate columns in packets per second (`b` cycles bytes,
+    /// bits, packets); the bars and totals stay in bytes.
+    public var packets = false
     /// A glob or a plain part of names; empty shows all.
     public var filter = ""
     /// Typing a filter: keys go into `filterDraft`.
@@ -477,7 +480,9 @@ public struct LiveModel: Sendable {
         case .character("t"), .character("\t"): span = span.next
         case .enter: detailOpen.toggle()
         case .escape: detailOpen = false
-        case .character("b"): bits.toggle()
+        case .character("b"):
+            // bytes -> bits -> packets -> bytes
+            (bits, packets) = packets ? (false, false) : bits ? (false, true) : (true, false)
         case .character("s"):
             sort = sort.next
             keepSelectionValid()

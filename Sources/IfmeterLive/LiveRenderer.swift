@@ -32,7 +32,7 @@ public struct LiveRenderer: Sendable {
             layout.sharedTop = top
         }
         lines.append(header(model, width: width, sharedTop: layout.sparkWidth > 0 ? layout.sharedTop : nil))
-        lines.append(layout.titles(style: self))
+        lines.append(layout.titles(style: self, packets: model.packets))
         let selectedSlot = model.selected.flatMap(model.slot(of:))
         let summary = summaryLines(model, width: width) + quotaLines(model, width: width, height: height)
         var detail: [Line] = []
@@ -109,6 +109,7 @@ public struct LiveRenderer: Sendable {
             line = line.text(" \(model.source) \(Units.duration(model.interval)) by \(model.sort.rawValue)")
         }
         if model.bits { line = line.text(" · bits") }
+        if model.packets { line = line.text(" · packets") }
         if !model.filter.isEmpty { line = line.text(" · filter \(model.filter)") }
         if !model.hiddenKinds.isEmpty {
             line = line.text(" · hiding " + InterfaceKind.allCases.filter { model.hiddenKinds.contains($0) }.map(\.rawValue).joined(separator: ","))
@@ -170,9 +171,9 @@ public struct LiveRenderer: Sendable {
             status = status.text(note.text, warning)
         } else {
             status = status.text(width >= 140
-                ? "q quit · ↑↓ jk PgUp PgDn Home End · Enter detail · t span · a scale · s sort · b bits · f filter · 1-7 kinds · p pause · r zero · ? help"
+                ? "q quit · ↑↓ jk PgUp PgDn Home End · Enter detail · t span · a scale · s sort · b units · f filter · 1-7 kinds · p pause · r zero · ? help"
                 : width >= 110
-                    ? "q quit · jk PgDn/PgUp · Enter detail · t span · a scale · s sort · b bits · f filter · 1-7 kinds · p · r · ?"
+                    ? "q quit · jk PgDn/PgUp · Enter detail · t span · a scale · s sort · b units · f filter · 1-7 kinds · p · r · ?"
                     : width >= 80
                         ? "q quit · jk select · Enter detail · t span · a scale · s sort · b · f · 1-7 · p · r · ?"
                         : "q jk Enter t a s b f 1-7 p r, ? help", dim)
@@ -342,7 +343,7 @@ public struct LiveRenderer: Sendable {
             "Enter      open or close its detail (addresses, packets, errors, drops, graphs)",
             "t, Tab     the detail graphs' span: last minutes, last hour, last day",
             "a          row bars: all rows on one scale, or each row its own",
-            "b          bits or bytes per second", "s          sort by rate, total or name (va2 before va19)",
+            "b          rates in bytes, bits or packets per second (bars and totals: bytes)", "s          sort by rate, total or name (va2 before va19)",
             "f, /       filter names (a glob, or a part of the name)",
             "1..7       show or hide wifi, cellular, tunnel, ethernet, loopback, virtual, other",
             "p          pause the figures (sampling goes on)", "r          zero the totals (their quality starts over)",
@@ -459,9 +460,9 @@ struct Layout {
         }
     }
 
-    func titles(style: LiveRenderer) -> Line {
+    func titles(style: LiveRenderer, packets: Bool) -> Line {
         var line = Line(width: width).text("  " + pad("NAME", nameWidth) + " " + pad("KIND", kindWidth) + " ")
-        line = line.text(padLeft("RX/s", rateWidth) + " " + padLeft("TX/s", rateWidth))
+        line = line.text(padLeft(packets ? "RX pkt/s" : "RX/s", rateWidth) + " " + padLeft(packets ? "TX pkt/s" : "TX/s", rateWidth))
         if sparkWidth > 0 {
             line = line.text(" " + pad(rxSparkWidth >= 9 ? "RECENT RX" : "RX", rxSparkWidth))
             line = line.text(" " + pad(txSparkWidth >= 9 ? "RECENT TX" : "TX", txSparkWidth))
@@ -481,10 +482,12 @@ struct Layout {
         let mark = row.rateQuality.liveMark
         let rate = { (v: Double?) -> String in
             guard let v, !gone else { return gone ? "gone" : "-" }
-            return mark + Units.rate(bytesPerSecond: v, bits: model.bits)
+            return mark + (model.packets ? String(Units.perSecond(v).dropLast(2)) : Units.rate(bytesPerSecond: v, bits: model.bits))
         }
-        line = line.text(padLeft(rate(row.rxRate), rateWidth) + " ", gone ? style.dim : style.rxStyle)
-        line = line.text(padLeft(rate(row.txRate), rateWidth), gone ? style.dim : style.txStyle)
+        let rx = model.packets ? row.intervalRate(.rxPackets) : row.rxRate
+        let tx = model.packets ? row.intervalRate(.txPackets) : row.txRate
+        line = line.text(padLeft(rate(rx), rateWidth) + " ", gone ? style.dim : style.rxStyle)
+        line = line.text(padLeft(rate(tx), rateWidth), gone ? style.dim : style.txStyle)
         if sparkWidth > 0 {
             // rx and tx apart, on the shared scale or the row's own.
             let rx = row.rxHistory.suffix(rxSparkWidth), tx = row.txHistory.suffix(txSparkWidth)

@@ -63,6 +63,15 @@ struct LiveTerminalTests {
         _ = try tmux.waitFor("arphrd:loopback(772)")
         try tmux.keys("s")
         _ = try tmux.waitFor("by total")
+        // b: bytes, bits, packets, and back.
+        try tmux.keys("b")
+        _ = try tmux.waitFor("· bits")
+        try tmux.keys("b")
+        screen = try tmux.waitFor("RX pkt/s")
+        let vA = screen.split(separator: "\n").first { $0.dropFirst(2).hasPrefix("vA ") }.map(String.init) ?? ""
+        #expect(screen.contains("· packets") && !vA.isEmpty && !vA.contains("B/s"), "packets per second in the list: \(vA)")
+        try tmux.keys("b")
+        _ = try tmux.waitFor("RX/s")
         try tmux.keys("q")
         screen = try tmux.waitFor("EXITED 0")
         #expect(!screen.contains("ifmeter ·"), "the alternate screen is gone")

@@ -60,6 +60,10 @@ extension LiveModel {
         }),
         ("narrow-40x15", 40, 15, false, { _ in }),
         ("wide-bits-140x24", 140, 24, false, { m in _ = m.handle(.character("b")) }),
+        ("packets-120x24", 120, 24, false, { m in
+            _ = m.handle(.character("b"))
+            _ = m.handle(.character("b"))
+        }),
         ("sorted-by-name-filtered-80x20", 80, 20, false, { m in
             _ = m.handle(.character("s"))
             _ = m.handle(.character("s"))
