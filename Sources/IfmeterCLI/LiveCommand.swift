@@ -14,7 +14,7 @@ struct LiveCommand: Command {
         abstract: "Watch every interface live in the terminal (plain lines when stdout is not one).",
         discussion: """
             Keys: q quit, arrows or j/k select, PgUp/PgDn/Home/End page, Enter detail,
-            t span of the detail graphs, a one scale or per-row bars, b bytes/bits/packets,
+            t span of the detail graphs, a bar scale (one, per row, log), b bytes/bits/packets,
             s sort, f or / filter, 1..7 show or hide kinds, p pause, r zero totals, ? help.
             When stdout is not a terminal, prints one plain line per interface per
             interval instead.

@@ -39,12 +39,24 @@ public enum LiveSpan: Int, Sendable, CaseIterable {
     }
 }
 
-/// How the row sparklines are scaled; `g` switches.
+/// How the row sparklines are scaled; `a` switches.
 public enum LiveScale: String, Sendable {
     /// Every row on one scale: bars compare across rows.
     case shared
     /// Each row on its own peak: the shape of a quiet row shows.
     case perRow
+    /// Every row on one logarithmic scale (of 1 + bytes per second): a
+    /// quiet row shows beside a busy one, and the rows still compare.
+    case log
+
+    /// The next one `a` switches to.
+    public var next: LiveScale {
+        switch self {
+        case .shared: .perRow
+        case .perRow: .log
+        case .log: .shared
+        }
+    }
 }
 
 /// Average rates over fixed buckets of (wall clock) time, for the longer

@@ -476,7 +476,7 @@ public struct LiveModel: Sendable {
         case .pageDown: moveSelection(max(1, pageSize), page: true)
         case .home, .character("g"): moveSelection(-Int.max / 2)
         case .end, .character("G"): moveSelection(Int.max / 2)
-        case .character("a"): scale = scale == .shared ? .perRow : .shared
+        case .character("a"): scale = scale.next
         case .character("t"), .character("\t"): span = span.next
         case .enter: detailOpen.toggle()
         case .escape: detailOpen = false

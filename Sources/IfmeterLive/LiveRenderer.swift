@@ -1,5 +1,11 @@
 import IfmeterCore
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Draws the live view: a pure function from the model and the terminal's
 /// size to screen lines, each exactly `width` columns wide (escape codes
 /// aside), `height` lines in all.
@@ -23,7 +29,7 @@ public struct LiveRenderer: Sendable {
         let rows = model.visibleSlots()
         // One scale for every row's bars (the default): the highest rate
         // any row's bars show.
-        if model.scale == .shared, layout.sparkWidth > 0 {
+        if model.scale != .perRow, layout.sparkWidth > 0 {
             var top = 0.0
             for slot in rows {
                 let row = model.row(at: slot)
@@ -117,8 +123,9 @@ public struct LiveRenderer: Sendable {
         if model.paused { line = line.text(" · PAUSED", warning) }
         // Which scale the bars are on, said on screen.
         if let sharedTop {
-            if model.scale == .shared {
-                line = line.text(" · bars: one scale, top \(Units.rate(bytesPerSecond: sharedTop, bits: model.bits))")
+            if model.scale != .perRow {
+                let scale = model.scale == .log ? "one log scale" : "one scale"
+                line = line.text(" · bars: \(scale), top \(Units.rate(bytesPerSecond: sharedTop, bits: model.bits))")
             } else {
                 line = line.text(" · bars: each row its own scale", warning)
             }
@@ -342,7 +349,7 @@ public struct LiveRenderer: Sendable {
             "PgUp PgDn  a page up or down;  Home End (g G)  the first or last interface",
             "Enter      open or close its detail (addresses, packets, errors, drops, graphs)",
             "t, Tab     the detail graphs' span: last minutes, last hour, last day",
-            "a          row bars: all rows on one scale, or each row its own",
+            "a          row bars: one scale for all, each row its own, or one log scale",
             "b          rates in bytes, bits or packets per second (bars and totals: bytes)", "s          sort by rate, total or name (va2 before va19)",
             "f, /       filter names (a glob, or a part of the name)",
             "1..7       show or hide wifi, cellular, tunnel, ethernet, loopback, virtual, other",
@@ -490,8 +497,13 @@ struct Layout {
         line = line.text(padLeft(rate(tx), rateWidth), gone ? style.dim : style.txStyle)
         if sparkWidth > 0 {
             // rx and tx apart, on the shared scale or the row's own.
-            let rx = row.rxHistory.suffix(rxSparkWidth), tx = row.txHistory.suffix(txSparkWidth)
-            let top = model.scale == .shared ? sharedTop : max(rx.max() ?? 0, tx.max() ?? 0)
+            var rx = row.rxHistory.suffix(rxSparkWidth), tx = row.txHistory.suffix(txSparkWidth)
+            var top = model.scale == .perRow ? max(rx.max() ?? 0, tx.max() ?? 0) : sharedTop
+            if model.scale == .log {
+                rx = rx.map { log1p(max($0, 0)) }
+                tx = tx.map { log1p(max($0, 0)) }
+                top = log1p(top)
+            }
             line = line.text(" ").text(Graph.sparkline(rx, width: rxSparkWidth, top: top), gone ? style.dim : style.rxStyle)
             line = line.text(" ").text(Graph.sparkline(tx, width: txSparkWidth, top: top), gone ? style.dim : style.txStyle)
         }

@@ -77,6 +77,16 @@ func visibleText(_ lines: [String]) -> [String] { lines.map { $0.replacing(/\u{1
         slow = bars(screen, "slow")
         #expect(slow.tx.hasSuffix("████") && fast.tx.hasSuffix("████"), "each row on its own peak: \(slow) \(fast)")
         #expect(slow.rx.hasSuffix("▁▁▁▁"), "rx and tx of a row share its scale: \(slow)")
+        // One log scale: the trickle shows, and the busiest still fills it.
+        _ = model.handle(.character("a"))
+        #expect(model.scale == .log)
+        screen = visibleText(LiveRenderer(color: false).render(model, width: 120, height: 20))
+        #expect(screen[0].contains("bars: one log scale, top 2.80 MiB/s"), "\(screen[0])")
+        fast = bars(screen, "fast")
+        slow = bars(screen, "slow")
+        #expect(fast.tx.hasSuffix("████"), "\(fast)")
+        // log(1 + 24576) / log(1 + 2936013) = 0.68: six eighths; 240 KiB/s, seven.
+        #expect(slow.rx.hasSuffix("▆▆▆▆") && slow.tx.hasSuffix("▇▇▇▇") && fast.rx.hasSuffix("▇▇▇▇"), "\(slow) \(fast)")
         _ = model.handle(.character("a"))
         #expect(model.scale == .shared)
     }
