@@ -33,6 +33,10 @@ final class PlanFeed: PipelineSubscriber {
               let slices = try? StateStore.slices(path: path, since: t - 32 * 86400, verify: false),
               let names = try? StateStore.interfaceNames(path: path) else { return [] }
         let planned = slices.filter { Plan.find(for: $0.name, in: plans) != nil }
-        return UsageTable(slices: planned, plans: plans, granularity: .cycle, zone: .system, now: t, names: names).planGauges()
+        // The kind of a planned interface idle this cycle (no usage), so its
+        // gauges keep one label set.
+        let kinds = (try? StateStore.interfaceKinds(path: path, verify: false)) ?? [:]
+        return UsageTable(slices: planned, plans: plans, granularity: .cycle, zone: .system, now: t, names: names, kinds: kinds)
+            .planGauges()
     }
 }

@@ -82,13 +82,19 @@ struct UsageCommand: Command {
         let slices: [UsageSlice]
         let plans: [Plan]
         let names: [String]
+        let kinds: [String: InterfaceKind]
         do {
             let all = try StateStore.slices(path: path)
             slices = all.filter { filter.admits(StateStore.key($0.name), kind: $0.kind) }
             plans = try StateStore.plans(path: path)
-            // Names without usage have no kind here: kept only without --kind.
+            // Names without usage: their kind from the interfaces table;
+            // one not known there is kept only without --kind.
             let stored = try StateStore.interfaceNames(path: path)
-            names = stored.filter { filter.kinds == nil && filter.admits(StateStore.key($0)) }
+            kinds = try StateStore.interfaceKinds(path: path)
+            names = stored.filter { name in
+                guard filter.kinds != nil else { return filter.admits(StateStore.key(name)) }
+                return kinds[name].map { filter.admits(StateStore.key(name), kind: $0) } ?? false
+            }
             var unmatched = UnmatchedPatterns(filter)
             unmatched.see(stored.map(StateStore.key) + all.map { StateStore.key($0.name) })
             unmatched.warn(what: path)
@@ -98,7 +104,7 @@ struct UsageCommand: Command {
         let now = Int64(wallClock().rounded(.down))
         let table = UsageTable(
             slices: slices, plans: plans, granularity: check ? .cycle : granularity, top: top, zone: .system, now: now,
-            names: names)
+            names: names, kinds: kinds)
         if check {
             let result = table.check(plans: plans)
             try Output.put(result.lines.joined(separator: "\n") + "\n" + Caveat.sentence + "\n")

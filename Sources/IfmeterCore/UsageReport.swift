@@ -101,8 +101,9 @@ public struct UsageTable: Sendable {
     public struct Interface: Sendable {
         /// The stored name: `NAME` or `NS/NAME`.
         public var stored: String
-        /// Nil for a planned interface nothing was saved for yet: its kind
-        /// is not known (not "other", which is a kind).
+        /// Nil for a planned interface nothing was saved for yet (no usage,
+        /// no row of its own): its kind is not known (not "other", which is
+        /// a kind).
         public var kind: InterfaceKind?
         public var plan: Plan?
         public var rows: [Row]
@@ -124,10 +125,11 @@ public struct UsageTable: Sendable {
     /// Groups stored slices into periods. `top` keeps each interface's N
     /// biggest days (by total). For cycles, a planned interface's cycle
     /// starts on its plan's day (others use the calendar month) and its
-    /// current cycle is shown even when nothing was used yet.
+    /// current cycle is shown even when nothing was used yet. `kinds`: the
+    /// kinds the file holds by stored name, for an interface without usage.
     public init(
         slices: [UsageSlice], plans: [Plan], granularity: UsagePeriodKind, top: Int? = nil, zone: LocalZone, now: Int64,
-        names: [String] = []
+        names: [String] = [], kinds: [String: InterfaceKind] = [:]
     ) {
         self.granularity = granularity
         self.zone = zone
@@ -168,7 +170,7 @@ public struct UsageTable: Sendable {
                 }
                 return Row(period: p.period, counters: p.counters, quality: p.quality, plan: status, current: current)
             }
-            list.append(Interface(stored: name, kind: mine.last?.kind, plan: plan, rows: rows))
+            list.append(Interface(stored: name, kind: mine.last?.kind ?? kinds[name], plan: plan, rows: rows))
         }
         interfaces = list.sorted { $0.key < $1.key }
     }

@@ -165,6 +165,25 @@ extension StateStore {
         }
     }
 
+    /// The kind each interface of the state file's interfaces table was
+    /// last classified as: one seen but idle is there without usage, its
+    /// kind known all the same. Read-only.
+    public static func interfaceKinds(path: String, verify: Bool = true) throws(StoreError) -> [String: InterfaceKind] {
+        try reading(path, verify: verify) { db throws(StoreError) in
+            do throws(StoreError) {
+                var kinds: [String: InterfaceKind] = [:]
+                guard try hasTable(db, "interfaces") else { return kinds }
+                try db.prepare("SELECT name, kind FROM interfaces").query { row throws(StoreError) in
+                    // A kind this version does not know is not guessed.
+                    if let name = row.text(0), let kind = row.text(1).flatMap(InterfaceKind.init(rawValue:)) { kinds[name] = kind }
+                }
+                return kinds
+            } catch {
+                throw StoreError.notState(path: path, detail: Self.detail(error))
+            }
+        }
+    }
+
     static func names(_ db: Database) throws(StoreError) -> [String] {
         var names = Set<String>()
         for (table, sql) in [
