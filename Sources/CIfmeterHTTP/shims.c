@@ -249,6 +249,8 @@ struct cifm_conn {
     uint64_t since_ms;  // start of the wait for the current request
     int busy;           // a whole request arrived; the response is going out
     int shut;           // already shut down by ifmeter
+    int served;         // a response went out on it
+    int started;        // a request line arrived since the last response
     struct sockaddr_storage addr;
 };
 
@@ -267,6 +269,7 @@ struct cifm_http_server {
     struct cifm_conn *head;
     unsigned int open;          // listed and not shut down
     uint64_t deadline_closed;
+    uint64_t idle_closed;       // kept alive after a response, then no request line by the deadline
     uint64_t evicted;
 };
 
@@ -398,7 +401,6 @@ static struct cifm_conn *conn_of(struct MHD_Connection *connection) {
 /// next one, under the deadline again.
 static void request_completed(void *cls, struct MHD_Connection *connection, void **req_cls,
                               enum MHD_RequestTerminationCode code) {
-    (void)code;
     struct cifm_http_server *server = cls;
     free(*req_cls);
     *req_cls = NULL;
@@ -408,6 +410,9 @@ static void request_completed(void *cls, struct MHD_Connection *connection, void
     pthread_mutex_lock(&server->lock);
     c->busy = 0;
     c->since_ms = now_ms();
+    if (code == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        c->served = 1;
+    c->started = 0;
     pthread_mutex_unlock(&server->lock);
 }
 
@@ -415,8 +420,15 @@ static void request_completed(void *cls, struct MHD_Connection *connection, void
 /// before libmicrohttpd stores its parameters (hundreds of them would run
 /// the connection out of memory).
 static void *uri_arrived(void *cls, const char *uri, struct MHD_Connection *connection) {
-    (void)connection;
     struct cifm_http_server *server = cls;
+    struct cifm_conn *c = conn_of(connection);
+    if (c) {
+        // A request has begun: a deadline from here on is a slow request,
+        // not a kept-alive connection left idle.
+        pthread_mutex_lock(&server->lock);
+        c->started = 1;
+        pthread_mutex_unlock(&server->lock);
+    }
     cifm_http_request *request = calloc(1, sizeof *request);
     if (!request)
         return NULL;
@@ -465,7 +477,12 @@ static void *sweep(void *cls) {
         for (struct cifm_conn *c = server->head; c; c = c->next) {
             if (!c->busy && !c->shut && now - c->since_ms > server->limits.request_deadline_ms) {
                 shut_locked(server, c);
-                server->deadline_closed++;
+                // After a response with no request line since: a kept-alive
+                // connection left idle (a scraper between scrapes).
+                if (c->served && !c->started)
+                    server->idle_closed++;
+                else
+                    server->deadline_closed++;
             }
         }
     }
@@ -568,9 +585,10 @@ cifm_http_server *cifm_http_start(int fd, cifm_http_limits limits, const cifm_ht
     return server;
 }
 
-void cifm_http_counts(cifm_http_server *server, uint64_t *deadline_closed, uint64_t *evicted) {
+void cifm_http_counts(cifm_http_server *server, uint64_t *deadline_closed, uint64_t *idle_closed, uint64_t *evicted) {
     pthread_mutex_lock(&server->lock);
     *deadline_closed = server->deadline_closed;
+    *idle_closed = server->idle_closed;
     *evicted = server->evicted;
     pthread_mutex_unlock(&server->lock);
 }

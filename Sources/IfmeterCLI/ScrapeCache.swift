@@ -140,7 +140,7 @@ final class HTTPClosedFeed: PipelineSubscriber {
 
     func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
         let counts = server.closedCounts
-        cache.setHTTPClosed(HTTPConnectionCounts(deadline: counts.deadline, evicted: counts.evicted))
+        cache.setHTTPClosed(HTTPConnectionCounts(deadline: counts.deadline, idle: counts.idle, evicted: counts.evicted))
     }
 }
 

@@ -143,7 +143,7 @@ struct ServeCommand: Command {
             pipeline.persistence?.abandon()
             throw .runtime("cannot listen on \(address): \(error.message). Choose another with --listen.")
         }
-        cache.setHTTPClosed(HTTPConnectionCounts(deadline: 0, evicted: 0))
+        cache.setHTTPClosed(HTTPConnectionCounts(deadline: 0, idle: 0, evicted: 0))
         pipeline.subscribe(HTTPClosedFeed(server: server, cache: cache))
         // The server's threads have the signals blocked; this one takes
         // them. SIGHUP saves the state and serve goes on.

@@ -101,14 +101,18 @@ public struct ExporterHealth: Sendable, Hashable {
 }
 
 /// Connections the scrape endpoint closed to protect itself, since it
-/// started: for missing the request deadline, and to make room (the oldest
-/// waiting connection of a client at its limit, or of all at the overall one).
+/// started: for missing the request deadline; kept alive after a response
+/// and sending no request line by the deadline (idle, as a scraper between
+/// scrapes: not a slow request); and to make room (the oldest waiting
+/// connection of a client at its limit, or of all at the overall one).
 public struct HTTPConnectionCounts: Sendable, Hashable {
     public var deadline: UInt64
+    public var idle: UInt64
     public var evicted: UInt64
 
-    public init(deadline: UInt64, evicted: UInt64) {
+    public init(deadline: UInt64, idle: UInt64, evicted: UInt64) {
         self.deadline = deadline
+        self.idle = idle
         self.evicted = evicted
     }
 }
@@ -418,9 +422,10 @@ struct ExpositionWriter {
         created("ifmeter_link_event_overruns", health.startTime)
         if let closed = health.httpClosed {
             header("ifmeter_http_connections_closed", .counter, help:
-                "Scrape connections ifmeter closed to protect the endpoint: reason deadline (the request was not whole in time) or evicted (the oldest waiting connection, to make room at the connection limits). \(note)")
+                "Scrape connections ifmeter closed to protect the endpoint: reason deadline (a request was not whole in time), idle (kept alive after a response, no request line in time: a scraper between scrapes, not a slow request) or evicted (the oldest waiting connection, to make room at the connection limits). \(note)")
             labeledSample("ifmeter_http_connections_closed_total", [("reason", "deadline")], String(closed.deadline))
             labeledSample("ifmeter_http_connections_closed_total", [("reason", "evicted")], String(closed.evicted))
+            labeledSample("ifmeter_http_connections_closed_total", [("reason", "idle")], String(closed.idle))
         }
         if let seconds = health.lastSampleSeconds {
             header("ifmeter_last_sample_duration_seconds", .gauge, unit: "seconds", help: "How long the last sample took. \(note)")

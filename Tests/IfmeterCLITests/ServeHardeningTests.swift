@@ -244,6 +244,43 @@ struct ServeHardeningTests {
         #expect(Self.closedCount("evicted", text) == 0, "\(text.split(separator: "\n").filter { $0.contains("connections_closed") })")
     }
 
+    /// A scraper that keeps its connection alive between scrapes (as
+    /// Prometheus does, every 15 s or more) sends nothing for longer than
+    /// the deadline after each response: closed then, but counted as idle,
+    /// not as a request that was not whole in time.
+    @Test func aKeptAliveConnectionLeftIdleIsCountedAsIdleNotDeadline() throws {
+        try Netns.requireRoot()
+        let ns = try TestNamespace()
+        let server = try serve(ns)
+        defer { server.stop() }
+        let fd = try #require(try Self.open(from: "127.0.0.2", in: ns))
+        defer { close(fd) }
+        Self.trySend(fd, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        var response = [UInt8]()
+        var closedAfter: Double?
+        let started = Date()
+        while Date().timeIntervalSince(started) < 12 {
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            _ = poll(&pfd, 1, 100)
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let n = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+            if n > 0 { response += buffer[0..<n] }
+            if n == 0 || (n < 0 && errno != EAGAIN) {
+                closedAfter = Date().timeIntervalSince(started)
+                break
+            }
+        }
+        let text = String(decoding: response, as: UTF8.self)
+        #expect(text.hasPrefix("HTTP/1.1 200") && text.contains("</html>"), "one whole response, kept alive: \(text)")
+        #expect(closedAfter.map { $0 > 4 && $0 < 7 } == true, "closed at the deadline after the response: \(String(describing: closedAfter))")
+        let scrape = try waitFor("the idle connection in a scrape") { () -> String? in
+            let text = try? RawHTTP.request("/metrics", port: Self.port, in: ns.name).text
+            return Self.closedCount("idle", text) == 1 ? text : nil
+        }
+        let lines = scrape.split(separator: "\n").filter { $0.contains("connections_closed") }
+        #expect(Self.closedCount("deadline", scrape) == 0 && Self.closedCount("evicted", scrape) == 0, "\(lines)")
+    }
+
     @Test func hugeQueryStringsAndBodiesAreRefusedAtOnce() throws {
         try Netns.requireRoot()
         let ns = try TestNamespace()

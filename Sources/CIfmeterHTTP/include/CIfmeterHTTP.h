@@ -87,9 +87,10 @@ int cifm_crypt_matches(const char *password, const char *hash);
 /// Returns 0, or -1 when GnuTLS is not there.
 int cifm_sha256(const void *data, size_t len, unsigned char digest[32]);
 
-/// Connections closed so far for being too slow (the request deadline) and
-/// to make room (evicted), since the start.
-void cifm_http_counts(cifm_http_server *server, uint64_t *deadline_closed, uint64_t *evicted);
+/// Connections closed so far for being too slow (the request deadline), for
+/// sending no request line by the deadline after a response (idle: kept
+/// alive between scrapes) and to make room (evicted), since the start.
+void cifm_http_counts(cifm_http_server *server, uint64_t *deadline_closed, uint64_t *idle_closed, uint64_t *evicted);
 
 /// Stops the daemon (in-flight responses finish first) and frees it.
 void cifm_http_stop(cifm_http_server *server);
