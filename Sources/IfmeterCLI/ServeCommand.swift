@@ -127,6 +127,8 @@ struct ServeCommand: Command {
         let announce = "ifmeter serve: listening on \(scheme)://\(address)/metrics\(auth) (source \(pipeline.source.sourceName), every \(Units.duration(interval)))"
         pipeline.subscribe(ScrapeFeed(cache: cache) { Output.error(announce) })
         if let state = setup.state { pipeline.subscribe(PlanFeed(path: state.path) { cache.setPlans($0) }) }
+        // The family is there from the first render, before any update.
+        cache.setHTTPClosed(HTTPConnectionCounts(deadline: 0, idle: 0, evicted: 0))
         let server: HTTPServer
         do {
             let log = RateLimitedLog(prefix: "ifmeter serve: ", every: 10)
@@ -143,7 +145,6 @@ struct ServeCommand: Command {
             pipeline.persistence?.abandon()
             throw .runtime("cannot listen on \(address): \(error.message). Choose another with --listen.")
         }
-        cache.setHTTPClosed(HTTPConnectionCounts(deadline: 0, idle: 0, evicted: 0))
         pipeline.subscribe(HTTPClosedFeed(server: server, cache: cache))
         // The server's threads have the signals blocked; this one takes
         // them. SIGHUP saves the state and serve goes on.

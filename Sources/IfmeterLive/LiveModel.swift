@@ -123,6 +123,7 @@ public struct LiveInterface: Sendable {
     public var key: SeriesKey { SeriesKey(netns: netns, name: name) }
     public var kind: InterfaceKind { classification.kind }
     public var totalRate: Double { (rxRate ?? 0) + (txRate ?? 0) }
+    public var totalPacketRate: Double { (intervalRate(.rxPackets) ?? 0) + (intervalRate(.txPackets) ?? 0) }
     public var peakRx: Double { rxHistory.peak }
     public var peakTx: Double { txHistory.peak }
     public var averageRx: Double { rxHistory.average }
@@ -431,8 +432,10 @@ public struct LiveModel: Sendable {
         var entries: [(primary: Double, rank: Int, slot: Int)] = []
         entries.reserveCapacity(byName.count)
         for slot in byName where shown(slot) {
+            // By rate: what the rate columns show (packets in packets mode).
             let primary = sort == .rate
-                ? -rows[slot].totalRate : -Double(rows[slot].totals.rxBytes &+ rows[slot].totals.txBytes)
+                ? -(packets ? rows[slot].totalPacketRate : rows[slot].totalRate)
+                : -Double(rows[slot].totals.rxBytes &+ rows[slot].totals.txBytes)
             entries.append((primary, rows[slot].nameRank, slot))
         }
         // Grouped by namespace (the own one first), then by the sort.

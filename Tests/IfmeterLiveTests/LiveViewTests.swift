@@ -236,3 +236,31 @@ func visibleText(_ lines: [String]) -> [String] { lines.map { $0.replacing(/\u{1
         }
     }
 }
+
+@Suite struct PacketsModeTests {
+    /// In packets mode "by rate" sorts by what the columns show: a chatty
+    /// link of small packets goes above a bulk one of big packets.
+    @Test func packetsModeSortsByPacketRate() {
+        var engine = DeltaEngine()
+        var model = LiveModel(host: "h", source: "netlink", interval: 1)
+        for step in 0..<3 {
+            let n = UInt64(step)
+            let kind = Classification(kind: .virtual, evidence: "link-kind:veth")
+            let interfaces = [
+                InterfaceSample(name: "bulk", index: 1, classification: kind,
+                                counters: Counters(rxBytes: 1_000_000 * n, txBytes: 0, rxPackets: 700 * n, txPackets: 0)),
+                InterfaceSample(name: "chatty", index: 2, classification: kind,
+                                counters: Counters(rxBytes: 100_000 * n, txBytes: 0, rxPackets: 1_500 * n, txPackets: 0)),
+            ]
+            model.feed(engine.apply(Sample(time: Double(step), interfaces: interfaces)), from: &engine, time: 1_795_000_000 + Double(step))
+        }
+        #expect(model.visible.map(\.name) == ["bulk", "chatty"], "by byte rate")
+        _ = model.handle(.character("b"))
+        _ = model.handle(.character("b"))
+        #expect(model.packets)
+        #expect(model.visible.map(\.name) == ["chatty", "bulk"], "by packet rate")
+        let screen = visibleText(LiveRenderer(color: false).render(model, width: 100, height: 12))
+        let chatty = screen.first { $0.dropFirst(2).hasPrefix("chatty ") } ?? ""
+        #expect(chatty.contains("1.50k") && chatty.contains("0.0"), "\(chatty)")
+    }
+}
