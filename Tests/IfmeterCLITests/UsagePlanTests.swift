@@ -169,18 +169,24 @@ struct UsagePlanTests {
         print(w, h, len(colours), blue, orange)
         """#
 
+    /// `count` datagrams out of vA, saved by export into `dir`/state.db;
+    /// returns the bytes vA sent.
+    func saveTraffic(_ pair: VethPair, in dir: String, count: Int, payload: Int) throws -> UInt64 {
+        let exporter = try export(pair.a, ["--json", dir + "/r.json", "--every", "200ms", "--state", dir + "/state.db"])
+        Thread.sleep(forTimeInterval: 0.4)
+        try pair.sendUDP(count: count, payload: payload)
+        Thread.sleep(forTimeInterval: 0.6)
+        #expect(exporter.stop() == 0)
+        return UInt64(count) * VethPair.frameBytes(payload: payload)
+    }
+
     @Test func serveExposesEachPlansQuotaUseAndCycle() throws {
         try Netns.requireRoot()
         let pair = try VethPair()
         let dir = try folder()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let state = dir + "/state.db"
-        let exporter = try export(pair.a, ["--json", dir + "/r.json", "--every", "200ms", "--state", state])
-        Thread.sleep(forTimeInterval: 0.4)
-        try pair.sendUDP(count: 25, payload: 300)
-        Thread.sleep(forTimeInterval: 0.6)
-        #expect(exporter.stop() == 0)
-        let sent = 25 * VethPair.frameBytes(payload: 300)
+        let sent = try saveTraffic(pair, in: dir, count: 25, payload: 300)
         #expect(try ifmeter(["plan", "set", "vA", "--state", state, "--cycle-start", "7", "--quota", "5GB", "--direction", "tx"]).status == 0)
 
         let server = try Background(
@@ -221,12 +227,7 @@ struct UsagePlanTests {
         let dir = try folder()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let state = dir + "/state.db"
-        let exporter = try export(pair.a, ["--json", dir + "/r.json", "--every", "200ms", "--state", state])
-        Thread.sleep(forTimeInterval: 0.4)
-        try pair.sendUDP(count: 100, payload: 1000)
-        Thread.sleep(forTimeInterval: 0.6)
-        #expect(exporter.stop() == 0)
-        let sent = 100 * VethPair.frameBytes(payload: 1000)
+        let sent = try saveTraffic(pair, in: dir, count: 100, payload: 1000)
         #expect(try ifmeter(["plan", "set", "vA", "--state", state, "--cycle-start", "1", "--quota", "50KB", "--direction", "tx"]).status == 0)
 
         let tmux = try LiveTerminalTests.Tmux(width: 120, height: 30)
