@@ -40,27 +40,6 @@ public struct NetclassFacts: Sendable, Hashable {
     /// What only sysfs (or, for speed and duplex, the driver) says.
     public var sysfs = SysfsNetclass()
 
-    public var speedMbps: Int32? {
-        get { sysfs.speedMbps }
-        set { sysfs.speedMbps = newValue }
-    }
-    public var duplex: String? {
-        get { sysfs.duplex }
-        set { sysfs.duplex = newValue }
-    }
-    public var devID: UInt16? {
-        get { sysfs.devID }
-        set { sysfs.devID = newValue }
-    }
-    public var nameAssignType: UInt8? {
-        get { sysfs.nameAssignType }
-        set { sysfs.nameAssignType = newValue }
-    }
-    public var addressAssignType: UInt8? {
-        get { sysfs.addressAssignType }
-        set { sysfs.addressAssignType = newValue }
-    }
-
     public init(
         address: [UInt8]? = nil, broadcast: [UInt8]? = nil, ifalias: String? = nil, flags: UInt32 = 0,
         linkFlags: UInt32 = 0, transmitQueueLength: UInt32 = 0, group: UInt32 = 0, carrierChanges: UInt32 = 0,

@@ -12,13 +12,13 @@ extension ExpositionWriter {
 
     /// In node_exporter's order (by name), with its types.
     static let netclassFamilies: [(property: String, kind: Kind, value: NetclassValue)] = [
-        ("address_assign_type", .gauge, .number { _, _, f in f.addressAssignType.map(Int64.init) }),
+        ("address_assign_type", .gauge, .number { _, _, f in f.sysfs.addressAssignType.map(Int64.init) }),
         // sysfs answers `carrier` and `dormant` only while the link is up.
         ("carrier", .gauge, .number { _, _, f in f.running ? f.carrier.map(Int64.init) : nil }),
         ("carrier_changes_total", .counter, .number { _, _, f in Int64(f.carrierChanges) }),
         ("carrier_down_changes_total", .counter, .number { _, _, f in Int64(f.carrierDownCount) }),
         ("carrier_up_changes_total", .counter, .number { _, _, f in Int64(f.carrierUpCount) }),
-        ("device_id", .gauge, .number { _, _, f in f.devID.map(Int64.init) }),
+        ("device_id", .gauge, .number { _, _, f in f.sysfs.devID.map(Int64.init) }),
         ("dormant", .gauge, .number { _, _, f in f.running ? (f.dormant ? 1 : 0) : nil }),
         ("flags", .gauge, .number { _, _, f in Int64(f.flags) }),
         ("iface_id", .gauge, .number { i, _, _ in i.index.map(Int64.init) }),
@@ -26,11 +26,11 @@ extension ExpositionWriter {
         ("iface_link_mode", .gauge, .number { _, _, f in Int64(f.linkMode) }),
         ("info", .gauge, .info),
         ("mtu_bytes", .gauge, .number { _, a, _ in a.mtu.map(Int64.init) }),
-        ("name_assign_type", .gauge, .number { _, _, f in f.nameAssignType.map(Int64.init) }),
+        ("name_assign_type", .gauge, .number { _, _, f in f.sysfs.nameAssignType.map(Int64.init) }),
         ("net_dev_group", .gauge, .number { _, _, f in Int64(f.group) }),
         ("protocol_type", .gauge, .number { _, a, _ in a.arphrdType.map(Int64.init) }),
         // Mbit/s to bytes/s as node_exporter does: -1 (unknown) is -125000.
-        ("speed_bytes", .gauge, .number { _, _, f in f.speedMbps.map { Int64($0) * 1_000_000 / 8 } }),
+        ("speed_bytes", .gauge, .number { _, _, f in f.sysfs.speedMbps.map { Int64($0) * 1_000_000 / 8 } }),
         ("transmit_queue_length", .gauge, .number { _, _, f in Int64(f.transmitQueueLength) }),
         ("up", .gauge, .number { _, a, _ in a.operstate.map { $0 == "up" ? 1 : 0 } }),
     ]
@@ -62,7 +62,7 @@ extension ExpositionWriter {
                         ("address", NetclassFacts.spell(facts.address)),
                         ("broadcast", NetclassFacts.spell(facts.broadcast)),
                         ("device", i.name),
-                        ("duplex", facts.duplex ?? ""),
+                        ("duplex", facts.sysfs.duplex ?? ""),
                         ("ifalias", facts.ifalias ?? ""),
                         ("operstate", attributes.operstate ?? ""),
                     ]

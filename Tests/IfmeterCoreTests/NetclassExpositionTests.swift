@@ -33,11 +33,11 @@ import Testing
             address: [0x02, 0, 0, 0, 0xAB, 0x01], broadcast: [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF], ifalias: #"a "q""#,
             flags: 0x1003, linkFlags: 0x11043, transmitQueueLength: 1000, group: 3, carrierChanges: 5, carrierUpCount: 3,
             carrierDownCount: 2, ifaceLink: 7, carrier: 1, linkMode: 1)
-        facts.speedMbps = -1
-        facts.duplex = "unknown"
-        facts.devID = 2
-        facts.nameAssignType = 4
-        facts.addressAssignType = 0
+        facts.sysfs.speedMbps = -1
+        facts.sysfs.duplex = "unknown"
+        facts.sysfs.devID = 2
+        facts.sysfs.nameAssignType = 4
+        facts.sysfs.addressAssignType = 0
         return link("eth0", index: 7, operstate: "up", mtu: 9000, type: 1, facts: facts)
     }
 
