@@ -139,8 +139,7 @@ final class HTTPClosedFeed: PipelineSubscriber {
     }
 
     func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
-        let counts = server.closedCounts
-        cache.setHTTPClosed(HTTPConnectionCounts(deadline: counts.deadline, idle: counts.idle, evicted: counts.evicted))
+        cache.setHTTPClosed(server.closedCounts)
     }
 }
 

@@ -245,12 +245,11 @@ public final class HTTPServer: Sendable {
     /// Connections closed for missing the request deadline, for sending no
     /// request line by the deadline after a response (kept alive, idle), and
     /// to make room for others, since the start.
-    public var closedCounts: (deadline: UInt64, idle: UInt64, evicted: UInt64) {
+    public var closedCounts: HTTPConnectionCounts {
         server.withLock { server in
-            guard let server else { return (0, 0, 0) }
             var deadline: UInt64 = 0, idle: UInt64 = 0, evicted: UInt64 = 0
-            cifm_http_counts(server, &deadline, &idle, &evicted)
-            return (deadline, idle, evicted)
+            if let server { cifm_http_counts(server, &deadline, &idle, &evicted) }
+            return HTTPConnectionCounts(deadline: deadline, idle: idle, evicted: evicted)
         }
     }
 
