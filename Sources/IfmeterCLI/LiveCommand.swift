@@ -106,7 +106,7 @@ final class LiveScreen: PipelineSubscriber {
 
     init(pipeline: Pipeline, bits: Bool) {
         model = LiveModel(host: hostName(), source: pipeline.source.sourceName, interval: pipeline.configuration.interval)
-        model.bits = bits
+        model.unit = bits ? .bits : .bytes
         let noColor = (getenv("NO_COLOR").map { String(cString: $0) } ?? "").isEmpty == false
         let dumb = getenv("TERM").map { String(cString: $0) } == "dumb"
         renderer = LiveRenderer(color: !noColor && !dumb)

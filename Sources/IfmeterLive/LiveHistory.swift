@@ -59,6 +59,21 @@ public enum LiveScale: String, Sendable {
     }
 }
 
+/// What the list's rate columns count; `b` switches. The bars and totals
+/// stay in bytes.
+public enum LiveRateUnit: Sendable {
+    case bytes, bits, packets
+
+    /// The next one `b` switches to.
+    public var next: LiveRateUnit {
+        switch self {
+        case .bytes: .bits
+        case .bits: .packets
+        case .packets: .bytes
+        }
+    }
+}
+
 /// Average rates over fixed buckets of (wall clock) time, for the longer
 /// spans: a ring of `capacity` completed buckets plus the one being filled.
 /// Floats: 4 bytes a value, two values a bucket, whatever the run's length.

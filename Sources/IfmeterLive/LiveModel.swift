@@ -184,10 +184,11 @@ public struct LiveModel: Sendable {
     public var interval: Double
     public var selected: SeriesKey?
     public var sort: LiveSort = .rate
-    public var bits = false
-    /// The list's rate columns in packets per second (`b` cycles bytes,
-    /// bits, packets); the bars and totals stay in bytes.
-    public var packets = false
+    public var unit: LiveRateUnit = .bytes
+    /// Byte rates are shown in bits per second.
+    public var bits: Bool { unit == .bits }
+    /// The list's rate columns are in packets per second.
+    public var packets: Bool { unit == .packets }
     /// A glob or a plain part of names; empty shows all.
     public var filter = ""
     /// Typing a filter: keys go into `filterDraft`.
@@ -483,9 +484,7 @@ public struct LiveModel: Sendable {
         case .character("t"), .character("\t"): span = span.next
         case .enter: detailOpen.toggle()
         case .escape: detailOpen = false
-        case .character("b"):
-            // bytes -> bits -> packets -> bytes
-            (bits, packets) = packets ? (false, false) : bits ? (false, true) : (true, false)
+        case .character("b"): unit = unit.next
         case .character("s"):
             sort = sort.next
             keepSelectionValid()
