@@ -212,6 +212,15 @@ struct ServeHardeningTests {
         return text?.split(separator: "\n").first { $0.hasPrefix(prefix) }.flatMap { UInt64($0.dropFirst(prefix.count)) }
     }
 
+    /// The first scrape whose `reason` count of closed connections is `count`
+    /// (a count shows from the sample after the closing on).
+    static func scrape(in ns: TestNamespace, whenClosed reason: String, is count: UInt64) throws -> String {
+        try waitFor("\(count) connection(s) closed as \(reason) in a scrape") { () -> String? in
+            let text = try? RawHTTP.request("/metrics", port: port, in: ns.name).text
+            return closedCount(reason, text) == count ? text : nil
+        }
+    }
+
     @Test func aRequestTrickledByteByByteIsClosedAtTheDeadline() throws {
         try Netns.requireRoot()
         let ns = try TestNamespace()
@@ -237,10 +246,7 @@ struct ServeHardeningTests {
         }
         #expect(closedAfter != nil && closedAfter! < 7, "a request still unfinished after \(n) bytes: closed after \(closedAfter.map { String(format: "%.1f s", $0) } ?? "never (12 s)")")
         // Counted, and served from the next sample on (nothing was evicted).
-        let text = try waitFor("the closed connection in a scrape") { () -> String? in
-            let text = try? RawHTTP.request("/metrics", port: Self.port, in: ns.name).text
-            return Self.closedCount("deadline", text) == 1 ? text : nil
-        }
+        let text = try Self.scrape(in: ns, whenClosed: "deadline", is: 1)
         #expect(Self.closedCount("evicted", text) == 0, "\(text.split(separator: "\n").filter { $0.contains("connections_closed") })")
     }
 
@@ -273,10 +279,7 @@ struct ServeHardeningTests {
         let text = String(decoding: response, as: UTF8.self)
         #expect(text.hasPrefix("HTTP/1.1 200") && text.contains("</html>"), "one whole response, kept alive: \(text)")
         #expect(closedAfter.map { $0 > 4 && $0 < 7 } == true, "closed at the deadline after the response: \(String(describing: closedAfter))")
-        let scrape = try waitFor("the idle connection in a scrape") { () -> String? in
-            let text = try? RawHTTP.request("/metrics", port: Self.port, in: ns.name).text
-            return Self.closedCount("idle", text) == 1 ? text : nil
-        }
+        let scrape = try Self.scrape(in: ns, whenClosed: "idle", is: 1)
         let lines = scrape.split(separator: "\n").filter { $0.contains("connections_closed") }
         #expect(Self.closedCount("deadline", scrape) == 0 && Self.closedCount("evicted", scrape) == 0, "\(lines)")
     }
