@@ -31,12 +31,12 @@ final class PlanFeed: PipelineSubscriber {
         let t = Int64(now.rounded(.down))
         guard let plans = try? StateStore.plans(path: path, verify: false), !plans.isEmpty,
               let slices = try? StateStore.slices(path: path, since: t - 32 * 86400, verify: false),
-              let names = try? StateStore.interfaceNames(path: path) else { return [] }
+              let stored = try? StateStore.storedInterfaces(path: path, verify: false) else { return [] }
         let planned = slices.filter { Plan.find(for: $0.name, in: plans) != nil }
-        // The kind of a planned interface idle this cycle (no usage), so its
-        // gauges keep one label set.
-        let kinds = (try? StateStore.interfaceKinds(path: path, verify: false)) ?? [:]
-        return UsageTable(slices: planned, plans: plans, granularity: .cycle, zone: .system, now: t, names: names, kinds: kinds)
-            .planGauges()
+        // The stored kind of a planned interface idle this cycle (no usage),
+        // so its gauges keep one label set.
+        return UsageTable(
+            slices: planned, plans: plans, granularity: .cycle, zone: .system, now: t, names: stored.names, kinds: stored.kinds
+        ).planGauges()
     }
 }

@@ -89,8 +89,8 @@ struct UsageCommand: Command {
             plans = try StateStore.plans(path: path)
             // Names without usage: their kind from the interfaces table;
             // one not known there is kept only without --kind.
-            let stored = try StateStore.interfaceNames(path: path)
-            kinds = try StateStore.interfaceKinds(path: path)
+            let stored: [String]
+            (stored, kinds) = try StateStore.storedInterfaces(path: path)
             names = stored.filter { name in
                 guard filter.kinds != nil else { return filter.admits(StateStore.key(name)) }
                 return kinds[name].map { filter.admits(StateStore.key(name), kind: $0) } ?? false

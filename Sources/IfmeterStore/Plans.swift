@@ -154,30 +154,22 @@ extension StateStore {
         return plans
     }
 
-    /// The stored interface names of a state file (with totals or usage). Read-only.
-    public static func interfaceNames(path: String) throws(StoreError) -> [String] {
-        try reading(path) { db throws(StoreError) in
-            do throws(StoreError) {
-                return try names(db)
-            } catch {
-                throw StoreError.notState(path: path, detail: Self.detail(error))
-            }
-        }
-    }
-
-    /// The kind each interface of the state file's interfaces table was
-    /// last classified as: one seen but idle is there without usage, its
-    /// kind known all the same. Read-only.
-    public static func interfaceKinds(path: String, verify: Bool = true) throws(StoreError) -> [String: InterfaceKind] {
+    /// The stored interface names of a state file (with totals or usage),
+    /// and the kind each one of the interfaces table was last classified
+    /// as: one seen but idle is there without usage, its kind known all the
+    /// same (a kind this version does not know is not guessed). Read-only.
+    public static func storedInterfaces(path: String, verify: Bool = true) throws(StoreError)
+        -> (names: [String], kinds: [String: InterfaceKind])
+    {
         try reading(path, verify: verify) { db throws(StoreError) in
             do throws(StoreError) {
                 var kinds: [String: InterfaceKind] = [:]
-                guard try hasTable(db, "interfaces") else { return kinds }
-                try db.prepare("SELECT name, kind FROM interfaces").query { row throws(StoreError) in
-                    // A kind this version does not know is not guessed.
-                    if let name = row.text(0), let kind = row.text(1).flatMap(InterfaceKind.init(rawValue:)) { kinds[name] = kind }
+                if try hasTable(db, "interfaces") {
+                    try db.prepare("SELECT name, kind FROM interfaces").query { row throws(StoreError) in
+                        if let name = row.text(0), let kind = row.text(1).flatMap(InterfaceKind.init(rawValue:)) { kinds[name] = kind }
+                    }
                 }
-                return kinds
+                return (try names(db), kinds)
             } catch {
                 throw StoreError.notState(path: path, detail: Self.detail(error))
             }
