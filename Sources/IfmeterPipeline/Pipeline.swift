@@ -215,8 +215,9 @@ public final class Pipeline {
         var next = clock.monotonic()
         var taken = 0
         while true {
-            let update = step()
-            switch update.outcome {
+            // Only the outcome is kept: holding the update would hold the
+            // sample, which the next one is built over when nothing does.
+            switch step().outcome {
             case .sampled: taken += 1
             case .failed: if configuration.stopOnFailure { return }
             case .zeroed: break

@@ -30,8 +30,6 @@ public final class NetlinkSampler: CounterSource {
     /// Indexes deleted since the last sample: a dump may still show them.
     private var recentlyDeleted = Set<Int>()
     private typealias Raw = (index: Int, counters: Counters, width: CounterWidth, stats: KernelLinkStats?)
-    /// Reused between samples.
-    private var rawBuffer: [Raw] = []
     /// The last sample's interfaces in dump order. The kernel dumps links in
     /// the same order every time, so the next sample finds each link's
     /// name and kind by position, without hashing.
@@ -149,27 +147,39 @@ public final class NetlinkSampler: CounterSource {
     private func sample() throws(SystemError) -> Sample {
         let t = monotonicSeconds()
         drainEvents()
-        var raw = rawBuffer
-        rawBuffer = []
-        defer {
-            raw.removeAll(keepingCapacity: true)
-            rawBuffer = raw
-        }
-        var interfaces: [InterfaceSample] = []
-        var aligned = !order.isEmpty && t - catalog.refreshedAt < options.catalogRefreshSeconds
+        // Readings by index, for when links came, went or moved: none are
+        // made while they stay (not even for the periodic refresh), so no
+        // buffer of every link's readings is kept between samples.
+        var raw: [Raw] = []
+        // The last sample, taken out: while nothing else holds it (the
+        // pipeline has let go of it by now), this sample is built over it
+        // and no second array of every link is made.
+        var interfaces = templates
+        templates = []
+        var aligned = !order.isEmpty
         if aligned {
             // The common case: the links are the ones of the last sample, in
-            // the same order. Each element is built in place from its
-            // template as the dump is parsed: one copy, no hashing.
-            interfaces = try [InterfaceSample](unsafeUninitializedCapacity: order.count) { buffer, built throws(SystemError) in
-                var assembler = Assembler(order: order, templates: templates, base: buffer.baseAddress!, raw: raw)
-                try readCounters(into: &assembler)
+            // the same order. Each element takes its new counters in place
+            // as the dump is parsed: no copy, no hashing.
+            var failure: SystemError?
+            interfaces.withUnsafeMutableBufferPointer { buffer in
+                var assembler = Assembler(order: order, base: buffer, raw: raw)
+                do throws(SystemError) {
+                    try readCounters(into: &assembler)
+                } catch {
+                    failure = error
+                    return
+                }
                 assembler.finish()
-                built = assembler.built
                 aligned = assembler.aligned
                 raw = assembler.raw
             }
+            if let failure {
+                order = []
+                throw failure
+            }
         } else {
+            interfaces = []
             var collector = Collector(raw: raw)
             try readCounters(into: &collector)
             raw = collector.raw
@@ -179,6 +189,15 @@ public final class NetlinkSampler: CounterSource {
         // made of such a link before it went is left out (the engine would
         // take it for a new instance).
         let deletedDuringDump = drainEvents()
+        if aligned, catalogStale || t - catalog.refreshedAt >= options.catalogRefreshSeconds {
+            // The periodic refresh (renames, operstate, speed): the sample
+            // keeps its counters and each link takes its facts anew, in
+            // place. A link the catalog no longer has sends it the slow way.
+            try catalog.refresh()
+            catalogStale = false
+            aligned = refreshFacts(of: &interfaces, except: deletedDuringDump)
+            if !aligned { raw = interfaces.map { ($0.index ?? 0, $0.counters, $0.width, $0.kernelStats) } }
+        }
         if !aligned {
             // Links came, went or moved, or the periodic refresh is due.
             interfaces = []
@@ -201,20 +220,37 @@ public final class NetlinkSampler: CounterSource {
                 reading.factsVersion = factsGeneration
                 interfaces.append(reading)
             }
-            if interfaces.count == raw.count {
-                order = raw.map(\.index)
-                templates = interfaces
-            } else {
-                order = []
-                templates = []
-            }
+            order = interfaces.count == raw.count ? raw.map(\.index) : []
         }
         recentlyDeleted.removeAll(keepingCapacity: true)
         if !deletedDuringDump.isEmpty {
             interfaces.removeAll { $0.index.map(deletedDuringDump.contains) ?? false }
             order = []
         }
+        // The next sample's templates: this one, shared, not copied.
+        if !order.isEmpty { templates = interfaces }
         return Sample(time: t, interfaces: interfaces)
+    }
+
+    /// Gives each link of an aligned sample its facts from the just
+    /// refreshed catalog, in place, under a new facts version (so the
+    /// engine compares them). False when a link is missing from the catalog
+    /// and was not deleted during the dump (whose readings are left out).
+    private func refreshFacts(of interfaces: inout [InterfaceSample], except deleted: Set<Int>) -> Bool {
+        factsGeneration += 1
+        for i in interfaces.indices {
+            guard let index = interfaces[i].index else { return false }
+            guard let link = catalog.byIndex[index] else {
+                if deleted.contains(index) { continue }
+                return false
+            }
+            interfaces[i].name = link.name
+            interfaces[i].classification = link.classification
+            interfaces[i].speedBps = link.speedCeilingBps
+            interfaces[i].attributes = link.attributes
+            interfaces[i].factsVersion = factsGeneration
+        }
+        return true
     }
 
     /// Dumps every link's counters into `sink`, in dump order.
@@ -268,32 +304,29 @@ private struct Collector: CounterSink {
     mutating func restart() { raw.removeAll(keepingCapacity: true) }
 }
 
-/// Builds samples in place while the links come in the last sample's order;
-/// from the first surprise on, collects them into `raw` instead.
+/// Gives the last sample's interfaces their new counters in place while the
+/// links come in its order; from the first surprise on, collects them into
+/// `raw` instead.
 private struct Assembler: CounterSink {
     let order: [Int]
-    let templates: [InterfaceSample]
-    let base: UnsafeMutablePointer<InterfaceSample>
+    let base: UnsafeMutableBufferPointer<InterfaceSample>
     var raw: [(index: Int, counters: Counters, width: CounterWidth, stats: KernelLinkStats?)]
     var built = 0
     var aligned = true
 
-    init(order: [Int], templates: [InterfaceSample], base: UnsafeMutablePointer<InterfaceSample>,
+    init(order: [Int], base: UnsafeMutableBufferPointer<InterfaceSample>,
          raw: [(index: Int, counters: Counters, width: CounterWidth, stats: KernelLinkStats?)]) {
         self.order = order
-        self.templates = templates
         self.base = base
         self.raw = raw
     }
 
     mutating func emit(_ index: Int, _ counters: Counters, _ width: CounterWidth, _ stats: KernelLinkStats?) {
         if aligned {
-            // The same link, with the same counter width as its template
+            // The same link, with the same counter width as last time
             // (whose facts the sample's `factsVersion` vouches for).
-            if built < order.count, order[built] == index, templates[built].width == width {
-                (base + built).initialize(to: templates[built])
+            if built < order.count, built < base.count, order[built] == index, base[built].width == width {
                 base[built].counters = counters
-                base[built].width = width
                 base[built].kernelStats = stats
                 built += 1
                 return
@@ -304,7 +337,6 @@ private struct Assembler: CounterSink {
     }
 
     mutating func restart() {
-        base.deinitialize(count: built)
         built = 0
         aligned = true
         raw.removeAll(keepingCapacity: true)
