@@ -26,6 +26,46 @@ public struct LinkEntry: Sendable, Hashable {
     var peer: PeerLink?
 }
 
+/// Links by interface index, kept densely: a table of positions (12 bytes
+/// a bucket) beside one array of entries. A dictionary of entries held
+/// every empty bucket at an entry's size too (1 MB at 4000 links).
+struct LinkTable: Sendable {
+    private var positions: [Int: Int32] = [:]
+    private var entries: [LinkEntry] = []
+
+    var count: Int { entries.count }
+    /// The interface indexes held, in no order.
+    var indexes: Dictionary<Int, Int32>.Keys { positions.keys }
+
+    subscript(index: Int) -> LinkEntry? {
+        get { positions[index].map { entries[Int($0)] } }
+        set {
+            guard var entry = newValue else {
+                removeValue(forKey: index)
+                return
+            }
+            entry.index = index
+            if let position = positions[index] {
+                entries[Int(position)] = entry
+            } else {
+                positions[index] = Int32(entries.count)
+                entries.append(entry)
+            }
+        }
+    }
+
+    /// Removes a link; the last entry takes its place.
+    mutating func removeValue(forKey index: Int) {
+        guard let position = positions.removeValue(forKey: index).map(Int.init) else { return }
+        let last = entries.count - 1
+        if position != last {
+            entries.swapAt(position, last)
+            positions[entries[position].index] = Int32(position)
+        }
+        entries.removeLast()
+    }
+}
+
 /// Names and metadata of links, from a link dump plus sysfs.
 ///
 /// Refreshing costs a full link dump (about 6 us per link), so samplers
@@ -37,7 +77,7 @@ final class LinkCatalog {
     let sysfs: SysfsReader?
     /// Keep node_exporter's netclass facts (`--compat node`).
     let netclass: Bool
-    private(set) var byIndex: [Int: LinkEntry] = [:]
+    private(set) var byIndex = LinkTable()
     private(set) var refreshedAt: Double = -.infinity
     private(set) var refreshes = 0
 
@@ -89,7 +129,7 @@ final class LinkCatalog {
         }
         // Links the dump did not name are gone.
         if seen.count != byIndex.count {
-            for index in byIndex.keys.filter({ !seen.contains($0) }) { byIndex.removeValue(forKey: index) }
+            for index in byIndex.indexes.filter({ !seen.contains($0) }) { byIndex.removeValue(forKey: index) }
         }
         refreshedAt = monotonicSeconds()
         refreshes += 1
