@@ -15,7 +15,15 @@ public final class LinkAttributes: Sendable, Hashable {
     /// Backed by real hardware (a `device` link in sysfs).
     public let isHardware: Bool?
     /// node_exporter's netclass facts; only when asked for (`--compat node`).
-    public let netclass: NetclassFacts?
+    public var netclass: NetclassFacts? { netclassBox?.facts }
+    /// Boxed: inline, the facts (about 100 bytes) took room in every
+    /// link's attributes, asked for or not.
+    private let netclassBox: NetclassBox?
+
+    private final class NetclassBox: Sendable {
+        let facts: NetclassFacts
+        init(_ facts: NetclassFacts) { self.facts = facts }
+    }
 
     public static func == (a: LinkAttributes, b: LinkAttributes) -> Bool {
         a === b
@@ -43,7 +51,7 @@ public final class LinkAttributes: Sendable, Hashable {
         self.arphrdType = arphrdType
         self.reportedSpeedBps = reportedSpeedBps
         self.isHardware = isHardware
-        self.netclass = netclass
+        netclassBox = netclass.map(NetclassBox.init)
     }
 }
 
