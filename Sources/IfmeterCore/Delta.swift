@@ -47,17 +47,43 @@ public enum DeltaChange: String, Sendable, Hashable {
 }
 
 /// How many times each kind of discontinuity happened to an interface.
+///
+/// Kept in 32 bits each (a count stops at 4,294,967,295): every series,
+/// row and total holds one, and 64-bit counts took 16 bytes more in each.
 public struct EventCounts: Sendable, Hashable {
-    public var wraps = 0
-    public var resets = 0
-    public var recreations = 0
-    public var deletions = 0
+    private var counts: (wraps: UInt32, resets: UInt32, recreations: UInt32, deletions: UInt32) = (0, 0, 0, 0)
+
+    public var wraps: Int {
+        get { Int(counts.wraps) }
+        set { counts.wraps = UInt32(clamping: newValue) }
+    }
+    public var resets: Int {
+        get { Int(counts.resets) }
+        set { counts.resets = UInt32(clamping: newValue) }
+    }
+    public var recreations: Int {
+        get { Int(counts.recreations) }
+        set { counts.recreations = UInt32(clamping: newValue) }
+    }
+    public var deletions: Int {
+        get { Int(counts.deletions) }
+        set { counts.deletions = UInt32(clamping: newValue) }
+    }
 
     public init(wraps: Int = 0, resets: Int = 0, recreations: Int = 0, deletions: Int = 0) {
         self.wraps = wraps
         self.resets = resets
         self.recreations = recreations
         self.deletions = deletions
+    }
+
+    public static func == (a: EventCounts, b: EventCounts) -> Bool { a.counts == b.counts }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(counts.wraps)
+        hasher.combine(counts.resets)
+        hasher.combine(counts.recreations)
+        hasher.combine(counts.deletions)
     }
 }
 
