@@ -96,7 +96,10 @@ public final class ScrapeCache: Sendable {
                 input.plans = planned.gauges
                 input.health.httpClosed = httpClosed.withLock { $0 }
                 let renderer: any ExpositionRenderer = openMetrics ? OpenMetricsRenderer() : PrometheusTextRenderer()
-                guard let gzip = GzipWriter() else { return nil }
+                // Room for about the last render's size at once (the other
+                // format's, the first time: they differ by a few percent).
+                let last = cache.withLock { ($0[openMetrics] ?? $0[!openMetrics])?.gzipped.count } ?? 0
+                guard let gzip = GzipWriter(expectedSize: last > 0 ? last + last / 16 + 4096 : 0) else { return nil }
                 renderer.render(input, chunk: 64 * 1024) { gzip.write($0) }
                 guard let body = gzip.finish() else { return nil }
                 return Rendered(generation: generation, contentType: renderer.contentType, gzipped: body, size: gzip.inputBytes)

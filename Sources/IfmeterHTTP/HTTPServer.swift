@@ -436,8 +436,10 @@ public final class GzipWriter {
     public private(set) var inputBytes: UInt64 = 0
     private var failed = false
 
-    public init?(level: Int32 = 1) {
-        guard let stream = cifm_gzip_begin(level) else { return nil }
+    /// `expectedSize`: the compressed size to make room for at once (such
+    /// as the last one's), so the buffer does not grow by doubling.
+    public init?(level: Int32 = 1, expectedSize: Int = 0) {
+        guard let stream = cifm_gzip_begin(level, max(0, expectedSize)) else { return nil }
         self.stream = stream
     }
 

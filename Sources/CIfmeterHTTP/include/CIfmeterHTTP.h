@@ -100,9 +100,12 @@ void cifm_http_stop(cifm_http_server *server);
 int cifm_http_gzip(const void *input, size_t input_len, int level, void **output, size_t *output_len);
 
 /// gzip compression in pieces: begin, write each piece, end. The output
-/// grows in one malloc'd buffer, handed over by `cifm_gzip_end`.
+/// grows in one malloc'd buffer, handed over by `cifm_gzip_end` cut to its
+/// size. `expected` (0: unknown) is the output size to make room for at
+/// once, such as the last output's: a buffer grown by doubling holds up to
+/// twice the output, and a copy of the half while it grows.
 typedef struct cifm_gzip cifm_gzip;
-cifm_gzip *cifm_gzip_begin(int level);
+cifm_gzip *cifm_gzip_begin(int level, size_t expected);
 /// Returns 0, or a zlib error code (then only `cifm_gzip_abort` remains).
 int cifm_gzip_write(cifm_gzip *gz, const void *data, size_t len);
 /// Finishes the stream and frees `gz`. Returns 0 with *output (malloc'd)
