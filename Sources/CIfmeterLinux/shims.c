@@ -61,6 +61,8 @@ void cifm_tune_malloc(void) {
     mallopt(M_ARENA_MAX, 2);
 }
 
+void cifm_release_free_memory(void) { malloc_trim(0); }
+
 int cifm_setns_net(int fd) { return setns(fd, CLONE_NEWNET); }
 
 int cifm_is_nsfs(int fd) {

@@ -203,7 +203,12 @@ public final class Pipeline {
         health.lastError = nil
         health.lastSampleTime = wall
         health.lastSampleSeconds = clock.monotonic() - started
-        return publish(outcome: .sampled, reading: filtered, deltas: deltas, time: t, previous: previous, wall: wall)
+        let update = publish(outcome: .sampled, reading: filtered, deltas: deltas, time: t, previous: previous, wall: wall)
+        // What this sample (and the scrapes since the last one) freed goes
+        // back to the system: glibc keeps freed pages between live blocks
+        // resident, about 0.7 MB at 4000 interfaces.
+        releaseFreeMemory()
+        return update
     }
 
     /// The loop: a sample every interval (skipping ahead when late), until

@@ -4,6 +4,9 @@ import Glibc
 import Darwin
 #endif
 import IfmeterCore
+#if os(Linux)
+import CIfmeterLinux
+#endif
 
 extension SystemError {
     /// From errno as the call left it.
@@ -89,6 +92,15 @@ public func wallClock() -> Double {
 }
 
 /// Sleeps for `seconds` (returns early on a signal).
+/// Hands the pages of memory freed since the last call back to the system
+/// (malloc_trim): glibc keeps freed pages between live blocks resident,
+/// and a sample and a scrape free about 0.7 MB of them at 4000 interfaces.
+public func releaseFreeMemory() {
+    #if os(Linux)
+    cifm_release_free_memory()
+    #endif
+}
+
 public func sleepSeconds(_ seconds: Double) {
     guard seconds > 0 else { return }
     var ts = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))

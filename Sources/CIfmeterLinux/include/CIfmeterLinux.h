@@ -51,6 +51,9 @@ int cifm_ifaddrs_packet_info(const struct ifaddrs *ifa, int *ifindex, int *hatyp
 /// when freed, and two arenas keep helper threads from each holding freed
 /// memory of their own.
 void cifm_tune_malloc(void);
+/// malloc_trim(0): hands the pages of freed memory back to the system, in
+/// every arena (glibc's malloc keeps them otherwise).
+void cifm_release_free_memory(void);
 
 /// setns(fd, CLONE_NEWNET) for the calling thread. Returns 0 or -1 and errno.
 int cifm_setns_net(int fd);
