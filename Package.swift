@@ -76,7 +76,7 @@ let package = Package(
         .testTarget(
             name: "IfmeterSamplingTests",
             dependencies: ["IfmeterSampling", "IfmeterCore", "CNetlink", "IfmeterTestSupport"]),
-        .testTarget(name: "IfmeterCLITests", dependencies: ["IfmeterCLI", "IfmeterCore", "IfmeterTestSupport"]),
+        .testTarget(name: "IfmeterCLITests", dependencies: ["IfmeterCLI", "IfmeterCore", "IfmeterHTTP", "IfmeterTestSupport"]),
         .testTarget(name: "IfmeterLiveTests", dependencies: ["IfmeterLive", "IfmeterCore", "IfmeterPipeline", "IfmeterTestSupport"]),
         .testTarget(name: "IfmeterStoreTests", dependencies: ["IfmeterStore", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(

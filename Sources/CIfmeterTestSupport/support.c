@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <linux/if.h>
 #include <linux/if_tun.h>
 #include <signal.h>
@@ -61,4 +62,5 @@ int cifm_spawn(char *const argv[], int in_fd, int out_fd, int err_fd, pid_t *pid
     return rc;
 }
 
+size_t cifm_usable_size(const void *block) { return malloc_usable_size((void *)block); }
 #endif

@@ -24,6 +24,11 @@ int cifm_spawn(char *const argv[], int in_fd, int out_fd, int err_fd, pid_t *pid
 
 /// pipe2(fds, O_CLOEXEC), which Swift's Glibc module leaves out.
 int cifm_pipe_cloexec(int fds[2]);
+
+/// malloc_usable_size: the room a malloc'd block really has (tests check
+/// that kept buffers hold no slack).
+#include <stddef.h>
+size_t cifm_usable_size(const void *block);
 #endif
 
 #endif
