@@ -11,10 +11,11 @@ BUILD_PACKAGES := pkg-config libnl-3-dev libnl-route-3-dev libmicrohttpd-dev lib
 # man-db, groff, bash-completion, zsh, fish and systemd check what
 # `make install` puts: pages, completions and the service (InstallTests);
 # xmllint and headless Chromium check and render usage charts (SVG);
-# eu-stack (elfutils) shows where a test run past its time limit waits.
+# eu-stack (elfutils) shows where a test run past its time limit waits;
+# readelf and nm (binutils) check how the release binary is linked.
 TEST_PACKAGES := $(BUILD_PACKAGES) prometheus prometheus-node-exporter gzip python3-prometheus-client python3-venv \
 	tmux procps sqlite3 util-linux curl openssl apache2-utils man-db groff bash-completion zsh fish systemd \
-	libxml2-utils chromium elfutils
+	libxml2-utils chromium elfutils binutils
 BENCH_PACKAGES := $(BUILD_PACKAGES) wrk prometheus-node-exporter tmux time
 RUN_ARGS ?= live
 # The release build, linked for a small resident set (issue 9: serve's peak
@@ -28,6 +29,9 @@ RUN_ARGS ?= live
 # executable); and libstdc++, which only the Swift runtime uses, linked
 # statically: the .a in $(STATIC_CXX) is found before the shared one.
 STATIC_CXX := .build/static-libstdc++
+# SwiftPM does not know the layout list is an input of the link: a newer
+# list removes the binary, so the build links it again.
+RELINK_IF_REORDERED = @if [ scripts/hot-functions.txt -nt .build/release/ifmeter ]; then rm -f .build/release/ifmeter; fi
 RELEASE_FLAGS := -c release --static-swift-stdlib \
 	-Xswiftc -Xfrontend -Xswiftc -function-sections -Xswiftc -use-ld=lld \
 	-Xswiftc -L -Xswiftc $(CURDIR)/$(STATIC_CXX) \
@@ -67,6 +71,7 @@ static-cxx: deps
 	ln -sfn "$$archive" $(STATIC_CXX)/libstdc++.a
 
 release: static-cxx
+	$(RELINK_IF_REORDERED)
 	$(SWIFT) build $(RELEASE_FLAGS) --product ifmeter
 
 run: release
@@ -81,12 +86,14 @@ test:
 	@scripts/ensure-packages $(TEST_PACKAGES)
 	@scripts/ensure-venv
 	@$(MAKE) --no-print-directory static-cxx
+	$(RELINK_IF_REORDERED)
 	$(SWIFT) build $(RELEASE_FLAGS) --product ifmeter
 	$(SWIFT) build
 	scripts/run-with-limit $(TEST_TIME_LIMIT) $(SWIFT) test
 
 bench: static-cxx
 	@scripts/ensure-packages $(BENCH_PACKAGES)
+	$(RELINK_IF_REORDERED)
 	$(SWIFT) build $(RELEASE_FLAGS)
 	.build/release/ifmeter-bench
 
