@@ -98,7 +98,13 @@ public final class ScrapeCache: Sendable {
                 let renderer: any ExpositionRenderer = openMetrics ? OpenMetricsRenderer() : PrometheusTextRenderer()
                 // Room for about the last render's size at once (the other
                 // format's, the first time: they differ by a few percent).
-                let last = cache.withLock { ($0[openMetrics] ?? $0[!openMetrics])?.gzipped.count } ?? 0
+                // Older generations' renders are let go of first: a scrape
+                // still sending one holds it, and nothing else needs it.
+                let last = cache.withLock { entries -> Int in
+                    let size = (entries[openMetrics] ?? entries[!openMetrics])?.gzipped.count ?? 0
+                    entries = entries.filter { $0.value.generation == generation }
+                    return size
+                }
                 guard let gzip = GzipWriter(expectedSize: last > 0 ? last + last / 16 + 4096 : 0) else { return nil }
                 renderer.render(input, chunk: 64 * 1024) { gzip.write($0) }
                 guard let body = gzip.finish() else { return nil }

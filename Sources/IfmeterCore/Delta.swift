@@ -134,7 +134,7 @@ public struct InterfaceDelta: Sendable, Hashable {
 }
 
 /// One interface's totals since the engine began.
-public struct InterfaceTotals: Sendable, Hashable {
+public struct InterfaceTotals: Sendable, Hashable, SeriesKeyed {
     public var name: String
     /// The namespace; empty for the sampler's own.
     public var netns: String

@@ -21,7 +21,7 @@ public struct ExpositionInput: Sendable {
 /// What the exposition shows of one interface: less than its totals (a
 /// scrape cache keeps one per interface; at 4000 interfaces every byte
 /// counts).
-public struct ExpositionRow: Sendable, Hashable {
+public struct ExpositionRow: Sendable, Hashable, SeriesKeyed {
     public var name: String
     public var netns: String
     public var kind: InterfaceKind

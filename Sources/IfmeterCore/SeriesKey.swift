@@ -64,3 +64,9 @@ public enum ExactText {
         }
     }
 }
+
+/// A value that names its series: the totals views keep such values in key
+/// order and find them by their own keys, with no array of keys beside.
+public protocol SeriesKeyed {
+    var key: SeriesKey { get }
+}

@@ -159,13 +159,15 @@ public final class StatePersistence {
 
 /// Every interface as the updates tell them, in a form of the subscriber's
 /// choosing (`make` turns totals into it), kept sorted by (namespace, name)
-/// in two plain arrays: no dictionary, no sort when read, and a reader's
+/// in one plain array: no dictionary, no sort when read, and a reader's
 /// copy is free (copy on write). The changes are applied one by one, so
 /// keeping it costs what changed: a changed series is found where it was
 /// found last time, else by binary search; many new ones are merged in.
-public struct TotalsView<Row: Sendable>: Sendable {
-    public private(set) var keys: [SeriesKey] = []
+public struct TotalsView<Row: Sendable & SeriesKeyed>: Sendable {
     public private(set) var rows: [Row] = []
+    /// The rows' keys, in order (each row names its own: no array of keys
+    /// is kept beside them, 130 KB at 4000 interfaces).
+    public var keys: [SeriesKey] { rows.map(\.key) }
     private let make: @Sendable (InterfaceTotals) -> Row
     /// Where the last update's changed series were, in its order.
     private var hints: [Int] = []
@@ -177,7 +179,6 @@ public struct TotalsView<Row: Sendable>: Sendable {
     public mutating func apply(_ update: PipelineUpdate, from pipeline: Pipeline) {
         for key in update.forgotten {
             if case .found(let at) = position(of: key) {
-                keys.remove(at: at)
                 rows.remove(at: at)
                 hints = []
             }
@@ -190,7 +191,7 @@ public struct TotalsView<Row: Sendable>: Sendable {
         found.reserveCapacity(update.changed.count)
         for (n, key) in update.changed.enumerated() {
             guard let totals = pipeline.totals(for: key) else { continue }
-            if n < hints.count, hints[n] < keys.count, keys[hints[n]] == key {
+            if n < hints.count, hints[n] < rows.count, rows[hints[n]].key == key {
                 rows[hints[n]] = make(totals)
                 found.append(hints[n])
                 continue
@@ -209,32 +210,27 @@ public struct TotalsView<Row: Sendable>: Sendable {
         if added.count <= 8 {
             for key in added {
                 guard case .insert(let at) = position(of: key), let totals = pipeline.totals(for: key) else { continue }
-                keys.insert(key, at: at)
                 rows.insert(make(totals), at: at)
             }
             return
         }
         // Many new ones (the first sample): one merge of two sorted runs.
-        var mergedKeys: [SeriesKey] = [], mergedRows: [Row] = []
-        mergedKeys.reserveCapacity(keys.count + added.count)
-        mergedRows.reserveCapacity(keys.count + added.count)
+        var merged: [Row] = []
+        merged.reserveCapacity(rows.count + added.count)
         var i = 0, j = 0
-        while i < keys.count || j < added.count {
-            if j == added.count || (i < keys.count && keys[i] < added[j]) {
-                mergedKeys.append(keys[i])
-                mergedRows.append(rows[i])
+        while i < rows.count || j < added.count {
+            if j == added.count || (i < rows.count && rows[i].key < added[j]) {
+                merged.append(rows[i])
                 i += 1
             } else {
                 // A key listed twice is merged in once (the list is sorted).
-                if mergedKeys.last != added[j], let totals = pipeline.totals(for: added[j]) {
-                    mergedKeys.append(added[j])
-                    mergedRows.append(make(totals))
+                if merged.last?.key != added[j], let totals = pipeline.totals(for: added[j]) {
+                    merged.append(make(totals))
                 }
                 j += 1
             }
         }
-        keys = mergedKeys
-        rows = mergedRows
+        rows = merged
     }
 
     private enum Position {
@@ -243,11 +239,12 @@ public struct TotalsView<Row: Sendable>: Sendable {
     }
 
     private func position(of key: SeriesKey) -> Position {
-        var low = 0, high = keys.count
+        var low = 0, high = rows.count
         while low < high {
             let mid = (low + high) / 2
-            if keys[mid] == key { return .found(mid) }
-            if keys[mid] < key { low = mid + 1 } else { high = mid }
+            let here = rows[mid].key
+            if here == key { return .found(mid) }
+            if here < key { low = mid + 1 } else { high = mid }
         }
         return .insert(low)
     }
