@@ -51,39 +51,28 @@ public enum DeltaChange: String, Sendable, Hashable {
 /// Kept in 32 bits each (a count stops at 4,294,967,295): every series,
 /// row and total holds one, and 64-bit counts took 16 bytes more in each.
 public struct EventCounts: Sendable, Hashable {
-    private var counts: (wraps: UInt32, resets: UInt32, recreations: UInt32, deletions: UInt32) = (0, 0, 0, 0)
+    private struct Stored: Sendable, Hashable {
+        var wraps: UInt32 = 0, resets: UInt32 = 0, recreations: UInt32 = 0, deletions: UInt32 = 0
+    }
 
-    public var wraps: Int {
-        get { Int(counts.wraps) }
-        set { counts.wraps = UInt32(clamping: newValue) }
+    private var stored = Stored()
+
+    /// One count as an Int; set, it stops at 0 and at UInt32.max.
+    private subscript(_ count: WritableKeyPath<Stored, UInt32>) -> Int {
+        get { Int(stored[keyPath: count]) }
+        set { stored[keyPath: count] = UInt32(clamping: newValue) }
     }
-    public var resets: Int {
-        get { Int(counts.resets) }
-        set { counts.resets = UInt32(clamping: newValue) }
-    }
-    public var recreations: Int {
-        get { Int(counts.recreations) }
-        set { counts.recreations = UInt32(clamping: newValue) }
-    }
-    public var deletions: Int {
-        get { Int(counts.deletions) }
-        set { counts.deletions = UInt32(clamping: newValue) }
-    }
+
+    public var wraps: Int { get { self[\.wraps] } set { self[\.wraps] = newValue } }
+    public var resets: Int { get { self[\.resets] } set { self[\.resets] = newValue } }
+    public var recreations: Int { get { self[\.recreations] } set { self[\.recreations] = newValue } }
+    public var deletions: Int { get { self[\.deletions] } set { self[\.deletions] = newValue } }
 
     public init(wraps: Int = 0, resets: Int = 0, recreations: Int = 0, deletions: Int = 0) {
         self.wraps = wraps
         self.resets = resets
         self.recreations = recreations
         self.deletions = deletions
-    }
-
-    public static func == (a: EventCounts, b: EventCounts) -> Bool { a.counts == b.counts }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(counts.wraps)
-        hasher.combine(counts.resets)
-        hasher.combine(counts.recreations)
-        hasher.combine(counts.deletions)
     }
 }
 
