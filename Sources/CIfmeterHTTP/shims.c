@@ -642,8 +642,10 @@ static int gzip_reserve(struct cifm_gzip *gz, size_t more) {
     if (gz->capacity - used >= more)
         return 0;
     size_t capacity = gz->capacity ? gz->capacity : 64 * 1024;
+    // (+ 1: a room of under 4 bytes, as a tiny expected size gives, grows
+    // by a quarter of nothing.)
     while (capacity - used < more)
-        capacity += capacity / 4;
+        capacity += capacity / 4 + 1;
     unsigned char *grown = realloc(gz->out, capacity);
     if (!grown)
         return Z_MEM_ERROR;

@@ -91,7 +91,6 @@ public func wallClock() -> Double {
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
-/// Sleeps for `seconds` (returns early on a signal).
 /// Hands the pages of memory freed since the last call back to the system
 /// (malloc_trim): glibc keeps freed pages between live blocks resident,
 /// and a sample and a scrape free about 0.7 MB of them at 4000 interfaces.
@@ -101,6 +100,7 @@ public func releaseFreeMemory() {
     #endif
 }
 
+/// Sleeps for `seconds` (returns early on a signal).
 public func sleepSeconds(_ seconds: Double) {
     guard seconds > 0 else { return }
     var ts = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
