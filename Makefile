@@ -30,8 +30,13 @@ RUN_ARGS ?= live
 # statically: the .a in $(STATIC_CXX) is found before the shared one.
 STATIC_CXX := .build/static-libstdc++
 # SwiftPM does not know the layout list is an input of the link: a newer
-# list removes the binary, so the build links it again.
-RELINK_IF_REORDERED = @if [ scripts/hot-functions.txt -nt .build/release/ifmeter ]; then rm -f .build/release/ifmeter; fi
+# list removes the binary, so the build links it again. Nor does it compile
+# again when only -Xswiftc flags change: a release tree built with other
+# flags (.build/release-flags says which) is removed first.
+RELEASE_INPUTS_CHECK = @flags='$(RELEASE_FLAGS)'; \
+	if [ "$$(cat .build/release-flags 2>/dev/null)" != "$$flags" ]; then \
+	  rm -rf .build/*-linux-gnu/release; mkdir -p .build; printf '%s\n' "$$flags" > .build/release-flags; fi; \
+	if [ scripts/hot-functions.txt -nt .build/release/ifmeter ]; then rm -f .build/release/ifmeter; fi
 RELEASE_FLAGS := -c release --static-swift-stdlib \
 	-Xswiftc -Xfrontend -Xswiftc -function-sections -Xswiftc -use-ld=lld \
 	-Xswiftc -L -Xswiftc $(CURDIR)/$(STATIC_CXX) \
@@ -71,7 +76,7 @@ static-cxx: deps
 	ln -sfn "$$archive" $(STATIC_CXX)/libstdc++.a
 
 release: static-cxx
-	$(RELINK_IF_REORDERED)
+	$(RELEASE_INPUTS_CHECK)
 	$(SWIFT) build $(RELEASE_FLAGS) --product ifmeter
 
 run: release
@@ -86,14 +91,14 @@ test:
 	@scripts/ensure-packages $(TEST_PACKAGES)
 	@scripts/ensure-venv
 	@$(MAKE) --no-print-directory static-cxx
-	$(RELINK_IF_REORDERED)
+	$(RELEASE_INPUTS_CHECK)
 	$(SWIFT) build $(RELEASE_FLAGS) --product ifmeter
 	$(SWIFT) build
 	scripts/run-with-limit $(TEST_TIME_LIMIT) $(SWIFT) test
 
 bench: static-cxx
 	@scripts/ensure-packages $(BENCH_PACKAGES)
-	$(RELINK_IF_REORDERED)
+	$(RELEASE_INPUTS_CHECK)
 	$(SWIFT) build $(RELEASE_FLAGS)
 	.build/release/ifmeter-bench
 
