@@ -214,10 +214,8 @@ public final class NetlinkSampler: CounterSource {
                 // sample, which counts it in full: nothing is lost.
                 guard let link = links[entry.index] else { continue }
                 var reading = InterfaceSample(
-                    name: link.name, index: entry.index, classification: link.classification, width: entry.width,
-                    speedBps: link.speedCeilingBps, counters: entry.counters, attributes: link.attributes,
-                    kernelStats: entry.stats)
-                reading.factsVersion = factsGeneration
+                    name: link.name, index: entry.index, width: entry.width, counters: entry.counters, kernelStats: entry.stats)
+                reading.takeFacts(of: link, version: factsGeneration)
                 interfaces.append(reading)
             }
             order = interfaces.count == raw.count ? raw.map(\.index) : []
@@ -244,11 +242,7 @@ public final class NetlinkSampler: CounterSource {
                 if deleted.contains(index) { continue }
                 return false
             }
-            interfaces[i].name = link.name
-            interfaces[i].classification = link.classification
-            interfaces[i].speedBps = link.speedCeilingBps
-            interfaces[i].attributes = link.attributes
-            interfaces[i].factsVersion = factsGeneration
+            interfaces[i].takeFacts(of: link, version: factsGeneration)
         }
         return true
     }
@@ -351,6 +345,17 @@ private struct Assembler: CounterSink {
     private mutating func spill() {
         aligned = false
         for k in 0..<built { raw.append((order[k], base[k].counters, base[k].width, base[k].kernelStats)) }
+    }
+}
+extension InterfaceSample {
+    /// What a reading takes from the link catalog: one list, for a sample
+    /// built from readings and for one refreshed in place alike.
+    fileprivate mutating func takeFacts(of link: LinkEntry, version: UInt64) {
+        name = link.name
+        classification = link.classification
+        speedBps = link.speedCeilingBps
+        attributes = link.attributes
+        factsVersion = version
     }
 }
 #endif
