@@ -111,11 +111,9 @@ public final class ScrapeCache: Sendable {
                 return Rendered(generation: generation, contentType: renderer.contentType, gzipped: body, size: gzip.inputBytes)
             }
             guard let result else { return nil }
-            cache.withLock { entries in
-                // Keep only the newest generation's renders.
-                entries = entries.filter { $0.value.generation == result.generation }
-                entries[openMetrics] = result
-            }
+            // Older generations' renders went before this one was made
+            // (renders take turns under `rendering`).
+            cache.withLock { $0[openMetrics] = result }
             return result
         }
     }
