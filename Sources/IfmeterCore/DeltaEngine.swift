@@ -77,8 +77,6 @@ public struct DeltaEngine: Sendable {
 
         init(state: InterfaceTotals) { self.state = state }
 
-        var replacedIndex: Int? { replaced?.index }
-
         func matches(_ sample: InterfaceSample) -> Bool {
             ExactText.equal(state.name, sample.name) && ExactText.equal(state.netns, sample.netns)
         }
@@ -400,7 +398,7 @@ public struct DeltaEngine: Sendable {
                 }
             }
             seconds = t - s.prevTime
-        } else if let index = final.index, s.replacedIndex == index {
+        } else if let index = final.index, s.replaced?.index == index {
             // The instance a recreation without an event replaced: its
             // traffic after its last sample, found after all (once; its
             // repeat changes nothing). The interval stays a lower bound
