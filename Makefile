@@ -90,9 +90,7 @@ build: deps
 test:
 	@scripts/ensure-packages $(TEST_PACKAGES)
 	@scripts/ensure-venv
-	@$(MAKE) --no-print-directory static-cxx
-	$(RELEASE_INPUTS_CHECK)
-	$(SWIFT) build $(RELEASE_FLAGS) --product ifmeter
+	@$(MAKE) --no-print-directory release
 	$(SWIFT) build
 	scripts/run-with-limit $(TEST_TIME_LIMIT) $(SWIFT) test
 
