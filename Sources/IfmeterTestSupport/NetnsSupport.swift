@@ -32,6 +32,17 @@ public struct TestFailure: Error, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
+extension Sample {
+    /// The reading of the interface named `name`; a failure that lists the
+    /// names the sample has when it has no such one.
+    public func reading(_ name: String) throws -> InterfaceSample {
+        guard let reading = interfaces.first(where: { $0.name == name }) else {
+            throw TestFailure("\(name) not in sample: \(interfaces.map(\.name))")
+        }
+        return reading
+    }
+}
+
 /// A network namespace of the test's own, with a unique name, removed when
 /// the value goes away (also when the test fails). Namespaces left by a
 /// crashed test run are removed by the next run.

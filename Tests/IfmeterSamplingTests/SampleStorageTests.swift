@@ -14,13 +14,6 @@ struct SampleStorageTests {
         sample.interfaces.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress) }
     }
 
-    private func reading(_ sample: Sample, _ name: String) throws -> InterfaceSample {
-        guard let reading = sample.interfaces.first(where: { $0.name == name }) else {
-            throw TestFailure("\(name) not in sample: \(sample.interfaces.map(\.name))")
-        }
-        return reading
-    }
-
     @Test func aSampleIsBuiltOverTheLastOneWhenNobodyHoldsIt() throws {
         try Netns.requireRoot()
         let pair = try VethPair()
@@ -34,21 +27,21 @@ struct SampleStorageTests {
         do {
             let sample = try sampler.read().sample
             first = storage(sample)
-            firstTx = try reading(sample, pair.nameA).counters.txBytes
+            firstTx = try sample.reading(pair.nameA).counters.txBytes
         }
         try pair.sendUDP(count: 50, payload: 500)
         let second = try sampler.read().sample
         #expect(storage(second) == first, "no second array of every link while the first is gone")
-        #expect(try reading(second, pair.nameA).counters.txBytes - firstTx == sent)
+        #expect(try second.reading(pair.nameA).counters.txBytes - firstTx == sent)
 
         // The second is held: the third is built elsewhere, and the second
         // still says what it said.
-        let held = try reading(second, pair.nameA).counters
+        let held = try second.reading(pair.nameA).counters
         try pair.sendUDP(count: 50, payload: 500)
         let third = try sampler.read().sample
         #expect(storage(third) != storage(second), "a sample somebody holds is never written over")
-        #expect(try reading(second, pair.nameA).counters == held)
-        #expect(try reading(third, pair.nameA).counters.txBytes - held.txBytes == sent)
+        #expect(try second.reading(pair.nameA).counters == held)
+        #expect(try third.reading(pair.nameA).counters.txBytes - held.txBytes == sent)
     }
 
     @Test func thePeriodicRefreshTakesNewFactsInPlace() throws {
@@ -60,11 +53,13 @@ struct SampleStorageTests {
             try NetlinkSampler(options: SamplerOptions(sysfs: nil, catalogRefreshSeconds: 0, linkEvents: false))
         }
         var address: UnsafeRawPointer?, before: UInt64 = 0, version: UInt64 = 0
+        var engine = DeltaEngine()
         do {
             _ = try sampler.read()  // the slow path: the templates are made
             let sample = try sampler.read().sample
+            engine.apply(sample)
             address = storage(sample)
-            let a = try reading(sample, pair.nameA)
+            let a = try sample.reading(pair.nameA)
             before = a.counters.txBytes
             version = a.factsVersion
             #expect(a.attributes?.mtu == 1500)
@@ -72,11 +67,16 @@ struct SampleStorageTests {
         try pair.a.ip("link", "set", pair.nameA, "mtu", "1400")
         try pair.sendUDP(count: 20, payload: 300)
         let after = try sampler.read().sample
-        let a = try reading(after, pair.nameA)
+        let a = try after.reading(pair.nameA)
         #expect(a.attributes?.mtu == 1400, "the refresh read the new MTU")
         #expect(a.factsVersion > version, "under a new facts version, so the engine compares them")
         #expect(a.counters.txBytes - before == 20 * VethPair.frameBytes(payload: 300))
         #expect(storage(after) == address, "refreshed in place, not rebuilt from readings")
+        // The engine, comparing the new facts, still counts every byte sent,
+        // exactly, as one steady interval of the same series.
+        let delta = try #require(engine.apply(after).first { $0.name == pair.nameA })
+        #expect(delta.counters.txBytes == 20 * VethPair.frameBytes(payload: 300))
+        #expect(delta.quality == .exact && delta.change == .steady, "\(delta.quality) \(delta.change)")
 
         // A link gone without a notification: the refresh finds it missing,
         // and the sample is rebuilt without it.

@@ -14,10 +14,7 @@ import Glibc
 @Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
 struct SamplerIntegrationTests {
     func counters(_ sample: Sample, _ name: String) throws -> Counters {
-        guard let i = sample.interfaces.first(where: { $0.name == name }) else {
-            throw TestFailure("\(name) not in sample: \(sample.interfaces.map(\.name))")
-        }
-        return i.counters
+        try sample.reading(name).counters
     }
 
     @Test func netlinkDeltasMatchTheBytesSent() throws {
