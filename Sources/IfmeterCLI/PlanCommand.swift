@@ -163,7 +163,9 @@ struct PlanCommand: Command {
             DefaultState.makeFolders(for: path)
         }
         do {
-            return try StateStore(path: path, host: hostName(), bootID: readBootID() ?? "unknown", now: wallClock())
+            // An editor: the file is not marked as being written, so the
+            // first sampler after a plan set first is no restart after a kill.
+            return try StateStore(path: path, host: hostName(), bootID: readBootID() ?? "unknown", now: wallClock(), role: .editor)
         } catch {
             switch error {
             case .inUse, .missing, .noFolder, .notRegularFile:

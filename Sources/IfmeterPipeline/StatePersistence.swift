@@ -33,7 +33,7 @@ extension StateSaving {
 
 extension StateStore: StateSaving {
     public var info: PeriodReport.State {
-        PeriodReport.State(path: path, since: since, restored: !isNew, sameBoot: sameBoot)
+        PeriodReport.State(path: path, since: since, restored: restoresTotals, sameBoot: sameBoot)
     }
 }
 
@@ -279,7 +279,7 @@ public struct StateOptions: Sendable {
     /// Opens the state file, or says why not.
     public func open(wallTime: Double) throws(StoreError) -> StatePersistence {
         guard let bootID = readBootID(bootIDFile) else { throw .noBootID(file: bootIDFile) }
-        let store = try StateStore(path: path, host: host, bootID: bootID, now: wallTime)
+        let store = try StateStore(path: path, host: host, bootID: bootID, now: wallTime, saveEvery: saveEvery)
         return StatePersistence(store: store, every: saveEvery)
     }
 }

@@ -35,8 +35,24 @@ public final class StateStore {
     /// a crash, power): what it counted after its last save is gone, except
     /// what the kernel's counters still show.
     public let uncleanStop: Bool
-    /// Unix time of the last save before this start (nil for a new file).
+    /// Unix time of the last save before this start (nil for a new file,
+    /// and for one that only `plan` wrote: no sampler saved there yet).
     public let lastSaved: Double?
+    /// A sampler (serve, live, export) saved totals here before this start:
+    /// they are restored. False for a new file, and for one only `plan`
+    /// wrote.
+    public var restoresTotals: Bool { lastSaved != nil || !restored.isEmpty }
+    /// Opened by a sampler, which marks the file as being written until a
+    /// clean stop; `plan` opens it as an editor and leaves that mark alone.
+    public let role: Role
+
+    /// Who opens the file for writing.
+    public enum Role: Sendable {
+        /// serve, live, export: saves totals and usage until it stops.
+        case sampler
+        /// `plan set` and `plan remove`: change the plans and go.
+        case editor
+    }
 
     let database: Database
     private let upsertInterface: Statement
@@ -55,8 +71,17 @@ public final class StateStore {
     /// the lock is on the file itself), and a symbolic link (callers
     /// resolve one given on the command line first). When the start fails,
     /// a file it created is removed.
-    public init(path: String, host: String, bootID: String, now: Double) throws(StoreError) {
+    ///
+    /// `role`: a sampler marks the file as being written (`running`) until
+    /// `markStopped`, and says how often it saves (`saveEvery`, seconds),
+    /// so that a reader can tell a writer that stopped saving; an editor
+    /// changes neither, so a plan set before the first sample makes no
+    /// later start look like one after a kill.
+    public init(
+        path: String, host: String, bootID: String, now: Double, role: Role = .sampler, saveEvery: Double? = nil
+    ) throws(StoreError) {
         self.path = path
+        self.role = role
         self.host = host
         self.bootID = bootID
         let folder = SafeFile.folder(of: path)
@@ -112,11 +137,18 @@ public final class StateStore {
             try db.prepare("SELECT key, value FROM meta").query { row throws(StoreError) in
                 if let key = row.text(0), let value = row.text(1) { meta[key] = value }
             }
-            // Running from now: a clean stop says so (`markStopped`).
             let set = try db.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)")
-            try db.transaction { () throws(StoreError) in
-                try set.run([.text("running"), .text("1")])
-                try set.run([.text("started"), .text(String(now))])
+            if role == .sampler {
+                // Running from now: a clean stop says so (`markStopped`).
+                try db.transaction { () throws(StoreError) in
+                    try set.run([.text("running"), .text("1")])
+                    try set.run([.text("started"), .text(String(now))])
+                    try set.run([.text("save_every"), .text(saveEvery.map { String($0) } ?? "")])
+                    // The totals count from the first sampler's start (a
+                    // file `plan` made earlier has counted nothing yet).
+                    if meta["saved"] == nil, meta["totals_since"] == nil { try set.run([.text("totals_since"), .text(String(now))]) }
+                }
+                if meta["saved"] == nil, meta["totals_since"] == nil { meta["totals_since"] = String(now) }
             }
             setMeta = set
             restored = try Self.loadSeries(db)
@@ -130,7 +162,7 @@ public final class StateStore {
         database = db
         createdFiles = newFiles
         isNew = !existed
-        since = meta["created"].flatMap(Double.init) ?? now
+        since = (meta["totals_since"] ?? meta["created"]).flatMap(Double.init) ?? now
         sameBoot = meta["boot_id"] == bootID
         uncleanStop = existed && meta["running"] == "1"
         lastSaved = existed ? meta["saved"].flatMap(Double.init) : nil

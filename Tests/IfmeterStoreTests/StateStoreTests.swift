@@ -48,6 +48,33 @@ import Testing
         return DeltaEngine.SavedSeries(totals: totals, last: sample, lastTime: 9)
     }
 
+    /// `plan set` on a new file opens it as an editor: the first sampler
+    /// after it restores nothing, sees no unclean stop, and its totals
+    /// count from its own start (the honest-workflows issue, finding 1).
+    @Test func anEditorLeavesNoMarkOfAWriter() throws {
+        do {
+            let editor = try StateStore(path: dir + "/state.db", host: "h", bootID: "boot-1", now: noon - 86400, role: .editor)
+            #expect(editor.isNew && !editor.restoresTotals)
+        }
+        let sampler = try open()
+        #expect(!sampler.isNew && !sampler.uncleanStop && !sampler.restoresTotals && sampler.lastSaved == nil)
+        #expect(sampler.since == noon, "totals count from the first sampler's start, not the plan's")
+    }
+
+    @Test func aSamplerKilledAfterAnEditorIsStillAnUncleanStop() throws {
+        do {
+            let sampler = try open()
+            try sampler.save([saved("tun0", rx: 1, last: 2)], usage: [:], wallTime: noon + 1)
+            // No markStopped: as after kill -9.
+        }
+        do {
+            let editor = try StateStore(path: dir + "/state.db", host: "h", bootID: "boot-1", now: noon + 2, role: .editor)
+            #expect(editor.restoresTotals)
+        }
+        let again = try open()
+        #expect(again.uncleanStop && again.restoresTotals && again.lastSaved == noon + 1 && again.since == noon)
+    }
+
     @Test func savesAndRestoresEverySeries() throws {
         do {
             let store = try open()
