@@ -53,6 +53,10 @@ enum CommonOptions {
     static let monitoring: [OptionSpec] = [
         interval, maxRate, seriesLifetime,
         OptionSpec("--state", value: "path", help: "Keep totals across restarts and reboots, and usage per local hour, in this SQLite file (none without it)."),
+        OptionSpec(
+            "--save-every", value: "duration",
+            help: "Save the state file this often; also at once when an interface is deleted, and at a stop (export: each period unless given).",
+            default: "10s"),
         OptionSpec("--boot-id-file", value: "path", help: "Read the boot id here.", hidden: true),
     ] + source + filters
 
@@ -190,7 +194,9 @@ struct SamplingSetup {
                 ? try CommonOptions.duration(p, "--series-lifetime", default: 300) : nil,
             sampleLimit: sampleLimit, stopOnFailure: stopOnFailure)
         configuration.idleDeltas = idleDeltas
+        if p.has("--save-every"), !p.has("--state") { throw p.usage("'--save-every' needs '--state FILE'") }
         if let path = p.value("--state") {
+            let saveEvery = try CommonOptions.duration(p, "--save-every", default: saveEvery)
             var options = StateOptions(path: path, host: hostName(), saveEvery: saveEvery)
             if let file = p.value("--boot-id-file") { options.bootIDFile = file }
             state = options
