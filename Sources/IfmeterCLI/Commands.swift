@@ -224,8 +224,8 @@ struct RecordCommand: Command {
             guard case .sampled = update.outcome, let reading = update.reading else { return nil }
             var lines = ""
             if !update.isBaseline {
-                for event in reading.events.renamed { lines += TraceWriter.line(.renamed(event)) + "\n" }
-                for event in reading.events.deleted { lines += TraceWriter.line(.deleted(event)) + "\n" }
+                // In time order across namespaces, as the engine applied them.
+                for record in reading.events.records { lines += TraceWriter.line(record) + "\n" }
             }
             return lines + TraceWriter.line(.sample(reading.sample)) + "\n"
         }

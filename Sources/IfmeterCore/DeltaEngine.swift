@@ -160,9 +160,15 @@ public struct DeltaEngine: Sendable {
     @discardableResult
     public mutating func apply(_ reading: SourceReading, idleDeltas: Bool = true) -> [InterfaceDelta] {
         var deltas: [InterfaceDelta] = []
-        for event in reading.events.renamed { apply(event) }
-        for event in reading.events.deleted {
-            if let delta = apply(event) { deltas.append(delta) }
+        if !reading.events.renamed.isEmpty || !reading.events.deleted.isEmpty {
+            // In time order, as a trace of this reading lists them.
+            for record in reading.events.records {
+                switch record {
+                case .renamed(let event): apply(event)
+                case .deleted(let event): if let delta = apply(event) { deltas.append(delta) }
+                case .sample: break
+                }
+            }
         }
         let sampled = apply(reading.sample, eventsLost: reading.events.overruns > 0, idleDeltas: idleDeltas)
         if deltas.isEmpty { return sampled }

@@ -219,6 +219,28 @@ public struct LinkEvents: Sendable, Hashable {
         for n in deleted.indices where deleted[n].time > time { deleted[n].time = time }
         for n in renamed.indices where renamed[n].time > time { renamed[n].time = time }
     }
+
+    /// Puts each list in time order, keeping the order read among events of
+    /// one time: events gathered from several sources (namespaces) arrive
+    /// grouped by source.
+    public mutating func sortByTime() {
+        func sorted<T>(_ list: [T], _ time: (T) -> Double) -> [T] {
+            list.enumerated().sorted { (time($0.element), $0.offset) < (time($1.element), $1.offset) }.map(\.element)
+        }
+        if !deleted.isEmpty { deleted = sorted(deleted, \.time) }
+        if !renamed.isEmpty { renamed = sorted(renamed, \.time) }
+    }
+
+    /// The renames and deletions as trace records, in time order (a rename
+    /// first at a tie): the order the engine applies them in, and a trace
+    /// writes them in, so that a replay of the trace applies what the
+    /// live engine applied.
+    public var records: [TraceRecord] {
+        if renamed.isEmpty { return deleted.map(TraceRecord.deleted) }
+        var all = renamed.map(TraceRecord.renamed) + deleted.map(TraceRecord.deleted)
+        all = all.enumerated().sorted { ($0.element.time, $0.offset) < ($1.element.time, $1.offset) }.map(\.element)
+        return all
+    }
 }
 
 /// What a counter source read at one instant: the link events since its

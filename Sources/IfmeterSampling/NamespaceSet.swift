@@ -98,6 +98,8 @@ public final class NamespaceSet: CounterSource {
         completePeers(&events.deleted)
         let t = time ?? monotonicSeconds()
         events.clamp(to: t)
+        // Gathered namespace by namespace: merged in time order.
+        events.sortByTime()
         return SourceReading(events: events, sample: Sample(time: t, interfaces: interfaces))
     }
 
