@@ -20,8 +20,10 @@ final class RouteFeed: PipelineSubscriber {
     /// Called after `publish`, for a subscriber that reads `summary`.
     var onPublish: (() -> Void)?
     private(set) var lastError: SystemError?
-    /// The last interval's outside bytes over every tunnel, and its length.
-    private(set) var lastOutside: (rx: UInt64, tx: UInt64, seconds: Double)?
+    /// The last interval's outside bytes over every tunnel with an
+    /// underlay, its length, and whether that interval's figure is
+    /// uncertain; nil while no tunnel has an underlay.
+    private(set) var lastOutside: (rx: UInt64, tx: UInt64, seconds: Double, uncertain: Bool)?
 
     init(options: RouteOptions, publish: @escaping (RouteExposition) -> Void) throws(CLIError) {
         self.options = options
@@ -46,9 +48,11 @@ final class RouteFeed: PipelineSubscriber {
         }
         if !update.isBaseline {
             var interval: (rx: UInt64, tx: UInt64) = (0, 0)
+            var measured = false, uncertain = false
             let byName = Dictionary(update.deltas.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
             for t in tunnels {
                 guard let underlay = t.underlay else { continue }
+                measured = true
                 let key = OutsideTotal.Key(tunnel: t.tunnel, underlay: underlay)
                 var total = totals[key] ?? OutsideTotal(tunnel: t.tunnel, underlay: underlay)
                 // serve publishes only intervals where something happened:
@@ -65,12 +69,19 @@ final class RouteFeed: PipelineSubscriber {
                     interval.tx &+= tx
                     let lost = u.quality == .lowerBound || byName[t.tunnel]?.quality == .lowerBound
                     total.uncertain = total.uncertain || lost
+                    uncertain = uncertain || lost
                 }
                 total.uncertain = total.uncertain || t.sharedUnderlay
+                uncertain = uncertain || t.sharedUnderlay
                 totals[key] = total
             }
-            if let seconds = update.seconds, seconds > 0, tunnels.contains(where: { $0.underlay != nil }) {
-                lastOutside = (interval.rx, interval.tx, seconds)
+            // The rate is this interval's: with no underlay known now (the
+            // route moved off the one there was), there is none, rather than
+            // the last one standing still.
+            if !measured {
+                lastOutside = nil
+            } else if let seconds = update.seconds, seconds > 0 {
+                lastOutside = (interval.rx, interval.tx, seconds, uncertain)
             }
         }
         exposition.outside = totals.values.sorted { ($0.tunnel, $0.underlay) < ($1.tunnel, $1.underlay) }
@@ -81,11 +92,11 @@ final class RouteFeed: PipelineSubscriber {
     /// The live view's summary of the same.
     var summary: RouteSummary? {
         guard let first = exposition.egress.first(where: { $0.interface != nil }) ?? exposition.egress.first else { return nil }
-        let uncertain = exposition.outside.contains(where: \.uncertain)
         return RouteSummary(
             probe: first.probe, interface: first.interface, viaTunnel: first.viaTunnel,
             outsideRx: lastOutside.map { Double($0.rx) / $0.seconds }, outsideTx: lastOutside.map { Double($0.tx) / $0.seconds },
-            uncertain: uncertain, tunnels: !tunnels.isEmpty)
+            uncertain: lastOutside?.uncertain ?? false, tunnels: !tunnels.isEmpty,
+            underlayUnknown: !tunnels.isEmpty && !tunnels.contains { $0.underlay != nil })
     }
 }
 #endif

@@ -297,12 +297,17 @@ public struct RouteSummary: Sendable, Hashable {
     /// Whether there is any tunnel: without one, leaving "outside the
     /// tunnels" is no warning.
     public var tunnels: Bool
+    /// There are tunnels, and none has an underlay now (no --underlay, no
+    /// --endpoint, no default route outside the tunnels): nothing to
+    /// measure the outside on.
+    public var underlayUnknown: Bool
 
     public init(
         probe: String, interface: String?, viaTunnel: Bool, outsideRx: Double? = nil, outsideTx: Double? = nil, uncertain: Bool = false,
-        tunnels: Bool = true
+        tunnels: Bool = true, underlayUnknown: Bool = false
     ) {
         self.tunnels = tunnels
+        self.underlayUnknown = underlayUnknown
         self.probe = probe
         self.interface = interface
         self.viaTunnel = viaTunnel

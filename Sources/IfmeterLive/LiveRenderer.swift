@@ -166,6 +166,8 @@ public struct LiveRenderer: Sendable {
             let mark = route.uncertain ? "?" : "≈"
             line = line.text("  outside ", bold).text("\(mark)↓\(rate(rx)) \(mark)↑\(rate(tx))")
             if width >= 100 { line = line.text(" around the tunnels: local traffic, tunnel control, leaks", dim) }
+        } else if route.underlayUnknown {
+            line = line.text(width >= 100 ? "  outside: unknown (no underlay: no default route outside the tunnels; give --underlay)" : "  outside: unknown", dim)
         }
         return line
     }
