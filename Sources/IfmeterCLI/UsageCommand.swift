@@ -79,32 +79,35 @@ struct UsageCommand: Command {
     }
 
     func run() throws(CLIError) {
-        let slices: [UsageSlice]
-        let plans: [Plan]
-        let names: [String]
-        let kinds: [String: InterfaceKind]
+        let snapshot: UsageSnapshot
         do {
-            let all = try StateStore.slices(path: path)
-            slices = all.filter { filter.admits(StateStore.key($0.name), kind: $0.kind) }
-            plans = try StateStore.plans(path: path)
-            // Names without usage: their kind from the interfaces table;
-            // one not known there is kept only without --kind.
-            let stored: [String]
-            (stored, kinds) = try StateStore.storedInterfaces(path: path)
-            names = stored.filter { name in
-                guard filter.kinds != nil else { return filter.admits(StateStore.key(name)) }
-                return kinds[name].map { filter.admits(StateStore.key(name), kind: $0) } ?? false
-            }
-            var unmatched = UnmatchedPatterns(filter)
-            unmatched.see(stored.map(StateStore.key) + all.map { StateStore.key($0.name) })
-            unmatched.warn(what: path)
+            snapshot = try StateStore.snapshot(path: path)
         } catch {
             throw CLIError.reading(error, command: Self.spec.name)
         }
-        let now = Int64(wallClock().rounded(.down))
-        let table = UsageTable(
+        let slices = snapshot.slices.filter { filter.admits(StateStore.key($0.name), kind: $0.kind) }
+        // Names without usage: their kind from the interfaces table; one
+        // not known there is kept only without --kind.
+        let names = snapshot.names.filter { name in
+            guard filter.kinds != nil else { return filter.admits(StateStore.key(name)) }
+            return snapshot.kinds[name].map { filter.admits(StateStore.key(name), kind: $0) } ?? false
+        }
+        var unmatched = UnmatchedPatterns(filter)
+        unmatched.see(snapshot.names.map(StateStore.key) + snapshot.slices.map { StateStore.key($0.name) })
+        unmatched.warn(what: path)
+        let plans = snapshot.plans
+        let wall = wallClock()
+        let now = Int64(wall.rounded(.down))
+        var table = UsageTable(
             slices: slices, plans: plans, granularity: check ? .cycle : granularity, top: top, zone: .system, now: now,
-            names: names, kinds: kinds)
+            names: names, kinds: snapshot.kinds)
+        table.saves = snapshot.saves
+        table.path = path
+        table.wallTime = wall
+        // Output a script parses (JSON, CSV) keeps its format; a stale
+        // file's warning goes to stderr beside it (text and --check put it
+        // first in their own output).
+        if format != "text", !check, let warning = snapshot.saves.warning(now: wall, zone: .system) { Output.error(warning) }
         if check {
             let result = table.check(plans: plans)
             try Output.put(result.lines.joined(separator: "\n") + "\n" + Caveat.sentence + "\n")

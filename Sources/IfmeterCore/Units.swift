@@ -83,6 +83,8 @@ public enum Units {
 
     /// A duration for people: `750 ms`, `1.5 s`, `2 m 5 s`, `3 h 2 m`.
     public static func duration(_ seconds: Double) -> String {
+        // A time read from a file may be anything: never trap on it.
+        guard seconds.isFinite, seconds < 1e15 else { return seconds.isNaN ? "an unknown time" : "over 10^15 s" }
         if seconds < 0.9995 { return fixed(seconds * 1000, 0) + " ms" }
         if seconds < 59.95 {
             var text = significant(seconds)

@@ -121,6 +121,14 @@ public struct UsageTable: Sendable {
     public var interfaces: [Interface]
     public var zone: LocalZone
     public var now: Int64
+    /// What the state file says of its writer: reports say when it last
+    /// saved, and a stale save first (nil: not known, as in tests).
+    public var saves: SaveStatus?
+    /// The state file's path, as reports name it.
+    public var path = ""
+    /// Unix time now, to the fraction (`now` is whole seconds): how old the
+    /// last save is.
+    public var wallTime: Double
 
     /// Groups stored slices into periods. `top` keeps each interface's N
     /// biggest days (by total). For cycles, a planned interface's cycle
@@ -134,6 +142,7 @@ public struct UsageTable: Sendable {
         self.granularity = granularity
         self.zone = zone
         self.now = now
+        wallTime = Double(now)
         let calendar = PeriodCalendar(zone: zone)
         var byName = Dictionary(grouping: slices, by: \.name)
         if granularity == .cycle {
@@ -196,6 +205,10 @@ public struct UsageTable: Sendable {
     public func check(plans: [Plan]) -> Check {
         var verdict = Check.Verdict.under
         var lines: [String] = []
+        // A stale file's figures are as of its last save: the use now is
+        // at least that, so under the quota cannot be proven.
+        let staleWarning = saves?.warning(now: wallTime, zone: zone)
+        if let staleWarning { lines.append(staleWarning) }
         for i in interfaces {
             guard let row = i.rows.first(where: { $0.current }), let status = row.plan, let quota = status.plan.quotaBytes else { continue }
             let used = "\(Units.bytes(status.usedBytes)) (\(status.usedBytes) B, \(status.plan.direction.rawValue))"
@@ -208,6 +221,9 @@ public struct UsageTable: Sendable {
             } else if row.quality == .lowerBound {
                 verdict = max(verdict, .unknown)
                 lines.append("UNKNOWN \(name): at least \(used) used of \(limit), \(cycle): a lower bound under the quota cannot prove it is under.")
+            } else if staleWarning != nil {
+                verdict = max(verdict, .unknown)
+                lines.append("UNKNOWN \(name): \(used) used of \(limit) as of the last save, \(cycle): nothing saved since, so under cannot be proven.")
             } else {
                 lines.append("under \(name): \(used) used of \(limit), \(cycle).")
             }
@@ -217,6 +233,7 @@ public struct UsageTable: Sendable {
             lines.append("note: plan '\(TerminalText.escaped(plan.pattern))' matches no interface with usage in this state file.")
         }
         if plans.isEmpty { lines.append("note: no plans in this state file (see 'ifmeter plan set'); nothing to check.") }
+        if let saves, staleWarning == nil { lines.append(saves.sentence(now: wallTime, zone: zone)) }
         return Check(verdict: verdict, lines: lines)
     }
 
@@ -231,11 +248,13 @@ public struct UsageTable: Sendable {
             if !i.key.netns.isEmpty { o["netns"] = .string(i.key.netns) }
             return .object(o)
         }
-        return .object([
-            "schema": .string("ifmeter.usage"), "schema_version": .number(2), "estimate": .bool(true),
+        var o: [String: JSONValue] = [
+            "schema": .string("ifmeter.usage"), "schema_version": .number(Self.schemaVersion), "estimate": .bool(true),
             "caveats": .array(Caveat.all.map(JSONValue.string)),
             "granularity": .string(granularity.rawValue), "interfaces": .array(interfaces),
-        ])
+        ]
+        if let saves { o["state"] = saves.json(now: wallTime, zone: zone, path: path) }
+        return .object(o)
     }
 
     func json(_ row: Row) -> JSONValue {
@@ -294,8 +313,16 @@ public struct UsageTable: Sendable {
         return out
     }
 
+    /// The usage tables' JSON version: 3 adds `state` (when the file was
+    /// last saved, by whom, and whether that is stale).
+    public static let schemaVersion = 3
+
     public func text(path: String) -> String {
         var out = ""
+        if let saves {
+            // First, where it cannot be missed: how current the figures are.
+            out += (saves.warning(now: wallTime, zone: zone) ?? saves.sentence(now: wallTime, zone: zone)) + "\n\n"
+        }
         if interfaces.isEmpty { out += "No usage recorded yet in \(TerminalText.escaped(path)).\n" }
         let header: String = switch granularity {
         case .hour: "HOUR"
@@ -361,5 +388,100 @@ extension String {
         var out = ""
         for c in self { if c == target { out += replacement } else { out.append(c) } }
         return out
+    }
+}
+
+/// What a state file says of its writer, as `usage` reports it: when it
+/// last saved, how often it saves, and whether it still writes. A figure
+/// read from the file is as of its last save; when that is older than two
+/// save intervals, nothing has been saved for a while (the writer was
+/// killed, hung or stopped), and the report says so first.
+public struct SaveStatus: Sendable, Hashable {
+    public enum Writer: String, Sendable {
+        /// An ifmeter writes the file now.
+        case running
+        /// The last writer stopped cleanly.
+        case stopped
+        /// The last writer stopped without a clean stop (kill -9, a crash,
+        /// a power cut): nothing it counted after its last save is here.
+        case stoppedUncleanly = "stopped-uncleanly"
+        /// No sampler ever wrote the file (only `plan`).
+        case none
+    }
+
+    /// Unix time of the last save; nil when none was made.
+    public var savedAt: Double?
+    /// Seconds between the writer's saves; nil when it did not say (a file
+    /// from before ifmeter recorded it).
+    public var saveEvery: Double?
+    public var writer: Writer
+    /// Unix time of the last clean stop.
+    public var stoppedAt: Double?
+
+    public init(savedAt: Double?, saveEvery: Double?, writer: Writer, stoppedAt: Double? = nil) {
+        self.savedAt = savedAt
+        self.saveEvery = saveEvery
+        self.writer = writer
+        self.stoppedAt = stoppedAt
+    }
+
+    /// The save interval a staleness judgment uses: the writer's, else the
+    /// default of serve and live before ifmeter recorded it (10 s).
+    public var interval: Double { saveEvery ?? 10 }
+
+    /// The last save is older than two save intervals: what happened since
+    /// is not in the file.
+    public func isStale(now: Double) -> Bool {
+        guard let savedAt else { return false }
+        return now - savedAt > 2 * interval
+    }
+
+    /// One sentence: when the file was last saved, and by whom.
+    public func sentence(now: Double, zone: LocalZone) -> String {
+        guard let savedAt else { return "Never saved by serve, live or export: no traffic has been counted in it yet." }
+        let when = "\(Self.stamp(savedAt, zone)) (\(Units.duration(max(0, now - savedAt))) ago)"
+        let pace = saveEvery.map { " every \(Units.duration($0))" } ?? ""
+        switch writer {
+        case .running:
+            return "Last saved \(when) by the ifmeter writing it now, which saves\(pace.isEmpty ? " periodically" : pace)."
+        case .stopped:
+            return "Last saved \(when), when ifmeter stopped cleanly: nothing has been counted since."
+        case .stoppedUncleanly:
+            return "Last saved \(when); the ifmeter that wrote it stopped without a clean stop (killed, crashed or a power cut): "
+                + "what it counted after that save is not here, and nothing has been counted since."
+        case .none:
+            return "Last saved \(when)."
+        }
+    }
+
+    /// The warning when the last save is stale; nil otherwise.
+    public func warning(now: Double, zone: LocalZone) -> String? {
+        guard isStale(now: now), let savedAt else { return nil }
+        let age = Units.duration(max(0, now - savedAt))
+        let why: String = switch writer {
+        case .running: "the ifmeter writing this file has not saved for \(age), more than two of its save intervals (\(Units.duration(interval))): it may be hung"
+        case .stopped: "ifmeter stopped \(age) ago; nothing has been counted since"
+        case .stoppedUncleanly: "the ifmeter that wrote this file stopped without a clean stop \(age) ago or less; nothing has been saved since"
+        case .none: "nothing has been saved for \(age)"
+        }
+        return "WARNING: these figures are as of \(Self.stamp(savedAt, zone)): \(why)."
+    }
+
+    /// RFC 3339 local time; a time no calendar holds (a crafted file's)
+    /// is said to be unknown rather than trapping.
+    static func stamp(_ time: Double, _ zone: LocalZone) -> String {
+        guard time.isFinite, abs(time) < 1e12 else { return "an unknown time" }
+        return zone.rfc3339(Int64(time.rounded(.down)))
+    }
+
+    public func json(now: Double, zone: LocalZone, path: String) -> JSONValue {
+        .object([
+            "path": .string(path),
+            "saved_at": savedAt.flatMap { $0.isFinite && abs($0) < 1e12 ? .string(Self.stamp($0, zone)) : nil } ?? .null,
+            "save_every_seconds": saveEvery.flatMap { $0.isFinite && $0 > 0 ? .number($0) : nil } ?? .null,
+            "writer": .string(writer.rawValue),
+            "stale": .bool(isStale(now: now)),
+            "note": .string(warning(now: now, zone: zone) ?? sentence(now: now, zone: zone)),
+        ])
     }
 }

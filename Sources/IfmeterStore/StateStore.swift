@@ -443,6 +443,14 @@ public final class StateStore {
     /// permission problem apart from damage, and (with `verify`) checks the
     /// schema version and the pages (`PRAGMA quick_check`).
     static func reading<T>(_ given: String, verify: Bool = true, _ body: (Database) throws(StoreError) -> T) throws(StoreError) -> T {
+        try reading(given, verify: verify) { db, _ throws(StoreError) in try body(db) }
+    }
+
+    /// The same, telling `body` whether an ifmeter holds the file's lock
+    /// (writes it) while it is read.
+    static func reading<T>(
+        _ given: String, verify: Bool = true, _ body: (Database, _ written: Bool) throws(StoreError) -> T
+    ) throws(StoreError) -> T {
         // A link is followed once: the WAL and the other side files are
         // beside the file it names, not beside the link.
         var path = given
@@ -457,7 +465,9 @@ public final class StateStore {
         }
     }
 
-    private static func readingResolved<T>(_ path: String, verify: Bool, _ body: (Database) throws(StoreError) -> T) throws(StoreError) -> T {
+    private static func readingResolved<T>(
+        _ path: String, verify: Bool, _ body: (Database, _ written: Bool) throws(StoreError) -> T
+    ) throws(StoreError) -> T {
         var st = stat()
         guard stat(path, &st) == 0 else {
             let code = errno
@@ -478,12 +488,12 @@ public final class StateStore {
         if idle, walBytes > 0 {
             // A writer was killed: its last saves are in the WAL, which an
             // immutable read would skip. Read a private copy instead.
-            return try readCopy(path, fd: fd, verify: verify, body)
+            return try readCopy(path, fd: fd, verify: verify) { db throws(StoreError) in try body(db, false) }
         }
         let query = idle ? "mode=ro&immutable=1" : "mode=ro"
         let db = try Database(path: path, readOnly: true, uri: Database.uri(path, query: query))
         if verify { try check(db, path: path, host: nil) }
-        return try body(db)
+        return try body(db, !idle)
     }
 
     static func openFailure(_ path: String, call: String, _ code: Int32) -> StoreError {

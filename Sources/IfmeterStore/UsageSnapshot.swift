@@ -1,0 +1,59 @@
+import IfmeterCore
+
+/// Everything `usage` reads of a state file, from one open of it: the
+/// usage slices, the plans, the stored interfaces and their kinds, and
+/// what the file says of its writer (when it last saved, how often it
+/// saves, whether one writes it now).
+public struct UsageSnapshot: Sendable {
+    public var slices: [UsageSlice]
+    public var plans: [Plan]
+    /// Names with totals or usage, sorted.
+    public var names: [String]
+    /// The kind each name of the interfaces table was last classified as.
+    public var kinds: [String: InterfaceKind]
+    public var saves: SaveStatus
+}
+
+extension StateStore {
+    /// Reads a state file for `usage`, in one open, writing nothing.
+    public static func snapshot(path: String, zone: LocalZone = .system) throws(StoreError) -> UsageSnapshot {
+        try reading(path) { db, written throws(StoreError) in
+            let slices = try slices(db, path: path, zone: zone, since: nil)
+            do throws(StoreError) {
+                let plans = try hasTable(db, "plans") ? readPlans(db) : []
+                var kinds: [String: InterfaceKind] = [:]
+                if try hasTable(db, "interfaces") {
+                    try db.prepare("SELECT name, kind FROM interfaces").query { row throws(StoreError) in
+                        if let name = row.text(0), let kind = row.text(1).flatMap(InterfaceKind.init(rawValue:)) { kinds[name] = kind }
+                    }
+                }
+                var meta: [String: String] = [:]
+                try db.prepare("SELECT key, value FROM meta").query { row throws(StoreError) in
+                    if let key = row.text(0), let value = row.text(1) { meta[key] = value }
+                }
+                return UsageSnapshot(
+                    slices: slices, plans: plans, names: try names(db), kinds: kinds, saves: saveStatus(meta, written: written))
+            } catch {
+                throw StoreError.notState(path: path, detail: Self.detail(error))
+            }
+        }
+    }
+
+    /// What the meta table says of the writer. `written`: an ifmeter holds
+    /// the file's lock now.
+    static func saveStatus(_ meta: [String: String], written: Bool) -> SaveStatus {
+        let writer: SaveStatus.Writer
+        if meta["running"] == "1" {
+            // Marked running: by the one that holds the lock, or by one
+            // that died (its lock went with it).
+            writer = written ? .running : .stoppedUncleanly
+        } else if meta["running"] == "0" {
+            writer = .stopped
+        } else {
+            writer = .none
+        }
+        return SaveStatus(
+            savedAt: meta["saved"].flatMap(Double.init), saveEvery: meta["save_every"].flatMap(Double.init), writer: writer,
+            stoppedAt: meta["stopped"].flatMap(Double.init))
+    }
+}
