@@ -297,7 +297,8 @@ struct SignalWaiter: PipelineWaiter {
         let source = pipeline.source
         let hangup = self.hangup
         return !stop()
-            && sleepUntil(deadline, watching: source.eventDescriptors, readable: source.readEvents, hangup: { hangup(pipeline) })
+            && sleepUntil(
+                deadline, watching: { source.eventDescriptors }, readable: { pipeline.readEvents() }, hangup: { hangup(pipeline) })
             && !stop()
     }
 }

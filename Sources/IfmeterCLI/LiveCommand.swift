@@ -238,7 +238,7 @@ struct KeyWaiter: PipelineWaiter {
             if rc < 0, errno != EINTR { return false }
             if fds[1].revents != 0 { TerminalState.drainWakeups() }
             // Link notifications, read when they come (timed then).
-            if fds.dropFirst(2).contains(where: { $0.revents != 0 }) { pipeline.source.readEvents() }
+            if fds.dropFirst(2).contains(where: { $0.revents != 0 }), pipeline.readEvents() { return true }
             if TerminalState.stopRequested { return false }
             var redraw = TerminalState.takeResize()
             if fds[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {

@@ -130,11 +130,15 @@ enum StopSignal {
 
 /// Sleeps until `deadline` on the monotonic clock; returns false when a stop
 /// signal came first. While it waits, `readable` runs whenever one of
-/// `watching` has data (link notifications, read when they come), and
-/// `hangup` after a SIGHUP.
-func sleepUntil(_ deadline: Double, watching: [Int32] = [], readable: () -> Void = {}, hangup: () -> Void = {}) -> Bool {
+/// `watching` has data (link notifications, read when they come; the list
+/// is asked again after, as it can change), and ends the wait when it
+/// returns true; `hangup` runs after a SIGHUP.
+func sleepUntil(
+    _ deadline: Double, watching: () -> [Int32] = { [] }, readable: () -> Bool = { false }, hangup: () -> Void = {}
+) -> Bool {
+    var watched = watching()
     var fds = [pollfd(fd: StopSignal.pipe.read, events: Int16(POLLIN), revents: 0)]
-    fds += watching.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+    fds += watched.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
     while !StopSignal.requested {
         if StopSignal.takeHangup() {
             hangup()
@@ -150,7 +154,14 @@ func sleepUntil(_ deadline: Double, watching: [Int32] = [], readable: () -> Void
             var buffer = [UInt8](repeating: 0, count: 64)
             while read(StopSignal.pipe.read, &buffer, buffer.count) > 0 {}
         }
-        if rc > 0, fds.dropFirst().contains(where: { $0.revents != 0 }) { readable() }
+        if rc > 0, fds.dropFirst().contains(where: { $0.revents != 0 }) {
+            if readable() { return !StopSignal.requested }
+            let now = watching()
+            if now != watched {
+                watched = now
+                fds = [fds[0]] + watched.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            }
+        }
     }
     return false
 }

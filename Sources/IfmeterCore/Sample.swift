@@ -271,12 +271,18 @@ public protocol CounterSource: AnyObject {
     /// each event is timed when it comes. Empty for sources without events.
     var eventDescriptors: [Int32] { get }
     /// Reads the notifications waiting now (kept for the next reading).
-    func readEvents()
+    /// Returns true when a deletion came with them (an interface, or a
+    /// namespace, went): its final counters wait for the next reading, which
+    /// a pipeline with a state file takes at once, so that a kill right
+    /// after cannot lose them.
+    @discardableResult
+    func readEvents() -> Bool
 }
 
 extension CounterSource {
     public var eventDescriptors: [Int32] { [] }
-    public func readEvents() {}
+    @discardableResult
+    public func readEvents() -> Bool { false }
 }
 
 /// One line of a trace after its header.

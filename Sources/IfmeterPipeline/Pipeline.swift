@@ -196,7 +196,9 @@ public final class Pipeline {
         let wall = clock.wall()
         if let persistence {
             persistence.record(deltas, engine: &engine, sample: filtered.sample, sampleTime: t, wallTime: wall)
-            persistence.saveIfDue(engine, at: t, wallTime: wall, force: false)
+            // A deletion's final counters exist nowhere else any more: saved
+            // at once, so a kill right after cannot lose them.
+            persistence.saveIfDue(engine, at: t, wallTime: wall, force: !filtered.events.deleted.isEmpty)
         }
         health.samples += 1
         health.overruns += UInt64(filtered.events.overruns)
@@ -219,7 +221,9 @@ public final class Pipeline {
         let interval = configuration.interval
         var next = clock.monotonic()
         var taken = 0
+        var early = false
         while true {
+            let started = clock.monotonic()
             // Only the outcome is kept: holding the update would hold the
             // sample, which the next one is built over when nothing does.
             switch step().outcome {
@@ -228,11 +232,46 @@ public final class Pipeline {
             case .zeroed: break
             }
             if let limit = configuration.sampleLimit, taken >= limit { return }
-            next += interval
-            let now = clock.monotonic()
-            if next < now { next = now + interval - (now - next).truncatingRemainder(dividingBy: interval) }
-            if !waiter.wait(until: next, self) { return }
+            // An early sample (a deletion to save) leaves the pace as it was.
+            if !early {
+                next += interval
+                let now = clock.monotonic()
+                if next < now { next = now + interval - (now - next).truncatingRemainder(dividingBy: interval) }
+            }
+            early = false
+            var deadline = next
+            while true {
+                if !waiter.wait(until: deadline, self) { return }
+                guard earlySampleDue, clock.monotonic() < next else { break }
+                // At most one early sample per `earlyGap` after the last one:
+                // a storm of deletions costs a few samples and saves a second.
+                let earliest = started + Self.earlyGap
+                if clock.monotonic() < earliest {
+                    deadline = earliest
+                    continue
+                }
+                early = true
+                break
+            }
+            earlySampleDue = false
         }
+    }
+
+    /// The least time between a sample and an early one.
+    public static let earlyGap = 0.05
+
+    /// A deletion came between samples and a state file should have it.
+    private var earlySampleDue = false
+
+    /// Reads the source's link notifications between samples: a waiter
+    /// calls this when the source's descriptors are readable. Returns true
+    /// when the wait should end for a sample now: a deletion came and a
+    /// state file keeps the totals (its final counters are then applied and
+    /// saved at once; `run` keeps at least `earlyGap` between samples).
+    public func readEvents() -> Bool {
+        guard source.readEvents(), persistence != nil else { return false }
+        earlySampleDue = true
+        return true
     }
 
     /// Zeroes the totals (their quality and events start over) and

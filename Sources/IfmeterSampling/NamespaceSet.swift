@@ -79,8 +79,11 @@ public final class NamespaceSet: CounterSource {
 
     public var eventDescriptors: [Int32] { members.flatMap(\.source.eventDescriptors) }
 
-    public func readEvents() {
-        for member in members { member.source.readEvents() }
+    @discardableResult
+    public func readEvents() -> Bool {
+        var deleted = false
+        for member in members where member.source.readEvents() { deleted = true }
+        return deleted
     }
 
     public func read() throws(SystemError) -> SourceReading {

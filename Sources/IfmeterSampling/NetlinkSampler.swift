@@ -76,7 +76,8 @@ public final class NetlinkSampler: CounterSource {
 
     /// Reads the link notifications waiting now, so that each is timed
     /// when it is read rather than at the next sample.
-    public func readEvents() { drainEvents() }
+    @discardableResult
+    public func readEvents() -> Bool { !drainEvents().isEmpty }
 
     /// Reads the queued link notifications: deletions become events with
     /// their final counters (timed when read), renames become events, and
