@@ -12,6 +12,8 @@
 #include <linux/magic.h>
 #include <sys/ioctl.h>
 #include <sys/vfs.h>
+#include <sys/timerfd.h>
+#include <time.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -68,5 +70,16 @@ int cifm_setns_net(int fd) { return setns(fd, CLONE_NEWNET); }
 int cifm_is_nsfs(int fd) {
     struct statfs fs;
     return fstatfs(fd, &fs) == 0 && fs.f_type == NSFS_MAGIC;
+}
+
+int cifm_timer_create(void) {
+    return timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+}
+
+int cifm_timer_set(int fd, uint64_t nanoseconds) {
+    struct itimerspec spec = {0};
+    spec.it_value.tv_sec = (time_t)(nanoseconds / 1000000000u);
+    spec.it_value.tv_nsec = (long)(nanoseconds % 1000000000u);
+    return timerfd_settime(fd, 0, &spec, NULL);
 }
 #endif

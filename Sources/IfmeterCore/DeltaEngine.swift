@@ -21,6 +21,9 @@ public struct DeltaEngine: Sendable {
     private var changeRound: Int32 = 1
     /// Series forgotten since the last `takeChanges`.
     private var forgotten: [SeriesKey] = []
+    /// Namespaces with an instance that came and went unread: their series'
+    /// totals are lower bounds, those made later included.
+    private var lostNamespaces: Set<String> = []
     /// The window: from the first sample (the baseline; events before it
     /// count nothing) to the latest record.
     public private(set) var firstTime: Double?
@@ -66,6 +69,10 @@ public struct DeltaEngine: Sendable {
         var replaced: ReplacedInstance?
         /// Restored across a reboot: the next sample counts in full.
         var restartPending = false
+        /// The series' namespace was entered anew since its instance ended:
+        /// a deletion with the ended instance's index is another instance,
+        /// not a repeat.
+        var renewed = false
         /// The number of the last sample that showed this series.
         var stamp: Int32 = 0
         /// The change round this series was last listed as changed in.
@@ -151,6 +158,9 @@ public struct DeltaEngine: Sendable {
         case .renamed(let event):
             apply(event)
             return []
+        case .namespace(let event):
+            apply(event)
+            return []
         }
     }
 
@@ -160,11 +170,12 @@ public struct DeltaEngine: Sendable {
     @discardableResult
     public mutating func apply(_ reading: SourceReading, idleDeltas: Bool = true) -> [InterfaceDelta] {
         var deltas: [InterfaceDelta] = []
-        if !reading.events.renamed.isEmpty || !reading.events.deleted.isEmpty {
+        if !reading.events.renamed.isEmpty || !reading.events.deleted.isEmpty || !reading.events.namespaces.isEmpty {
             // In time order, as a trace of this reading lists them.
             for record in reading.events.records {
                 switch record {
                 case .renamed(let event): apply(event)
+                case .namespace(let event): apply(event)
                 case .deleted(let event): if let delta = apply(event) { deltas.append(delta) }
                 case .sample: break
                 }
@@ -233,7 +244,8 @@ public struct DeltaEngine: Sendable {
                 var entry = Series(state: InterfaceTotals(
                     name: reading.name, netns: reading.netns, classification: classification, index: reading.index,
                     width: reading.width, speedBps: reading.speedBps, attributes: reading.attributes,
-                    totals: counters, quality: .exact, events: EventCounts(),
+                    totals: counters, quality: lostNamespaces.isEmpty || !lostNamespaces.contains(reading.netns) ? .exact : .lowerBound,
+                    events: EventCounts(),
                     baseline: isFirst ? reading.counters : Self.zero(like: reading.counters),
                     lastKernelStats: reading.kernelStats, firstSeen: t, lastSeen: t,
                     present: true, deletedAt: nil))
@@ -340,6 +352,7 @@ public struct DeltaEngine: Sendable {
         s.remember(reading, at: t)
         s.ended = false
         s.endedIndex = nil
+        s.renewed = false
         s.restartPending = false
         s.stamp = stamp
         let delta = InterfaceDelta(
@@ -417,7 +430,7 @@ public struct DeltaEngine: Sendable {
             }
             series[slot].replaced = ReplacedInstance(index: index, counters: nil)
             return apply(counters, of: final, to: slot, quality: .lowerBound, seconds: t - s.prevTime, endsInstance: false, at: t)
-        } else if s.ended, same(s.endedIndex, final.index) {
+        } else if s.ended, !s.renewed, same(s.endedIndex, final.index) {
             // The same deletion again: already counted.
             return nil
         } else if s.ended || !s.hasPrev {
@@ -479,13 +492,35 @@ public struct DeltaEngine: Sendable {
         return true
     }
 
+    /// A namespace instance entered, or lost (`NamespaceEvent.Kind`).
+    public mutating func apply(_ event: NamespaceEvent) {
+        lastTime = event.time
+        switch event.kind {
+        case .entered:
+            // Its interfaces are new instances: an ended series' next
+            // deletion is no repeat, whatever its index.
+            for slot in series.indices where series[slot].inUse && series[slot].ended && series[slot].state.netns == event.netns {
+                series[slot].renewed = true
+            }
+        case .lost:
+            lostNamespaces.insert(event.netns)
+            for slot in series.indices where series[slot].inUse && series[slot].state.netns == event.netns {
+                if series[slot].state.quality != .lowerBound {
+                    series[slot].state.quality = .lowerBound
+                    markChanged(slot)
+                }
+            }
+        }
+    }
+
     /// A series known only from an event so far: no counters, not present.
     private func newSeries(_ final: InterfaceSample, at t: Double) -> Series {
         var entry = Series(state: InterfaceTotals(
             name: final.name, netns: final.netns,
             classification: final.classification ?? NameRules.classify(final.name, platform: configuration.platform),
             index: final.index, width: final.width, speedBps: final.speedBps, attributes: final.attributes,
-            totals: Self.zero(like: final.counters), quality: .exact, events: EventCounts(),
+            totals: Self.zero(like: final.counters), quality: lostNamespaces.contains(final.netns) ? .lowerBound : .exact,
+            events: EventCounts(),
             baseline: Self.zero(like: final.counters), lastKernelStats: nil, firstSeen: t,
             lastSeen: t, present: false, deletedAt: nil))
         entry.stamp = 0
@@ -499,6 +534,7 @@ public struct DeltaEngine: Sendable {
     ) -> InterfaceDelta {
         if recreation { series[slot].state.events.recreations += 1 }
         series[slot].ended = true
+        series[slot].renewed = false
         series[slot].endedIndex = final.index ?? series[slot].state.index
         series[slot].state.present = false
         series[slot].state.deletedAt = t
@@ -561,6 +597,8 @@ public struct DeltaEngine: Sendable {
     /// the next interval is measured as before. Quality and event counts start
     /// over with the totals, because they describe the totals.
     public mutating func zeroTotals() {
+        // What a lost namespace instance carried is before the new start.
+        lostNamespaces = []
         for slot in series.indices where series[slot].inUse {
             series[slot].state.totals = Self.zero(like: series[slot].state.totals)
             series[slot].state.quality = .exact

@@ -74,6 +74,13 @@ public struct InterfaceFilter: Sendable, Hashable {
         events.renamed.removeAll {
             !admits(SeriesKey(netns: $0.netns, name: $0.to)) && !admits(SeriesKey(netns: $0.netns, name: $0.from))
         }
+        events.namespaces.removeAll { !admitsNamespace($0.netns) }
+    }
+
+    /// Whether some interface of the namespace can be admitted (its name
+    /// is not known: a lost namespace's interfaces were never seen).
+    public func admitsNamespace(_ netns: String) -> Bool {
+        namespaces.map { $0.contains(netns) } ?? true
     }
 
     /// A trace record with only what is admitted; nil for an event left out.
@@ -87,6 +94,8 @@ public struct InterfaceFilter: Sendable, Hashable {
         case .renamed(let event):
             let admitted = admits(SeriesKey(netns: event.netns, name: event.to)) || admits(SeriesKey(netns: event.netns, name: event.from))
             return admitted ? record : nil
+        case .namespace(let event):
+            return admitsNamespace(event.netns) ? record : nil
         }
     }
 }

@@ -189,6 +189,34 @@ public struct RenameEvent: Sendable, Hashable {
     }
 }
 
+/// What became of a namespace instance, for a source that follows
+/// namespaces (ifmeter's own events; contract readers skip them).
+public struct NamespaceEvent: Sendable, Hashable {
+    public enum Kind: String, Sendable {
+        /// A new instance of the namespace was entered: the interfaces in it
+        /// are new instances too, so a deletion of one whose series ended
+        /// before is a new instance whatever its index (indexes start over
+        /// in every namespace), never a repeat.
+        case entered
+        /// An instance existed but could not be read (created and removed
+        /// before a sampler could enter it, or its last reading failed):
+        /// whatever its interfaces carried is unknown, so the totals of
+        /// that namespace's series are lower bounds from now on, those seen
+        /// later included.
+        case lost
+    }
+
+    public var time: Double
+    public var netns: String
+    public var kind: Kind
+
+    public init(time: Double, netns: String, kind: Kind) {
+        self.time = time
+        self.netns = netns
+        self.kind = kind
+    }
+}
+
 /// Link notifications read with one sample: deletions with their final
 /// counters (to apply before the sample), creations, and overruns.
 public struct LinkEvents: Sendable, Hashable {
@@ -201,15 +229,21 @@ public struct LinkEvents: Sendable, Hashable {
     /// Times the notification queue overflowed: deletions may have been
     /// missed, so the intervals of interfaces that went away are lower bounds.
     public var overruns = 0
+    /// Namespace instances entered, and those that came and went unread.
+    public var namespaces: [NamespaceEvent] = []
 
-    public init(deleted: [DeletionEvent] = [], created: [SeriesKey] = [], renamed: [RenameEvent] = [], overruns: Int = 0) {
+    public init(
+        deleted: [DeletionEvent] = [], created: [SeriesKey] = [], renamed: [RenameEvent] = [], overruns: Int = 0,
+        namespaces: [NamespaceEvent] = []
+    ) {
         self.deleted = deleted
         self.created = created
         self.renamed = renamed
         self.overruns = overruns
+        self.namespaces = namespaces
     }
 
-    public var isEmpty: Bool { deleted.isEmpty && created.isEmpty && renamed.isEmpty && overruns == 0 }
+    public var isEmpty: Bool { deleted.isEmpty && created.isEmpty && renamed.isEmpty && overruns == 0 && namespaces.isEmpty }
 
     /// Events apply before the sample they come with, so none is timed
     /// after it: a notification read while the sample was being taken (its
@@ -218,6 +252,7 @@ public struct LinkEvents: Sendable, Hashable {
     public mutating func clamp(to time: Double) {
         for n in deleted.indices where deleted[n].time > time { deleted[n].time = time }
         for n in renamed.indices where renamed[n].time > time { renamed[n].time = time }
+        for n in namespaces.indices where namespaces[n].time > time { namespaces[n].time = time }
     }
 
     /// Puts each list in time order, keeping the order read among events of
@@ -236,8 +271,10 @@ public struct LinkEvents: Sendable, Hashable {
     /// writes them in, so that a replay of the trace applies what the
     /// live engine applied.
     public var records: [TraceRecord] {
-        if renamed.isEmpty { return deleted.map(TraceRecord.deleted) }
-        var all = renamed.map(TraceRecord.renamed) + deleted.map(TraceRecord.deleted)
+        if renamed.isEmpty, namespaces.isEmpty { return deleted.map(TraceRecord.deleted) }
+        // At a tie: renames, then namespaces (an instance entered comes
+        // before the deletions in it), then deletions.
+        var all = renamed.map(TraceRecord.renamed) + namespaces.map(TraceRecord.namespace) + deleted.map(TraceRecord.deleted)
         all = all.enumerated().sorted { ($0.element.time, $0.offset) < ($1.element.time, $1.offset) }.map(\.element)
         return all
     }
@@ -291,12 +328,16 @@ public enum TraceRecord: Sendable, Hashable {
     case deleted(DeletionEvent)
     /// ifmeter's own event (readers of v1 skip it): a rename.
     case renamed(RenameEvent)
+    /// ifmeter's own events: a namespace instance entered, or one that came
+    /// and went unread.
+    case namespace(NamespaceEvent)
 
     public var time: Double {
         switch self {
         case .sample(let sample): sample.time
         case .deleted(let event): event.time
         case .renamed(let event): event.time
+        case .namespace(let event): event.time
         }
     }
 }

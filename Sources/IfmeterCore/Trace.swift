@@ -96,6 +96,13 @@ public struct TraceReader: Sendable {
                     index = Int(v)
                 }
                 return .renamed(RenameEvent(time: t, netns: o["netns"]?.stringValue ?? "", index: index, from: from, to: to))
+            case "namespace-entered", "namespace-lost":
+                // ifmeter's own: a namespace instance entered, or one that
+                // came and went unread.
+                guard let netns = object["netns"]?.stringValue, !netns.isEmpty else {
+                    throw fail("a \"\(kind)\" event needs \"netns\", the namespace's name")
+                }
+                return .namespace(NamespaceEvent(time: t, netns: netns, kind: kind == "namespace-lost" ? .lost : .entered))
             default:
                 // Unknown event types are skipped (later versions may add
                 // events); "created" is informational.
@@ -224,6 +231,10 @@ public enum TraceWriter {
             return JSONWriter().string(.object([
                 "t": .number(event.time), "event": .string("renamed"), "from": .string(event.from),
                 "interface": .object(interface),
+            ]))
+        case .namespace(let event):
+            return JSONWriter().string(.object([
+                "t": .number(event.time), "event": .string("namespace-" + event.kind.rawValue), "netns": .string(event.netns),
             ]))
         }
     }

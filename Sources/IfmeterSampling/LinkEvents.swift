@@ -76,10 +76,15 @@ func parseLinkMessage(_ message: NetlinkReceived, netclass: Bool = false) -> Lin
 /// no longer a lower bound.
 enum VethPeers {
     /// Completes the deletions of pairs whose both ends are in `events`;
-    /// `namespace(of:, in:)` names the peer's namespace from the event's
-    /// own namespace and the kernel's id for it (nil: the same namespace).
+    /// `namespaces(id, in:)` names the namespaces the kernel's id for the
+    /// peer's may stand for, seen from the event's own (empty: the same
+    /// namespace; more than one when an id was given again after its
+    /// namespace went), tried in order. `finals(netns, index)`: the last
+    /// counters of an interface whose deletion is not among `events` (its
+    /// namespace went earlier, after a last reading).
     static func complete(
-        _ events: inout [DeletionEvent], namespace: (Int32, String) -> String? = { _, _ in nil }
+        _ events: inout [DeletionEvent], namespaces: (Int32, String) -> [String] = { _, _ in [] },
+        finals known: (String, Int) -> Counters? = { _, _ in nil }
     ) {
         var byKey: [PeerKey: Int] = [:]
         for (n, event) in events.enumerated() {
@@ -89,15 +94,17 @@ enum VethPeers {
         let finals = events
         for n in events.indices {
             guard let peer = events[n].peer, events[n].lowerBound.contains(.rxBytes) else { continue }
-            let netns: String
-            if let id = peer.netnsID {
-                guard let named = namespace(id, events[n].interface.netns) else { continue }
-                netns = named
-            } else {
-                netns = events[n].interface.netns
+            let candidates = peer.netnsID.map { namespaces($0, events[n].interface.netns) } ?? [events[n].interface.netns]
+            var found: Counters?
+            for netns in candidates {
+                if let other = byKey[PeerKey(netns: netns, index: peer.index)] {
+                    found = finals[other].interface.counters
+                } else {
+                    found = known(netns, peer.index)
+                }
+                if found != nil { break }
             }
-            guard let other = byKey[PeerKey(netns: netns, index: peer.index)] else { continue }
-            let tx = finals[other].interface.counters
+            guard let tx = found else { continue }
             events[n].interface.counters[.rxBytes] = tx.value(.txBytes)
             events[n].interface.counters[.rxPackets] = tx.value(.txPackets)
             events[n].lowerBound.remove(.rxBytes)

@@ -51,9 +51,16 @@ public final class TestNamespace: @unchecked Sendable {
     private static let counter = Counter()
     private static let cleaned: Void = removeStale()
 
-    public init() throws {
+    public convenience init() throws {
+        try self.init(named: Self.uniqueName())
+    }
+
+    /// A namespace of this name (one from `uniqueName`, so that a crashed
+    /// run's is cleaned up); a test that recreates one under the same name
+    /// makes each instance with this.
+    public init(named name: String) throws {
         _ = Self.cleaned
-        name = "ifmt-\(getpid())-\(Self.counter.next())-\(UInt16.random(in: 0...UInt16.max))"
+        self.name = name
         try run(["ip", "netns", "add", name])
         // No IPv6: no router or neighbour solicitations to blur the counts.
         try exec(["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"])
@@ -62,6 +69,11 @@ public final class TestNamespace: @unchecked Sendable {
     }
 
     deinit { remove() }
+
+    /// A name no other namespace of this test run has.
+    public static func uniqueName() -> String {
+        "ifmt-\(getpid())-\(counter.next())-\(UInt16.random(in: 0...UInt16.max))"
+    }
 
     public func remove() {
         _ = try? run(["ip", "netns", "del", name], allowFailure: true)

@@ -62,6 +62,14 @@ int cifm_setns_net(int fd);
 /// creates the file under /run/netns before it mounts the namespace on it.
 int cifm_is_nsfs(int fd);
 
+/// A monotonic timerfd, non-blocking and close-on-exec (sys/timerfd.h is
+/// not in Swift's Glibc module); -1 with errno on failure.
+int cifm_timer_create(void);
+
+/// Arms the timer to expire once, `nanoseconds` from now (0 disarms it).
+/// Returns 0, or -1 with errno.
+int cifm_timer_set(int fd, uint64_t nanoseconds);
+
 /// A link's speed (Mbit/s, -1 when unknown) and duplex (DUPLEX_HALF 0,
 /// DUPLEX_FULL 1, DUPLEX_UNKNOWN 0xff) as its driver reports them to
 /// ETHTOOL_GSET, asked through `fd`, a socket in the link's namespace: what
