@@ -1,7 +1,8 @@
 /// Turns samples and deletion events into per-interval deltas and totals.
 ///
 /// Pure and deterministic: feed it the same records and it returns the same
-/// results. Its rules are `trace-v1.md`'s, per series (namespace, name).
+/// results. Its rules are `trace-v1.md`'s as of v1.2, per series
+/// (namespace, name): a reset is judged per counter (see `difference`).
 ///
 /// Built for the sampling loop: a series lives in a slot of an array, and
 /// the slots of the last sample are kept in its order, so while a source
@@ -662,7 +663,18 @@ public struct DeltaEngine: Sendable {
         return configuration.defaultMaxBytesPerSecond
     }
 
-    /// Rules 3 and 5: the difference between two readings of one instance.
+    /// Rules 3 and 5 (with v1.2's changes): the difference between two
+    /// readings of one instance, and what happened.
+    ///
+    /// - No counter went down: `cur - prev` per counter, `steady`.
+    /// - Every counter that went down is a plausible 32-bit wrap: those are
+    ///   wrap-corrected, the others subtract plainly; `wrap`.
+    /// - Otherwise the instance was reset, judged per counter (v1.2): a
+    ///   counter that went down restarted and counts `cur`; one that did not
+    ///   may not have restarted at all (a driver that clears only its error
+    ///   statistics) and subtracts plainly; `reset`, a lower bound.
+    ///
+    /// A counter the earlier reading lacked has nothing to compare with: 0.
     static func difference(
         from prev: Counters, to cur: Counters, width: CounterWidth, seconds: Double, ceiling: Double
     ) -> (Counters, DeltaChange) {
@@ -683,6 +695,7 @@ public struct DeltaEngine: Sendable {
         let decreased = CounterKey.allCases.filter { cur.has($0) && prev.has($0) && cur.value($0) < prev.value($0) }
         let plausible = width == .bits32 && decreased.allSatisfy { key in
             let old = prev.value(key), new = cur.value(key)
+            // A counter at or above 2^32 in prev cannot wrap at 32 bits.
             guard old < 1 << 32, new < 1 << 32 else { return false }
             let wrapped = Double(new) + width.modulus - Double(old)
             let rate = key.countsBytes ? ceiling : ceiling / 40
@@ -694,7 +707,9 @@ public struct DeltaEngine: Sendable {
             }
             return (delta, .wrap)
         }
-        return (cur, .reset)
+        // A reset, judged per counter (v1.2): what went down restarted.
+        for key in decreased { delta[key] = cur.value(key) }
+        return (delta, .reset)
     }
 
     static func zero(like counters: Counters) -> Counters {
