@@ -2,7 +2,8 @@
 ///
 /// Pure and deterministic: feed it the same records and it returns the same
 /// results. Its rules are `trace-v1.md`'s as of v1.2, per series
-/// (namespace, name): a reset is judged per counter (see `difference`).
+/// (namespace, name): a reset is judged per counter, and a 32-bit gap that
+/// could hide a whole wrap is a lower bound (see `difference`).
 ///
 /// Built for the sampling loop: a series lives in a slot of an array, and
 /// the slots of the last sample are kept in its order, so while a source
@@ -297,16 +298,12 @@ public struct DeltaEngine: Sendable {
                 s.state.events.recreations += 1
                 s.replaced = ReplacedInstance(index: oldIndex, counters: s.prevCounters)
             } else {
-                (counters, change) = difference(
+                (counters, change, quality) = difference(
                     from: s.prevCounters, to: reading.pointee.counters, width: reading.pointee.width, seconds: t - s.prevTime,
                     ceiling: ceiling)
                 switch change {
-                case .wrap:
-                    quality = .wrapCorrected
-                    s.state.events.wraps += 1
-                case .reset:
-                    quality = .lowerBound
-                    s.state.events.resets += 1
+                case .wrap: s.state.events.wraps += 1
+                case .reset: s.state.events.resets += 1
                 default: break
                 }
             }
@@ -664,7 +661,7 @@ public struct DeltaEngine: Sendable {
     }
 
     /// Rules 3 and 5 (with v1.2's changes): the difference between two
-    /// readings of one instance, and what happened.
+    /// readings of one instance, what happened, and how far it is known.
     ///
     /// - No counter went down: `cur - prev` per counter, `steady`.
     /// - Every counter that went down is a plausible 32-bit wrap: those are
@@ -675,11 +672,26 @@ public struct DeltaEngine: Sendable {
     ///   statistics) and subtracts plainly; `reset`, a lower bound.
     ///
     /// A counter the earlier reading lacked has nothing to compare with: 0.
+    ///
+    /// v1.2, a 32-bit gap that could hide a whole wrap: when `width` is 32
+    /// bits and `R * dt * 1.25 >= 2^32`, whole wraps could have passed
+    /// between the readings unseen. The delta is computed as above, and its
+    /// quality is a lower bound. It is no event of its own: nothing was seen
+    /// to happen, so `change` stays `steady` (or `wrap`) and no reset or wrap
+    /// is counted for the gap; only the quality says what cannot be known.
+    /// It applies to every comparison of two samples of one instance: rule
+    /// 3, rule 5, a series back from an absence (rule 6), and one continued
+    /// from saved state within the same boot. It does not apply to a 64-bit
+    /// source, to counts in full (rules 2 and 4, a restart after a reboot),
+    /// or to a deletion's final counters (v1.1's rules, 64-bit
+    /// IFLA_STATS64).
     static func difference(
         from prev: Counters, to cur: Counters, width: CounterWidth, seconds: Double, ceiling: Double
-    ) -> (Counters, DeltaChange) {
+    ) -> (Counters, DeltaChange, Quality) {
         // The common case: the same counters, none went down.
-        if let steady = cur.minus(prev) { return (steady, .steady) }
+        if let steady = cur.minus(prev) {
+            return (steady, .steady, width == .bits32 && mayHideWrap(seconds: seconds, ceiling: ceiling) ? .lowerBound : .exact)
+        }
         var delta = Counters()
         var anyDecreased = false
         for key in CounterKey.allCases where cur.has(key) {
@@ -691,7 +703,8 @@ public struct DeltaEngine: Sendable {
             let old = prev.value(key), new = cur.value(key)
             if new >= old { delta[key] = new - old } else { anyDecreased = true }
         }
-        if !anyDecreased { return (delta, .steady) }
+        let gap = width == .bits32 && mayHideWrap(seconds: seconds, ceiling: ceiling)
+        if !anyDecreased { return (delta, .steady, gap ? .lowerBound : .exact) }
         let decreased = CounterKey.allCases.filter { cur.has($0) && prev.has($0) && cur.value($0) < prev.value($0) }
         let plausible = width == .bits32 && decreased.allSatisfy { key in
             let old = prev.value(key), new = cur.value(key)
@@ -705,11 +718,20 @@ public struct DeltaEngine: Sendable {
             for key in decreased {
                 delta[key] = cur.value(key) &+ (1 << 32) &- prev.value(key)
             }
-            return (delta, .wrap)
+            return (delta, .wrap, gap ? .lowerBound : .wrapCorrected)
         }
         // A reset, judged per counter (v1.2): what went down restarted.
         for key in decreased { delta[key] = cur.value(key) }
-        return (delta, .reset)
+        return (delta, .reset, .lowerBound)
+    }
+
+    /// v1.2: over `seconds` at up to `ceiling` bytes a second (with rule
+    /// 5's slack of 1.25), a 32-bit byte counter could have gone all the
+    /// way round (2^32) unseen. One multiply-compare; callers ask only for
+    /// 32-bit readings.
+    @inline(__always)
+    static func mayHideWrap(seconds: Double, ceiling: Double) -> Bool {
+        ceiling * seconds * 1.25 >= 4_294_967_296
     }
 
     static func zero(like counters: Counters) -> Counters {

@@ -117,4 +117,130 @@ import Testing
         #expect(deltas.first?.change == .wrap && deltas.first?.quality == .wrapCorrected)
         #expect(totals(engine, "eth1") == [1000, 100, 1, 1])
     }
+
+    // MARK: 2. A 32-bit gap that could hide a whole wrap is a lower bound
+
+    /// A 32-bit `eth1` sampled at 0 and at `dt`, its counters rising by
+    /// 4000 bytes and 4 packets; the last delta.
+    func gap(_ dt: Double, width: Int = 32, speed: UInt64? = nil, configuration: EngineConfiguration = EngineConfiguration()) throws -> InterfaceDelta {
+        let (_, deltas) = try run([
+            s(0, i("eth1", 2, width: width, speed: speed, rx: 1000, tx: 1000, rxp: 1, txp: 1)),
+            s(dt, i("eth1", 2, width: width, speed: speed, rx: 5000, tx: 1000, rxp: 5, txp: 1)),
+        ], configuration: configuration)
+        return try #require(deltas.first)
+    }
+
+    @Test func a32BitInterfaceRead60SecondsApartIsALowerBound() throws {
+        // 1.25e9 B/s * 60 s * 1.25 = 9.4e10 >= 2^32: any number of whole
+        // wraps could have passed. Nothing went down, so the delta is the
+        // plain rise, steady, and no event is counted.
+        let (engine, deltas) = try run([
+            s(0, i("eth1", 2, width: 32, rx: 1000, tx: 1000, rxp: 1, txp: 1)),
+            s(60, i("eth1", 2, width: 32, rx: 5000, tx: 1000, rxp: 5, txp: 1)),
+        ])
+        let delta = try #require(deltas.first)
+        #expect(values(delta.counters) == [4000, 0, 4, 0])
+        #expect(delta.change == .steady && delta.quality == .lowerBound)
+        #expect(totals(engine, "eth1") == [4000, 0, 4, 0] && engine.totals(for: "eth1")?.quality == .lowerBound)
+        #expect(engine.totals(for: "eth1")?.events == EventCounts(), "no wrap, no reset: nothing was seen to happen")
+    }
+
+    @Test func theDefaultCeilingsLimitIsJustUnder2Point75Seconds() throws {
+        // 2^32 / (1.25e9 * 1.25) = 2.7488 s.
+        #expect(try gap(2.7).quality == .exact)
+        #expect(try gap(2.748).quality == .exact)
+        #expect(try gap(2.749).quality == .lowerBound)
+        #expect(try gap(2.8).quality == .lowerBound)
+        #expect(try gap(2.8).change == .steady)
+        // A configured ceiling moves it: 1e6 B/s gives 3436 s.
+        let slow = EngineConfiguration(defaultMaxBytesPerSecond: 1e6)
+        #expect(try gap(3435, configuration: slow).quality == .exact)
+        #expect(try gap(3437, configuration: slow).quality == .lowerBound)
+    }
+
+    @Test func aKnownLinkSpeedRaisesTheLimit() throws {
+        // 100 Mbit/s: R = 12.5e6 B/s, 2^32 / (12.5e6 * 1.25) = 274.88 s.
+        let speed: UInt64 = 100_000_000
+        #expect(try gap(60, speed: speed).quality == .exact)
+        #expect(try gap(274, speed: speed).quality == .exact)
+        #expect(try gap(275, speed: speed).quality == .lowerBound)
+    }
+
+    @Test func a64BitSourceWithALongGapStaysExact() throws {
+        #expect(try gap(3600, width: 64).quality == .exact)
+        #expect(try gap(86_400 * 30, width: 64).quality == .exact)
+    }
+
+    @Test func aWrapAcrossALongGapIsCorrectedAndALowerBound() throws {
+        // 1000 bytes across the top in 10 s: a plausible wrap, corrected
+        // and counted as one; but 10 s could also hide whole wraps.
+        let (engine, deltas) = try run([
+            s(0, i("eth1", 2, width: 32, rx: 4_294_967_000, tx: 5)),
+            s(10, i("eth1", 2, width: 32, rx: 704, tx: 5)),
+        ])
+        let delta = try #require(deltas.first)
+        #expect(delta.change == .wrap && delta.quality == .lowerBound)
+        #expect(values(delta.counters) == [1000, 0, 0, 0])
+        #expect(engine.totals(for: "eth1")?.events == EventCounts(wraps: 1))
+    }
+
+    @Test func anAbsenceMakesTheGapLong() throws {
+        // Rule 6: back after an absence, compared with its last sample, 3 s
+        // before, though samples came every second.
+        let (engine, deltas) = try run([
+            s(0, i("eth1", 2, width: 32, rx: 1000), i("lo", 1, rx: 0)),
+            s(1, i("eth1", 2, width: 32, rx: 2000), i("lo", 1, rx: 0)),
+            s(2, i("lo", 1, rx: 0)),
+            s(3, i("lo", 1, rx: 0)),
+            s(4, i("eth1", 2, width: 32, rx: 9000), i("lo", 1, rx: 0)),
+        ])
+        #expect(deltas.first { $0.name == "eth1" }?.quality == .lowerBound)
+        #expect(totals(engine, "eth1") == [8000, 0, 0, 0])
+    }
+
+    @Test func aSeriesContinuedFromSavedStateWithinOneBootIsJudgedTheSameWay() throws {
+        let last = InterfaceSample(name: "en0", index: 4, width: .bits32, counters: Counters(rxBytes: 100, txBytes: 100, rxPackets: 1, txPackets: 1))
+        let saved = DeltaEngine.SavedSeries(
+            totals: InterfaceTotals(
+                name: "en0", classification: Classification(kind: .wifi, evidence: "test"), index: 4, width: .bits32, speedBps: nil,
+                attributes: nil, totals: Counters(rxBytes: 50, txBytes: 0, rxPackets: 0, txPackets: 0), quality: .exact,
+                events: EventCounts(), baseline: .zero, lastKernelStats: nil, firstSeen: 0, lastSeen: 100, present: false, deletedAt: nil),
+            last: last, lastTime: 100)
+        func resumed(at t: Double) -> (InterfaceDelta?, InterfaceTotals?) {
+            var engine = DeltaEngine()
+            engine.restore([saved], sameBoot: true, now: t)
+            var next = last
+            next.counters = Counters(rxBytes: 700, txBytes: 100, rxPackets: 2, txPackets: 1)
+            let deltas = engine.apply(Sample(time: t, interfaces: [next]))
+            return (deltas.first, engine.totals(for: "en0"))
+        }
+        let soon = resumed(at: 101)
+        #expect(soon.0?.change == .steady && soon.0?.quality == .exact && soon.1?.totals.rxBytes == 650)
+        // Stopped for an hour: the kernel counted on, but could have wrapped unseen.
+        let later = resumed(at: 3700)
+        #expect(later.0?.change == .steady && later.0?.quality == .lowerBound)
+        #expect(later.1?.totals.rxBytes == 650 && later.1?.quality == .lowerBound && later.1?.events == EventCounts())
+    }
+
+    @Test func aDeletionsFinalIsNoComparisonOfTwoSamples() throws {
+        // Rule 2 of v1.2 speaks of the gap between two samples; a deletion
+        // event's final counters (IFLA_STATS64) are judged by v1.1's rules.
+        let (engine, _) = try run([
+            s(0, i("tun0", 7, width: 32, rx: 1000)),
+            e(60, i("tun0", 7, rx: 3000)),
+        ])
+        #expect(totals(engine, "tun0") == [2000, 0, 0, 0] && engine.totals(for: "tun0")?.quality == .exact)
+    }
+
+    @Test func rule4And2CountInFullWhateverTheGap() throws {
+        // A new instance counts in full: its quality is rule 4's (a lower
+        // bound without an event), never made worse or better by the gap.
+        let (engine, deltas) = try run([
+            s(0, i("tun0", 7, width: 32, rx: 1000)),
+            e(1, i("tun0", 7, rx: 1500)),
+            s(60, i("tun0", 9, width: 32, rx: 300), i("tun1", 3, width: 32, rx: 40)),
+        ])
+        #expect(deltas.map(\.quality) == [.exact, .exact])
+        #expect(totals(engine, "tun0") == [800, 0, 0, 0] && totals(engine, "tun1") == [40, 0, 0, 0])
+    }
 }
