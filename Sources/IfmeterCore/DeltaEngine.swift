@@ -357,6 +357,8 @@ public struct DeltaEngine: Sendable {
     ///   counted in full;
     /// - anything else cannot be placed: one deletion, no counters, a
     ///   lower bound.
+    /// Whenever it counts a deletion, the event's kind (when it has one)
+    /// becomes the series' kind (v1.2, settled).
     @discardableResult
     public mutating func apply(_ event: DeletionEvent) -> InterfaceDelta? {
         let t = event.time
@@ -494,16 +496,17 @@ public struct DeltaEngine: Sendable {
         series[slot].endedIndex = final.index ?? series[slot].state.index
         series[slot].state.present = false
         series[slot].state.deletedAt = t
-        if let classification = final.classification { series[slot].state.classification = classification }
         return apply(counters, of: final, to: slot, quality: quality, seconds: seconds, endsInstance: true, at: t)
     }
 
-    /// Adds a deletion's counters to its series.
+    /// Adds a deletion's counters to its series. A kind the event carries
+    /// becomes the series' kind (v1.2, settled), whichever instance it was.
     private mutating func apply(
         _ counters: Counters, of final: InterfaceSample, to slot: Int, quality: Quality, seconds: Double?, endsInstance: Bool,
         at t: Double
     ) -> InterfaceDelta {
         var quality = quality
+        if let classification = final.classification { series[slot].state.classification = classification }
         series[slot].state.events.deletions += 1
         if series[slot].state.totals.addSaturating(counters) { quality = .lowerBound }
         series[slot].state.quality = max(series[slot].state.quality, quality)

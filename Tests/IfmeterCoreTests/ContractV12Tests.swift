@@ -1,7 +1,8 @@
 import IfmeterCore
 import Testing
 
-/// The changes of trace contract v1.2, each worked out by hand.
+/// The changes of trace contract v1.2, and the behaviour it settled, each
+/// worked out by hand.
 @Suite struct ContractV12Tests {
     /// A sample line: `t` and its interfaces.
     func s(_ t: Double, _ interfaces: String...) -> String {
@@ -242,5 +243,77 @@ import Testing
         ])
         #expect(deltas.map(\.quality) == [.exact, .exact])
         #expect(totals(engine, "tun0") == [800, 0, 0, 0] && totals(engine, "tun1") == [40, 0, 0, 0])
+    }
+
+    // MARK: Settled as ifmeter already behaves
+
+    @Test func aNameSeenOnlyInADeletionBeforeTheFirstSampleIsReportedWithZeroTotals() throws {
+        let (engine, _) = try run([
+            e(-1, i("tap9", 20, rx: 500, tx: 500, rxp: 5, txp: 5)),
+            s(0, i("eth0", 2, rx: 100)),
+            s(1, i("eth0", 2, rx: 300)),
+        ])
+        let report = JSONReportRenderer().value(Report(engine: engine))
+        guard case .array(let list) = report["interfaces"] else { throw TestFailure("no interfaces") }
+        #expect(list.compactMap { $0["name"]?.stringValue } == ["eth0", "tap9"])
+        let tap9 = try #require(list.first { $0["name"]?.stringValue == "tap9" })
+        #expect(CounterKey.required.map { tap9["totals"]?[$0.jsonKey]?.uint64Value } == [0, 0, 0, 0])
+        #expect(tap9["quality"]?.stringValue == "exact" && tap9["kind"]?.stringValue == "tunnel")
+        #expect(engine.totals(for: "tap9")?.events == EventCounts())
+    }
+
+    @Test func aDeletionsKindBecomesTheSeriesKind() throws {
+        func kind(_ lines: [String], _ name: String = "x0") throws -> InterfaceKind? {
+            try run(lines).0.totals(for: name)?.classification.kind
+        }
+        let wifi = #", "kind": "wifi""#
+        // Before the first sample: the series it names has the event's kind.
+        #expect(try kind([e(-1, i("x0", 1, rx: 5, extra: wifi)), s(0, i("lo", 1, rx: 0))]) == .wifi)
+        // Ending the sampled instance.
+        #expect(try kind([s(0, i("x0", 1, rx: 5)), e(1, i("x0", 1, rx: 9, extra: wifi))]) == .wifi)
+        // Born and gone between samples.
+        #expect(try kind([s(0, i("lo", 1, rx: 0)), e(1, i("x0", 1, rx: 9, extra: wifi))]) == .wifi)
+        // Another instance after the sampled one was ended.
+        #expect(try kind([s(0, i("x0", 1, rx: 5)), e(1, i("x0", 1, rx: 9)), e(2, i("x0", 2, rx: 9, extra: wifi))]) == .wifi)
+        // The instance a rule-4 recreation replaced.
+        #expect(try kind([s(0, i("x0", 1, rx: 5)), s(1, i("x0", 2, rx: 1)), e(2, i("x0", 1, rx: 9, extra: wifi))]) == .wifi)
+        // An event that cannot be placed.
+        #expect(try kind([s(0, i("x0", 1, rx: 5)), e(1, i("x0", 7, rx: 9, extra: wifi))]) == .wifi)
+        // No kind in the event: the series keeps its own.
+        #expect(try kind([s(0, i("x0", 1, rx: 5, extra: wifi)), e(1, i("x0", 1, rx: 9))]) == .wifi)
+        // A later sample says what the interface is now.
+        #expect(try kind([s(0, i("x0", 1, rx: 5)), e(1, i("x0", 1, rx: 9, extra: wifi)), s(2, i("x0", 2, rx: 1))]) == .other)
+    }
+
+    @Test func theReplacedInstancesEventWinsOverAnotherIndexAfterAnEnd() throws {
+        // tun0 index 1 is replaced by index 2 with no event (rule 4); index
+        // 2's deletion ends the series' instance; then index 1's deletion
+        // comes. It is the replaced instance's (50 after its last 100), not
+        // one more instance born and gone (150 in full, a recreation).
+        let lines = [
+            s(0, i("tun0", 1, rx: 100)),
+            s(1, i("tun0", 2, rx: 20)),
+            e(1.5, i("tun0", 2, rx: 50)),
+            e(1.6, i("tun0", 1, rx: 150)),
+        ]
+        let (engine, deltas) = try run(lines)
+        #expect(deltas.first.map { values($0.counters) } == [50, 0, 0, 0])
+        let tun0 = try #require(engine.totals(for: "tun0"))
+        #expect(tun0.totals.rxBytes == 20 + 30 + 50)
+        #expect(tun0.quality == .lowerBound && tun0.events == EventCounts(recreations: 1, deletions: 2))
+        // Its repeat is not counted again.
+        let (again, _) = try run(lines + [e(1.7, i("tun0", 1, rx: 150))])
+        #expect(again.totals(for: "tun0") == tun0)
+    }
+
+    @Test func aRenamedEventMovesTheSeriesAndLinesStayInTimeOrderAcrossNamespaces() throws {
+        let renamed = #"{"t": 0.5, "event": "renamed", "from": "eth0", "interface": {"name": "wan0", "index": 2}}"#
+        let (engine, _) = try run([s(0, i("eth0", 2, rx: 100)), renamed, s(1, i("wan0", 2, rx: 300))])
+        #expect(totals(engine, "wan0") == [200, 0, 0, 0] && engine.totals(for: "wan0")?.quality == .exact)
+        #expect(engine.totals(for: "wan0")?.events == EventCounts())
+        // A line earlier than the one before is an error, whatever the
+        // namespaces of the two.
+        let ctr = #"{"t": 0.4, "interfaces": [{"name": "eth0", "netns": "ctr-1", "rx_bytes": 1, "tx_bytes": 1, "rx_packets": 1, "tx_packets": 1}]}"#
+        #expect(throws: TraceError.self) { try readTrace([s(0, i("eth0", 2, rx: 100)), renamed, ctr].joined(separator: "\n")) }
     }
 }
