@@ -348,7 +348,8 @@ public struct DeltaEngine: Sendable {
     ///   ends it: final - prev per counter; a counter the event lists as
     ///   under-reported adds max(final - prev, 0), and any final below prev
     ///   was under-reported (adds 0, a lower bound, no reset): a deletion
-    ///   never counts a final counter in full;
+    ///   never counts a final counter in full (one the last sample lacked
+    ///   adds 0: nothing to compare with);
     /// - for the instance a recreation without an event replaced, it adds
     ///   final - that instance's last counters (floored at 0);
     /// - again for an instance already ended, it changes nothing;
@@ -387,7 +388,13 @@ public struct DeltaEngine: Sendable {
             // Ends the sampled instance.
             counters = Counters()
             for k in CounterKey.allCases where final.counters.has(k) {
-                let new = final.counters.value(k), old = s.prevCounters.has(k) ? s.prevCounters.value(k) : 0
+                guard s.prevCounters.has(k) else {
+                    // Nothing to compare with (as between two samples):
+                    // never the final in full.
+                    counters[k] = 0
+                    continue
+                }
+                let new = final.counters.value(k), old = s.prevCounters.value(k)
                 if new >= old {
                     counters[k] = new - old
                 } else {
@@ -406,7 +413,11 @@ public struct DeltaEngine: Sendable {
             guard let replaced = s.replaced?.counters else { return nil }
             counters = Counters()
             for k in CounterKey.allCases where final.counters.has(k) {
-                let old = replaced.has(k) ? replaced.value(k) : 0
+                guard replaced.has(k) else {
+                    counters[k] = 0
+                    continue
+                }
+                let old = replaced.value(k)
                 counters[k] = final.counters.value(k) > old ? final.counters.value(k) - old : 0
             }
             series[slot].replaced = ReplacedInstance(index: index, counters: nil)

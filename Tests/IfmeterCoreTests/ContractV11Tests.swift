@@ -62,6 +62,27 @@ import Testing
         #expect(wwan0.quality == .lowerBound && wwan0.events == EventCounts(deletions: 1), "a lower bound, and no reset")
     }
 
+    @Test func aFinalCounterTheLastSampleLackedAddsNothing() throws {
+        // Found by the differential check (seed 18, shrunk): gif0's last
+        // sample had no rx_errors; its deletion's final has 102. They may
+        // be all the errors since it was created: nothing to compare with,
+        // so 0, as between two samples; never the final in full.
+        let engine = try engine([
+            s(0, i("gif0", 67, rx: 1000)),
+            s(1, i("gif0", 67, rx: 1500)),
+            e(1.5, i("gif0", 67, rx: 1600, extra: #", "rx_errors": 102"#)),
+        ])
+        let gif0 = try #require(engine.totals(for: "gif0"))
+        #expect(gif0.totals.rxBytes == 600 && gif0.totals.value(.rxErrors) == 0)
+        #expect(gif0.events == EventCounts(deletions: 1))
+        // The same for the instance a rule-4 recreation replaced.
+        let replaced = try self.engine([
+            s(0, i("tun0", 1, rx: 100)), s(1, i("tun0", 2, rx: 20)),
+            e(1.5, i("tun0", 1, rx: 150, extra: #", "rx_errors": 7"#)),
+        ])
+        #expect(rx(replaced, "tun0") == 70 && replaced.totals(for: "tun0")?.totals.value(.rxErrors) == 0)
+    }
+
     // MARK: netns
 
     @Test func namespacesKeySeriesAndEventsApplyWithinTheirOwn() throws {
