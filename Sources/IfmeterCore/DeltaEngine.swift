@@ -381,11 +381,19 @@ public struct DeltaEngine: Sendable {
         guard let slot = slots[key] else {
             // Never sampled: an instance born and gone between samples.
             let slot = insert(newSeries(final, at: t), key: key)
-            return end(slot, final, counters: final.counters, quality: quality, seconds: t - lastSample, recreation: false, at: t)
+            return end(
+                slot, final, counters: final.counters, quality: quality, seconds: t - lastSample, recreation: false,
+                endedIndex: final.index, at: t)
         }
         let s = series[slot]
+        // The index of the instance the event ends: the event's, else (for
+        // the sampled instance) its sample's. An instance born and gone
+        // with no index in its event has an unknown one, whatever index the
+        // series knew before.
+        var endedIndex = final.index
         if !s.ended, s.hasPrev, same(s.state.index, final.index) {
             // Ends the sampled instance.
+            endedIndex = final.index ?? s.state.index
             counters = Counters()
             for k in CounterKey.allCases where final.counters.has(k) {
                 guard s.prevCounters.has(k) else {
@@ -437,7 +445,8 @@ public struct DeltaEngine: Sendable {
                 Self.zero(like: final.counters), of: final, to: slot, quality: .lowerBound, seconds: nil,
                 endsInstance: false, at: t)
         }
-        return end(slot, final, counters: counters, quality: quality, seconds: seconds, recreation: recreation, at: t)
+        return end(
+            slot, final, counters: counters, quality: quality, seconds: seconds, recreation: recreation, endedIndex: endedIndex, at: t)
     }
 
     /// Applies a rename: the interface goes on under its new name, and so
@@ -500,11 +509,11 @@ public struct DeltaEngine: Sendable {
     /// Counts a deletion that ends an instance.
     private mutating func end(
         _ slot: Int, _ final: InterfaceSample, counters: Counters, quality: Quality, seconds: Double?, recreation: Bool,
-        at t: Double
+        endedIndex: Int?, at t: Double
     ) -> InterfaceDelta {
         if recreation { series[slot].state.events.recreations += 1 }
         series[slot].ended = true
-        series[slot].endedIndex = final.index ?? series[slot].state.index
+        series[slot].endedIndex = endedIndex
         series[slot].state.present = false
         series[slot].state.deletedAt = t
         return apply(counters, of: final, to: slot, quality: quality, seconds: seconds, endsInstance: true, at: t)

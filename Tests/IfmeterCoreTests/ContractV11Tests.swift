@@ -83,6 +83,22 @@ import Testing
         #expect(rx(replaced, "tun0") == 70 && replaced.totals(for: "tun0")?.totals.value(.rxErrors) == 0)
     }
 
+    @Test func anIndexlessInstanceBornAndGoneHasAnUnknownIndex() throws {
+        // Found while writing the differential check's reference: tun0 was
+        // named by a deletion (index 5) before the first sample; after it,
+        // a deletion with no index is an instance born and gone (100 in
+        // full), whose index is unknown. The next deletion, index 9,
+        // matches it ("either unknown"): a repeat, not one more instance.
+        let engine = try engine([
+            e(0, i("tun0", 5, rx: 100)),
+            s(1, i("eth0", 1, rx: 100)),
+            e(2, i("tun0", nil, rx: 100)),
+            e(3, i("tun0", 9, rx: 100)),
+        ])
+        let tun0 = try #require(engine.totals(for: "tun0"))
+        #expect(tun0.totals.rxBytes == 100 && tun0.events == EventCounts(deletions: 1), "the 5 of an instance before the baseline is not this one's")
+    }
+
     // MARK: netns
 
     @Test func namespacesKeySeriesAndEventsApplyWithinTheirOwn() throws {
