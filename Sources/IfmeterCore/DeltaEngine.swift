@@ -483,9 +483,14 @@ public struct DeltaEngine: Sendable {
         series[other].factsVersion = 0
         series[other].stamp = series[slot].stamp
         // The old name's series keeps what it counted; its instance is gone
-        // from it (as if ended, with nothing more to count).
-        series[slot].ended = true
-        series[slot].endedIndex = series[slot].state.index
+        // from it (as if ended, with nothing more to count). A series known
+        // only from a deletion before the first sample had no instance to
+        // end: a sample under its name is still the baseline (rule 1), or
+        // an appearance.
+        if series[slot].hasPrev {
+            series[slot].ended = true
+            series[slot].endedIndex = series[slot].state.index
+        }
         series[slot].state.present = false
         series[slot].state.deletedAt = nil
         markChanged(slot)

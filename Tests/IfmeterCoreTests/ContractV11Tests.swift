@@ -99,6 +99,21 @@ import Testing
         #expect(tun0.totals.rxBytes == 100 && tun0.events == EventCounts(deletions: 1), "the 5 of an instance before the baseline is not this one's")
     }
 
+    @Test func aRenameBeforeTheFirstSampleLeavesTheBaselineABaseline() throws {
+        // Found the same way: a and b named by deletions before the first
+        // sample, a renamed onto b, then the first sample shows a. Rule 1:
+        // it counts nothing (a had no instance the rename could end).
+        let engine = try engine([
+            e(0, i("a", 5, rx: 1)),
+            e(0, i("b", 6, rx: 1)),
+            #"{"t": 0, "event": "renamed", "from": "a", "interface": {"name": "b"}}"#,
+            s(1, i("a", 1, rx: 7000)),
+            s(2, i("a", 1, rx: 7300)),
+        ])
+        let a = try #require(engine.totals(for: "a"))
+        #expect(a.totals.rxBytes == 300 && a.events == EventCounts() && a.quality == .exact)
+    }
+
     // MARK: netns
 
     @Test func namespacesKeySeriesAndEventsApplyWithinTheirOwn() throws {
