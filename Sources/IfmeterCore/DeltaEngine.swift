@@ -1,7 +1,9 @@
 /// Turns samples and deletion events into per-interval deltas and totals.
 ///
 /// Pure and deterministic: feed it the same records and it returns the same
-/// results. Its rules are `trace-v1.md`'s, per series (namespace, name).
+/// results. Its rules are `trace-v1.md`'s as of v1.2, per series
+/// (namespace, name): a reset is judged per counter, and a 32-bit gap that
+/// could hide a whole wrap is a lower bound (see `difference`).
 ///
 /// Built for the sampling loop: a series lives in a slot of an array, and
 /// the slots of the last sample are kept in its order, so while a source
@@ -314,16 +316,12 @@ public struct DeltaEngine: Sendable {
                 s.state.events.recreations += 1
                 s.replaced = ReplacedInstance(index: oldIndex, counters: s.prevCounters)
             } else {
-                (counters, change) = difference(
+                (counters, change, quality) = difference(
                     from: s.prevCounters, to: reading.pointee.counters, width: reading.pointee.width, seconds: t - s.prevTime,
                     ceiling: ceiling)
                 switch change {
-                case .wrap:
-                    quality = .wrapCorrected
-                    s.state.events.wraps += 1
-                case .reset:
-                    quality = .lowerBound
-                    s.state.events.resets += 1
+                case .wrap: s.state.events.wraps += 1
+                case .reset: s.state.events.resets += 1
                 default: break
                 }
             }
@@ -369,7 +367,8 @@ public struct DeltaEngine: Sendable {
     ///   ends it: final - prev per counter; a counter the event lists as
     ///   under-reported adds max(final - prev, 0), and any final below prev
     ///   was under-reported (adds 0, a lower bound, no reset): a deletion
-    ///   never counts a final counter in full;
+    ///   never counts a final counter in full (one the last sample lacked
+    ///   adds 0: nothing to compare with);
     /// - for the instance a recreation without an event replaced, it adds
     ///   final - that instance's last counters (floored at 0);
     /// - again for an instance already ended, it changes nothing;
@@ -378,6 +377,8 @@ public struct DeltaEngine: Sendable {
     ///   counted in full;
     /// - anything else cannot be placed: one deletion, no counters, a
     ///   lower bound.
+    /// Whenever it counts a deletion, the event's kind (when it has one)
+    /// becomes the series' kind (v1.2, settled).
     @discardableResult
     public mutating func apply(_ event: DeletionEvent) -> InterfaceDelta? {
         let t = event.time
@@ -399,14 +400,28 @@ public struct DeltaEngine: Sendable {
         guard let slot = slots[key] else {
             // Never sampled: an instance born and gone between samples.
             let slot = insert(newSeries(final, at: t), key: key)
-            return end(slot, final, counters: final.counters, quality: quality, seconds: t - lastSample, recreation: false, at: t)
+            return end(
+                slot, final, counters: final.counters, quality: quality, seconds: t - lastSample, recreation: false,
+                endedIndex: final.index, at: t)
         }
         let s = series[slot]
+        // The index of the instance the event ends: the event's, else (for
+        // the sampled instance) its sample's. An instance born and gone
+        // with no index in its event has an unknown one, whatever index the
+        // series knew before.
+        var endedIndex = final.index
         if !s.ended, s.hasPrev, same(s.state.index, final.index) {
             // Ends the sampled instance.
+            endedIndex = final.index ?? s.state.index
             counters = Counters()
             for k in CounterKey.allCases where final.counters.has(k) {
-                let new = final.counters.value(k), old = s.prevCounters.has(k) ? s.prevCounters.value(k) : 0
+                guard s.prevCounters.has(k) else {
+                    // Nothing to compare with (as between two samples):
+                    // never the final in full.
+                    counters[k] = 0
+                    continue
+                }
+                let new = final.counters.value(k), old = s.prevCounters.value(k)
                 if new >= old {
                     counters[k] = new - old
                 } else {
@@ -425,7 +440,11 @@ public struct DeltaEngine: Sendable {
             guard let replaced = s.replaced?.counters else { return nil }
             counters = Counters()
             for k in CounterKey.allCases where final.counters.has(k) {
-                let old = replaced.has(k) ? replaced.value(k) : 0
+                guard replaced.has(k) else {
+                    counters[k] = 0
+                    continue
+                }
+                let old = replaced.value(k)
                 counters[k] = final.counters.value(k) > old ? final.counters.value(k) - old : 0
             }
             series[slot].replaced = ReplacedInstance(index: index, counters: nil)
@@ -445,7 +464,8 @@ public struct DeltaEngine: Sendable {
                 Self.zero(like: final.counters), of: final, to: slot, quality: .lowerBound, seconds: nil,
                 endsInstance: false, at: t)
         }
-        return end(slot, final, counters: counters, quality: quality, seconds: seconds, recreation: recreation, at: t)
+        return end(
+            slot, final, counters: counters, quality: quality, seconds: seconds, recreation: recreation, endedIndex: endedIndex, at: t)
     }
 
     /// Applies a rename: the interface goes on under its new name, and so
@@ -482,9 +502,14 @@ public struct DeltaEngine: Sendable {
         series[other].factsVersion = 0
         series[other].stamp = series[slot].stamp
         // The old name's series keeps what it counted; its instance is gone
-        // from it (as if ended, with nothing more to count).
-        series[slot].ended = true
-        series[slot].endedIndex = series[slot].state.index
+        // from it (as if ended, with nothing more to count). A series known
+        // only from a deletion before the first sample had no instance to
+        // end: a sample under its name is still the baseline (rule 1), or
+        // an appearance.
+        if series[slot].hasPrev {
+            series[slot].ended = true
+            series[slot].endedIndex = series[slot].state.index
+        }
         series[slot].state.present = false
         series[slot].state.deletedAt = nil
         markChanged(slot)
@@ -530,24 +555,25 @@ public struct DeltaEngine: Sendable {
     /// Counts a deletion that ends an instance.
     private mutating func end(
         _ slot: Int, _ final: InterfaceSample, counters: Counters, quality: Quality, seconds: Double?, recreation: Bool,
-        at t: Double
+        endedIndex: Int?, at t: Double
     ) -> InterfaceDelta {
         if recreation { series[slot].state.events.recreations += 1 }
         series[slot].ended = true
         series[slot].renewed = false
-        series[slot].endedIndex = final.index ?? series[slot].state.index
+        series[slot].endedIndex = endedIndex
         series[slot].state.present = false
         series[slot].state.deletedAt = t
-        if let classification = final.classification { series[slot].state.classification = classification }
         return apply(counters, of: final, to: slot, quality: quality, seconds: seconds, endsInstance: true, at: t)
     }
 
-    /// Adds a deletion's counters to its series.
+    /// Adds a deletion's counters to its series. A kind the event carries
+    /// becomes the series' kind (v1.2, settled), whichever instance it was.
     private mutating func apply(
         _ counters: Counters, of final: InterfaceSample, to slot: Int, quality: Quality, seconds: Double?, endsInstance: Bool,
         at t: Double
     ) -> InterfaceDelta {
         var quality = quality
+        if let classification = final.classification { series[slot].state.classification = classification }
         series[slot].state.events.deletions += 1
         if series[slot].state.totals.addSaturating(counters) { quality = .lowerBound }
         series[slot].state.quality = max(series[slot].state.quality, quality)
@@ -706,12 +732,38 @@ public struct DeltaEngine: Sendable {
         return configuration.defaultMaxBytesPerSecond
     }
 
-    /// Rules 3 and 5: the difference between two readings of one instance.
+    /// Rules 3 and 5 (with v1.2's changes): the difference between two
+    /// readings of one instance, what happened, and how far it is known.
+    ///
+    /// - No counter went down: `cur - prev` per counter, `steady`.
+    /// - Every counter that went down is a plausible 32-bit wrap: those are
+    ///   wrap-corrected, the others subtract plainly; `wrap`.
+    /// - Otherwise the instance was reset, judged per counter (v1.2): a
+    ///   counter that went down restarted and counts `cur`; one that did not
+    ///   may not have restarted at all (a driver that clears only its error
+    ///   statistics) and subtracts plainly; `reset`, a lower bound.
+    ///
+    /// A counter the earlier reading lacked has nothing to compare with: 0.
+    ///
+    /// v1.2, a 32-bit gap that could hide a whole wrap: when `width` is 32
+    /// bits and `R * dt * 1.25 >= 2^32`, whole wraps could have passed
+    /// between the readings unseen. The delta is computed as above, and its
+    /// quality is a lower bound. It is no event of its own: nothing was seen
+    /// to happen, so `change` stays `steady` (or `wrap`) and no reset or wrap
+    /// is counted for the gap; only the quality says what cannot be known.
+    /// It applies to every comparison of two samples of one instance: rule
+    /// 3, rule 5, a series back from an absence (rule 6), and one continued
+    /// from saved state within the same boot. It does not apply to a 64-bit
+    /// source, to counts in full (rules 2 and 4, a restart after a reboot),
+    /// or to a deletion's final counters (v1.1's rules, 64-bit
+    /// IFLA_STATS64).
     static func difference(
         from prev: Counters, to cur: Counters, width: CounterWidth, seconds: Double, ceiling: Double
-    ) -> (Counters, DeltaChange) {
+    ) -> (Counters, DeltaChange, Quality) {
         // The common case: the same counters, none went down.
-        if let steady = cur.minus(prev) { return (steady, .steady) }
+        if let steady = cur.minus(prev) {
+            return (steady, .steady, width == .bits32 && mayHideWrap(seconds: seconds, ceiling: ceiling) ? .lowerBound : .exact)
+        }
         var delta = Counters()
         var anyDecreased = false
         for key in CounterKey.allCases where cur.has(key) {
@@ -723,10 +775,12 @@ public struct DeltaEngine: Sendable {
             let old = prev.value(key), new = cur.value(key)
             if new >= old { delta[key] = new - old } else { anyDecreased = true }
         }
-        if !anyDecreased { return (delta, .steady) }
+        let gap = width == .bits32 && mayHideWrap(seconds: seconds, ceiling: ceiling)
+        if !anyDecreased { return (delta, .steady, gap ? .lowerBound : .exact) }
         let decreased = CounterKey.allCases.filter { cur.has($0) && prev.has($0) && cur.value($0) < prev.value($0) }
         let plausible = width == .bits32 && decreased.allSatisfy { key in
             let old = prev.value(key), new = cur.value(key)
+            // A counter at or above 2^32 in prev cannot wrap at 32 bits.
             guard old < 1 << 32, new < 1 << 32 else { return false }
             let wrapped = Double(new) + width.modulus - Double(old)
             let rate = key.countsBytes ? ceiling : ceiling / 40
@@ -736,9 +790,20 @@ public struct DeltaEngine: Sendable {
             for key in decreased {
                 delta[key] = cur.value(key) &+ (1 << 32) &- prev.value(key)
             }
-            return (delta, .wrap)
+            return (delta, .wrap, gap ? .lowerBound : .wrapCorrected)
         }
-        return (cur, .reset)
+        // A reset, judged per counter (v1.2): what went down restarted.
+        for key in decreased { delta[key] = cur.value(key) }
+        return (delta, .reset, .lowerBound)
+    }
+
+    /// v1.2: over `seconds` at up to `ceiling` bytes a second (with rule
+    /// 5's slack of 1.25), a 32-bit byte counter could have gone all the
+    /// way round (2^32) unseen. One multiply-compare; callers ask only for
+    /// 32-bit readings.
+    @inline(__always)
+    static func mayHideWrap(seconds: Double, ceiling: Double) -> Bool {
+        ceiling * seconds * 1.25 >= 4_294_967_296
     }
 
     static func zero(like counters: Counters) -> Counters {

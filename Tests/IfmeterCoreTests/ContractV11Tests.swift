@@ -62,6 +62,58 @@ import Testing
         #expect(wwan0.quality == .lowerBound && wwan0.events == EventCounts(deletions: 1), "a lower bound, and no reset")
     }
 
+    @Test func aFinalCounterTheLastSampleLackedAddsNothing() throws {
+        // Found by the differential check (seed 18, shrunk): gif0's last
+        // sample had no rx_errors; its deletion's final has 102. They may
+        // be all the errors since it was created: nothing to compare with,
+        // so 0, as between two samples; never the final in full.
+        let engine = try engine([
+            s(0, i("gif0", 67, rx: 1000)),
+            s(1, i("gif0", 67, rx: 1500)),
+            e(1.5, i("gif0", 67, rx: 1600, extra: #", "rx_errors": 102"#)),
+        ])
+        let gif0 = try #require(engine.totals(for: "gif0"))
+        #expect(gif0.totals.rxBytes == 600 && gif0.totals.value(.rxErrors) == 0)
+        #expect(gif0.events == EventCounts(deletions: 1))
+        // The same for the instance a rule-4 recreation replaced.
+        let replaced = try self.engine([
+            s(0, i("tun0", 1, rx: 100)), s(1, i("tun0", 2, rx: 20)),
+            e(1.5, i("tun0", 1, rx: 150, extra: #", "rx_errors": 7"#)),
+        ])
+        #expect(rx(replaced, "tun0") == 70 && replaced.totals(for: "tun0")?.totals.value(.rxErrors) == 0)
+    }
+
+    @Test func anIndexlessInstanceBornAndGoneHasAnUnknownIndex() throws {
+        // Found while writing the differential check's reference: tun0 was
+        // named by a deletion (index 5) before the first sample; after it,
+        // a deletion with no index is an instance born and gone (100 in
+        // full), whose index is unknown. The next deletion, index 9,
+        // matches it ("either unknown"): a repeat, not one more instance.
+        let engine = try engine([
+            e(0, i("tun0", 5, rx: 100)),
+            s(1, i("eth0", 1, rx: 100)),
+            e(2, i("tun0", nil, rx: 100)),
+            e(3, i("tun0", 9, rx: 100)),
+        ])
+        let tun0 = try #require(engine.totals(for: "tun0"))
+        #expect(tun0.totals.rxBytes == 100 && tun0.events == EventCounts(deletions: 1), "the 5 of an instance before the baseline is not this one's")
+    }
+
+    @Test func aRenameBeforeTheFirstSampleLeavesTheBaselineABaseline() throws {
+        // Found the same way: a and b named by deletions before the first
+        // sample, a renamed onto b, then the first sample shows a. Rule 1:
+        // it counts nothing (a had no instance the rename could end).
+        let engine = try engine([
+            e(0, i("a", 5, rx: 1)),
+            e(0, i("b", 6, rx: 1)),
+            #"{"t": 0, "event": "renamed", "from": "a", "interface": {"name": "b"}}"#,
+            s(1, i("a", 1, rx: 7000)),
+            s(2, i("a", 1, rx: 7300)),
+        ])
+        let a = try #require(engine.totals(for: "a"))
+        #expect(a.totals.rxBytes == 300 && a.events == EventCounts() && a.quality == .exact)
+    }
+
     // MARK: netns
 
     @Test func namespacesKeySeriesAndEventsApplyWithinTheirOwn() throws {

@@ -50,12 +50,15 @@ import Testing
         #expect(totals(engine, "eth1") == [2000, 100, 2, 1])
         #expect(engine.totals(for: "eth1")?.quality == .wrapCorrected)
         #expect(engine.totals(for: "eth1")?.events == EventCounts(wraps: 1))
-        // 2296 bytes in 1 s on an 8000 bit/s link (ceiling 1250): a reset.
-        #expect(totals(engine, "eth2") == [2000, 600, 6, 6])
+        // 2296 bytes in 1 s on an 8000 bit/s link (ceiling 1250): a reset,
+        // judged per counter (v1.2): rx went down and counts cur, the
+        // others rose and count their rise (v1 counted [2000, 600, 6, 6]).
+        #expect(totals(engine, "eth2") == [2000, 100, 1, 1])
         #expect(engine.totals(for: "eth2")?.quality == .lowerBound)
         #expect(engine.totals(for: "eth2")?.events == EventCounts(resets: 1))
-        // A 64-bit counter never wraps.
-        #expect(totals(engine, "eth3") == [100, 20, 1, 2])
+        // A 64-bit counter never wraps: rx and rx_packets restarted, tx and
+        // tx_packets rose by 10 and 1 (v1.2; v1 counted [100, 20, 1, 2]).
+        #expect(totals(engine, "eth3") == [100, 10, 1, 1])
         #expect(engine.totals(for: "eth3")?.quality == .lowerBound)
         // Bytes could have wrapped, packets could not (R/40 ceiling): a reset.
         #expect(totals(engine, "eth4") == [704, 0, 50, 0])
@@ -68,7 +71,9 @@ import Testing
         #expect(engine.totals(for: "eth1")?.quality == .wrapCorrected)  // 1000 <= 1000 * 1 * 1.25
         let (strict, _) = try replay(fixture("wrap.jsonl"), configuration: EngineConfiguration(defaultMaxBytesPerSecond: 700))
         #expect(strict.totals(for: "eth1")?.quality == .lowerBound)  // 1000 > 875
-        #expect(totals(strict, "eth1") == [1704, 200, 12, 11])  // reset: cur in full, then +1000
+        // A reset: rx (which went down) counts cur, 704, the others their
+        // rise (v1.2; v1 counted every counter in full); then +1000 rx.
+        #expect(totals(strict, "eth1") == [1704, 100, 2, 1])
     }
 
     @Test func eventEdgeCases() throws {
