@@ -551,8 +551,13 @@ struct ExpositionWriter {
         bytes.append(contentsOf: s.utf8)
     }
 
-    /// Label values: backslash, double quote and newline are escaped.
+    /// Label values: backslash, double quote and newline are escaped, as
+    /// the format says; a control or invisible character (an interface
+    /// name may hold ESC or BEL) first becomes the text that text outputs
+    /// show (`\x1b`), so a scrape shown on a terminal is safe and the label
+    /// reads as the name does everywhere else.
     mutating func appendEscaped(_ s: String) {
+        let s = TerminalText.mayNeedEscaping(s) ? TerminalText.escaped(s) : s
         for b in s.utf8 {
             switch b {
             case UInt8(ascii: "\\"): bytes.append(contentsOf: [0x5C, 0x5C])

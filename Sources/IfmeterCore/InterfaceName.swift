@@ -1,11 +1,13 @@
 /// Interface names as the kernel gives them: bytes, usually UTF-8.
 public enum InterfaceName {
-    /// The name as text. Valid UTF-8 is taken as it is; a name that is not
-    /// keeps each byte that does not decode as `\xNN`, and a backslash in
-    /// any name is written `\\`, so two different names never become one
-    /// series (`a\xff` typed as text stays apart from `a` and byte 0xFF).
+    /// The name as text. Valid UTF-8 is the name's own characters, exactly
+    /// (a backslash stays one backslash, in JSON too). A byte that does not
+    /// decode becomes `:xNN` (its value in hex after a colon), and that
+    /// form cannot collide with a real name: Linux refuses a colon in an
+    /// interface name (`dev_valid_name`), so `a:xff` is byte 0xFF after
+    /// `a`, and the five-character name `a\xff` stays itself.
     public static func decode(_ bytes: some Collection<UInt8>) -> String {
-        if !bytes.contains(UInt8(ascii: "\\")), let text = String(validating: bytes, as: UTF8.self) { return text }
+        if let text = String(validating: bytes, as: UTF8.self) { return text }
         var out = ""
         var pending: [UInt8] = []
         func flush() {
@@ -21,11 +23,7 @@ public enum InterfaceName {
             let n = validSequence(all, at: i)
             if n == 0 {
                 flush()
-                out += "\\x" + hex(all[i])
-                i += 1
-            } else if n == 1, all[i] == UInt8(ascii: "\\") {
-                flush()
-                out += "\\\\"
+                out += ":x" + hex(all[i])
                 i += 1
             } else {
                 pending += all[i..<(i + n)]

@@ -308,8 +308,8 @@ public struct LiveModel: Sendable {
             // Shown in the status line as it happens.
             switch change {
             case .deleted: note = ("\(deltas[n].key.display) deleted", time)
-            case .recreated: note = ("\(deltas[n].key) recreated", time)
-            case .appeared: note = ("\(deltas[n].key) appeared", time)
+            case .recreated: note = ("\(deltas[n].key.display) recreated", time)
+            case .appeared: note = ("\(deltas[n].key.display) appeared", time)
             default: break
             }
         }

@@ -639,7 +639,10 @@ struct Line {
         var copy = self
         let room = copy.width - copy.used
         guard room > 0 else { return copy }
-        var piece = s
+        // Whatever a piece holds (a name in an event or a note included),
+        // no control character reaches the terminal: the line's own styles
+        // are the only escape sequences written.
+        var piece = TerminalText.escaped(s)
         if piece.unicodeScalars.count > room {
             piece = String(String.UnicodeScalarView(piece.unicodeScalars.prefix(max(0, room - 1)))) + "…"
         }

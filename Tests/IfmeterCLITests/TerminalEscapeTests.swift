@@ -96,6 +96,11 @@ struct TerminalEscapeTests {
         try run(["tmux", "-L", tmux.socket, "pipe-pane", "-o", "-t", "live", "cat >> \(typescript)"])
         try tmux.keys("ip netns exec \(ns.name) \(try ifmeterBinary()) live --interval 300ms; echo EXITED $?", "Enter")
         _ = try tmux.waitFor(#"\x1b[2J"#)
+        // Issue 21, finding 5: an interface made while the view runs is
+        // announced ("... appeared" in the status line, and in its events):
+        // that line printed the raw name, and the window's title changed.
+        try ns.ip("link", "add", "name", "\u{1B}]0;LATE\u{07}", "type", "veth", "peer", "name", "p1")
+        _ = try tmux.waitFor("appeared")
         try tmux.keys("q")
         _ = try tmux.waitFor("EXITED 0")
         let screen = try waitFor("the view's bytes in \(typescript)") {
@@ -107,6 +112,64 @@ struct TerminalEscapeTests {
         #expect(!screen.contains("\u{1B}]0;"), "no window-title sequence reached the terminal")
         #expect(!screen.contains("\u{07}"), "no BEL reached the terminal")
         #expect(screen.contains(#"\x1b[2J"#), "the other name too")
+        #expect(screen.contains(#"\x1b]0;LATE\x07 appeared"#), "the note names the new interface escaped")
+    }
+
+    /// Issue 21, finding 5: Prometheus and textfile label values carried raw
+    /// ESC, BEL and DEL bytes, which `curl /metrics` to a terminal passes
+    /// on. They read as the escaped name now, and promtool takes them.
+    @Test func labelValuesAreEscapedAsTextIs() throws {
+        try Netns.requireRoot()
+        let ns = try hostileNamespace()
+        let folder = try ScenarioFolder("escape-labels")
+        let server = try startServe(in: ns, ["--compat", "node"])
+        let text = try Scenario.scrape(ns)
+        #expect(server.stop() == 0)
+        let export = try Scenario.start(ns, "export", ["--every", "300ms", "--textfile", folder["m.prom"], "--compat", "node"])
+        _ = try waitFor("the textfile") { FileManager.default.fileExists(atPath: folder["m.prom"]) ? true : nil }
+        #expect(export.stop() == 0)
+        let textfile = try String(contentsOfFile: folder["m.prom"], encoding: .utf8)
+        for (what, exposition) in [("/metrics", text), ("--textfile", textfile)] {
+            expectClean(exposition, what)
+            #expect(exposition.contains(#"interface="\\x1b]0;PWNED\\x07""#), "\(what): \(exposition.prefix(600))")
+            #expect(exposition.contains(#"device="\\x1b[2J""#), "\(what): node_exporter's families too")
+            let check = try run(["promtool", "check", "metrics"], input: exposition, allowFailure: true)
+            #expect(!(check.out + check.err).contains("error"), "\(what): promtool: \(check.out)\(check.err)")
+        }
+    }
+
+    /// Issue 21, finding 7: JSON escaped names twice (`q"x\y` came out as
+    /// `q"x\\y`), and a name that is not UTF-8 became the text `\xff`,
+    /// which a real name can also be. JSON carries the name's own
+    /// characters now, and a byte that is not UTF-8 becomes `:xff`, a form
+    /// no Linux interface name can have (the kernel refuses colons).
+    @Test func jsonCarriesExactNamesAndOneFormForBytesThatAreNotText() throws {
+        try Netns.requireRoot()
+        let ns = try TestNamespace()
+        try ns.ip("link", "add", "name", #"q"x\y"#, "type", "veth", "peer", "name", #"a\xff"#)
+        // A name with byte 0xFF, which ip cannot type: renamed through sysfs's
+        // neighbour, a raw netlink request from the shell is not at hand, so
+        // python sends RTM_NEWLINK with IFLA_IFNAME set to b"b\xff".
+        let rename = """
+            import socket, struct
+            s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)
+            idx = socket.if_nametoindex("p1")
+            name = b"b\\xff\\x00"
+            attr = struct.pack("HH", 4 + len(name), 3) + name + b"\\x00" * ((4 - (4 + len(name)) % 4) % 4)
+            ifi = struct.pack("BxHiII", 0, 0, idx, 0, 0)
+            body = ifi + attr
+            hdr = struct.pack("IHHII", 16 + len(body), 16, 5, 1, 0)
+            s.send(hdr + body)
+            print(s.recv(4096)[16:20])
+            """
+        try ns.ip("link", "add", "p1", "type", "veth", "peer", "name", "p2")
+        let renamed = try ns.exec(["python3", "-c", rename], allowFailure: true)
+        #expect(renamed.status == 0, "\(renamed.err)")
+        let json = try ifmeter(["sample", "--format", "json"], in: ns)
+        guard case .array(let list)? = try JSONParser.parse(json.out)["interfaces"] else { throw TestFailure("no interfaces: \(json.out)") }
+        let names = Set(list.compactMap { $0["name"]?.stringValue })
+        #expect(names.isSuperset(of: [#"q"x\y"#, #"a\xff"#, "b:xff"]), "\(names.sorted())")
+        #expect(json.out.contains(#""q\"x\\y""#), "one JSON escape, no more: \(json.out)")
     }
 
     @Test func errorsQuotingTraceNamesAreEscaped() throws {
@@ -129,5 +192,7 @@ struct TerminalEscapeTests {
         #expect(JSONWriter().string(.string("\u{1B}\u{202E}\u{85}é")) == #""\u001b\u202e\u0085é""#)
         // A name that is not UTF-8 and one that reads like its escape stay two.
         #expect(InterfaceName.decode([0x61, 0xFF]) != InterfaceName.decode(Array(#"a\xff"#.utf8)))
+        #expect(InterfaceName.decode([0x61, 0xFF]) == "a:xff" && InterfaceName.decode(Array(#"a\xff"#.utf8)) == #"a\xff"#)
+        #expect(InterfaceName.decode(Array("wlan0 ü".utf8)) == "wlan0 ü")
     }
 }
