@@ -41,6 +41,7 @@ public enum IfmeterCLI {
     /// Runs ifmeter with `arguments` (without the program name) and returns
     /// the exit code.
     public static func main(_ arguments: [String]) -> Int32 {
+        ProcessStart.prepare()
         do {
             try dispatch(arguments)
             return 0

@@ -44,6 +44,28 @@ enum Output {
     static func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }
 }
 
+/// What every run starts with, before it opens anything.
+enum ProcessStart {
+    /// Standard descriptors that are closed (`2>&-`, `>&-`) are opened on
+    /// /dev/null first: otherwise the first file ifmeter opens would take
+    /// that number, and a log line or a report meant for stderr or stdout
+    /// would land in a JSON Lines file or a socket. SIGPIPE is ignored: a
+    /// reader that went away makes a write fail (EPIPE), and the command
+    /// stops as on any failed write, with its last save, instead of dying.
+    static func prepare() {
+        for fd: Int32 in 0...2 where fcntl(fd, F_GETFD) == -1 && errno == EBADF {
+            let opened = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY)
+            // open gives the lowest free number, which is `fd`; anything
+            // else is moved there.
+            if opened >= 0, opened != fd {
+                _ = dup2(opened, fd)
+                _ = close(opened)
+            }
+        }
+        signal(SIGPIPE, SIG_IGN)
+    }
+}
+
 /// SIGINT, SIGTERM and SIGQUIT ask the running command to stop at its next
 /// wait (a clean stop: the last period written, the state saved). SIGHUP,
 /// where a command installs it (serve, export), asks it to save and reopen
@@ -59,7 +81,13 @@ enum StopSignal {
     static let hangups = Atomic<Int>(0)
     nonisolated(unsafe) static var pipe: (read: Int32, write: Int32) = (-1, -1)
 
-    static let stopping = [SIGINT, SIGTERM, SIGQUIT]
+    /// Signals that stop a command cleanly, with its last save: the usual
+    /// three, and SIGUSR2 and SIGALRM, whose default would kill it with no
+    /// save. (SIGUSR1 reopens files where SIGHUP does, and stops elsewhere.)
+    static let stopping = [SIGINT, SIGTERM, SIGQUIT, SIGUSR2, SIGALRM]
+    /// SIGHUP and SIGUSR1 save and reopen (serve, export; installed with
+    /// `hangup`).
+    static let reopens = Atomic<Bool>(false)
 
     static func set(_ signals: [Int32]) -> sigset_t {
         var set = sigset_t()
@@ -76,6 +104,7 @@ enum StopSignal {
     /// cleanly, with a last save, instead of killing it.
     static func install(hangup: Bool = false, hangupStops: Bool = false) {
         if hangupStops { Self.hangupStops.store(true, ordering: .relaxed) }
+        if hangup { Self.reopens.store(true, ordering: .relaxed) }
         if pipe.read < 0 {
             var fds: [Int32] = [-1, -1]
             if Glibc.pipe(&fds) == 0 {
@@ -86,11 +115,15 @@ enum StopSignal {
                 pipe = (fds[0], fds[1])
             }
         }
-        let signals = stopping + (hangup || hangupStops ? [SIGHUP] : [])
+        // SIGUSR1 is always taken (logrotate configs copied from nginx's
+        // send it): it reopens where SIGHUP does, and stops elsewhere.
+        let signals = stopping + [SIGUSR1] + (hangup || hangupStops ? [SIGHUP] : [])
         for sig in signals {
             var action = sigaction()
             let handler: @convention(c) (Int32) -> Void = { signal in
-                if signal == SIGHUP, !StopSignal.hangupStops.load(ordering: .relaxed) {
+                let reopen = signal == SIGUSR1 ? StopSignal.reopens.load(ordering: .relaxed)
+                    : signal == SIGHUP && !StopSignal.hangupStops.load(ordering: .relaxed)
+                if reopen {
                     StopSignal.hangups.add(1, ordering: .relaxed)
                 } else {
                     StopSignal.received.store(signal, ordering: .relaxed)
@@ -116,7 +149,7 @@ enum StopSignal {
     /// Blocks the stop signals and SIGHUP in this thread and every thread it
     /// starts from now on; `install` then unblocks them in this thread alone.
     static func block() {
-        var blocked = set(stopping + [SIGHUP])
+        var blocked = set(stopping + [SIGHUP, SIGUSR1])
         pthread_sigmask(SIG_BLOCK, &blocked, nil)
     }
 

@@ -12,8 +12,9 @@ nonisolated(unsafe) private var termiosDescriptor: Int32 = -1
 nonisolated(unsafe) private var wakePipe: (read: Int32, write: Int32) = (-1, -1)
 
 /// Raw mode and the alternate screen for the live view, and the guarantee
-/// that the terminal is restored: on return, on SIGINT, SIGTERM and SIGHUP,
-/// at exit, and on a crash signal (then the signal is raised again).
+/// that the terminal is restored: on return, on SIGINT, SIGTERM, SIGHUP,
+/// SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM (each a clean stop), at exit, and
+/// on a crash signal (then the signal is raised again).
 enum TerminalState {
     static let entered = Atomic<Bool>(false)
     static let stop = Atomic<Bool>(false)
@@ -31,14 +32,16 @@ enum TerminalState {
             wakePipe = (fds[0], fds[1])
         }
         // Handlers first, so that nothing below can leave the terminal raw.
-        install(SIGINT, stopHandler)
-        install(SIGTERM, stopHandler)
-        install(SIGHUP, stopHandler)
+        // Every signal whose default would end the process stops the view
+        // cleanly instead (the last save, the terminal restored): SIGQUIT
+        // left it in the alternate screen with the cursor hidden.
+        let stopping = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM]
+        for sig in stopping { install(sig, stopHandler) }
         install(SIGWINCH, resizeHandler)
         for sig in [SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP] { install(sig, crashHandler, resetOnce: true) }
         var unblock = sigset_t()
         sigemptyset(&unblock)
-        for sig in [SIGINT, SIGTERM, SIGHUP, SIGWINCH] { sigaddset(&unblock, sig) }
+        for sig in stopping + [SIGWINCH] { sigaddset(&unblock, sig) }
         pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
         atexit { restoreTerminal() }
         if termiosDescriptor >= 0 {

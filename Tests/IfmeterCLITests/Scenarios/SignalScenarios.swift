@@ -1,0 +1,120 @@
+import Foundation
+import IfmeterCore
+import IfmeterTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Each signal a process can be sent, to serve, export and both live
+/// modes, with a state file: it ends with the state saved (the file says
+/// the writer stopped cleanly) and the terminal restored, or it is
+/// handled and the command goes on. And closed standard descriptors.
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+struct SignalScenarios {
+    enum Mode: String, CaseIterable, Sendable { case serve, export, livePlain, liveTerminal }
+
+    /// What a signal must do to a mode: stop it cleanly, or leave it running.
+    static func stops(_ signal: Int32, _ mode: Mode) -> Bool {
+        switch signal {
+        case SIGPIPE: false
+        case SIGUSR1: mode == .livePlain || mode == .liveTerminal  // serve and export reopen their files
+        default: true
+        }
+    }
+
+    static let signals: [(String, Int32)] = [
+        ("QUIT", SIGQUIT), ("USR1", SIGUSR1), ("USR2", SIGUSR2), ("ALRM", SIGALRM), ("PIPE", SIGPIPE), ("TERM", SIGTERM),
+    ]
+
+    func writer(_ state: String) throws -> String? {
+        let result = try ifmeter(["usage", "--state", state, "--format", "json"])
+        return try JSONParser.parse(result.out)["state"]?["writer"]?.stringValue
+    }
+
+    /// Finding 6 of the hardening issue: SIGQUIT left the interactive live
+    /// view in the alternate screen with the cursor hidden (exit 131), and
+    /// SIGUSR1, SIGUSR2 and SIGALRM killed serve and export with no save.
+    @Test(arguments: Mode.allCases)
+    func everySignalEndsCleanlyOrIsHandled(mode: Mode) throws {
+        try Netns.requireRoot()
+        let ns = try TestNamespace()
+        for (name, signal) in Self.signals {
+            let dir = try ScenarioFolder("signal-\(mode.rawValue)-\(name)")
+            let state = dir["state.db"]
+            let common = ["--state", state, "--save-every", "200ms"]
+            switch mode {
+            case .liveTerminal:
+                let tmux = try LiveTerminalTests.Tmux(width: 100, height: 30)
+                try tmux.keys("ip netns exec \(ns.name) \(try ifmeterBinary()) live --interval 200ms \(common.joined(separator: " ")); echo EXITED $?", "Enter")
+                _ = try tmux.waitFor("ifmeter ·")
+                let pid = try waitFor("the live view's pid") { () -> Int32? in
+                    let out = try run(["pgrep", "-f", "live --interval 200ms --state \(state)"], allowFailure: true).out
+                    return out.split(separator: "\n").compactMap { Int32($0) }.max()
+                }
+                kill(pid, signal)
+                if Self.stops(signal, mode) {
+                    let screen = try tmux.waitFor("EXITED 0")
+                    #expect(!screen.contains("ifmeter ·"), "\(name): the alternate screen is gone: \(screen)")
+                    let modes = try tmux.stty()
+                    #expect(modes.contains("icanon") && modes.contains("echo") && !modes.contains("-icanon"), "\(name): \(modes)")
+                    #expect(try writer(state) == "stopped", "\(name): the last save and the clean-stop mark")
+                } else {
+                    Thread.sleep(forTimeInterval: 0.5)
+                    #expect(try run(["pgrep", "-f", state], allowFailure: true).status == 0, "\(name) is handled: live goes on")
+                    try tmux.keys("q")
+                    _ = try tmux.waitFor("EXITED 0")
+                }
+            default:
+                let process: Background
+                switch mode {
+                case .serve: process = try startServe(in: ns, common)
+                case .export: process = try Scenario.start(ns, "export", common + ["--interval", "200ms", "--every", "300ms", "--json-lines", dir["r.jsonl"]])
+                default: process = try Scenario.start(ns, "live", common + ["--interval", "200ms"])
+                }
+                _ = try waitFor("the first save") { try writer(state) == "running" ? true : nil }
+                process.process.signal(signal)
+                if Self.stops(signal, mode) {
+                    #expect(process.process.wait(timeout: 5), "\(mode) \(name): stopped")
+                    #expect(process.process.terminationReason == .exit && process.process.terminationStatus == 0,
+                            "\(mode) \(name): exit \(process.process.terminationStatus)\n\(process.log)")
+                    #expect(try writer(state) == "stopped", "\(mode) \(name): saved and marked stopped")
+                } else {
+                    Thread.sleep(forTimeInterval: 0.6)
+                    #expect(process.process.isRunning, "\(mode) \(name) is handled: it goes on\n\(process.log)")
+                    if mode == .export, signal == SIGUSR1 {
+                        // Reopened as on SIGHUP: a file moved away is made anew.
+                        try FileManager.default.moveItem(atPath: dir["r.jsonl"], toPath: dir["r.jsonl.1"])
+                        process.process.signal(SIGUSR1)
+                        _ = try waitFor("a new r.jsonl") { FileManager.default.fileExists(atPath: dir["r.jsonl"]) ? true : nil }
+                    }
+                    #expect(process.stop() == 0)
+                }
+            }
+        }
+    }
+
+    /// Finding 6: started with `2>&-`, the JSON Lines file took descriptor 2
+    /// and a log line landed in it; with `>&-`, `--json -` reports went into
+    /// the JSON Lines file. Closed standard descriptors are /dev/null now.
+    @Test func closedStandardDescriptorsTakeNoFile() throws {
+        try Netns.requireRoot()
+        let ns = try TestNamespace()
+        let dir = try ScenarioFolder("closed-fds")
+        for (redirect, extra) in [("2>&-", ["--include", "no-such-name"]), (">&-", ["--json", "-"])] {
+            let file = dir["r-\(redirect.count)-\(UUID().uuidString.prefix(4)).jsonl"]
+            let command = ([try ifmeterBinary(), "export", "--interval", "100ms", "--every", "200ms", "--json-lines", file] + extra)
+                .map { "'\($0)'" }.joined(separator: " ")
+            let exporter = try Background(["ip", "netns", "exec", ns.name, "sh", "-c", "exec \(command) \(redirect)"], name: "closed-fds")
+            Thread.sleep(forTimeInterval: 1)
+            #expect(exporter.stop() == 0)
+            let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
+            #expect(!lines.isEmpty)
+            for line in lines {
+                let report = try? JSONParser.parse(String(line))
+                #expect(report?["schema"]?.stringValue == "ifmeter.export", "\(redirect): not a report line: \(line.prefix(200))")
+            }
+        }
+    }
+}
