@@ -68,6 +68,7 @@ public enum IfmeterCLI {
         }
         let parsed = try ParsedArguments.parse(Array(arguments.dropFirst()), spec: command.spec)
         if parsed.wantsHelp { return try Output.put(command.spec.help) }
+        CommandLinePath.allowForeign = parsed.flag(CommandLinePath.allowForeignSpec.long)
         try command.init(parsed).run()
     }
 }
@@ -197,6 +198,7 @@ struct RecordCommand: Command {
             OptionSpec("--count", short: "-n", value: "n", help: "Number of intervals to record (N+1 samples)."),
             OptionSpec("--duration", value: "duration", help: "Record for this long."),
             OptionSpec("--output", short: "-o", value: "file", help: "Write the trace here instead of stdout."),
+            CommandLinePath.allowForeignSpec,
         ] + CommonOptions.source + CommonOptions.filters)
 
     let setup: SamplingSetup
@@ -214,7 +216,9 @@ struct RecordCommand: Command {
 
     func run() throws(CLIError) {
         let pipeline = try setup.pipeline()
-        let file = try output.map { path throws(CLIError) in try TraceFile(creating: path) }
+        let file = try output.map { path throws(CLIError) in
+            try TraceFile(creating: CommandLinePath.output(path, option: "--output", command: Self.spec.name, writing: .inPlace))
+        }
         defer { file?.close() }
         let header = TraceHeader(platform: Platform.current, source: pipeline.source.sourceName, host: hostName())
         let fd = file?.fd ?? 1
@@ -278,6 +282,7 @@ struct ReplayCommand: Command {
         var engine: DeltaEngine?
         var platform = Platform.linux
         var unmatched = UnmatchedPatterns(filter)
+        var samples = 0
         while let line = try lines.next() {
             let record: TraceRecord?
             do {
@@ -291,8 +296,17 @@ struct ReplayCommand: Command {
                 platform = reader.header.platform
                 engine = DeltaEngine(configuration: try CommonOptions.engineConfiguration(arguments, platform: platform))
             }
-            if case .sample(let sample) = record { unmatched.see(sample.interfaces.map(\.key)) }
+            if case .sample(let sample) = record {
+                unmatched.see(sample.interfaces.map(\.key))
+                samples += 1
+            }
             if let kept = filter.filtered(record, platform: platform) { engine!.apply(kept) }
+        }
+        // An empty file, or one without a sample line (a header alone,
+        // events alone), is no trace to report on: an empty report with
+        // exit 0 would read as "no traffic".
+        guard samples > 0 else {
+            throw .data("\(name): no sample line (a trace has at least one line with \"t\" and \"interfaces\"); nothing to replay")
         }
         unmatched.warn(what: "the trace")
         let report = Report(engine: engine ?? DeltaEngine(), header: reader.header)

@@ -58,6 +58,7 @@ enum CommonOptions {
             help: "Save the state file this often; also at once when an interface is deleted, and at a stop (export: each period unless given).",
             default: "10s"),
         OptionSpec("--boot-id-file", value: "path", help: "Read the boot id here.", hidden: true),
+        CommandLinePath.allowForeignSpec,
     ] + source + filters
 
     static func filter(_ p: ParsedArguments) throws(CLIError) -> InterfaceFilter {
@@ -216,7 +217,8 @@ struct SamplingSetup {
         }
         var persistence: StatePersistence?
         if var state {
-            state.path = try CommandLinePath.resolve(state.path, option: "--state", command: "ifmeter")
+            state.path = try CommandLinePath.output(
+                state.path, option: "--state", command: "ifmeter", writing: .inPlace, sideSuffixes: ["-wal", "-shm"])
             do {
                 persistence = try state.open(wallTime: wallClock())
             } catch {

@@ -70,12 +70,14 @@ struct ExportCommand: Command {
     func run() throws(CLIError) {
         // Links given on the command line are resolved once, now.
         var command = self
-        command.json = try json.map { path throws(CLIError) in try CommandLinePath.resolve(path, option: "--json", command: Self.spec.name) }
+        command.json = try json.map { path throws(CLIError) in
+            try CommandLinePath.output(path, option: "--json", command: Self.spec.name, writing: .replaced)
+        }
         command.jsonLines = try jsonLines.map { path throws(CLIError) in
-            try CommandLinePath.resolve(path, option: "--json-lines", command: Self.spec.name)
+            try CommandLinePath.output(path, option: "--json-lines", command: Self.spec.name, writing: .inPlace)
         }
         command.textfile = try textfile.map { path throws(CLIError) in
-            try CommandLinePath.resolve(path, option: "--textfile", command: Self.spec.name)
+            try CommandLinePath.output(path, option: "--textfile", command: Self.spec.name, writing: .replaced)
         }
         try command.start()
     }

@@ -35,6 +35,7 @@ struct PlanCommand: Command {
             OptionSpec("--quota", value: "size", help: "The quota per cycle, like 20GB, 20GiB or 500MB."),
             OptionSpec("--direction", value: "direction", help: "What counts against the quota: rx, tx or both.", default: "both"),
             OptionSpec("--format", value: "format", help: "text or json (list).", default: "text"),
+            CommandLinePath.allowForeignSpec,
         ],
         positionals: [
             PositionalSpec("action", help: "set, list or remove."),
@@ -157,6 +158,8 @@ struct PlanCommand: Command {
 
     /// Opens the state file for a change; one in use is refused (64).
     func open(create: Bool) throws(CLIError) -> StateStore {
+        let path = try CommandLinePath.output(
+            self.path, option: "--state", command: Self.spec.name, writing: .inPlace, sideSuffixes: ["-wal", "-shm"])
         var st = stat()
         if stat(path, &st) != 0 {
             guard create else { throw .usage(StoreError.missing(path: path).description, command: Self.spec.name) }

@@ -33,6 +33,7 @@ struct UsageCommand: Command {
             OptionSpec("--svg", value: "file", help: "Also draw the periods as an SVG bar chart in this file."),
             OptionSpec("--format", value: "format", help: "text, json or csv.", default: "text", choices: ["text", "json", "csv"]),
             OptionSpec("--bits", help: "Not for usage: its figures are byte totals.", hidden: true),
+            CommandLinePath.allowForeignSpec,
         ] + CommonOptions.filters + CommonOptions.namespaceFilters)
 
     let path: String
@@ -79,6 +80,10 @@ struct UsageCommand: Command {
     }
 
     func run() throws(CLIError) {
+        // The chart's file is checked before anything is read.
+        let svg = try self.svg.map { given throws(CLIError) in
+            try CommandLinePath.output(given, option: "--svg", command: Self.spec.name, writing: .replaced)
+        }
         let snapshot: UsageSnapshot
         do {
             snapshot = try StateStore.snapshot(path: path)
