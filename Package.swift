@@ -10,11 +10,13 @@ let package = Package(
         .library(name: "IfmeterSampling", targets: ["IfmeterSampling"]),
     ],
     targets: [
-        // libnl-3 and libnl-route-3, found through pkg-config.
+        // libnl-3, found through pkg-config: its sockets and message
+        // building. libnl-route-3 is not used (docs/architecture.md says
+        // why): ifmeter parses RTM_GETSTATS and RTM_NEWLINK itself.
         .systemLibrary(
             name: "CNetlink",
-            pkgConfig: "libnl-3.0 libnl-route-3.0",
-            providers: [.apt(["libnl-3-dev", "libnl-route-3-dev"])]
+            pkgConfig: "libnl-3.0",
+            providers: [.apt(["libnl-3-dev"])]
         ),
         // libmicrohttpd for the scrape endpoint, zlib for gzip. ifmeter
         // loads libmicrohttpd when `serve` starts (dlopen, in CIfmeterHTTP):

@@ -4,8 +4,5 @@
 #include <netlink/msg.h>
 #include <netlink/attr.h>
 #include <netlink/socket.h>
-#include <netlink/cache.h>
 #include <netlink/errno.h>
-#include <netlink/route/link.h>
-#include <netlink/route/rtnl.h>
 #endif

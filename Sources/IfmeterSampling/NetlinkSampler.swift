@@ -61,8 +61,8 @@ public final class NetlinkSampler: CounterSource {
     /// How many times the link catalog was refilled (for tests and benchmarks).
     public var catalogRefreshes: Int { catalog.refreshes }
 
-    /// Refills the link catalog now (libnl-route link cache refill plus the
-    /// sysfs facts of new links).
+    /// Refills the link catalog now (an RTM_GETLINK dump without statistics,
+    /// plus the sysfs facts of new links).
     public func refreshCatalog() throws(SystemError) { try catalog.refresh() }
 
     /// Notification overflows so far (for tests and benchmarks).

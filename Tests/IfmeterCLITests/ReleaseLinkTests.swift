@@ -21,6 +21,8 @@ struct ReleaseLinkTests {
         let dynamic = try run(["readelf", "-dW", binary]).out
         #expect(dynamic.contains("(RELR)"), "relative relocations packed (DT_RELR)")
         #expect(!dynamic.contains("libstdc++"), "libstdc++ linked in, not loaded")
+        // libnl-route-3 is not used (docs/architecture.md): not loaded either.
+        #expect(!dynamic.contains("libnl-route-3") && dynamic.contains("libnl-3"), "libnl-3 only")
         let exported = try run(["nm", "-D", "--defined-only", binary]).out
         #expect(exported.isEmpty, "exported: \(exported.prefix(300))")
     }
