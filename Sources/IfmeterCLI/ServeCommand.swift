@@ -129,13 +129,20 @@ struct ServeCommand: Command {
         if let state = setup.state { pipeline.subscribe(PlanFeed(path: state.path) { cache.setPlans($0) }) }
         // The family is there from the first render, before any update.
         cache.setHTTPClosed(HTTPConnectionCounts(deadline: 0, idle: 0, evicted: 0))
+        let users = webConfig?.users ?? [:]
+        let authenticator: BasicAuthenticator?
+        do throws(SystemError) {
+            authenticator = users.isEmpty ? nil : try BasicAuthenticator(users: users)
+        } catch {
+            pipeline.persistence?.abandon()
+            throw .runtime("cannot set up basic auth: \(error.description)")
+        }
         let server: HTTPServer
         do {
             let log = RateLimitedLog(prefix: "ifmeter serve: ", every: 10)
-            let users = webConfig?.users ?? [:]
             server = try HTTPServer(
                 address: address, limits: limits, tls: webConfig?.tls,
-                authenticator: users.isEmpty ? nil : BasicAuthenticator(users: users),
+                authenticator: authenticator,
                 logger: { line in log.write(line) }
             ) { request in
                 Self.respond(to: request, cache: cache)

@@ -319,10 +319,20 @@ private let accessHandler: cifm_http_handler = { cls, connection, url, method, _
         if cifm_http_client_cert_ok(connection, context.clientAuth.rawValue) != 1 {
             return queue(HTTPResponse(status: 403, text: "403 Forbidden: a client certificate signed by the configured CA is required.\n"), on: connection)
         }
-        if let authenticator = context.authenticator, !authenticator.allows(authorization: header(connection, "Authorization")) {
-            return queue(HTTPResponse(status: 401, text: "401 Unauthorized\n", headers: [("WWW-Authenticate", "Basic")]), on: connection)
+        if let authenticator = context.authenticator {
+            return authenticate(authenticator, connection, state)
         }
         return 1
+    }
+    if state.pointee.auth_waiting != 0 {
+        // Resumed with a verdict on its credentials.
+        state.pointee.auth_waiting = 0
+        switch Int(cifm_http_wait_result(state)) {
+        case Int(CIFM_AUTH_ALLOWED): return 1
+        case Int(CIFM_AUTH_REFUSED): return queue(.unauthorized, on: connection)
+        case Int(CIFM_AUTH_BUSY): return queue(.verdict(.busy(retryAfter: 1)), on: connection)
+        default: return queue(.stopping, on: connection)
+        }
     }
     if let uploadSize, uploadSize.pointee > 0 {
         state.pointee.body_bytes += UInt64(uploadSize.pointee)
@@ -348,6 +358,71 @@ private let accessHandler: cifm_http_handler = { cls, connection, url, method, _
         ? context.handle(HTTPRequest(method: methodText, path: path, headers: headers))
         : HTTPResponse(status: 400, text: "400 Bad Request: the request method is not an HTTP token; send GET /metrics.\n")
     return queue(response, on: connection)
+}
+
+/// Basic auth for a request (see BasicAuthenticator): answered at once,
+/// or suspended until the verdict (a check on the pool, or a timer).
+private func authenticate(_ authenticator: BasicAuthenticator, _ connection: OpaquePointer, _ state: UnsafeMutablePointer<cifm_http_request>) -> Int32 {
+    let assessment = authenticator.assess(authorization: header(connection, "Authorization")) { clientKey(connection) }
+    switch assessment {
+    case .now(.allowed):
+        return 1
+    case .now(let verdict):
+        return queue(.verdict(verdict), on: connection)
+    case .refusedAfter(let seconds):
+        guard let wait = cifm_http_wait_begin(connection, state) else { return queue(.unauthorized, on: connection) }
+        cifm_http_wait_finish(wait, Int32(CIFM_AUTH_REFUSED), UInt32(max(1, min(seconds, 60) * 1000)))
+        return 1
+    case .verify(let verification):
+        // (It cannot wait when the server stops, or in the rare case that
+        // the connection is not tracked: try again.)
+        guard let wait = cifm_http_wait_begin(connection, state) else {
+            authenticator.abandon(verification)
+            return queue(.verdict(.busy(retryAfter: 1)), on: connection)
+        }
+        let handle = WaitHandle(pointer: wait)
+        authenticator.verify(verification) { verdict in
+            let code: Int32 = switch verdict {
+            case .allowed: Int32(CIFM_AUTH_ALLOWED)
+            case .refused, .throttled: Int32(CIFM_AUTH_REFUSED)
+            case .busy: Int32(CIFM_AUTH_BUSY)
+            }
+            cifm_http_wait_finish(handle.pointer, code, 0)
+        }
+        return 1
+    }
+}
+
+/// A suspended request, handed to the thread that gives its verdict.
+private struct WaitHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+/// The connection's client address as the throttle counts it.
+private func clientKey(_ connection: OpaquePointer) -> BasicAuthenticator.Client {
+    var key = (UInt64(0), UInt64(0))
+    let rc = withUnsafeMutableBytes(of: &key) { cifm_http_client_key(connection, $0.baseAddress!.assumingMemoryBound(to: UInt8.self)) }
+    return rc == 0 ? BasicAuthenticator.Client(high: key.0, low: key.1) : .unknown
+}
+
+extension HTTPResponse {
+    static let unauthorized = HTTPResponse(status: 401, text: "401 Unauthorized\n", headers: [("WWW-Authenticate", "Basic")])
+    static let stopping = HTTPResponse(status: 503, text: "503 Service Unavailable: ifmeter is stopping.\n", headers: [("Connection", "close")])
+
+    static func verdict(_ verdict: BasicAuthenticator.Verdict) -> HTTPResponse {
+        switch verdict {
+        case .allowed, .refused:
+            return .unauthorized
+        case .throttled(let seconds):
+            return HTTPResponse(
+                status: 429, text: "429 Too Many Requests: too many failed logins from this address; retry after \(seconds) s.\n",
+                headers: [("Retry-After", String(seconds))])
+        case .busy(let seconds):
+            return HTTPResponse(
+                status: 503, text: "503 Service Unavailable: too many logins are being checked; retry after \(seconds) s.\n",
+                headers: [("Retry-After", String(seconds))])
+        }
+    }
 }
 
 /// A request header's value (libmicrohttpd matches the name ignoring case).
