@@ -49,7 +49,7 @@ struct ServeCommand: Command {
                 client_ca_file: clients-ca.crt               # VerifyClientCertIfGiven
                 min_version: TLS12           # TLS12 (default) or TLS13; max_version too
               basic_auth_users:
-                prometheus: '$2y$10$...'     # bcrypt: htpasswd -nBC 10 prometheus
+                prometheus: '$2y$10$...'     # bcrypt, cost 4 to 16: htpasswd -nBC 10 prometheus
             Not supported (an error): http_server_config, cipher_suites,
             curve_preferences, client_allowed_sans, inline cert/key, RequestClientCert,
             RequireAnyClientCert, TLS10/TLS11. The file is checked before serving.
@@ -99,6 +99,9 @@ struct ServeCommand: Command {
     }
 
     func run() throws(CLIError) {
+        if let path = webConfigPath, webConfig?.asksForNothing == true {
+            Output.error("Warning: the web config \(path) names neither tls_server_config nor basic_auth_users: serving plain HTTP without authentication, as without --web-config.")
+        }
         // TLS settings GnuTLS refuses are the file's fault: found before sampling starts.
         if let tls = webConfig?.tls, let path = webConfigPath {
             do throws(SystemError) {
