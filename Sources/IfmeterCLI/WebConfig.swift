@@ -368,28 +368,52 @@ struct WebConfig {
     }
 }
 
-/// The whole of a text file.
+/// The whole of a text file. Anything but a regular file (a FIFO, a
+/// device, a folder) is refused at once: opened without blocking (a FIFO
+/// with no writer would hold the start forever), then looked at.
 func readTextFile(_ path: String) throws(SystemError) -> String {
-    guard let file = fopen(path, "rb") else {
-        throw SystemError(call: "fopen(\(path))", errno: errno, message: String(cString: strerror(errno)))
+    let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+    guard fd >= 0 else {
+        throw SystemError(call: "open(\(path))", errno: errno, message: String(cString: strerror(errno)))
     }
-    defer { fclose(file) }
+    defer { close(fd) }
+    var info = stat()
+    guard fstat(fd, &info) == 0 else {
+        throw SystemError(call: "fstat(\(path))", errno: errno, message: String(cString: strerror(errno)))
+    }
+    guard info.st_mode & S_IFMT == S_IFREG else {
+        throw SystemError(call: "fstat(\(path))", message: "not a regular file (\(fileKind(info.st_mode)))")
+    }
+    guard info.st_size <= 1 << 20 else {
+        throw SystemError(call: "fstat(\(path))", message: "larger than 1 MiB")
+    }
     var bytes: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 65536)
     while true {
-        let n = fread(&buffer, 1, buffer.count, file)
-        if n > 0 { bytes.append(contentsOf: buffer[..<n]) }
-        if n < buffer.count {
-            if ferror(file) != 0 {
-                throw SystemError(call: "fread(\(path))", errno: errno, message: String(cString: strerror(errno)))
-            }
-            break
+        let n = read(fd, &buffer, buffer.count)
+        if n < 0 {
+            if errno == EINTR { continue }
+            throw SystemError(call: "read(\(path))", errno: errno, message: String(cString: strerror(errno)))
         }
+        if n == 0 { break }
+        bytes.append(contentsOf: buffer[..<n])
         if bytes.count > 1 << 20 {
-            throw SystemError(call: "fread(\(path))", message: "larger than 1 MiB")
+            throw SystemError(call: "read(\(path))", message: "larger than 1 MiB")
         }
     }
     return String(decoding: bytes, as: UTF8.self)
+}
+
+/// What kind of file a mode says, in words.
+private func fileKind(_ mode: mode_t) -> String {
+    switch mode & S_IFMT {
+    case S_IFIFO: "a FIFO"
+    case S_IFDIR: "a folder"
+    case S_IFCHR: "a character device"
+    case S_IFBLK: "a block device"
+    case S_IFSOCK: "a socket"
+    default: "not a file"
+    }
 }
 
 extension String {

@@ -175,6 +175,39 @@ struct WebConfigServeTests {
         #expect(result.err.split(separator: "\n").count == 1)
     }
 
+    /// A FIFO (or a folder) where a file should be is refused at once, not
+    /// opened and waited on: as --web-config a usage error (64), as a file
+    /// the config names bad data (65).
+    @Test func aFIFOOrAFolderInsteadOfAFileIsRefusedAtOnce() throws {
+        try Netns.requireRoot()
+        let fixture = try AuthFixture(hash: "", password: "")
+        let fifo = fixture.dir + "/web.fifo"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        var result = try serveOnce(fifo)
+        #expect(result.status == 64 && result.seconds < 3, "\(result)")
+        #expect(result.err == "Error: cannot read the web config '\(fifo)': not a regular file (a FIFO); name a readable YAML file with '--web-config'. See 'ifmeter serve --help'.\n")
+        result = try serveOnce(fixture.dir)
+        #expect(result.status == 64 && result.err.contains("not a regular file (a folder)"), "\(result)")
+
+        #expect(mkfifo(fixture.dir + "/cert.fifo", 0o600) == 0 && mkfifo(fixture.dir + "/ca.fifo", 0o600) == 0)
+        let pem = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+        _ = try fixture.write("server.crt", pem)
+        _ = try fixture.write("server.key", pem)
+        let cert = try fixture.write("cert.yml", "tls_server_config:\n  cert_file: cert.fifo\n  key_file: server.key\n")
+        result = try serveOnce(cert)
+        #expect(result.status == 65 && result.seconds < 3, "\(result)")
+        #expect(result.err == "Error: web config \(cert):2: cannot read cert_file '\(fixture.dir)/cert.fifo': not a regular file (a FIFO); fix the path (relative paths start at the config's folder)\n")
+        let ca = try fixture.write("ca.yml", """
+            tls_server_config:
+              cert_file: server.crt
+              key_file: server.key
+              client_auth_type: RequireAndVerifyClientCert
+              client_ca_file: ca.fifo
+            """)
+        result = try serveOnce(ca)
+        #expect(result.status == 65 && result.seconds < 3 && result.err.contains("\(ca):5: cannot read client_ca_file"), "\(result)")
+    }
+
     /// A config that asks for nothing (empty, comments only) serves as
     /// without one, and says so.
     @Test func aConfigThatAsksForNothingServesWithAWarning() throws {
