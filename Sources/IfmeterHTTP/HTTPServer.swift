@@ -303,13 +303,16 @@ public final class HTTPServer: Sendable {
 /// announced too long); a request body is read and discarded (every answer
 /// here ignores it) up to a bound; the response goes out on the last call,
 /// so the connection stays open for the next request (keep-alive).
-private let accessHandler: cifm_http_handler = { cls, connection, url, method, _, _, uploadSize, reqCls in
+private let accessHandler: cifm_http_handler = { cls, connection, url, method, version, _, uploadSize, reqCls in
     guard let cls, let connection, let url, let method, let reqCls,
           let state = reqCls.pointee?.assumingMemoryBound(to: cifm_http_request.self)
     else { return 0 }
     let context = Unmanaged<HTTPServerContextBox>.fromOpaque(cls).takeUnretainedValue()
     if state.pointee.seen == 0 {
         state.pointee.seen = 1
+        if let problem = framingProblem(connection, version: version.map { String(cString: $0) } ?? "") {
+            return queue(HTTPResponse(status: 400, text: "400 Bad Request: \(problem); send GET /metrics without a body.\n", headers: [("Connection", "close")]), on: connection)
+        }
         if state.pointee.uri_too_long != 0 {
             return queue(HTTPResponse(status: 414, text: "414 URI Too Long: ifmeter takes no long query strings; send GET /metrics.\n"), on: connection)
         }
@@ -423,6 +426,37 @@ extension HTTPResponse {
                 headers: [("Retry-After", String(seconds))])
         }
     }
+}
+
+/// Why a request's body length is ambiguous (RFC 9112 §6.1, §6.3), nil
+/// when it is not: libmicrohttpd 0.9.75 lets Transfer-Encoding win over
+/// Content-Length and keeps the connection, takes the first of several
+/// Content-Length values, and reads a body of an unknown coding to the
+/// end of the stream. A proxy in front that reads the other way would see
+/// a second request hidden in the first one's bytes. Answered with 400,
+/// and the connection closed (its answer is queued before the body is
+/// read, so libmicrohttpd reads nothing more on it either).
+private func framingProblem(_ connection: OpaquePointer, version: String) -> String? {
+    var found: (lengths: [String], codings: [String]) = ([], [])
+    withUnsafeMutablePointer(to: &found) { pointer in
+        _ = cifm_mhd_get_connection_values(connection, 1 /* MHD_HEADER_KIND */, { cls, _, key, value in
+            guard let cls, let key else { return 1 }
+            let target = cls.assumingMemoryBound(to: (lengths: [String], codings: [String]).self)
+            let name = String(cString: key).lowercased()
+            let text = value.map { String(cString: $0)[...].trimmingSpaces() } ?? ""
+            if name == "content-length" { target.pointee.lengths.append(text) }
+            if name == "transfer-encoding" { target.pointee.codings.append(text) }
+            return 1
+        }, pointer)
+    }
+    if !found.codings.isEmpty {
+        if !found.lengths.isEmpty { return "both Content-Length and Transfer-Encoding" }
+        if found.codings.count > 1 { return "Transfer-Encoding given twice" }
+        if found.codings[0].lowercased() != "chunked" { return "Transfer-Encoding '\(found.codings[0])' (only chunked is read)" }
+        if version == "HTTP/1.0" { return "Transfer-Encoding in an HTTP/1.0 request" }
+    }
+    if Set(found.lengths).count > 1 { return "Content-Length given twice with different values" }
+    return nil
 }
 
 /// A request header's value (libmicrohttpd matches the name ignoring case).
