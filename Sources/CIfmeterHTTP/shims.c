@@ -437,6 +437,8 @@ struct cifm_conn {
     int served;         // a response went out on it
     int started;        // a request line arrived since the last response
     struct sockaddr_storage addr;
+    struct gunzip_reader *reader;  // its response being inflated, charged to the send budget
+    uint64_t reader_since_ms;      // when that response started
 };
 
 struct cifm_http_server {
@@ -456,6 +458,8 @@ struct cifm_http_server {
     uint64_t deadline_closed;
     uint64_t idle_closed;       // kept alive after a response, then no request line by the deadline
     uint64_t evicted;
+    size_t send_bytes;          // charged by responses being inflated
+    uint64_t budget_closed;
     // Requests waiting for a verdict on their credentials, under wait_lock;
     // the timer thread resumes those given one with a delay.
     struct cifm_http_wait *waits;
@@ -509,6 +513,8 @@ static struct cifm_conn *oldest_waiting_locked(struct cifm_http_server *server, 
     }
     return oldest;
 }
+
+static void reader_detach_locked(struct cifm_conn *c);
 
 static void notify_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
                               enum MHD_ConnectionNotificationCode code) {
@@ -570,6 +576,7 @@ static void notify_connection(void *cls, struct MHD_Connection *connection, void
             return;
         *socket_context = NULL;
         pthread_mutex_lock(&server->lock);
+        reader_detach_locked(c);
         if (c->prev)
             c->prev->next = c->next;
         else
@@ -959,11 +966,13 @@ cifm_http_server *cifm_http_start(int fd, cifm_http_limits limits, const cifm_ht
     return server;
 }
 
-void cifm_http_counts(cifm_http_server *server, uint64_t *deadline_closed, uint64_t *idle_closed, uint64_t *evicted) {
+void cifm_http_counts(cifm_http_server *server, uint64_t *deadline_closed, uint64_t *idle_closed, uint64_t *evicted,
+                      uint64_t *budget_closed) {
     pthread_mutex_lock(&server->lock);
     *deadline_closed = server->deadline_closed;
     *idle_closed = server->idle_closed;
     *evicted = server->evicted;
+    *budget_closed = server->budget_closed;
     pthread_mutex_unlock(&server->lock);
 }
 
@@ -1052,7 +1061,7 @@ cifm_gzip *cifm_gzip_begin(int level, size_t expected) {
     // A 16 KiB window and memLevel 7: half zlib's default state (about 130
     // KB instead of 260), for exposition text whose repeats lie within a
     // few lines of each other.
-    if (deflateInit2(&gz->z, level, Z_DEFLATED, 14 + 16, 7, Z_DEFAULT_STRATEGY) != Z_OK) {
+    if (deflateInit2(&gz->z, level, Z_DEFLATED, CIFM_GZIP_WINDOW_BITS + 16, 7, Z_DEFAULT_STRATEGY) != Z_OK) {
         free(gz);
         return NULL;
     }
@@ -1097,12 +1106,85 @@ void cifm_gzip_abort(cifm_gzip *gz) {
     free(gz);
 }
 
+// Plain-text responses are inflated from the gzip render as the client
+// reads: each holds zlib's state and window and libmicrohttpd's block,
+// and its connection's memory, until it is sent, so a thousand readers
+// that never read held 90 MB. Each is charged to the server's send
+// budget; a new one past it closes the connection whose response started
+// first (the oldest one still being sent: a reader too slow, as a whole
+// scrape here takes milliseconds) until it fits, the new one served in
+// any case.
+#define GUNZIP_BLOCK (32 * 1024)
+
 struct gunzip_reader {
     z_stream z;
     void (*release)(void *);
     void *release_cls;
     int done;
+    size_t zlib_bytes;                 // what zlib allocated for it
+    struct cifm_http_server *server;   // charged there, when tracked
+    struct cifm_conn *conn;            // its connection, until that closes
+    size_t charge;
+    int charged;
 };
+
+static void *gunzip_alloc(void *opaque, unsigned int items, unsigned int size) {
+    struct gunzip_reader *r = opaque;
+    r->zlib_bytes += (size_t)items * size;
+    return calloc(items, size);
+}
+
+static void gunzip_zfree(void *opaque, void *address) {
+    (void)opaque;
+    free(address);
+}
+
+/// Takes `r`'s charge off the budget; with the server's lock held.
+static void reader_uncharge_locked(struct gunzip_reader *r) {
+    if (r->charged) {
+        r->server->send_bytes -= r->charge;
+        r->charged = 0;
+    }
+}
+
+/// The connection closes: its reader (freed later, with its response)
+/// no longer points to it. With the server's lock held.
+static void reader_detach_locked(struct cifm_conn *c) {
+    if (c->reader) {
+        c->reader->conn = NULL;
+        c->reader = NULL;
+    }
+}
+
+/// Charges `r` to its connection `c`'s server, closing the oldest other
+/// connections with a response being inflated while it does not fit.
+static void reader_charge(struct gunzip_reader *r, struct cifm_conn *c) {
+    struct cifm_http_server *server = c->server;
+    pthread_mutex_lock(&server->lock);
+    while (server->send_bytes + r->charge > server->limits.send_budget) {
+        struct cifm_conn *oldest = NULL;
+        for (struct cifm_conn *o = server->head; o; o = o->next)
+            if (o != c && o->reader && o->reader->charged && (!oldest || o->reader_since_ms < oldest->reader_since_ms))
+                oldest = o;
+        if (!oldest)
+            break;
+        // Its memory goes when libmicrohttpd sees the end of the stream
+        // and lets go of the response, a moment later: not counted since.
+        reader_uncharge_locked(oldest->reader);
+        if (!oldest->shut)
+            shut_locked(server, oldest);
+        server->budget_closed++;
+    }
+    if (c->reader)
+        c->reader->conn = NULL;  // (a response of its before: not sent)
+    c->reader = r;
+    c->reader_since_ms = now_ms();
+    r->server = server;
+    r->conn = c;
+    server->send_bytes += r->charge;
+    r->charged = 1;
+    pthread_mutex_unlock(&server->lock);
+}
 
 static ssize_t gunzip_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;  // libmicrohttpd reads in order
@@ -1124,18 +1206,31 @@ static ssize_t gunzip_read(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void gunzip_free(void *cls) {
     struct gunzip_reader *r = cls;
+    if (r->server) {
+        pthread_mutex_lock(&r->server->lock);
+        reader_uncharge_locked(r);
+        if (r->conn && r->conn->reader == r)
+            r->conn->reader = NULL;
+        pthread_mutex_unlock(&r->server->lock);
+    }
     inflateEnd(&r->z);
     if (r->release)
         r->release(r->release_cls);
     free(r);
 }
 
-struct MHD_Response *cifm_mhd_create_gunzip_response(const void *gz, size_t gz_len, uint64_t size,
-                                                     void (*release)(void *), void *release_cls) {
+struct MHD_Response *cifm_mhd_create_gunzip_response(struct MHD_Connection *connection, const void *gz, size_t gz_len,
+                                                     uint64_t size, int window_bits, void (*release)(void *),
+                                                     void *release_cls) {
+    if (window_bits < 9 || window_bits > 15)
+        window_bits = 15;
     struct gunzip_reader *r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
-    if (inflateInit2(&r->z, 15 + 16) != Z_OK) {
+    r->z.zalloc = gunzip_alloc;
+    r->z.zfree = gunzip_zfree;
+    r->z.opaque = r;
+    if (inflateInit2(&r->z, window_bits + 16) != Z_OK) {
         free(r);
         return NULL;
     }
@@ -1143,10 +1238,20 @@ struct MHD_Response *cifm_mhd_create_gunzip_response(const void *gz, size_t gz_l
     r->z.avail_in = (uInt)gz_len;
     r->release = release;
     r->release_cls = release_cls;
-    struct MHD_Response *response = mhd.create_callback_response(size, 32 * 1024, gunzip_read, r, gunzip_free);
+    // Its state now, the window zlib allocates at the first inflate, the
+    // block libmicrohttpd reads into, and the connection's memory (its
+    // pool, up to the limit), which closing it frees too.
+    r->charge = sizeof *r + r->zlib_bytes + ((size_t)1 << window_bits) + GUNZIP_BLOCK;
+    struct MHD_Response *response = mhd.create_callback_response(size, GUNZIP_BLOCK, gunzip_read, r, gunzip_free);
     if (!response) {
         inflateEnd(&r->z);
         free(r);
+        return NULL;
+    }
+    struct cifm_conn *c = connection ? conn_of(connection) : NULL;
+    if (c) {
+        r->charge += c->server->limits.memory_per_connection;
+        reader_charge(r, c);
     }
     return response;
 }

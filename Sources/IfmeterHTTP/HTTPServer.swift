@@ -79,6 +79,13 @@ public struct HTTPLimits: Sendable {
     /// Request bodies (nothing here takes one) longer than this get 413,
     /// or the connection closed when the length was not announced.
     public var maxBodyBytes: UInt64 = 4096
+    /// Memory held by plain-text responses being inflated from the gzip
+    /// render as they are sent (zlib's state and 16 KiB window,
+    /// libmicrohttpd's 32 KiB block, and the connection's memory: some
+    /// 90 KB each); past it, the connection whose response started first
+    /// is closed, so slow readers cannot hold memory without bound (gzip
+    /// responses share the render and are not charged).
+    public var sendBudgetBytes: Int = 32 << 20
 
     public init() {}
 }
@@ -103,6 +110,9 @@ public final class HTTPBody: @unchecked Sendable {
     // Immutable after init; freed when the last holder lets go.
     public let base: UnsafeRawPointer?
     public let count: Int
+    /// For gzip bytes: the window they were deflated with (inflating them
+    /// needs one as big, no bigger).
+    public let windowBits: Int32
     private let owned: Bool
 
     /// Copies `bytes`.
@@ -116,12 +126,14 @@ public final class HTTPBody: @unchecked Sendable {
             base = UnsafeRawPointer(memory)
         }
         owned = true
+        windowBits = 15
     }
 
     /// Takes memory from `malloc` (zlib's output), freed with `free`.
-    public init(mallocated pointer: UnsafeMutableRawPointer, count: Int) {
+    public init(mallocated pointer: UnsafeMutableRawPointer, count: Int, windowBits: Int32 = 15) {
         base = UnsafeRawPointer(pointer)
         self.count = count
+        self.windowBits = windowBits
         owned = false
     }
 
@@ -194,7 +206,8 @@ public final class HTTPServer: Sendable {
             threads: limits.threads, connections: limits.connections, per_ip: limits.perClient,
             timeout_seconds: limits.idleTimeoutSeconds, memory_per_connection: limits.memoryPerConnection,
             request_deadline_ms: UInt32(limits.requestDeadlineSeconds * 1000),
-            max_query_bytes: limits.maxQueryBytes, max_query_params: limits.maxQueryParameters)
+            max_query_bytes: limits.maxQueryBytes, max_query_params: limits.maxQueryParameters,
+            send_budget: limits.sendBudgetBytes)
         let unmanaged = Unmanaged.passUnretained(context).toOpaque()
         let started = tls.map { tls in
             tls.withC { cifm_http_start(fd, raw, $0, accessHandler, unmanaged, logHandler, unmanaged) }
@@ -243,13 +256,14 @@ public final class HTTPServer: Sendable {
     }
 
     /// Connections closed for missing the request deadline, for sending no
-    /// request line by the deadline after a response (kept alive, idle), and
-    /// to make room for others, since the start.
+    /// request line by the deadline after a response (kept alive, idle), to
+    /// make room for others, and to keep responses being sent within the
+    /// send budget, since the start.
     public var closedCounts: HTTPConnectionCounts {
         server.withLock { server in
-            var deadline: UInt64 = 0, idle: UInt64 = 0, evicted: UInt64 = 0
-            if let server { cifm_http_counts(server, &deadline, &idle, &evicted) }
-            return HTTPConnectionCounts(deadline: deadline, idle: idle, evicted: evicted)
+            var deadline: UInt64 = 0, idle: UInt64 = 0, evicted: UInt64 = 0, budget: UInt64 = 0
+            if let server { cifm_http_counts(server, &deadline, &idle, &evicted, &budget) }
+            return HTTPConnectionCounts(deadline: deadline, idle: idle, evicted: evicted, budget: budget)
         }
     }
 
@@ -489,7 +503,7 @@ private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> In
         if mhdResponse == nil { body.release() }
     case .inflated(let gzipped, let size):
         let body = Unmanaged.passRetained(gzipped)
-        mhdResponse = cifm_mhd_create_gunzip_response(gzipped.base, gzipped.count, size, { cls in
+        mhdResponse = cifm_mhd_create_gunzip_response(connection, gzipped.base, gzipped.count, size, gzipped.windowBits, { cls in
             if let cls { Unmanaged<HTTPBody>.fromOpaque(cls).release() }
         }, body.toOpaque())
         if mhdResponse == nil { body.release() }
@@ -571,7 +585,7 @@ public final class GzipWriter {
         var output: UnsafeMutableRawPointer?
         var length = 0
         guard cifm_gzip_end(stream, &output, &length) == 0, let output else { return nil }
-        return HTTPBody(mallocated: output, count: length)
+        return HTTPBody(mallocated: output, count: length, windowBits: CIFM_GZIP_WINDOW_BITS)
     }
 }
 

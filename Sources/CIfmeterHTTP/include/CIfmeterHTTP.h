@@ -25,6 +25,7 @@ typedef struct cifm_http_limits {
     unsigned int request_deadline_ms;  // a whole request (TLS handshake included) must arrive within this
     size_t max_query_bytes;         // longer query strings are refused (414)
     unsigned int max_query_params;  // so are query strings with more parameters
+    size_t send_budget;             // memory of responses being inflated; past it the oldest one's connection is closed
 } cifm_http_limits;
 
 /// What ifmeter knows of one request; libmicrohttpd's `req_cls` points to
@@ -149,8 +150,10 @@ int cifm_http_wait_result(const cifm_http_request *request);
 
 /// Connections closed so far for being too slow (the request deadline), for
 /// sending no request line by the deadline after a response (idle: kept
-/// alive between scrapes) and to make room (evicted), since the start.
-void cifm_http_counts(cifm_http_server *server, uint64_t *deadline_closed, uint64_t *idle_closed, uint64_t *evicted);
+/// alive between scrapes), to make room (evicted), and to keep responses
+/// being inflated within the send budget (budget), since the start.
+void cifm_http_counts(cifm_http_server *server, uint64_t *deadline_closed, uint64_t *idle_closed, uint64_t *evicted,
+                      uint64_t *budget_closed);
 
 /// Stops the daemon (in-flight responses finish first) and frees it.
 void cifm_http_stop(cifm_http_server *server);
@@ -165,6 +168,9 @@ int cifm_http_gzip(const void *input, size_t input_len, int level, void **output
 /// once, such as the last output's: a buffer grown by doubling holds up to
 /// twice the output, and a copy of the half while it grows.
 typedef struct cifm_gzip cifm_gzip;
+/// The window these streams are deflated with (16 KiB): inflating one
+/// needs no bigger one.
+#define CIFM_GZIP_WINDOW_BITS 14
 cifm_gzip *cifm_gzip_begin(int level, size_t expected);
 /// Returns 0, or a zlib error code (then only `cifm_gzip_abort` remains).
 int cifm_gzip_write(cifm_gzip *gz, const void *data, size_t len);
@@ -173,11 +179,17 @@ int cifm_gzip_write(cifm_gzip *gz, const void *data, size_t len);
 int cifm_gzip_end(cifm_gzip *gz, void **output, size_t *output_len);
 void cifm_gzip_abort(cifm_gzip *gz);
 
-/// A response that sends the inflated contents of a gzip body, inflated
-/// piece by piece as the client reads, so the whole is never held.
-/// `size` is the inflated length. `release(release_cls)` runs when the
-/// response is done with `gz`. NULL when libmicrohttpd or zlib fails.
-struct MHD_Response *cifm_mhd_create_gunzip_response(const void *gz, size_t gz_len, uint64_t size,
-                                                     void (*release)(void *), void *release_cls);
+/// A response for `connection` that sends the inflated contents of a gzip
+/// body, inflated piece by piece as the client reads, so the whole is never
+/// held. `size` is the inflated length. `release(release_cls)` runs when
+/// the response is done with `gz`. NULL when libmicrohttpd or zlib fails.
+/// `window_bits`: the window `gz` was deflated with (15 for zlib's
+/// default, CIFM_GZIP_WINDOW_BITS for cifm_gzip's). What it holds
+/// meanwhile (zlib's state and window, libmicrohttpd's block, and the
+/// connection's own memory) counts against the server's send budget:
+/// past it, the connection whose response started first is closed.
+struct MHD_Response *cifm_mhd_create_gunzip_response(struct MHD_Connection *connection, const void *gz, size_t gz_len,
+                                                     uint64_t size, int window_bits, void (*release)(void *),
+                                                     void *release_cls);
 
 #endif
