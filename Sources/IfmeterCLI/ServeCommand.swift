@@ -49,17 +49,21 @@ struct ServeCommand: Command {
                 client_ca_file: clients-ca.crt               # VerifyClientCertIfGiven
                 min_version: TLS12           # TLS12 (default) or TLS13; max_version too
               basic_auth_users:
-                prometheus: '$2y$10$...'     # bcrypt, cost 4 to 16: htpasswd -nBC 10 prometheus
+                prometheus: '$2y$10$...'     # bcrypt: htpasswd -nBC 10 prometheus
             Not supported (an error): http_server_config, cipher_suites,
             curve_preferences, client_allowed_sans, inline cert/key, RequestClientCert,
             RequireAnyClientCert, TLS10/TLS11. The file is checked before serving.
+            bcrypt costs 4 to 16; passwords are checked off the request path, a
+            remembered success at once; past 5 failed checks a second (a burst of
+            10) from one address, 429.
 
             Limits: a whole request within 5 s of connecting (or of the previous
             response), however it trickles; at --max-connections (a quarter of them
             per client address) a new connection closes the oldest one still
             waiting for its request; idle connections close after 10 s; headers up
             to 32 KiB (431), query strings up to 1024 bytes and 32 parameters (414),
-            bodies up to 4 KiB (413).
+            bodies up to 4 KiB (413); plain-text responses being sent hold 32 MiB
+            at most together (past it the oldest one's connection is closed).
             """,
         options: [
             OptionSpec("--listen", value: "address", help: "Address and port: 127.0.0.1:9874, localhost:9874, [::1]:9874, or :9874 for every address.",

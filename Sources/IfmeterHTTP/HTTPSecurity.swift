@@ -220,7 +220,8 @@ public final class BasicAuthenticator: Sendable {
             parsed[user] = (hash, cost)
         }
         self.users = parsed
-        decoyCosts = parsed.values.map(\.cost).sorted()
+        // (With no user at all, every name is unknown: timed as cost 10.)
+        decoyCosts = parsed.isEmpty ? [10] : parsed.values.map(\.cost).sorted()
         var key = [UInt8](repeating: 0, count: 32)
         guard cifm_random_bytes(&key, key.count) == 0 else { throw .http("getrandom") }
         self.key = key
