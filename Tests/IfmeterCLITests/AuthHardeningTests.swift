@@ -275,7 +275,10 @@ struct AuthHardeningTests {
         let ratio = median(unknown) / median(known)
         let summary = "unknown user: median \(String(format: "%.3f", median(unknown))) s \(unknown.map { String(format: "%.3f", $0) }), wrong password: median \(String(format: "%.3f", median(known))) s \(known.map { String(format: "%.3f", $0) })"
         print("AuthHardeningTests: \(summary)")
-        #expect(ratio > 0.8 && ratio < 1.25, "\(summary)")
+        // Before: 0.25 (a cost-10 decoy against a cost-12 user). The bounds
+        // leave room for a busy machine, where the times measured for the
+        // decoy's delay lag the load of the moment.
+        #expect(ratio > 0.6 && ratio < 1.6, "\(summary)")
     }
 
     /// Failed verifications are bounded per client address: past the burst,
