@@ -466,7 +466,7 @@ private func framingProblem(_ connection: OpaquePointer, version: String) -> Str
     if !found.codings.isEmpty {
         if !found.lengths.isEmpty { return "both Content-Length and Transfer-Encoding" }
         if found.codings.count > 1 { return "Transfer-Encoding given twice" }
-        if found.codings[0].lowercased() != "chunked" { return "Transfer-Encoding '\(found.codings[0])' (only chunked is read)" }
+        if found.codings[0].lowercased() != "chunked" { return "a Transfer-Encoding other than chunked" }
         if version == "HTTP/1.0" { return "Transfer-Encoding in an HTTP/1.0 request" }
     }
     if Set(found.lengths).count > 1 { return "Content-Length given twice with different values" }
