@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <microhttpd.h>
@@ -28,6 +30,8 @@ static struct {
     enum MHD_Result (*queue_response)(struct MHD_Connection *, unsigned int, struct MHD_Response *);
     void (*destroy_response)(struct MHD_Response *);
     const union MHD_ConnectionInfo *(*get_connection_info)(struct MHD_Connection *, enum MHD_ConnectionInfoType, ...);
+    void (*suspend_connection)(struct MHD_Connection *);
+    void (*resume_connection)(struct MHD_Connection *);
 } mhd;
 
 // GnuTLS, as loaded by libmicrohttpd (nothing when it was built without).
@@ -46,6 +50,7 @@ static struct {
     const gnutls_datum_t *(*get_peers)(gnutls_session_t, unsigned int *);
     int (*verify_peers2)(gnutls_session_t, unsigned int *);
     int (*hash_fast)(gnutls_digest_algorithm_t, const void *, size_t, void *);
+    int (*hmac_fast)(gnutls_mac_algorithm_t, const void *, size_t, const void *, size_t, void *);
 } tls;
 
 static void load_gnutls(void) {
@@ -70,6 +75,7 @@ static void load_gnutls(void) {
     TLS_RESOLVE(get_peers, "gnutls_certificate_get_peers");
     TLS_RESOLVE(verify_peers2, "gnutls_certificate_verify_peers2");
     TLS_RESOLVE(hash_fast, "gnutls_hash_fast");
+    TLS_RESOLVE(hmac_fast, "gnutls_hmac_fast");
 #undef TLS_RESOLVE
     tls.loaded = 1;
 }
@@ -99,6 +105,8 @@ int cifm_http_load(const char *library, char *error, size_t error_len) {
     RESOLVE(queue_response, "MHD_queue_response");
     RESOLVE(destroy_response, "MHD_destroy_response");
     RESOLVE(get_connection_info, "MHD_get_connection_info");
+    RESOLVE(suspend_connection, "MHD_suspend_connection");
+    RESOLVE(resume_connection, "MHD_resume_connection");
     RESOLVE(start_daemon, "MHD_start_daemon");
 #undef RESOLVE
     load_gnutls();
@@ -205,6 +213,183 @@ int cifm_sha256(const void *data, size_t len, unsigned char digest[32]) {
     return tls.hash_fast(GNUTLS_DIG_SHA256, data, len, digest) == 0 ? 0 : -1;
 }
 
+int cifm_hmac_sha256(const void *key, size_t key_len, const void *data, size_t len, unsigned char digest[32]) {
+    if (!tls.loaded)
+        return -1;
+    return tls.hmac_fast(GNUTLS_MAC_SHA256, key, key_len, data, len, digest) == 0 ? 0 : -1;
+}
+
+int cifm_random_bytes(void *buffer, size_t len) {
+    unsigned char *p = buffer;
+    while (len > 0) {
+        ssize_t n = getrandom(p, len, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+// The bcrypt pool: a queue under one lock, held only to take or add a job,
+// never while a job runs.
+struct crypt_job {
+    struct crypt_job *next;
+    char *password;
+    size_t password_len;
+    char *hash;
+    cifm_crypt_done done;
+    void *cls;
+};
+
+struct cifm_crypt_pool {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    struct crypt_job *head, *tail;
+    unsigned int queued, running, workers, max_queued, alive;
+    int released;
+};
+
+static void crypt_job_free(struct crypt_job *job) {
+    if (job->password) {
+        explicit_bzero(job->password, job->password_len);
+        free(job->password);
+    }
+    free(job->hash);
+    free(job);
+}
+
+static uint64_t monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void *crypt_worker(void *cls) {
+    struct cifm_crypt_pool *pool = cls;
+    pthread_mutex_lock(&pool->lock);
+    for (;;) {
+        while (!pool->head && !pool->released)
+            pthread_cond_wait(&pool->wake, &pool->lock);
+        struct crypt_job *job = pool->head;
+        if (!job)
+            break;  // released, and nothing left to do
+        pool->head = job->next;
+        if (!pool->head)
+            pool->tail = NULL;
+        pool->queued--;
+        pool->running++;
+        pthread_mutex_unlock(&pool->lock);
+        uint64_t started = monotonic_ns();
+        int matched = cifm_crypt_matches(job->password, job->hash);
+        uint64_t took = monotonic_ns() - started;
+        cifm_crypt_done done = job->done;
+        void *done_cls = job->cls;
+        crypt_job_free(job);
+        done(done_cls, matched, took);
+        pthread_mutex_lock(&pool->lock);
+        pool->running--;
+    }
+    int last = --pool->alive == 0;
+    pthread_mutex_unlock(&pool->lock);
+    if (last) {
+        pthread_cond_destroy(&pool->wake);
+        pthread_mutex_destroy(&pool->lock);
+        free(pool);
+    }
+    return NULL;
+}
+
+cifm_crypt_pool *cifm_crypt_pool_create(unsigned int workers, unsigned int max_queued) {
+    struct cifm_crypt_pool *pool = calloc(1, sizeof *pool);
+    if (!pool)
+        return NULL;
+    pthread_mutex_init(&pool->lock, NULL);
+    pthread_cond_init(&pool->wake, NULL);
+    pool->workers = workers ? workers : 1;
+    pool->max_queued = max_queued;
+    // The workers take no signals: the thread that waits for them does.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_mutex_lock(&pool->lock);
+    for (unsigned int i = 0; i < pool->workers; i++) {
+        pthread_t thread;
+        if (pthread_create(&thread, &attr, crypt_worker, pool) == 0)
+            pool->alive++;
+    }
+    pool->workers = pool->alive;
+    int none = pool->alive == 0;
+    pthread_mutex_unlock(&pool->lock);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (none) {
+        pthread_cond_destroy(&pool->wake);
+        pthread_mutex_destroy(&pool->lock);
+        free(pool);
+        return NULL;
+    }
+    return pool;
+}
+
+int cifm_crypt_pool_submit(cifm_crypt_pool *pool, const char *password, size_t len, const char *hash, int only_if_idle,
+                           cifm_crypt_done done, void *cls) {
+    struct crypt_job *job = calloc(1, sizeof *job);
+    if (!job)
+        return -1;
+    job->password = malloc(len + 1);
+    job->hash = strdup(hash);
+    if (!job->password || !job->hash) {
+        crypt_job_free(job);
+        return -1;
+    }
+    memcpy(job->password, password, len);
+    job->password[len] = 0;
+    job->password_len = len;
+    job->done = done;
+    job->cls = cls;
+    pthread_mutex_lock(&pool->lock);
+    int refused = pool->released || pool->queued >= pool->max_queued ||
+                  (only_if_idle && (pool->head || pool->running >= pool->workers));
+    if (!refused) {
+        if (pool->tail)
+            pool->tail->next = job;
+        else
+            pool->head = job;
+        pool->tail = job;
+        pool->queued++;
+        pthread_cond_signal(&pool->wake);
+    }
+    pthread_mutex_unlock(&pool->lock);
+    if (refused) {
+        crypt_job_free(job);
+        return -1;
+    }
+    return 0;
+}
+
+unsigned int cifm_crypt_pool_load(cifm_crypt_pool *pool) {
+    pthread_mutex_lock(&pool->lock);
+    unsigned int load = pool->queued + pool->running;
+    pthread_mutex_unlock(&pool->lock);
+    return load;
+}
+
+void cifm_crypt_pool_release(cifm_crypt_pool *pool) {
+    if (!pool)
+        return;
+    pthread_mutex_lock(&pool->lock);
+    pool->released = 1;
+    pthread_cond_broadcast(&pool->wake);
+    pthread_mutex_unlock(&pool->lock);
+}
+
 int cifm_mhd_get_connection_values(struct MHD_Connection *connection, int kind,
                                    int (*iterator)(void *cls, int kind, const char *key, const char *value),
                                    void *iterator_cls) {
@@ -252,6 +437,8 @@ struct cifm_conn {
     int served;         // a response went out on it
     int started;        // a request line arrived since the last response
     struct sockaddr_storage addr;
+    struct gunzip_reader *reader;  // its response being inflated, charged to the send budget
+    uint64_t reader_since_ms;      // when that response started
 };
 
 struct cifm_http_server {
@@ -271,6 +458,15 @@ struct cifm_http_server {
     uint64_t deadline_closed;
     uint64_t idle_closed;       // kept alive after a response, then no request line by the deadline
     uint64_t evicted;
+    size_t send_bytes;          // charged by responses being inflated
+    uint64_t budget_closed;
+    // Requests waiting for a verdict on their credentials, under wait_lock;
+    // the timer thread resumes those given one with a delay.
+    struct cifm_http_wait *waits;
+    int waits_closed;           // stopping: no new waits, the timer ends
+    pthread_cond_t timer_wake;  // with wait_lock, on CLOCK_MONOTONIC
+    pthread_t timer;
+    int timer_running;
 };
 
 static uint64_t now_ms(void) {
@@ -317,6 +513,8 @@ static struct cifm_conn *oldest_waiting_locked(struct cifm_http_server *server, 
     }
     return oldest;
 }
+
+static void reader_detach_locked(struct cifm_conn *c);
 
 static void notify_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
                               enum MHD_ConnectionNotificationCode code) {
@@ -378,6 +576,7 @@ static void notify_connection(void *cls, struct MHD_Connection *connection, void
             return;
         *socket_context = NULL;
         pthread_mutex_lock(&server->lock);
+        reader_detach_locked(c);
         if (c->prev)
             c->prev->next = c->next;
         else
@@ -395,6 +594,174 @@ static void notify_connection(void *cls, struct MHD_Connection *connection, void
 static struct cifm_conn *conn_of(struct MHD_Connection *connection) {
     const union MHD_ConnectionInfo *info = mhd.get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     return info ? info->socket_context : NULL;
+}
+
+int cifm_http_client_key(struct MHD_Connection *connection, unsigned char key[16]) {
+    const union MHD_ConnectionInfo *info = mhd.get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!info || !info->client_addr)
+        return -1;
+    memset(key, 0, 16);
+    if (info->client_addr->sa_family == AF_INET) {
+        key[10] = key[11] = 0xff;
+        memcpy(key + 12, &((const struct sockaddr_in *)info->client_addr)->sin_addr, 4);
+        return 0;
+    }
+    if (info->client_addr->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)info->client_addr)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a))
+            memcpy(key, a, 16);
+        else
+            memcpy(key, a, 8);
+        return 0;
+    }
+    return -1;
+}
+
+// Waits for a verdict on credentials. One lock for every server's waits:
+// held only to link, unlink and resume, never while a verdict is made.
+// libmicrohttpd's own locks are taken under it (suspend, resume), never
+// the other way round: none of its callbacks here takes it.
+static pthread_mutex_t wait_lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct cifm_http_wait {
+    struct cifm_http_wait *prev, *next;  // in server->waits
+    struct cifm_http_server *server;     // NULL once the stopping server resumed it
+    struct MHD_Connection *connection;
+    cifm_http_request *request;
+    int timed;                           // finished with a delay: the timer owns it
+    int result;
+    uint64_t due_ms;
+};
+
+/// Unlinks `w`, hands its request `result` and resumes its connection;
+/// with wait_lock held.
+static void wait_resume_locked(struct cifm_http_wait *w, int result) {
+    struct cifm_http_server *server = w->server;
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        server->waits = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    w->prev = w->next = NULL;
+    w->request->auth_result = result;
+    mhd.resume_connection(w->connection);
+}
+
+cifm_http_wait *cifm_http_wait_begin(struct MHD_Connection *connection, cifm_http_request *request) {
+    struct cifm_conn *c = conn_of(connection);
+    if (!c)
+        return NULL;
+    struct cifm_http_server *server = c->server;
+    struct cifm_http_wait *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    pthread_mutex_lock(&wait_lock);
+    if (server->waits_closed) {
+        pthread_mutex_unlock(&wait_lock);
+        free(w);
+        return NULL;
+    }
+    w->server = server;
+    w->connection = connection;
+    w->request = request;
+    request->auth_waiting = 1;
+    request->auth_result = CIFM_AUTH_PENDING;
+    w->next = server->waits;
+    if (server->waits)
+        server->waits->prev = w;
+    server->waits = w;
+    mhd.suspend_connection(connection);
+    pthread_mutex_unlock(&wait_lock);
+    // The request is whole: while ifmeter judges it, the deadline for
+    // sending one does not apply.
+    pthread_mutex_lock(&server->lock);
+    c->busy = 1;
+    pthread_mutex_unlock(&server->lock);
+    return w;
+}
+
+void cifm_http_wait_finish(cifm_http_wait *w, int result, unsigned int delay_ms) {
+    pthread_mutex_lock(&wait_lock);
+    struct cifm_http_server *server = w->server;
+    if (!server) {
+        pthread_mutex_unlock(&wait_lock);
+        free(w);
+        return;
+    }
+    if (delay_ms > 0) {
+        w->timed = 1;
+        w->result = result;
+        w->due_ms = now_ms() + delay_ms;
+        pthread_cond_signal(&server->timer_wake);
+        pthread_mutex_unlock(&wait_lock);
+        return;
+    }
+    wait_resume_locked(w, result);
+    pthread_mutex_unlock(&wait_lock);
+    free(w);
+}
+
+int cifm_http_wait_result(const cifm_http_request *request) {
+    pthread_mutex_lock(&wait_lock);
+    int result = request->auth_result;
+    pthread_mutex_unlock(&wait_lock);
+    return result;
+}
+
+/// Resumes the waits given a delay when it is up.
+static void *wait_timer(void *cls) {
+    struct cifm_http_server *server = cls;
+    pthread_mutex_lock(&wait_lock);
+    while (!server->waits_closed) {
+        uint64_t now = now_ms(), next = 0;
+        struct cifm_http_wait *w = server->waits;
+        while (w) {
+            struct cifm_http_wait *after = w->next;
+            if (w->timed) {
+                if (w->due_ms <= now) {
+                    wait_resume_locked(w, w->result);
+                    free(w);
+                } else if (next == 0 || w->due_ms < next) {
+                    next = w->due_ms;
+                }
+            }
+            w = after;
+        }
+        if (next == 0) {
+            pthread_cond_wait(&server->timer_wake, &wait_lock);
+        } else {
+            struct timespec until;
+            until.tv_sec = (time_t)(next / 1000);
+            until.tv_nsec = (long)(next % 1000) * 1000000L;
+            pthread_cond_timedwait(&server->timer_wake, &wait_lock, &until);
+        }
+    }
+    pthread_mutex_unlock(&wait_lock);
+    return NULL;
+}
+
+/// Stopping: no new waits; every request still waiting is resumed (with
+/// CIFM_AUTH_STOPPING, or the verdict it was given), as libmicrohttpd must
+/// have no suspended connection when it stops. A verification still
+/// running finds its wait let go of and only frees it.
+static void waits_close(struct cifm_http_server *server) {
+    pthread_mutex_lock(&wait_lock);
+    server->waits_closed = 1;
+    while (server->waits) {
+        struct cifm_http_wait *w = server->waits;
+        int timed = w->timed;
+        wait_resume_locked(w, timed ? w->result : CIFM_AUTH_STOPPING);
+        w->server = NULL;
+        if (timed)
+            free(w);
+    }
+    pthread_cond_signal(&server->timer_wake);
+    pthread_mutex_unlock(&wait_lock);
+    if (server->timer_running) {
+        pthread_join(server->timer, NULL);
+        server->timer_running = 0;
+    }
 }
 
 /// A request ended (answered or aborted): the connection waits for the
@@ -503,6 +870,7 @@ static void log_adapter(void *cls, const char *fmt, va_list ap) {
 }
 
 static void server_free(struct cifm_http_server *server) {
+    waits_close(server);
     if (server->sweeper_running) {
         pthread_mutex_lock(&server->lock);
         server->stopping = 1;
@@ -513,6 +881,7 @@ static void server_free(struct cifm_http_server *server) {
     if (server->daemon)
         mhd.stop_daemon(server->daemon);  // reports every connection closed
     pthread_cond_destroy(&server->wake);
+    pthread_cond_destroy(&server->timer_wake);
     pthread_mutex_destroy(&server->lock);
     free(server->cert_pem);
     free(server->key_pem);
@@ -534,11 +903,23 @@ cifm_http_server *cifm_http_start(int fd, cifm_http_limits limits, const cifm_ht
     server->limits = limits;
     pthread_mutex_init(&server->lock, NULL);
     pthread_cond_init(&server->wake, NULL);
+    pthread_condattr_t monotonic;
+    pthread_condattr_init(&monotonic);
+    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+    pthread_cond_init(&server->timer_wake, &monotonic);
+    pthread_condattr_destroy(&monotonic);
+    if (pthread_create(&server->timer, NULL, wait_timer, server) != 0) {
+        server_free(server);
+        return NULL;
+    }
+    server->timer_running = 1;
     // libmicrohttpd's own limits sit above ifmeter's, which make room by
     // closing: connections shut down but not yet cleaned up still count
     // there for a moment.
     unsigned int headroom = limits.connections / 4 > 64 ? limits.connections / 4 : 64;
-    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+    // Suspend and resume: a request waits for a verdict on its credentials
+    // without holding a thread.
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     struct MHD_OptionItem tls_options[5];
     int n = 0;
     if (tls_settings) {
@@ -585,11 +966,13 @@ cifm_http_server *cifm_http_start(int fd, cifm_http_limits limits, const cifm_ht
     return server;
 }
 
-void cifm_http_counts(cifm_http_server *server, uint64_t *deadline_closed, uint64_t *idle_closed, uint64_t *evicted) {
+void cifm_http_counts(cifm_http_server *server, uint64_t *deadline_closed, uint64_t *idle_closed, uint64_t *evicted,
+                      uint64_t *budget_closed) {
     pthread_mutex_lock(&server->lock);
     *deadline_closed = server->deadline_closed;
     *idle_closed = server->idle_closed;
     *evicted = server->evicted;
+    *budget_closed = server->budget_closed;
     pthread_mutex_unlock(&server->lock);
 }
 
@@ -678,7 +1061,7 @@ cifm_gzip *cifm_gzip_begin(int level, size_t expected) {
     // A 16 KiB window and memLevel 7: half zlib's default state (about 130
     // KB instead of 260), for exposition text whose repeats lie within a
     // few lines of each other.
-    if (deflateInit2(&gz->z, level, Z_DEFLATED, 14 + 16, 7, Z_DEFAULT_STRATEGY) != Z_OK) {
+    if (deflateInit2(&gz->z, level, Z_DEFLATED, CIFM_GZIP_WINDOW_BITS + 16, 7, Z_DEFAULT_STRATEGY) != Z_OK) {
         free(gz);
         return NULL;
     }
@@ -723,12 +1106,85 @@ void cifm_gzip_abort(cifm_gzip *gz) {
     free(gz);
 }
 
+// Plain-text responses are inflated from the gzip render as the client
+// reads: each holds zlib's state and window and libmicrohttpd's block,
+// and its connection's memory, until it is sent, so a thousand readers
+// that never read held 90 MB. Each is charged to the server's send
+// budget; a new one past it closes the connection whose response started
+// first (the oldest one still being sent: a reader too slow, as a whole
+// scrape here takes milliseconds) until it fits, the new one served in
+// any case.
+#define GUNZIP_BLOCK (32 * 1024)
+
 struct gunzip_reader {
     z_stream z;
     void (*release)(void *);
     void *release_cls;
     int done;
+    size_t zlib_bytes;                 // what zlib allocated for it
+    struct cifm_http_server *server;   // charged there, when tracked
+    struct cifm_conn *conn;            // its connection, until that closes
+    size_t charge;
+    int charged;
 };
+
+static void *gunzip_alloc(void *opaque, unsigned int items, unsigned int size) {
+    struct gunzip_reader *r = opaque;
+    r->zlib_bytes += (size_t)items * size;
+    return calloc(items, size);
+}
+
+static void gunzip_zfree(void *opaque, void *address) {
+    (void)opaque;
+    free(address);
+}
+
+/// Takes `r`'s charge off the budget; with the server's lock held.
+static void reader_uncharge_locked(struct gunzip_reader *r) {
+    if (r->charged) {
+        r->server->send_bytes -= r->charge;
+        r->charged = 0;
+    }
+}
+
+/// The connection closes: its reader (freed later, with its response)
+/// no longer points to it. With the server's lock held.
+static void reader_detach_locked(struct cifm_conn *c) {
+    if (c->reader) {
+        c->reader->conn = NULL;
+        c->reader = NULL;
+    }
+}
+
+/// Charges `r` to its connection `c`'s server, closing the oldest other
+/// connections with a response being inflated while it does not fit.
+static void reader_charge(struct gunzip_reader *r, struct cifm_conn *c) {
+    struct cifm_http_server *server = c->server;
+    pthread_mutex_lock(&server->lock);
+    while (server->send_bytes + r->charge > server->limits.send_budget) {
+        struct cifm_conn *oldest = NULL;
+        for (struct cifm_conn *o = server->head; o; o = o->next)
+            if (o != c && o->reader && o->reader->charged && (!oldest || o->reader_since_ms < oldest->reader_since_ms))
+                oldest = o;
+        if (!oldest)
+            break;
+        // Its memory goes when libmicrohttpd sees the end of the stream
+        // and lets go of the response, a moment later: not counted since.
+        reader_uncharge_locked(oldest->reader);
+        if (!oldest->shut)
+            shut_locked(server, oldest);
+        server->budget_closed++;
+    }
+    if (c->reader)
+        c->reader->conn = NULL;  // (a response of its before: not sent)
+    c->reader = r;
+    c->reader_since_ms = now_ms();
+    r->server = server;
+    r->conn = c;
+    server->send_bytes += r->charge;
+    r->charged = 1;
+    pthread_mutex_unlock(&server->lock);
+}
 
 static ssize_t gunzip_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;  // libmicrohttpd reads in order
@@ -750,18 +1206,31 @@ static ssize_t gunzip_read(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void gunzip_free(void *cls) {
     struct gunzip_reader *r = cls;
+    if (r->server) {
+        pthread_mutex_lock(&r->server->lock);
+        reader_uncharge_locked(r);
+        if (r->conn && r->conn->reader == r)
+            r->conn->reader = NULL;
+        pthread_mutex_unlock(&r->server->lock);
+    }
     inflateEnd(&r->z);
     if (r->release)
         r->release(r->release_cls);
     free(r);
 }
 
-struct MHD_Response *cifm_mhd_create_gunzip_response(const void *gz, size_t gz_len, uint64_t size,
-                                                     void (*release)(void *), void *release_cls) {
+struct MHD_Response *cifm_mhd_create_gunzip_response(struct MHD_Connection *connection, const void *gz, size_t gz_len,
+                                                     uint64_t size, int window_bits, void (*release)(void *),
+                                                     void *release_cls) {
+    if (window_bits < 9 || window_bits > 15)
+        window_bits = 15;
     struct gunzip_reader *r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
-    if (inflateInit2(&r->z, 15 + 16) != Z_OK) {
+    r->z.zalloc = gunzip_alloc;
+    r->z.zfree = gunzip_zfree;
+    r->z.opaque = r;
+    if (inflateInit2(&r->z, window_bits + 16) != Z_OK) {
         free(r);
         return NULL;
     }
@@ -769,10 +1238,20 @@ struct MHD_Response *cifm_mhd_create_gunzip_response(const void *gz, size_t gz_l
     r->z.avail_in = (uInt)gz_len;
     r->release = release;
     r->release_cls = release_cls;
-    struct MHD_Response *response = mhd.create_callback_response(size, 32 * 1024, gunzip_read, r, gunzip_free);
+    // Its state now, the window zlib allocates at the first inflate, the
+    // block libmicrohttpd reads into, and the connection's memory (its
+    // pool, up to the limit), which closing it frees too.
+    r->charge = sizeof *r + r->zlib_bytes + ((size_t)1 << window_bits) + GUNZIP_BLOCK;
+    struct MHD_Response *response = mhd.create_callback_response(size, GUNZIP_BLOCK, gunzip_read, r, gunzip_free);
     if (!response) {
         inflateEnd(&r->z);
         free(r);
+        return NULL;
+    }
+    struct cifm_conn *c = connection ? conn_of(connection) : NULL;
+    if (c) {
+        r->charge += c->server->limits.memory_per_connection;
+        reader_charge(r, c);
     }
     return response;
 }

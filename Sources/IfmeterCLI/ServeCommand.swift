@@ -53,13 +53,17 @@ struct ServeCommand: Command {
             Not supported (an error): http_server_config, cipher_suites,
             curve_preferences, client_allowed_sans, inline cert/key, RequestClientCert,
             RequireAnyClientCert, TLS10/TLS11. The file is checked before serving.
+            bcrypt costs 4 to 16; passwords are checked off the request path, a
+            remembered success at once; past 5 failed checks a second (a burst of
+            10) from one address, 429.
 
             Limits: a whole request within 5 s of connecting (or of the previous
             response), however it trickles; at --max-connections (a quarter of them
             per client address) a new connection closes the oldest one still
             waiting for its request; idle connections close after 10 s; headers up
             to 32 KiB (431), query strings up to 1024 bytes and 32 parameters (414),
-            bodies up to 4 KiB (413).
+            bodies up to 4 KiB (413); plain-text responses being sent hold 32 MiB
+            at most together (past it the oldest one's connection is closed).
             """,
         options: [
             OptionSpec("--listen", value: "address", help: "Address and port: 127.0.0.1:9874, localhost:9874, [::1]:9874, or :9874 for every address.",
@@ -99,6 +103,9 @@ struct ServeCommand: Command {
     }
 
     func run() throws(CLIError) {
+        if let path = webConfigPath, webConfig?.asksForNothing == true {
+            Output.error("Warning: the web config \(path) names neither tls_server_config nor basic_auth_users: serving plain HTTP without authentication, as without --web-config.")
+        }
         // TLS settings GnuTLS refuses are the file's fault: found before sampling starts.
         if let tls = webConfig?.tls, let path = webConfigPath {
             do throws(SystemError) {
@@ -129,13 +136,20 @@ struct ServeCommand: Command {
         if let state = setup.state { pipeline.subscribe(PlanFeed(path: state.path) { cache.setPlans($0) }) }
         // The family is there from the first render, before any update.
         cache.setHTTPClosed(HTTPConnectionCounts(deadline: 0, idle: 0, evicted: 0))
+        let users = webConfig?.users ?? [:]
+        let authenticator: BasicAuthenticator?
+        do throws(SystemError) {
+            authenticator = users.isEmpty ? nil : try BasicAuthenticator(users: users)
+        } catch {
+            pipeline.persistence?.abandon()
+            throw .runtime("cannot set up basic auth: \(error.description)")
+        }
         let server: HTTPServer
         do {
             let log = RateLimitedLog(prefix: "ifmeter serve: ", every: 10)
-            let users = webConfig?.users ?? [:]
             server = try HTTPServer(
                 address: address, limits: limits, tls: webConfig?.tls,
-                authenticator: users.isEmpty ? nil : BasicAuthenticator(users: users),
+                authenticator: authenticator,
                 logger: { line in log.write(line) }
             ) { request in
                 Self.respond(to: request, cache: cache)

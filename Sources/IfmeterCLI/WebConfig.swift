@@ -210,6 +210,10 @@ struct WebConfig {
     var tls: HTTPTLSSettings?
     var users: [String: String]
 
+    /// Neither TLS nor users (an empty file, or comments only): serve
+    /// warns that it serves as without --web-config.
+    var asksForNothing: Bool { tls == nil && users.isEmpty }
+
     static let supportedTLSKeys = ["cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version"]
     static let unsupportedTLSKeys = ["cert", "key", "client_ca", "cipher_suites", "curve_preferences", "prefer_server_cipher_suites", "client_allowed_sans"]
 
@@ -264,9 +268,12 @@ struct WebConfig {
         }
     }
 
-    private static func tlsSettings(_ section: MiniYAML.Entry, folder: String) throws(WebConfigError) -> HTTPTLSSettings? {
+    private static func tlsSettings(_ section: MiniYAML.Entry, folder: String) throws(WebConfigError) -> HTTPTLSSettings {
         let entries = try mapping(section)
-        if entries.isEmpty { return nil }
+        if entries.isEmpty {
+            // Serving plain HTTP where the file asks for TLS would be quiet about the one thing asked.
+            throw WebConfigError(line: section.line, message: "tls_server_config names no cert_file and key_file; add them, or remove tls_server_config to serve plain HTTP")
+        }
         var values: [String: (String, Int)] = [:]
         for entry in entries {
             if unsupportedTLSKeys.contains(entry.key) {
@@ -337,14 +344,23 @@ struct WebConfig {
 
     private static func users(_ section: MiniYAML.Entry) throws(WebConfigError) -> [String: String] {
         var users: [String: String] = [:]
-        for entry in try mapping(section) {
+        let entries = try mapping(section)
+        if entries.isEmpty {
+            // Serving without auth where the file asks for it would be quiet about the one thing asked.
+            throw WebConfigError(line: section.line, message: "basic_auth_users names no user; add 'NAME: BCRYPT-HASH' lines under it, or remove it to serve without basic auth")
+        }
+        for entry in entries {
             let hash = try string(entry)
             if entry.key.contains(":") {
                 throw WebConfigError(line: entry.line, message: "user '\(entry.key)' contains ':', which Basic authentication cannot carry; rename the user")
             }
-            let prefix = hash.prefix(4)
-            guard ["$2a$", "$2b$", "$2y$"].contains(prefix), hash.utf8.count == 60 else {
+            guard let cost = BasicAuthenticator.bcryptCost(hash) else {
                 throw WebConfigError(line: entry.line, message: "the password of '\(entry.key)' is not a bcrypt hash ($2y$..., 60 characters); make one with 'htpasswd -nBC 10 \(entry.key)' and quote it")
+            }
+            // Below 4 libxcrypt refuses the hash (no password could ever
+            // match); above 16 one check takes a core for seconds to days.
+            guard BasicAuthenticator.costs.contains(cost) else {
+                throw WebConfigError(line: entry.line, message: "the bcrypt cost of '\(entry.key)' is \(cost), outside the \(BasicAuthenticator.costs.lowerBound) to \(BasicAuthenticator.costs.upperBound) ifmeter accepts; make a new hash with 'htpasswd -nBC 10 \(entry.key)'")
             }
             users[entry.key] = hash
         }
@@ -352,28 +368,52 @@ struct WebConfig {
     }
 }
 
-/// The whole of a text file.
+/// The whole of a text file. Anything but a regular file (a FIFO, a
+/// device, a folder) is refused at once: opened without blocking (a FIFO
+/// with no writer would hold the start forever), then looked at.
 func readTextFile(_ path: String) throws(SystemError) -> String {
-    guard let file = fopen(path, "rb") else {
-        throw SystemError(call: "fopen(\(path))", errno: errno, message: String(cString: strerror(errno)))
+    let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+    guard fd >= 0 else {
+        throw SystemError(call: "open(\(path))", errno: errno, message: String(cString: strerror(errno)))
     }
-    defer { fclose(file) }
+    defer { close(fd) }
+    var info = stat()
+    guard fstat(fd, &info) == 0 else {
+        throw SystemError(call: "fstat(\(path))", errno: errno, message: String(cString: strerror(errno)))
+    }
+    guard info.st_mode & S_IFMT == S_IFREG else {
+        throw SystemError(call: "fstat(\(path))", message: "not a regular file (\(fileKind(info.st_mode)))")
+    }
+    guard info.st_size <= 1 << 20 else {
+        throw SystemError(call: "fstat(\(path))", message: "larger than 1 MiB")
+    }
     var bytes: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 65536)
     while true {
-        let n = fread(&buffer, 1, buffer.count, file)
-        if n > 0 { bytes.append(contentsOf: buffer[..<n]) }
-        if n < buffer.count {
-            if ferror(file) != 0 {
-                throw SystemError(call: "fread(\(path))", errno: errno, message: String(cString: strerror(errno)))
-            }
-            break
+        let n = read(fd, &buffer, buffer.count)
+        if n < 0 {
+            if errno == EINTR { continue }
+            throw SystemError(call: "read(\(path))", errno: errno, message: String(cString: strerror(errno)))
         }
+        if n == 0 { break }
+        bytes.append(contentsOf: buffer[..<n])
         if bytes.count > 1 << 20 {
-            throw SystemError(call: "fread(\(path))", message: "larger than 1 MiB")
+            throw SystemError(call: "read(\(path))", message: "larger than 1 MiB")
         }
     }
     return String(decoding: bytes, as: UTF8.self)
+}
+
+/// What kind of file a mode says, in words.
+private func fileKind(_ mode: mode_t) -> String {
+    switch mode & S_IFMT {
+    case S_IFIFO: "a FIFO"
+    case S_IFDIR: "a folder"
+    case S_IFCHR: "a character device"
+    case S_IFBLK: "a block device"
+    case S_IFSOCK: "a socket"
+    default: "not a file"
+    }
 }
 
 extension String {

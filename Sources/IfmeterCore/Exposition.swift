@@ -103,17 +103,21 @@ public struct ExporterHealth: Sendable, Hashable {
 /// Connections the scrape endpoint closed to protect itself, since it
 /// started: for missing the request deadline; kept alive after a response
 /// and sending no request line by the deadline (idle, as a scraper between
-/// scrapes: not a slow request); and to make room (the oldest waiting
-/// connection of a client at its limit, or of all at the overall one).
+/// scrapes: not a slow request); to make room (the oldest waiting
+/// connection of a client at its limit, or of all at the overall one); and
+/// to keep the memory of responses being sent within its budget (the
+/// oldest of them, a reader too slow to finish).
 public struct HTTPConnectionCounts: Sendable, Hashable {
     public var deadline: UInt64
     public var idle: UInt64
     public var evicted: UInt64
+    public var budget: UInt64
 
-    public init(deadline: UInt64, idle: UInt64, evicted: UInt64) {
+    public init(deadline: UInt64, idle: UInt64, evicted: UInt64, budget: UInt64 = 0) {
         self.deadline = deadline
         self.idle = idle
         self.evicted = evicted
+        self.budget = budget
     }
 }
 
@@ -422,7 +426,8 @@ struct ExpositionWriter {
         created("ifmeter_link_event_overruns", health.startTime)
         if let closed = health.httpClosed {
             header("ifmeter_http_connections_closed", .counter, help:
-                "Scrape connections ifmeter closed to protect the endpoint: reason deadline (a request was not whole in time), idle (kept alive after a response, no request line in time: a scraper between scrapes, not a slow request) or evicted (the oldest waiting connection, to make room at the connection limits). \(note)")
+                "Scrape connections ifmeter closed to protect the endpoint: reason deadline (a request was not whole in time), idle (kept alive after a response, no request line in time: a scraper between scrapes, not a slow request), evicted (the oldest waiting connection, to make room at the connection limits) or budget (the oldest response still being sent, a reader too slow, to keep their memory within its budget). \(note)")
+            labeledSample("ifmeter_http_connections_closed_total", [("reason", "budget")], String(closed.budget))
             labeledSample("ifmeter_http_connections_closed_total", [("reason", "deadline")], String(closed.deadline))
             labeledSample("ifmeter_http_connections_closed_total", [("reason", "evicted")], String(closed.evicted))
             labeledSample("ifmeter_http_connections_closed_total", [("reason", "idle")], String(closed.idle))

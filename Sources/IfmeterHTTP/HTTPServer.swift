@@ -79,6 +79,13 @@ public struct HTTPLimits: Sendable {
     /// Request bodies (nothing here takes one) longer than this get 413,
     /// or the connection closed when the length was not announced.
     public var maxBodyBytes: UInt64 = 4096
+    /// Memory held by plain-text responses being inflated from the gzip
+    /// render as they are sent (zlib's state and 16 KiB window,
+    /// libmicrohttpd's 32 KiB block, and the connection's memory: some
+    /// 90 KB each); past it, the connection whose response started first
+    /// is closed, so slow readers cannot hold memory without bound (gzip
+    /// responses share the render and are not charged).
+    public var sendBudgetBytes: Int = 32 << 20
 
     public init() {}
 }
@@ -103,6 +110,9 @@ public final class HTTPBody: @unchecked Sendable {
     // Immutable after init; freed when the last holder lets go.
     public let base: UnsafeRawPointer?
     public let count: Int
+    /// For gzip bytes: the window they were deflated with (inflating them
+    /// needs one as big, no bigger).
+    public let windowBits: Int32
     private let owned: Bool
 
     /// Copies `bytes`.
@@ -116,12 +126,14 @@ public final class HTTPBody: @unchecked Sendable {
             base = UnsafeRawPointer(memory)
         }
         owned = true
+        windowBits = 15
     }
 
     /// Takes memory from `malloc` (zlib's output), freed with `free`.
-    public init(mallocated pointer: UnsafeMutableRawPointer, count: Int) {
+    public init(mallocated pointer: UnsafeMutableRawPointer, count: Int, windowBits: Int32 = 15) {
         base = UnsafeRawPointer(pointer)
         self.count = count
+        self.windowBits = windowBits
         owned = false
     }
 
@@ -194,7 +206,8 @@ public final class HTTPServer: Sendable {
             threads: limits.threads, connections: limits.connections, per_ip: limits.perClient,
             timeout_seconds: limits.idleTimeoutSeconds, memory_per_connection: limits.memoryPerConnection,
             request_deadline_ms: UInt32(limits.requestDeadlineSeconds * 1000),
-            max_query_bytes: limits.maxQueryBytes, max_query_params: limits.maxQueryParameters)
+            max_query_bytes: limits.maxQueryBytes, max_query_params: limits.maxQueryParameters,
+            send_budget: limits.sendBudgetBytes)
         let unmanaged = Unmanaged.passUnretained(context).toOpaque()
         let started = tls.map { tls in
             tls.withC { cifm_http_start(fd, raw, $0, accessHandler, unmanaged, logHandler, unmanaged) }
@@ -243,13 +256,14 @@ public final class HTTPServer: Sendable {
     }
 
     /// Connections closed for missing the request deadline, for sending no
-    /// request line by the deadline after a response (kept alive, idle), and
-    /// to make room for others, since the start.
+    /// request line by the deadline after a response (kept alive, idle), to
+    /// make room for others, and to keep responses being sent within the
+    /// send budget, since the start.
     public var closedCounts: HTTPConnectionCounts {
         server.withLock { server in
-            var deadline: UInt64 = 0, idle: UInt64 = 0, evicted: UInt64 = 0
-            if let server { cifm_http_counts(server, &deadline, &idle, &evicted) }
-            return HTTPConnectionCounts(deadline: deadline, idle: idle, evicted: evicted)
+            var deadline: UInt64 = 0, idle: UInt64 = 0, evicted: UInt64 = 0, budget: UInt64 = 0
+            if let server { cifm_http_counts(server, &deadline, &idle, &evicted, &budget) }
+            return HTTPConnectionCounts(deadline: deadline, idle: idle, evicted: evicted, budget: budget)
         }
     }
 
@@ -303,13 +317,16 @@ public final class HTTPServer: Sendable {
 /// announced too long); a request body is read and discarded (every answer
 /// here ignores it) up to a bound; the response goes out on the last call,
 /// so the connection stays open for the next request (keep-alive).
-private let accessHandler: cifm_http_handler = { cls, connection, url, method, _, _, uploadSize, reqCls in
+private let accessHandler: cifm_http_handler = { cls, connection, url, method, version, _, uploadSize, reqCls in
     guard let cls, let connection, let url, let method, let reqCls,
           let state = reqCls.pointee?.assumingMemoryBound(to: cifm_http_request.self)
     else { return 0 }
     let context = Unmanaged<HTTPServerContextBox>.fromOpaque(cls).takeUnretainedValue()
     if state.pointee.seen == 0 {
         state.pointee.seen = 1
+        if let problem = framingProblem(connection, version: version.map { String(cString: $0) } ?? "") {
+            return queue(HTTPResponse(status: 400, text: "400 Bad Request: \(problem); send GET /metrics without a body.\n", headers: [("Connection", "close")]), on: connection)
+        }
         if state.pointee.uri_too_long != 0 {
             return queue(HTTPResponse(status: 414, text: "414 URI Too Long: ifmeter takes no long query strings; send GET /metrics.\n"), on: connection)
         }
@@ -319,10 +336,20 @@ private let accessHandler: cifm_http_handler = { cls, connection, url, method, _
         if cifm_http_client_cert_ok(connection, context.clientAuth.rawValue) != 1 {
             return queue(HTTPResponse(status: 403, text: "403 Forbidden: a client certificate signed by the configured CA is required.\n"), on: connection)
         }
-        if let authenticator = context.authenticator, !authenticator.allows(authorization: header(connection, "Authorization")) {
-            return queue(HTTPResponse(status: 401, text: "401 Unauthorized\n", headers: [("WWW-Authenticate", "Basic")]), on: connection)
+        if let authenticator = context.authenticator {
+            return authenticate(authenticator, connection, state)
         }
         return 1
+    }
+    if state.pointee.auth_waiting != 0 {
+        // Resumed with a verdict on its credentials.
+        state.pointee.auth_waiting = 0
+        switch Int(cifm_http_wait_result(state)) {
+        case Int(CIFM_AUTH_ALLOWED): return 1
+        case Int(CIFM_AUTH_REFUSED): return queue(.unauthorized, on: connection)
+        case Int(CIFM_AUTH_BUSY): return queue(.verdict(.busy(retryAfter: 1)), on: connection)
+        default: return queue(.stopping, on: connection)
+        }
     }
     if let uploadSize, uploadSize.pointee > 0 {
         state.pointee.body_bytes += UInt64(uploadSize.pointee)
@@ -348,6 +375,102 @@ private let accessHandler: cifm_http_handler = { cls, connection, url, method, _
         ? context.handle(HTTPRequest(method: methodText, path: path, headers: headers))
         : HTTPResponse(status: 400, text: "400 Bad Request: the request method is not an HTTP token; send GET /metrics.\n")
     return queue(response, on: connection)
+}
+
+/// Basic auth for a request (see BasicAuthenticator): answered at once,
+/// or suspended until the verdict (a check on the pool, or a timer).
+private func authenticate(_ authenticator: BasicAuthenticator, _ connection: OpaquePointer, _ state: UnsafeMutablePointer<cifm_http_request>) -> Int32 {
+    let assessment = authenticator.assess(authorization: header(connection, "Authorization")) { clientKey(connection) }
+    switch assessment {
+    case .now(.allowed):
+        return 1
+    case .now(let verdict):
+        return queue(.verdict(verdict), on: connection)
+    case .refusedAfter(let seconds):
+        guard let wait = cifm_http_wait_begin(connection, state) else { return queue(.unauthorized, on: connection) }
+        cifm_http_wait_finish(wait, Int32(CIFM_AUTH_REFUSED), UInt32(max(1, min(seconds, 60) * 1000)))
+        return 1
+    case .verify(let verification):
+        // (It cannot wait when the server stops, or in the rare case that
+        // the connection is not tracked: try again.)
+        guard let wait = cifm_http_wait_begin(connection, state) else {
+            authenticator.abandon(verification)
+            return queue(.verdict(.busy(retryAfter: 1)), on: connection)
+        }
+        let handle = WaitHandle(pointer: wait)
+        authenticator.verify(verification) { verdict in
+            let code: Int32 = switch verdict {
+            case .allowed: Int32(CIFM_AUTH_ALLOWED)
+            case .refused, .throttled: Int32(CIFM_AUTH_REFUSED)
+            case .busy: Int32(CIFM_AUTH_BUSY)
+            }
+            cifm_http_wait_finish(handle.pointer, code, 0)
+        }
+        return 1
+    }
+}
+
+/// A suspended request, handed to the thread that gives its verdict.
+private struct WaitHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+/// The connection's client address as the throttle counts it.
+private func clientKey(_ connection: OpaquePointer) -> BasicAuthenticator.Client {
+    var key = (UInt64(0), UInt64(0))
+    let rc = withUnsafeMutableBytes(of: &key) { cifm_http_client_key(connection, $0.baseAddress!.assumingMemoryBound(to: UInt8.self)) }
+    return rc == 0 ? BasicAuthenticator.Client(high: key.0, low: key.1) : .unknown
+}
+
+extension HTTPResponse {
+    static let unauthorized = HTTPResponse(status: 401, text: "401 Unauthorized\n", headers: [("WWW-Authenticate", "Basic")])
+    static let stopping = HTTPResponse(status: 503, text: "503 Service Unavailable: ifmeter is stopping.\n", headers: [("Connection", "close")])
+
+    static func verdict(_ verdict: BasicAuthenticator.Verdict) -> HTTPResponse {
+        switch verdict {
+        case .allowed, .refused:
+            return .unauthorized
+        case .throttled(let seconds):
+            return HTTPResponse(
+                status: 429, text: "429 Too Many Requests: too many failed logins from this address; retry after \(seconds) s.\n",
+                headers: [("Retry-After", String(seconds))])
+        case .busy(let seconds):
+            return HTTPResponse(
+                status: 503, text: "503 Service Unavailable: too many logins are being checked; retry after \(seconds) s.\n",
+                headers: [("Retry-After", String(seconds))])
+        }
+    }
+}
+
+/// Why a request's body length is ambiguous (RFC 9112 §6.1, §6.3), nil
+/// when it is not: libmicrohttpd 0.9.75 lets Transfer-Encoding win over
+/// Content-Length and keeps the connection, takes the first of several
+/// Content-Length values, and reads a body of an unknown coding to the
+/// end of the stream. A proxy in front that reads the other way would see
+/// a second request hidden in the first one's bytes. Answered with 400,
+/// and the connection closed (its answer is queued before the body is
+/// read, so libmicrohttpd reads nothing more on it either).
+private func framingProblem(_ connection: OpaquePointer, version: String) -> String? {
+    var found: (lengths: [String], codings: [String]) = ([], [])
+    withUnsafeMutablePointer(to: &found) { pointer in
+        _ = cifm_mhd_get_connection_values(connection, 1 /* MHD_HEADER_KIND */, { cls, _, key, value in
+            guard let cls, let key else { return 1 }
+            let target = cls.assumingMemoryBound(to: (lengths: [String], codings: [String]).self)
+            let name = String(cString: key).lowercased()
+            let text = value.map { String(cString: $0)[...].trimmingSpaces() } ?? ""
+            if name == "content-length" { target.pointee.lengths.append(text) }
+            if name == "transfer-encoding" { target.pointee.codings.append(text) }
+            return 1
+        }, pointer)
+    }
+    if !found.codings.isEmpty {
+        if !found.lengths.isEmpty { return "both Content-Length and Transfer-Encoding" }
+        if found.codings.count > 1 { return "Transfer-Encoding given twice" }
+        if found.codings[0].lowercased() != "chunked" { return "a Transfer-Encoding other than chunked" }
+        if version == "HTTP/1.0" { return "Transfer-Encoding in an HTTP/1.0 request" }
+    }
+    if Set(found.lengths).count > 1 { return "Content-Length given twice with different values" }
+    return nil
 }
 
 /// A request header's value (libmicrohttpd matches the name ignoring case).
@@ -380,7 +503,7 @@ private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> In
         if mhdResponse == nil { body.release() }
     case .inflated(let gzipped, let size):
         let body = Unmanaged.passRetained(gzipped)
-        mhdResponse = cifm_mhd_create_gunzip_response(gzipped.base, gzipped.count, size, { cls in
+        mhdResponse = cifm_mhd_create_gunzip_response(connection, gzipped.base, gzipped.count, size, gzipped.windowBits, { cls in
             if let cls { Unmanaged<HTTPBody>.fromOpaque(cls).release() }
         }, body.toOpaque())
         if mhdResponse == nil { body.release() }
@@ -462,7 +585,7 @@ public final class GzipWriter {
         var output: UnsafeMutableRawPointer?
         var length = 0
         guard cifm_gzip_end(stream, &output, &length) == 0, let output else { return nil }
-        return HTTPBody(mallocated: output, count: length)
+        return HTTPBody(mallocated: output, count: length, windowBits: CIFM_GZIP_WINDOW_BITS)
     }
 }
 

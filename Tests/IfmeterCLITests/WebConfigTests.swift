@@ -82,6 +82,16 @@ struct WebConfigParsingTests {
             ("tls_server_config:\n  key_file: k\n", 1, "needs cert_file and key_file"),
             ("basic_auth_users:\n  alice: x\n   bob: y\n", 3, "'alice' has a value and nested keys"),
             ("basic_auth_users:\n    alice: x\n  bob: y\n", 3, "indentation does not match"),
+            // Costs libxcrypt cannot check (3: no password ever matches) or
+            // that would take a core for minutes (17 and up; 31: days).
+            ("basic_auth_users:\n  alice: '$2y$03$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi'\n", 2, "the bcrypt cost of 'alice' is 3, outside the 4 to 16"),
+            ("basic_auth_users:\n  alice: '$2y$17$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi'\n", 2, "the bcrypt cost of 'alice' is 17, outside the 4 to 16"),
+            ("basic_auth_users:\n  bob: '$2b$31$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi'\n", 2, "the bcrypt cost of 'bob' is 31"),
+            ("basic_auth_users:\n  alice: '$2y$1x$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi'\n", 2, "not a bcrypt hash"),
+            // Asking for auth or TLS and naming nothing must not serve without them.
+            ("basic_auth_users:\n", 1, "basic_auth_users names no user"),
+            ("# users\nbasic_auth_users:   # none yet\n", 2, "basic_auth_users names no user"),
+            ("tls_server_config:\n", 1, "tls_server_config names no cert_file and key_file"),
         ]
         for (text, line, message) in cases {
             do throws(WebConfigError) {
@@ -116,6 +126,18 @@ struct WebConfigParsingTests {
         #expect(result.status == 64 && result.err.contains("cannot read the web config") && result.err.contains("See 'ifmeter serve --help'"), "\(result.err)")
     }
 
+    @Test func costsFourToSixteenAreAccepted() throws {
+        let config = try WebConfig.parse("""
+            basic_auth_users:
+              low: '$2y$04$1UsdL5z3DmGrn0i6IXoxWeliFjC3y6EHR8msuVyv/Y23nO9muo3v2'
+              high: '$2y$16$9IyA068dxYhXirPzQUDhXuYT7GrmSpwygsoCLYoF89NHZTihY89Qu'
+            """, folder: "/nonexistent")
+        #expect(config.users.count == 2 && !config.asksForNothing)
+        for text in ["", "# nothing yet\n", "---\n# a comment\n\n"] {
+            #expect(try WebConfig.parse(text, folder: "/nonexistent").asksForNothing, "\(text.debugDescription)")
+        }
+    }
+
     @Test func helpDocumentsTheWebConfig() throws {
         let help = try ifmeter(["serve", "--help"]).out
         #expect(help.contains("--web-config <file>"))
@@ -129,6 +151,78 @@ struct WebConfigParsingTests {
 @Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
 struct WebConfigServeTests {
     static let port: UInt16 = 9874
+
+    /// `ifmeter serve --web-config CONFIG` in a namespace of its own, on a
+    /// port of ours, given at most 10 s (a start that hangs fails).
+    func serveOnce(_ config: String) throws -> (err: String, status: Int32, seconds: Double) {
+        let ns = try TestNamespace()
+        let started = Date()
+        let result = try run(["ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:9872", "--web-config", config],
+                             allowFailure: true, timeout: 10)
+        return (result.err, result.status, Date().timeIntervalSince(started))
+    }
+
+    @Test func costsOutsideFourToSixteenAndEmptyUsersAreOneLineAndExit65() throws {
+        try Netns.requireRoot()
+        let fixture = try AuthFixture(hash: "$2y$31$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi", password: "")
+        let expensive = try fixture.config()
+        var result = try serveOnce(expensive)
+        #expect(result.status == 65, "\(result)")
+        #expect(result.err == "Error: web config \(expensive):2: the bcrypt cost of 'prometheus' is 31, outside the 4 to 16 ifmeter accepts; make a new hash with 'htpasswd -nBC 10 prometheus'\n")
+        let none = try fixture.write("none.yml", "# who may scrape\nbasic_auth_users:\n")
+        result = try serveOnce(none)
+        #expect(result.status == 65 && result.err.hasPrefix("Error: web config \(none):2: basic_auth_users names no user;"), "\(result)")
+        #expect(result.err.split(separator: "\n").count == 1)
+    }
+
+    /// A FIFO (or a folder) where a file should be is refused at once, not
+    /// opened and waited on: as --web-config a usage error (64), as a file
+    /// the config names bad data (65).
+    @Test func aFIFOOrAFolderInsteadOfAFileIsRefusedAtOnce() throws {
+        try Netns.requireRoot()
+        let fixture = try AuthFixture(hash: "", password: "")
+        let fifo = fixture.dir + "/web.fifo"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        var result = try serveOnce(fifo)
+        #expect(result.status == 64 && result.seconds < 3, "\(result)")
+        #expect(result.err == "Error: cannot read the web config '\(fifo)': not a regular file (a FIFO); name a readable YAML file with '--web-config'. See 'ifmeter serve --help'.\n")
+        result = try serveOnce(fixture.dir)
+        #expect(result.status == 64 && result.err.contains("not a regular file (a folder)"), "\(result)")
+
+        #expect(mkfifo(fixture.dir + "/cert.fifo", 0o600) == 0 && mkfifo(fixture.dir + "/ca.fifo", 0o600) == 0)
+        let pem = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+        _ = try fixture.write("server.crt", pem)
+        _ = try fixture.write("server.key", pem)
+        let cert = try fixture.write("cert.yml", "tls_server_config:\n  cert_file: cert.fifo\n  key_file: server.key\n")
+        result = try serveOnce(cert)
+        #expect(result.status == 65 && result.seconds < 3, "\(result)")
+        #expect(result.err == "Error: web config \(cert):2: cannot read cert_file '\(fixture.dir)/cert.fifo': not a regular file (a FIFO); fix the path (relative paths start at the config's folder)\n")
+        let ca = try fixture.write("ca.yml", """
+            tls_server_config:
+              cert_file: server.crt
+              key_file: server.key
+              client_auth_type: RequireAndVerifyClientCert
+              client_ca_file: ca.fifo
+            """)
+        result = try serveOnce(ca)
+        #expect(result.status == 65 && result.seconds < 3 && result.err.contains("\(ca):5: cannot read client_ca_file"), "\(result)")
+    }
+
+    /// A config that asks for nothing (empty, comments only) serves as
+    /// without one, and says so.
+    @Test func aConfigThatAsksForNothingServesWithAWarning() throws {
+        try Netns.requireRoot()
+        let fixture = try AuthFixture(hash: "", password: "")
+        for (name, text) in [("empty.yml", ""), ("comments.yml", "# TLS and users to come\n---\n")] {
+            let ns = try TestNamespace()
+            let config = try fixture.write(name, text)
+            let server = try startServe(in: ns, port: 9873, ["--listen", "127.0.0.1:9873", "--web-config", config])
+            defer { server.stop() }
+            #expect(try RawHTTP.request("/metrics", port: 9873, in: ns.name).status == 200)
+            let warning = "Warning: the web config \(config) names neither tls_server_config nor basic_auth_users: serving plain HTTP without authentication, as without --web-config."
+            #expect(server.log.split(separator: "\n").first.map(String.init) == warning, "\(name): \(server.log)")
+        }
+    }
 
     func serve(_ ns: TestNamespace, config: String) throws -> Background {
         let server = try Background(["ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--interval", "500ms", "--web-config", config], name: "serve")

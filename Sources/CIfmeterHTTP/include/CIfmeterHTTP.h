@@ -25,6 +25,7 @@ typedef struct cifm_http_limits {
     unsigned int request_deadline_ms;  // a whole request (TLS handshake included) must arrive within this
     size_t max_query_bytes;         // longer query strings are refused (414)
     unsigned int max_query_params;  // so are query strings with more parameters
+    size_t send_budget;             // memory of responses being inflated; past it the oldest one's connection is closed
 } cifm_http_limits;
 
 /// What ifmeter knows of one request; libmicrohttpd's `req_cls` points to
@@ -33,7 +34,18 @@ typedef struct cifm_http_request {
     int seen;              // the handler has been called for it
     int uri_too_long;      // the query string is over the limits (its parameters were not parsed)
     uint64_t body_bytes;   // request body received so far
+    int auth_waiting;      // suspended until its credentials are judged (cifm_http_wait_begin)
+    int auth_result;       // CIFM_AUTH_*, set by cifm_http_wait_finish or the stopping server
 } cifm_http_request;
+
+/// What a wait for a verdict on credentials ended with.
+enum {
+    CIFM_AUTH_PENDING = 0,
+    CIFM_AUTH_ALLOWED = 1,
+    CIFM_AUTH_REFUSED = 2,
+    CIFM_AUTH_BUSY = 3,      // no room to verify now: 503
+    CIFM_AUTH_STOPPING = 4,  // the server stops
+};
 
 /// Loads libmicrohttpd (`library`, such as libmicrohttpd.so.12) and
 /// resolves what ifmeter uses. Returns 0, or -1 with the reason in `error`.
@@ -87,10 +99,61 @@ int cifm_crypt_matches(const char *password, const char *hash);
 /// Returns 0, or -1 when GnuTLS is not there.
 int cifm_sha256(const void *data, size_t len, unsigned char digest[32]);
 
+/// HMAC-SHA256 of `data` under `key` (GnuTLS's) into `digest`. Returns 0,
+/// or -1 when GnuTLS is not there.
+int cifm_hmac_sha256(const void *key, size_t key_len, const void *data, size_t len, unsigned char digest[32]);
+
+/// `len` random bytes from the kernel (getrandom). Returns 0, or -1 with errno.
+int cifm_random_bytes(void *buffer, size_t len);
+
+/// The connection's client as 16 bytes, for counting per client: an IPv4
+/// address as ::ffff:a.b.c.d, an IPv6 address cut to its /64 (one host
+/// usually has a whole /64). Returns 0, or -1 when unknown.
+int cifm_http_client_key(struct MHD_Connection *connection, unsigned char key[16]);
+
+/// bcrypt verifications on a few threads of their own, off the request
+/// path: a queue of at most `max_queued` checks, `workers` at a time.
+typedef struct cifm_crypt_pool cifm_crypt_pool;
+/// Called on a pool thread when a check is done: whether the password
+/// matched (1, 0, or -1 when libcrypt refused the hash) and how long the
+/// check took.
+typedef void (*cifm_crypt_done)(void *cls, int matched, uint64_t nanoseconds);
+/// NULL when no thread could be started.
+cifm_crypt_pool *cifm_crypt_pool_create(unsigned int workers, unsigned int max_queued);
+/// Queues a check of `password` (`len` bytes, no NUL; copied, and wiped
+/// after) against `hash` (copied). With `only_if_idle`, refused unless a
+/// worker is free now. Returns 0 when queued (`done` will run once), -1
+/// when refused (full, busy, or out of memory; `done` will not run).
+int cifm_crypt_pool_submit(cifm_crypt_pool *pool, const char *password, size_t len, const char *hash, int only_if_idle,
+                           cifm_crypt_done done, void *cls);
+/// Checks queued or running.
+unsigned int cifm_crypt_pool_load(cifm_crypt_pool *pool);
+/// The pool's threads finish what is queued and end; the last frees it.
+void cifm_crypt_pool_release(cifm_crypt_pool *pool);
+
+/// A request suspended until a verdict on its credentials: its connection
+/// leaves libmicrohttpd's polling (no thread waits) until
+/// `cifm_http_wait_finish`, and the request deadline does not apply.
+typedef struct cifm_http_wait cifm_http_wait;
+/// Suspends `connection` (from its access handler) and marks `request` as
+/// waiting. NULL when it cannot wait (the server is stopping, or the
+/// connection is not tracked): answer at once then.
+cifm_http_wait *cifm_http_wait_begin(struct MHD_Connection *connection, cifm_http_request *request);
+/// Gives the request its verdict `result` (CIFM_AUTH_*) and resumes its
+/// connection, after `delay_ms` (on the server's timer thread) when not 0.
+/// Call exactly once per wait, from any thread; it frees `wait`. When the
+/// server stopped meanwhile (it resumed the connection itself, with
+/// CIFM_AUTH_STOPPING), it only frees `wait`.
+void cifm_http_wait_finish(cifm_http_wait *wait, int result, unsigned int delay_ms);
+/// The request's verdict as the wait left it (CIFM_AUTH_PENDING while it waits).
+int cifm_http_wait_result(const cifm_http_request *request);
+
 /// Connections closed so far for being too slow (the request deadline), for
 /// sending no request line by the deadline after a response (idle: kept
-/// alive between scrapes) and to make room (evicted), since the start.
-void cifm_http_counts(cifm_http_server *server, uint64_t *deadline_closed, uint64_t *idle_closed, uint64_t *evicted);
+/// alive between scrapes), to make room (evicted), and to keep responses
+/// being inflated within the send budget (budget), since the start.
+void cifm_http_counts(cifm_http_server *server, uint64_t *deadline_closed, uint64_t *idle_closed, uint64_t *evicted,
+                      uint64_t *budget_closed);
 
 /// Stops the daemon (in-flight responses finish first) and frees it.
 void cifm_http_stop(cifm_http_server *server);
@@ -105,6 +168,9 @@ int cifm_http_gzip(const void *input, size_t input_len, int level, void **output
 /// once, such as the last output's: a buffer grown by doubling holds up to
 /// twice the output, and a copy of the half while it grows.
 typedef struct cifm_gzip cifm_gzip;
+/// The window these streams are deflated with (16 KiB): inflating one
+/// needs no bigger one.
+#define CIFM_GZIP_WINDOW_BITS 14
 cifm_gzip *cifm_gzip_begin(int level, size_t expected);
 /// Returns 0, or a zlib error code (then only `cifm_gzip_abort` remains).
 int cifm_gzip_write(cifm_gzip *gz, const void *data, size_t len);
@@ -113,11 +179,17 @@ int cifm_gzip_write(cifm_gzip *gz, const void *data, size_t len);
 int cifm_gzip_end(cifm_gzip *gz, void **output, size_t *output_len);
 void cifm_gzip_abort(cifm_gzip *gz);
 
-/// A response that sends the inflated contents of a gzip body, inflated
-/// piece by piece as the client reads, so the whole is never held.
-/// `size` is the inflated length. `release(release_cls)` runs when the
-/// response is done with `gz`. NULL when libmicrohttpd or zlib fails.
-struct MHD_Response *cifm_mhd_create_gunzip_response(const void *gz, size_t gz_len, uint64_t size,
-                                                     void (*release)(void *), void *release_cls);
+/// A response for `connection` that sends the inflated contents of a gzip
+/// body, inflated piece by piece as the client reads, so the whole is never
+/// held. `size` is the inflated length. `release(release_cls)` runs when
+/// the response is done with `gz`. NULL when libmicrohttpd or zlib fails.
+/// `window_bits`: the window `gz` was deflated with (15 for zlib's
+/// default, CIFM_GZIP_WINDOW_BITS for cifm_gzip's). What it holds
+/// meanwhile (zlib's state and window, libmicrohttpd's block, and the
+/// connection's own memory) counts against the server's send budget:
+/// past it, the connection whose response started first is closed.
+struct MHD_Response *cifm_mhd_create_gunzip_response(struct MHD_Connection *connection, const void *gz, size_t gz_len,
+                                                     uint64_t size, int window_bits, void (*release)(void *),
+                                                     void *release_cls);
 
 #endif
