@@ -88,6 +88,7 @@ struct ServeCommand: Command {
         families = try CompatOption.families(p)
         setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: 10, idleDeltas: false)
         var limits = HTTPLimits()
+        // Any whole number from 1 up; past 2^20 it is 2^20 (file descriptors).
         if let n = try CommonOptions.positiveInt(p, "--max-connections") {
             limits.connections = UInt32(min(n, 1 << 20))
             limits.perClient = max(1, limits.connections / 4)
