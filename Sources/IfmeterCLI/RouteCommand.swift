@@ -25,6 +25,9 @@ struct RouteCommand: Command {
             WireGuard: 60) plus the underlay's link header (14 on Ethernet-like
             links, 0 on raw-IP ones).
 
+            SIGINT, SIGTERM or SIGQUIT end the --over window early: the
+            estimate is over the time sampled.
+
             EXIT STATUS: 0 when no probe leaves outside a tunnel (a probe with no
             route leaves nowhere), 3 when one does, 1 on failure, 64 on usage errors.
             """,
@@ -53,7 +56,8 @@ struct RouteCommand: Command {
         let pipeline = try setup.pipeline()
         let collector = RouteCollector()
         pipeline.subscribe(collector)
-        var waiter = SignalWaiter()
+        if window != nil { StopSignal.install() }
+        var waiter = WindowWaiter()
         pipeline.run(&waiter)
         if let failure = collector.failure { throw .runtime(failure.description) }
         guard let sample = collector.sample else { throw .runtime("no sample was taken") }
@@ -69,6 +73,15 @@ struct RouteCommand: Command {
         #else
         throw .runtime("'route' needs Linux's netlink")
         #endif
+    }
+}
+
+/// Waits out the --over window; a stop signal ends it early, and the
+/// window's second sample is taken then (its deltas cover the time sampled).
+struct WindowWaiter: PipelineWaiter {
+    mutating func wait(until deadline: Double, _ pipeline: Pipeline) -> Bool {
+        _ = sleepUntil(deadline)
+        return true
     }
 }
 
