@@ -320,7 +320,18 @@ public struct PeriodUsage: Sendable, Hashable {
     public var counters: Counters
     public var quality: Quality
 
-    public var totalBytes: UInt64 { counters.rxBytes &+ counters.txBytes }
+    /// rx + tx, stopping at 2^64-1 (never a small sum that wrapped).
+    public var totalBytes: UInt64 { counters.rxBytes.saturatingAdd(counters.txBytes) }
+}
+
+extension UInt64 {
+    /// `self + other`, stopping at 2^64-1: a sum of totals read from a file
+    /// (or near the top already) is at least that, never a small number
+    /// that wrapped, and never a trap.
+    public func saturatingAdd(_ other: UInt64) -> UInt64 {
+        let (sum, overflow) = addingReportingOverflow(other)
+        return overflow ? .max : sum
+    }
 }
 
 extension PeriodCalendar {

@@ -8,7 +8,7 @@ public struct Plan: Sendable, Hashable {
             switch self {
             case .rx: c.rxBytes
             case .tx: c.txBytes
-            case .both: c.rxBytes &+ c.txBytes
+            case .both: c.rxBytes.saturatingAdd(c.txBytes)
             }
         }
     }
@@ -83,7 +83,8 @@ public struct UsageTable: Sendable {
         /// The period holds `now`.
         public var current: Bool
 
-        public var totalBytes: UInt64 { counters.rxBytes &+ counters.txBytes }
+        /// rx + tx, stopping at 2^64-1.
+        public var totalBytes: UInt64 { counters.rxBytes.saturatingAdd(counters.txBytes) }
     }
 
     public struct Interface: Sendable {
