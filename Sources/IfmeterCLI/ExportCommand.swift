@@ -58,6 +58,7 @@ struct ExportCommand: Command {
         every = try CommonOptions.duration(p, "--every", default: 15)
         families = try CompatOption.families(p)
         setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: every, idleDeltas: false)
+        if !p.has("--probe") { try RouteOptions.check(p) }
         routes = p.has("--probe") ? try RouteOptions(p, command: "export --probe") : nil
     }
 

@@ -228,6 +228,21 @@ struct RouteOptions {
         let names = try CommonOptions.namespaceNames(p) ?? []
         if names.count > 1 { throw p.usage("'\(command)' asks one namespace's routing tables: give one --netns, not \(names.count)") }
         namespace = names.first
+        (probes, underlays, endpoints, overheads) = try Self.values(p)
+    }
+
+    /// Checks the route options' values where no route is followed (serve
+    /// and export without --probe, live over several namespaces): a value
+    /// they would refuse is refused there too, not passed over unread.
+    static func check(_ p: ParsedArguments) throws(CLIError) {
+        _ = try values(p)
+    }
+
+    /// The probes, underlays, endpoints and overheads (0 to 1024 bytes),
+    /// each value checked.
+    private static func values(_ p: ParsedArguments) throws(CLIError)
+        -> ([(text: String, address: IPAddress)], [String: String], [String: IPAddress], [String: Int])
+    {
         var probes: [(String, IPAddress)] = []
         for text in p.has("--probe") ? p.list("--probe") : Self.defaultProbes {
             guard let address = IPAddress(text) else {
@@ -235,7 +250,6 @@ struct RouteOptions {
             }
             probes.append((text, address))
         }
-        self.probes = probes
         func pairs(_ long: String, _ what: String, example: String) throws(CLIError) -> [String: String] {
             var out: [String: String] = [:]
             for item in p.list(long) {
@@ -247,7 +261,7 @@ struct RouteOptions {
             }
             return out
         }
-        underlays = try pairs("--underlay", "if", example: "tun0=eth0")
+        let underlays = try pairs("--underlay", "if", example: "tun0=eth0")
         var endpoints: [String: IPAddress] = [:]
         for (tunnel, text) in try pairs("--endpoint", "address", example: "tun0=192.0.2.7") {
             guard let address = IPAddress(text) else {
@@ -255,7 +269,6 @@ struct RouteOptions {
             }
             endpoints[tunnel] = address
         }
-        self.endpoints = endpoints
         var overheads: [String: Int] = [:]
         for (tunnel, text) in try pairs("--overhead", "bytes", example: "tun0=42") {
             guard let bytes = Int(text), (0...1024).contains(bytes) else {
@@ -263,7 +276,7 @@ struct RouteOptions {
             }
             overheads[tunnel] = bytes
         }
-        self.overheads = overheads
+        return (probes, underlays, endpoints, overheads)
     }
 
     #if os(Linux)

@@ -94,6 +94,7 @@ struct ServeCommand: Command {
             limits.perClient = max(1, limits.connections / 4)
         }
         self.limits = limits
+        if !p.has("--probe") { try RouteOptions.check(p) }
         routes = p.has("--probe") ? try RouteOptions(p, command: "serve --probe") : nil
         webConfigPath = p.value("--web-config")
         webConfig = try webConfigPath.map { path throws(CLIError) in try WebConfig.load(path) }
