@@ -648,8 +648,8 @@ final class FuzzRoom: Sendable {
     deinit { try? FileManager.default.removeItem(atPath: root) }
 
     /// A state file as a sampler leaves it: lo's totals and last counters
-    /// (index 1, this boot), eth0's usage in three hours, a plan for eth0,
-    /// and a schema 1 day row; written through the store, then made one
+    /// (index 1, this boot), gone0's (an interface no longer there), eth0's
+    /// usage in three hours, a plan for eth0, and a schema 1 day row; written through the store, then made one
     /// file (no WAL) so that a copy holds it all.
     func makeBaseState() throws {
         let now = Date().timeIntervalSince1970
@@ -671,6 +671,13 @@ final class FuzzRoom: Sendable {
                 name: "eth0", netns: "", classification: ethernet, index: 7, width: .bits64, speedBps: 1_000_000_000, attributes: nil,
                 totals: all, quality: .exact, events: EventCounts(), baseline: .zero, lastKernelStats: nil, firstSeen: monotonic - 60,
                 lastSeen: monotonic - 50, present: false, deletedAt: monotonic - 50)
+            // Saved with its last counters and not in the namespace: after
+            // an unclean stop its traffic since the save is unknown, and the
+            // hour of meta's `saved` is marked a lower bound.
+            let gone = InterfaceTotals(
+                name: "gone0", netns: "", classification: ethernet, index: 42, width: .bits32, speedBps: nil, attributes: nil,
+                totals: all, quality: .wrapCorrected, events: EventCounts(wraps: 3), baseline: .zero, lastKernelStats: nil,
+                firstSeen: monotonic - 60, lastSeen: monotonic - 5, present: true, deletedAt: nil)
             let hour = LocalZone.system.hourStart(Int64(now))
             let hours = (0..<3).map { n in
                 HourUsage(start: hour - 3600 * Int64(2 - n), counters: Counters(rxBytes: 1000, txBytes: 500, rxPackets: 10, txPackets: 5), quality: .exact)
@@ -679,6 +686,9 @@ final class FuzzRoom: Sendable {
                 [
                     DeltaEngine.SavedSeries(totals: lo, last: InterfaceSample(name: "lo", index: 1, classification: loopback, counters: all), lastTime: monotonic - 5),
                     DeltaEngine.SavedSeries(totals: eth0, last: nil, lastTime: monotonic - 50),
+                    DeltaEngine.SavedSeries(
+                        totals: gone, last: InterfaceSample(name: "gone0", index: 42, classification: ethernet, width: .bits32, counters: all),
+                        lastTime: monotonic - 5),
                 ],
                 usage: [SeriesKey(name: "eth0"): UsageEntry(kind: .ethernet, counters: .zero, quality: .exact, hours: hours)], wallTime: now - 60)
             try store.setPlan(Plan(pattern: "eth0", cycleStartDay: 1, quotaBytes: 1_000_000_000, direction: .both))
