@@ -133,7 +133,7 @@ struct SampleCommand: Command {
     let shown = Box<Set<Quality>>([])
 
     init(_ p: ParsedArguments) throws(CLIError) {
-        count = try CommonOptions.positiveInt(p, "--count")
+        count = try CommonOptions.positiveInt(p, "--count", max: CommonOptions.maxCount)
         watch = p.flag("--watch")
         if watch, count != nil { throw p.usage("'--count' and '--watch' cannot be used together") }
         json = try CommonOptions.format(p, allowed: ["text", "json"], default: "text") == "json"
@@ -206,9 +206,10 @@ struct RecordCommand: Command {
 
     init(_ p: ParsedArguments) throws(CLIError) {
         let interval = try CommonOptions.duration(p, "--interval", default: 1)
-        let count = try CommonOptions.positiveInt(p, "--count")
+        let count = try CommonOptions.positiveInt(p, "--count", max: CommonOptions.maxCount)
         let duration = p.has("--duration") ? try CommonOptions.duration(p, "--duration", default: 0) : nil
         if count != nil, duration != nil { throw p.usage("'--count' and '--duration' cannot be used together") }
+        // Both in Units.durationRange: at most 365 d / 1 ms = 3.2e10 intervals.
         let intervals = duration.map { max(1, Int(($0 / interval).rounded(.down))) } ?? count
         output = p.value("--output").flatMap { $0 == "-" ? nil : $0 }
         setup = try SamplingSetup(p, sampleLimit: intervals.map { $0 + 1 }, stopOnFailure: true)

@@ -107,13 +107,13 @@ enum CommonOptions {
         return kind
     }
 
-    static func samplerOptions(_ p: ParsedArguments) -> SamplerOptions {
+    static func samplerOptions(_ p: ParsedArguments) throws(CLIError) -> SamplerOptions {
         var options = SamplerOptions()
         if let root = p.value("--sysfs-root") { options.sysfs = SysfsReader(root: root) }
         if p.flag("--no-sysfs") { options.sysfs = nil }
         options.forceLinkDump = p.flag("--force-link-dump")
         options.linkEvents = !p.flag("--no-link-events")
-        if let bytes = p.value("--event-buffer").flatMap(Int32.init) { options.eventBufferBytes = bytes }
+        if let bytes = try eventBuffer(p) { options.eventBufferBytes = bytes }
         if p.flag("--all-netns") {
             options.namespaces = .all
         } else if let names = p.has("--netns") ? p.list("--netns") : nil {
@@ -132,27 +132,60 @@ enum CommonOptions {
         #endif
     }
 
+    /// Every duration option (`--interval`, `--every`, `--save-every`,
+    /// `--series-lifetime`, `--duration`, `--over`): 1 ms to 365 days
+    /// (`Units.durationRange`); anything else is a usage error that says so.
     static func duration(_ p: ParsedArguments, _ long: String, default value: Double) throws(CLIError) -> Double {
         guard let text = p.value(long) else { return value }
-        guard let seconds = Units.parseDuration(text), seconds > 0 else {
-            throw p.usage("invalid value '\(text)' for '\(long) <duration>': expected a positive duration like 500ms, 0.5s, 2m or 10")
+        guard let seconds = Units.parseDuration(text), Units.durationRange.contains(seconds) else {
+            throw p.usage(
+                "invalid value '\(text)' for '\(long) <duration>': expected a duration from \(Units.durationRangeText), like 500ms, 0.5s, 2m or 10")
         }
         return seconds
     }
 
-    static func positiveInt(_ p: ParsedArguments, _ long: String) throws(CLIError) -> Int? {
+    /// The largest `--count`: a billion intervals (11 days at 1 ms, far
+    /// longer at any other pace), so that N+1 samples is a count too.
+    static let maxCount = 1_000_000_000
+    /// The most rotated `--json-lines` files `--keep` keeps.
+    static let maxKeep = 1000
+
+    /// A whole number from 1 to `max` (`--count`, `--keep`, `--top`,
+    /// `--max-connections`); anything else is a usage error that gives the
+    /// range.
+    static func positiveInt(_ p: ParsedArguments, _ long: String, max: Int = Int.max) throws(CLIError) -> Int? {
         guard let text = p.value(long) else { return nil }
-        guard let n = Int(text), n > 0 else {
-            throw p.usage("invalid value '\(text)' for '\(long) <n>': expected a positive whole number")
+        guard let n = Int(text), n > 0, n <= max else {
+            throw p.usage("invalid value '\(text)' for '\(long) <n>': expected a whole number from 1 to \(max)")
         }
         return n
     }
 
+    /// A size option: bytes within `range` (at most 2^63-1,
+    /// `Units.parseSize`), like 10MB, 512KiB or 1048576; anything else is a
+    /// usage error that gives the range.
+    static func size(_ p: ParsedArguments, _ long: String, _ range: ClosedRange<UInt64>, _ rangeText: String) throws(CLIError) -> UInt64? {
+        guard let text = p.value(long) else { return nil }
+        guard let bytes = Units.parseSize(text), range.contains(bytes) else {
+            let name = p.spec.options.first { $0.long == long }?.valueName ?? "size"
+            throw p.usage("invalid value '\(text)' for '\(long) <\(name)>': expected a size from \(rangeText), like 10MB, 512KiB or 1048576")
+        }
+        return bytes
+    }
+
+    /// `--event-buffer`: 4 KiB to 1 GiB, what the link-notification
+    /// socket's receive buffer can be made (the kernel doubles the figure).
+    static func eventBuffer(_ p: ParsedArguments) throws(CLIError) -> Int32? {
+        try size(p, "--event-buffer", 4096...(1 << 30), "4KiB to 1GiB").map { Int32($0) }
+    }
+
+    /// `--max-rate`: 1 bit/s to 1000 Tbit/s (`Units.rateRange`).
     static func engineConfiguration(_ p: ParsedArguments, platform: Platform = .linux) throws(CLIError) -> EngineConfiguration {
         var configuration = EngineConfiguration(platform: platform)
         if let text = p.value("--max-rate") {
-            guard let rate = Units.parseRate(text) else {
-                throw p.usage("invalid value '\(text)' for '--max-rate <rate>': expected a rate like 10Gbit, 1Gbit, 125MB or 1.25e9")
+            guard let rate = Units.parseRate(text), Units.rateRange.contains(rate) else {
+                throw p.usage(
+                    "invalid value '\(text)' for '--max-rate <rate>': expected a rate from \(Units.rateRangeText), like 10Gbit, 1Gbit, 125MB or 1.25e9")
             }
             configuration.defaultMaxBytesPerSecond = rate
         }
@@ -186,7 +219,7 @@ struct SamplingSetup {
         saveEvery: Double = 10, idleDeltas: Bool = true
     ) throws(CLIError) {
         source = try CommonOptions.sourceKind(p)
-        samplerOptions = CommonOptions.samplerOptions(p)
+        samplerOptions = try CommonOptions.samplerOptions(p)
         samplerOptions.kernelStats = kernelStats
         configuration = PipelineConfiguration(
             interval: try CommonOptions.duration(p, "--interval", default: 1), filter: try CommonOptions.filter(p),

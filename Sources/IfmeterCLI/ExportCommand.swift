@@ -52,18 +52,13 @@ struct ExportCommand: Command {
             throw p.usage("nothing to export: give --json PATH, --json-lines PATH or --textfile PATH")
         }
         if json == "-" && jsonLines == "-" { throw p.usage("only one of --json and --json-lines can write to stdout") }
-        if let text = p.value("--max-size") {
-            guard let bytes = Units.parseRate(text), bytes >= 1024 else {
-                throw p.usage("invalid value '\(text)' for '--max-size <size>': expected a size of at least 1KiB, like 10MB or 512KiB")
-            }
-            maxSize = Int(bytes)
-        } else {
-            maxSize = 10_000_000
-        }
-        keep = try CommonOptions.positiveInt(p, "--keep") ?? 5
+        // 1 KiB to 2^63-1 bytes (what a file's size can be).
+        maxSize = Int(try CommonOptions.size(p, "--max-size", 1024...Units.maxSize, "1KiB to 9223372036854775807B (2^63-1)") ?? 10_000_000)
+        keep = try CommonOptions.positiveInt(p, "--keep", max: CommonOptions.maxKeep) ?? 5
         every = try CommonOptions.duration(p, "--every", default: 15)
         families = try CompatOption.families(p)
         setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: every, idleDeltas: false)
+        if !p.has("--probe") { try RouteOptions.check(p) }
         routes = p.has("--probe") ? try RouteOptions(p, command: "export --probe") : nil
     }
 

@@ -32,6 +32,7 @@ struct LiveCommand: Command {
         let named = try CommonOptions.namespaceNames(p)?.count ?? 0
         let several = p.flag("--all-netns") || named > 1
         if several, p.has("--probe") { throw p.usage("'--probe' asks one namespace's routing tables: give one --netns, not several") }
+        if several { try RouteOptions.check(p) }
         routes = several ? nil : try RouteOptions(p, command: "live")
     }
 

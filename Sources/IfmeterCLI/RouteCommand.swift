@@ -25,6 +25,9 @@ struct RouteCommand: Command {
             WireGuard: 60) plus the underlay's link header (14 on Ethernet-like
             links, 0 on raw-IP ones).
 
+            SIGINT, SIGTERM or SIGQUIT end the --over window early: the
+            estimate is over the time sampled.
+
             EXIT STATUS: 0 when no probe leaves outside a tunnel (a probe with no
             route leaves nowhere), 3 when one does, 1 on failure, 64 on usage errors.
             """,
@@ -53,7 +56,8 @@ struct RouteCommand: Command {
         let pipeline = try setup.pipeline()
         let collector = RouteCollector()
         pipeline.subscribe(collector)
-        var waiter = SignalWaiter()
+        if window != nil { StopSignal.install() }
+        var waiter = WindowWaiter()
         pipeline.run(&waiter)
         if let failure = collector.failure { throw .runtime(failure.description) }
         guard let sample = collector.sample else { throw .runtime("no sample was taken") }
@@ -69,6 +73,15 @@ struct RouteCommand: Command {
         #else
         throw .runtime("'route' needs Linux's netlink")
         #endif
+    }
+}
+
+/// Waits out the --over window; a stop signal ends it early, and the
+/// window's second sample is taken then (its deltas cover the time sampled).
+struct WindowWaiter: PipelineWaiter {
+    mutating func wait(until deadline: Double, _ pipeline: Pipeline) -> Bool {
+        _ = sleepUntil(deadline)
+        return true
     }
 }
 
@@ -215,6 +228,21 @@ struct RouteOptions {
         let names = try CommonOptions.namespaceNames(p) ?? []
         if names.count > 1 { throw p.usage("'\(command)' asks one namespace's routing tables: give one --netns, not \(names.count)") }
         namespace = names.first
+        (probes, underlays, endpoints, overheads) = try Self.values(p)
+    }
+
+    /// Checks the route options' values where no route is followed (serve
+    /// and export without --probe, live over several namespaces): a value
+    /// they would refuse is refused there too, not passed over unread.
+    static func check(_ p: ParsedArguments) throws(CLIError) {
+        _ = try values(p)
+    }
+
+    /// The probes, underlays, endpoints and overheads (0 to 1024 bytes),
+    /// each value checked.
+    private static func values(_ p: ParsedArguments) throws(CLIError)
+        -> ([(text: String, address: IPAddress)], [String: String], [String: IPAddress], [String: Int])
+    {
         var probes: [(String, IPAddress)] = []
         for text in p.has("--probe") ? p.list("--probe") : Self.defaultProbes {
             guard let address = IPAddress(text) else {
@@ -222,7 +250,6 @@ struct RouteOptions {
             }
             probes.append((text, address))
         }
-        self.probes = probes
         func pairs(_ long: String, _ what: String, example: String) throws(CLIError) -> [String: String] {
             var out: [String: String] = [:]
             for item in p.list(long) {
@@ -234,7 +261,7 @@ struct RouteOptions {
             }
             return out
         }
-        underlays = try pairs("--underlay", "if", example: "tun0=eth0")
+        let underlays = try pairs("--underlay", "if", example: "tun0=eth0")
         var endpoints: [String: IPAddress] = [:]
         for (tunnel, text) in try pairs("--endpoint", "address", example: "tun0=192.0.2.7") {
             guard let address = IPAddress(text) else {
@@ -242,7 +269,6 @@ struct RouteOptions {
             }
             endpoints[tunnel] = address
         }
-        self.endpoints = endpoints
         var overheads: [String: Int] = [:]
         for (tunnel, text) in try pairs("--overhead", "bytes", example: "tun0=42") {
             guard let bytes = Int(text), (0...1024).contains(bytes) else {
@@ -250,7 +276,7 @@ struct RouteOptions {
             }
             overheads[tunnel] = bytes
         }
-        self.overheads = overheads
+        return (probes, underlays, endpoints, overheads)
     }
 
     #if os(Linux)

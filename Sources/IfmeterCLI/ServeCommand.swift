@@ -92,11 +92,13 @@ struct ServeCommand: Command {
         families = try CompatOption.families(p)
         setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: 10, idleDeltas: false)
         var limits = HTTPLimits()
+        // Any whole number from 1 up; past 2^20 it is 2^20 (file descriptors).
         if let n = try CommonOptions.positiveInt(p, "--max-connections") {
             limits.connections = UInt32(min(n, 1 << 20))
             limits.perClient = max(1, limits.connections / 4)
         }
         self.limits = limits
+        if !p.has("--probe") { try RouteOptions.check(p) }
         routes = p.has("--probe") ? try RouteOptions(p, command: "serve --probe") : nil
         webConfigPath = p.value("--web-config")
         webConfig = try webConfigPath.map { path throws(CLIError) in try WebConfig.load(path) }

@@ -88,18 +88,20 @@ final class LineReader {
                 defer { start = buffer.count }
                 return buffer[start...]
             }
-            // Keep the unfinished line, read more after it.
+            // Keep the unfinished line, read more after it (into a
+            // scratch buffer, appended as one copy: no 64 KiB of zeros
+            // written and cut off per read).
             buffer.removeSubrange(0..<start)
             start = 0
-            let before = buffer.count
-            buffer.append(contentsOf: repeatElement(0, count: 1 << 16))
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress! + before, 1 << 16) }
+            let n = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1 << 16) { scratch in
+                let n = read(fd, scratch.baseAddress!, scratch.count)
+                if n > 0 { buffer.append(contentsOf: UnsafeBufferPointer(rebasing: scratch[..<n])) }
+                return n
+            }
             if n < 0 {
-                buffer.removeSubrange(before...)
                 if errno == EINTR { continue }
                 throw .runtime("cannot read '\(name)': \(String(cString: strerror(errno)))")
             }
-            buffer.removeSubrange((before + n)...)
             if n == 0 { atEnd = true }
         }
     }

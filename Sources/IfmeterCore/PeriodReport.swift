@@ -100,6 +100,14 @@ public struct PeriodReport: Sendable {
     /// each tunnel's outside bytes over the period.
     public var route: RouteExposition?
 
+    /// When the totals count from: the state's, unless that is no time a
+    /// calendar holds (a state file's meta said 1e300, inf or garbage):
+    /// then this run's `since`, as for a state without one.
+    public var totalsSince: Double {
+        guard let state, LocalZone.second(state.since) != nil else { return since }
+        return state.since
+    }
+
     public init(
         host: String, source: String, period: Period, interfaces: [InterfaceTotals],
         periodEntries: [SeriesKey: PeriodAccumulator.Entry], since: Double, state: State?
@@ -156,7 +164,7 @@ public struct PeriodReportRenderer: Sendable {
         }
         func pair(_ rx: Double, _ tx: Double) -> JSONValue {
             .object([
-                "rx_bytes": .number(UInt64(rx)), "tx_bytes": .number(UInt64(tx)),
+                "rx_bytes": .number(UInt64(clampingBytes: rx)), "tx_bytes": .number(UInt64(clampingBytes: tx)),
                 "rx_bytes_per_second": seconds > 0 ? .number(rx / seconds) : .null,
                 "tx_bytes_per_second": seconds > 0 ? .number(tx / seconds) : .null,
             ])
@@ -175,7 +183,7 @@ public struct PeriodReportRenderer: Sendable {
                 "end_monotonic": .number(report.period.endMonotonic),
                 "seconds": .number(seconds),
             ]),
-            "totals_since": .string(RFC3339.format(report.state?.since ?? report.since)),
+            "totals_since": .string(RFC3339.format(report.totalsSince)),
             "interfaces": .array(interfaces),
             "summary": .object([
                 "physical": pair(summary.physicalRx, summary.physicalTx),
@@ -210,7 +218,7 @@ public struct PeriodReportRenderer: Sendable {
                 note = "Restored across a reboot: traffic between the last save and the reboot is unknown, so restored totals are lower bounds."
             }
             o["state"] = .object([
-                "path": .string(state.path), "since": .string(RFC3339.format(state.since)),
+                "path": .string(state.path), "since": .string(RFC3339.format(report.totalsSince)),
                 "restored": .bool(state.restored), "same_boot": .bool(state.sameBoot), "note": .string(note),
             ])
         }
@@ -223,7 +231,13 @@ public struct PeriodReportRenderer: Sendable {
 
 /// RFC 3339 timestamps in UTC, with milliseconds, without Foundation.
 public enum RFC3339 {
+    /// Any `Double`: a time outside `LocalZone.printable` (years 0001 to
+    /// 9999), or not finite, is clamped to its nearest end (NaN to the
+    /// epoch), never a trap. Callers that read a time from a file check it
+    /// first (`LocalZone.second`) and say what it is.
     public static func format(_ unix: Double) -> String {
+        let limits = Double(LocalZone.printable.lowerBound)...Double(LocalZone.printable.upperBound)
+        let unix = unix.isNaN ? 0 : min(max(unix, limits.lowerBound), limits.upperBound)
         let millis = Int64((unix * 1000).rounded(.down))
         var seconds = millis / 1000
         let ms = Int(millis - seconds * 1000)
@@ -249,5 +263,19 @@ public enum RFC3339 {
         let d = doy - (153 * mp + 2) / 5 + 1
         let m = mp < 10 ? mp + 3 : mp - 9
         return (Int(m <= 2 ? y + 1 : y), Int(m), Int(d))
+    }
+}
+
+extension UInt64 {
+    /// A byte sum kept as a `Double`, as a whole number: NaN and negatives
+    /// are 0, and past 2^64-1 it stops there (never a trap).
+    init(clampingBytes value: Double) {
+        if !(value > 0) {
+            self = 0
+        } else if value >= 18_446_744_073_709_551_616.0 {
+            self = .max
+        } else {
+            self = UInt64(value)
+        }
     }
 }

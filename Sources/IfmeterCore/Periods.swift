@@ -13,6 +13,27 @@ public struct LocalZone: Sendable {
     /// UTC, for tests and machines without a zone.
     public static let utc = LocalZone { _ in 0 }
 
+    /// The instants the period code prints and computes with:
+    /// 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z, the four-digit years
+    /// of RFC 3339. What reads a time from a file refuses one outside it
+    /// (a state file's usage row); the functions here clamp any other
+    /// `Int64` into it first, so that none can make their arithmetic
+    /// overflow (a label of such a time is its end's, never a trap).
+    public static let printable: ClosedRange<Int64> = -62_135_596_800...253_402_300_799
+    /// `printable` as messages say it.
+    public static let printableText = "a time from 0001-01-01 to 9999-12-31 (Unix time -62135596800 to 253402300799)"
+
+    /// `t` moved into `printable`.
+    public static func clamped(_ t: Int64) -> Int64 { min(max(t, printable.lowerBound), printable.upperBound) }
+
+    /// The whole second holding a Unix time given as a `Double` (a wall
+    /// clock's, a file's), when it is finite and in `printable`; nil
+    /// otherwise (NaN, infinities, 1e300 cannot become an `Int64`).
+    public static func second(_ time: Double) -> Int64? {
+        guard time.isFinite, time >= Double(printable.lowerBound), time < Double(printable.upperBound) + 1 else { return nil }
+        return Int64(time.rounded(.down))
+    }
+
     /// A local date and time.
     public struct Civil: Sendable, Hashable, Comparable {
         public var year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int
@@ -24,6 +45,7 @@ public struct LocalZone: Sendable {
 
     /// The local date and time of a Unix time.
     public func civil(_ t: Int64) -> Civil {
+        let t = Self.clamped(t)
         let local = t + Int64(offset(t))
         let days = local >= 0 ? local / 86400 : (local - 86399) / 86400
         let seconds = Int(local - days * 86400)
@@ -35,7 +57,7 @@ public struct LocalZone: Sendable {
     /// (skipped by a daylight-saving change) maps to the instant after the
     /// gap; one that exists twice, to the first.
     public func unix(_ year: Int, _ month: Int, _ day: Int, hour: Int = 0) -> Int64 {
-        let local = Self.days(year, month, day) * 86400 + Int64(hour) * 3600
+        let local = Self.days(year, month, day) * 86400 + Int64(min(max(hour, -1000), 1000)) * 3600
         // Try the offsets around the instant; keep the earliest that maps back.
         let candidates = Set([offset(local - 86400), offset(local), offset(local + 86400)])
             .map { local - Int64($0) }.sorted()
@@ -46,7 +68,10 @@ public struct LocalZone: Sendable {
     }
 
     /// Days since 1970-01-01 of a civil date (Howard Hinnant's days-from-civil).
+    /// Years beyond ±1,000,000 and days beyond ±1,000 are clamped there
+    /// (no calendar date is near them): no argument makes it overflow.
     public static func days(_ year: Int, _ month: Int, _ day: Int) -> Int64 {
+        let year = min(max(year, -1_000_000), 1_000_000), month = min(max(month, 1), 12), day = min(max(day, -1000), 1000)
         let y = Int64(month <= 2 ? year - 1 : year)
         let era = (y >= 0 ? y : y - 399) / 400
         let yoe = y - era * 400
@@ -66,6 +91,7 @@ public struct LocalZone: Sendable {
 
     /// The start of the local hour holding `t`.
     public func hourStart(_ t: Int64) -> Int64 {
+        let t = Self.clamped(t)
         let local = t + Int64(offset(t))
         let into = ((local % 3600) + 3600) % 3600
         return t - into
@@ -73,6 +99,7 @@ public struct LocalZone: Sendable {
 
     /// The start of the local hour after the one starting at `start`.
     public func nextHour(_ start: Int64) -> Int64 {
+        let start = Self.clamped(start)
         let candidate = start + 3600
         let aligned = hourStart(candidate)
         // An offset change of less than an hour moves the boundary.
@@ -82,13 +109,18 @@ public struct LocalZone: Sendable {
     /// RFC 3339 with the local offset, to the second: 2026-03-29T03:00:00+02:00.
     public func rfc3339(_ t: Int64) -> String { rfc3339(t, fraction: "") }
 
-    /// The same with milliseconds: 2026-11-30T23:31:02.125+01:00.
+    /// The same with milliseconds: 2026-11-30T23:31:02.125+01:00. A time
+    /// outside `printable` (or not finite) is clamped to its nearest end
+    /// (NaN to the epoch).
     public func rfc3339(milliseconds time: Double) -> String {
+        let limits = Double(Self.printable.lowerBound)...Double(Self.printable.upperBound)
+        let time = time.isNaN ? 0 : min(max(time, limits.lowerBound), limits.upperBound)
         let whole = time.rounded(.down)
         return rfc3339(Int64(whole), fraction: "." + Self.pad(min(999, Int((time - whole) * 1000)), 3))
     }
 
     private func rfc3339(_ t: Int64, fraction: String) -> String {
+        let t = Self.clamped(t)
         let c = civil(t)
         let off = offset(t)
         let sign = off < 0 ? "-" : "+"
@@ -115,12 +147,24 @@ public enum HourSplit {
         public var counters: Counters
     }
 
+    /// The longest interval split across hours: ten years. A longer one
+    /// (only times read from a crafted state file make one) goes whole to
+    /// the hour of its end, as one whose start is not known does.
+    public static let longestSplitSeconds: Double = 10 * 366 * 86400
+
     /// Splits `counters` (rx/tx bytes and packets) counted over wall time
-    /// [start, end] across the local hours it spans.
+    /// [start, end] across the local hours it spans. Any times at all: an
+    /// end outside `LocalZone.printable` is clamped into it; a start that
+    /// is not finite, not before the end, or more than
+    /// `longestSplitSeconds` before it puts everything in the end's hour.
     public static func split(_ counters: Counters, from start: Double, to end: Double, zone: LocalZone) -> [Share] {
-        let endMs = Int64((end * 1000).rounded(.down))
-        var startMs = Int64((start * 1000).rounded(.down))
-        if !(start.isFinite && end.isFinite) || startMs >= endMs { startMs = endMs }
+        func milliseconds(_ t: Double) -> Int64 {
+            let limits = Double(LocalZone.printable.lowerBound) * 1000...Double(LocalZone.printable.upperBound) * 1000
+            return t.isNaN ? 0 : Int64(min(max(t * 1000, limits.lowerBound), limits.upperBound).rounded(.down))
+        }
+        let endMs = milliseconds(end)
+        var startMs = milliseconds(start)
+        if !(start.isFinite && end.isFinite) || startMs >= endMs || end - start > longestSplitSeconds { startMs = endMs }
         // The last instant of the interval belongs to the hour before `end`
         // when `end` is exactly on a boundary.
         let lastHour = zone.hourStart(endMs > startMs ? (endMs - 1) / 1000 : endMs / 1000)
@@ -241,6 +285,18 @@ public struct PeriodCalendar: Sendable {
 /// One stored slice of usage: an hour (or a longer span kept from before
 /// hours were stored), with its counters and quality.
 public struct UsageSlice: Sendable, Hashable {
+    /// The starts a stored slice may have: 0002-01-01T00:00:00Z to
+    /// 9998-12-31T23:59:59Z. Every period holding one (an hour to a year,
+    /// a billing cycle, in any zone) starts and ends within
+    /// `LocalZone.printable`, so each prints as it is; a state file's row
+    /// outside it is refused (no clock of a running ifmeter is there).
+    public static let startRange: ClosedRange<Int64> = -62_104_060_800...253_370_764_799
+    /// `startRange` as messages say it.
+    public static let startRangeText = "a Unix time from -62104060800 to 253370764799 (0002-01-01 to 9998-12-31)"
+    /// The longest a slice may last: 366 days (an hour, or a day kept from
+    /// schema 1).
+    public static let longestSeconds: Int64 = 366 * 86400
+
     public var name: String
     public var kind: InterfaceKind
     public var start: Int64
@@ -264,7 +320,18 @@ public struct PeriodUsage: Sendable, Hashable {
     public var counters: Counters
     public var quality: Quality
 
-    public var totalBytes: UInt64 { counters.rxBytes &+ counters.txBytes }
+    /// rx + tx, stopping at 2^64-1 (never a small sum that wrapped).
+    public var totalBytes: UInt64 { counters.rxBytes.saturatingAdd(counters.txBytes) }
+}
+
+extension UInt64 {
+    /// `self + other`, stopping at 2^64-1: a sum of totals read from a file
+    /// (or near the top already) is at least that, never a small number
+    /// that wrapped, and never a trap.
+    public func saturatingAdd(_ other: UInt64) -> UInt64 {
+        let (sum, overflow) = addingReportingOverflow(other)
+        return overflow ? .max : sum
+    }
 }
 
 extension PeriodCalendar {

@@ -14,6 +14,13 @@ public struct TraceError: Error, Sendable, Hashable, CustomStringConvertible {
 
 /// Reads trace v1 (JSON Lines) one line at a time, validating as it goes.
 public struct TraceReader: Sendable {
+    /// The largest `t` a line may have, either side of 0: 1e12 s (31,700
+    /// years of a monotonic clock). Within it every difference of two
+    /// times is finite and resolves a tenth of a millisecond, so the
+    /// engine's intervals and rates, and the reports' windows, are figures;
+    /// past it (1e19, 1e308) they are not, and the line is refused.
+    public static let timeLimit: Double = 1e12
+
     public private(set) var header = TraceHeader()
     public private(set) var lineNumber = 0
     private var sawContent = false
@@ -55,7 +62,9 @@ public struct TraceReader: Sendable {
         }
 
         guard let tValue = object["t"] else { throw fail("missing required key \"t\"") }
-        guard let t = tValue.doubleValue, t.isFinite else { throw fail("\"t\" must be a number of seconds") }
+        guard let t = tValue.doubleValue, t.isFinite, abs(t) <= Self.timeLimit else {
+            throw fail("\"t\" must be a number of seconds from -1e12 to 1e12, got \(JSONWriter().string(tValue))")
+        }
         if let lastTime, t < lastTime {
             throw fail("\"t\" \(t) is earlier than the previous line's \(lastTime); lines must be in non-decreasing t order")
         }

@@ -100,8 +100,31 @@ public enum Units {
         return "\(total / 86400) d \(total % 86400 / 3600) h"
     }
 
-    /// Parses a duration: `500ms`, `0.5s`, `2m`, `1h`, or plain seconds.
-    /// Returns nil for anything else, for negatives, and for non-finite values.
+    // MARK: what input may say
+
+    /// The durations options take (`--interval`, `--every`, `--save-every`,
+    /// `--series-lifetime`, `--duration`, `--over`): 1 ms to 365 days. A
+    /// shorter pace is none a sampler keeps, a longer one none anybody
+    /// waits for; within it every deadline, count of intervals and printed
+    /// duration built from one stays far inside `Int` and exact in `Double`.
+    public static let durationRange: ClosedRange<Double> = 0.001...31_536_000
+    /// `durationRange` as messages say it.
+    public static let durationRangeText = "1ms to 365d"
+
+    /// The byte rates `--max-rate` takes: 1 bit/s to 1000 Tbit/s (0.125 to
+    /// 1.25e14 bytes a second), from a modem to far past any link.
+    public static let rateRange: ClosedRange<Double> = 0.125...1.25e14
+    /// `rateRange` as messages say it.
+    public static let rateRangeText = "1bit to 1000Tbit"
+
+    /// The largest size input may give, in bytes: 2^63-1, what SQLite's
+    /// integers, file offsets and `Int` hold.
+    public static let maxSize = UInt64(Int64.max)
+
+    /// Parses a duration: `500ms`, `0.5s`, `2m`, `1h`, `1d`, or plain seconds.
+    /// Returns nil for anything else, for negatives, and for non-finite
+    /// values; the range an option allows (`durationRange`) is its caller's
+    /// to check.
     public static func parseDuration(_ text: String) -> Double? {
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
         var number = Substring(text)
@@ -117,8 +140,62 @@ public enum Units {
         return value * factor
     }
 
+    /// Parses a size in bytes: a number (digits, at most one `.`, and an
+    /// optional exponent: `1.5e9`) with an optional unit: `B`, decimal
+    /// `kB`/`KB`, `MB`, `GB`, `TB`, or binary `KiB`, `MiB`, `GiB`, `TiB`.
+    /// Whole numbers are exact up to 2^63-1 (`9223372036854775807B`);
+    /// fractions round to the nearest byte. Returns nil for anything else,
+    /// and for a size over `maxSize` (`1e19B`, `17179869184GiB`): never a
+    /// value that wrapped or trapped on the way.
+    public static func parseSize(_ text: String) -> UInt64? {
+        let units: [(String, UInt64)] = [
+            ("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("TiB", 1 << 40),
+            ("kB", 1_000), ("KB", 1_000), ("MB", 1_000_000), ("GB", 1_000_000_000), ("TB", 1_000_000_000_000), ("B", 1),
+        ]
+        var number = Substring(text)
+        var factor: UInt64 = 1
+        for (suffix, f) in units where text.hasSuffix(suffix) {
+            number = number.dropLast(suffix.count)
+            factor = f
+            break
+        }
+        guard isDecimal(number) else { return nil }
+        if number.allSatisfy({ $0 >= "0" && $0 <= "9" }) {
+            // Exact: digits times the unit, with every overflow caught.
+            guard let whole = UInt64(number) else { return nil }
+            let (bytes, overflow) = whole.multipliedReportingOverflow(by: factor)
+            return overflow || bytes > maxSize ? nil : bytes
+        }
+        guard let value = Double(number), value.isFinite else { return nil }
+        let bytes = (value * Double(factor)).rounded()
+        // 2^63 is the first Double past the range (maxSize itself is none).
+        guard bytes >= 0, bytes < 9_223_372_036_854_775_808.0 else { return nil }
+        return UInt64(bytes)
+    }
+
+    /// ASCII digits with at most one `.` and an optional exponent
+    /// (`e`/`E`, an optional sign, digits): what `parseSize` reads as a
+    /// number (not `inf`, `nan`, hex floats or signs in front).
+    static func isDecimal(_ text: Substring) -> Bool {
+        var mantissa = text, exponent: Substring?
+        if let e = text.firstIndex(where: { $0 == "e" || $0 == "E" }) {
+            mantissa = text[..<e]
+            var rest = text[text.index(after: e)...]
+            if rest.first == "+" || rest.first == "-" { rest = rest.dropFirst() }
+            exponent = rest
+        }
+        let digits = mantissa.filter { $0 != "." }
+        guard !digits.isEmpty, mantissa.count - digits.count <= 1, digits.allSatisfy({ $0 >= "0" && $0 <= "9" }) else { return false }
+        if let exponent {
+            return !exponent.isEmpty && exponent.allSatisfy { $0 >= "0" && $0 <= "9" }
+        }
+        return true
+    }
+
     /// Parses a rate: `10Gbit`, `100Mbit`, `1.25e9` (bytes/s), `500MB` or
-    /// `500MiB` (per second). Returns bytes per second.
+    /// `500MiB` (per second). Returns bytes per second: positive and finite
+    /// (`1e308Tbit` is none); the range `--max-rate` allows (`rateRange`) is
+    /// its caller's to check.
     public static func parseRate(_ text: String) -> Double? {
         var t = Substring(text)
         if t.hasSuffix("/s") { t = t.dropLast(2) }
@@ -135,6 +212,7 @@ public enum Units {
             break
         }
         guard !t.isEmpty, let value = Double(String(t)), value.isFinite, value > 0 else { return nil }
-        return value * factor
+        let rate = value * factor
+        return rate.isFinite ? rate : nil
     }
 }

@@ -70,8 +70,8 @@ public struct UsageChart: Sendable {
         let plotLeft = Self.left, plotRight = Self.width - Self.right
         let quota = table.granularity == .cycle ? i.plan?.quotaBytes : nil
         let peak = max(rows.map(\.totalBytes).max() ?? 0, quota ?? 0, 1)
-        let (step, ticks) = Self.scale(peak + peak / 20)  // headroom above the tallest bar
-        let top = step * UInt64(ticks)
+        let (step, ticks) = Self.scale(peak.saturatingAdd(peak / 20))  // headroom above the tallest bar
+        let top = step * UInt64(ticks)  // `scale` keeps it within UInt64
         func yOf(_ v: UInt64) -> Double {
             Double(plotBottom) - Double(v) / Double(top) * Double(plotBottom - plotTop)
         }
@@ -136,18 +136,23 @@ public struct UsageChart: Sendable {
 
     /// A round step (1, 2 or 5 times a power of ten, in the binary unit
     /// the labels use: B, KiB, MiB, ...) and a tick count covering `peak`.
+    /// step × ticks never overflows, for any peak up to 2^64-1 (totals near
+    /// it come only from crafted state files): where a round step's top
+    /// would pass 2^64-1, the peak itself is the one tick.
     static func scale(_ peak: UInt64) -> (UInt64, Int) {
-        var unit: UInt64 = 1
-        for _ in 0..<7 {
+        for exponent: UInt64 in 0..<7 {
+            let unit: UInt64 = 1 << (10 * exponent)  // B to EiB
             for m: UInt64 in [1, 2, 5, 10, 20, 50, 100, 200, 500] {
                 let (step, overflow) = m.multipliedReportingOverflow(by: unit)
-                if overflow { return (peak, 1) }
-                let ticks = peak / step + (peak % step == 0 ? 0 : 1)
-                if ticks <= 5 { return (step, Int(max(ticks, 1))) }
+                if overflow { return (max(peak, 1), 1) }
+                let ticks = max(1, peak / step + (peak % step == 0 ? 0 : 1))
+                if ticks <= 5 {
+                    if step.multipliedReportingOverflow(by: ticks).overflow { return (max(peak, 1), 1) }
+                    return (step, Int(ticks))
+                }
             }
-            unit *= 1024
         }
-        return (peak, 1)
+        return (max(peak, 1), 1)
     }
 
     static func f(_ v: Double) -> String { Units.fixed(v, 1) }

@@ -8,7 +8,7 @@ public struct Plan: Sendable, Hashable {
             switch self {
             case .rx: c.rxBytes
             case .tx: c.txBytes
-            case .both: c.rxBytes &+ c.txBytes
+            case .both: c.rxBytes.saturatingAdd(c.txBytes)
             }
         }
     }
@@ -42,23 +42,11 @@ public struct Plan: Sendable, Hashable {
         return plans.sorted { $0.pattern < $1.pattern }.first { $0.matches(stored) }
     }
 
-    /// Parses a size like 20GB, 20GiB, 1.5TB, 500MiB or 1000 (bytes).
+    /// Parses a size like 20GB, 20GiB, 1.5TB, 500MiB or 1000 (bytes), with
+    /// spaces around it, up to 2^63-1 bytes (`Units.parseSize`); nil for
+    /// anything else.
     public static func parseSize(_ text: String) -> UInt64? {
-        let units: [(String, Double)] = [
-            ("KiB", 1024), ("MiB", 1_048_576), ("GiB", 1_073_741_824), ("TiB", 1_099_511_627_776),
-            ("kB", 1e3), ("KB", 1e3), ("MB", 1e6), ("GB", 1e9), ("TB", 1e12), ("B", 1),
-        ]
-        let trimmed = text.trimmingSpaces
-        var number = Substring(trimmed), factor = 1.0
-        for (suffix, f) in units where trimmed.hasSuffix(suffix) {
-            number = trimmed.dropLast(suffix.count)
-            factor = f
-            break
-        }
-        guard !number.isEmpty, number.allSatisfy({ $0.isNumber || $0 == "." }), let value = Double(number) else { return nil }
-        let bytes = (value * factor).rounded()
-        guard bytes.isFinite, bytes >= 0, bytes < 9.2e18 else { return nil }
-        return UInt64(bytes)
+        Units.parseSize(text.trimmingSpaces)
     }
 }
 
@@ -95,7 +83,8 @@ public struct UsageTable: Sendable {
         /// The period holds `now`.
         public var current: Bool
 
-        public var totalBytes: UInt64 { counters.rxBytes &+ counters.txBytes }
+        /// rx + tx, stopping at 2^64-1.
+        public var totalBytes: UInt64 { counters.rxBytes.saturatingAdd(counters.txBytes) }
     }
 
     public struct Interface: Sendable {

@@ -338,6 +338,9 @@ public struct LiveRenderer: Sendable {
 
     /// `30s`, `2m`, `1h`, `1h30m`.
     static func shortDuration(_ seconds: Double) -> String {
+        // Spans are intervals (at most a year) times columns: never near
+        // Int's limits, but no Double is turned into an Int unchecked.
+        guard seconds.isFinite, abs(seconds) < 1e15 else { return seconds.isNaN ? "?" : "∞" }
         let s = Int(seconds.rounded())
         if s < 60 { return "\(s)s" }
         if s < 3600 { return s % 60 == 0 ? "\(s / 60)m" : "\(s / 60)m\(s % 60)s" }

@@ -26,9 +26,13 @@ public struct HourlyUsage: Sendable {
 
     /// Makes the hour holding `wallTime` a lower bound for `key` (traffic
     /// is known to be missing: an unclean stop), adding an empty hour when
-    /// it has none.
+    /// it has none. A time no stored hour may start at (a state file's
+    /// `saved` of 1e300, inf, or year 20000) marks nothing: no such hour
+    /// could be saved or read back.
     public mutating func markLowerBound(_ key: SeriesKey, at wallTime: Double) {
-        let start = zone.hourStart(Int64(wallTime.rounded(.down)))
+        guard let second = LocalZone.second(wallTime) else { return }
+        let start = zone.hourStart(second)
+        guard UsageSlice.startRange.contains(start) else { return }
         add(key, HourUsage(start: start, counters: Counters(rxBytes: 0, txBytes: 0, rxPackets: 0, txPackets: 0), quality: .lowerBound))
     }
 

@@ -49,13 +49,21 @@ public struct SysfsReader: Sendable, Hashable {
         out.ifindex = readInt(dir + "/ifindex")
         out.operstate = readSmallFile(dir + "/operstate").map { $0.trimmingNewline() }
         out.mtu = readInt(dir + "/mtu").flatMap { UInt32(exactly: $0) }
-        if let mbps = readInt(dir + "/speed"), mbps > 0 { out.speedBps = UInt64(mbps) * 1_000_000 }
+        out.speedBps = Self.bitsPerSecond(readInt(dir + "/speed"))
         return out
     }
 
     /// Only the speed (for a periodic re-read of hardware links).
     public func speedBps(_ name: String) -> UInt64? {
-        guard let mbps = readInt(root + "/" + name + "/speed"), mbps > 0 else { return nil }
+        Self.bitsPerSecond(readInt(root + "/" + name + "/speed"))
+    }
+
+    /// A `speed` file's Mbit/s as bit/s: the kernel's figure is 32 bits
+    /// (-1 for unknown); anything not from 1 to 2^32-1 (a file in a
+    /// --sysfs-root tree may say anything) is no known speed, never an
+    /// overflow.
+    static func bitsPerSecond(_ mbps: Int?) -> UInt64? {
+        guard let mbps, mbps > 0, mbps <= Int(UInt32.max) else { return nil }
         return UInt64(mbps) * 1_000_000
     }
 

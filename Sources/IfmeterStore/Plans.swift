@@ -52,10 +52,17 @@ extension StateStore {
         VALUES (?, ?, 3600, ?, ?, ?, ?, ?, ?)
         ON CONFLICT (name, start) DO UPDATE SET
             kind = excluded.kind,
-            rx_bytes = rx_bytes + excluded.rx_bytes, tx_bytes = tx_bytes + excluded.tx_bytes,
-            rx_packets = rx_packets + excluded.rx_packets, tx_packets = tx_packets + excluded.tx_packets,
+            rx_bytes = \(saturatingSum("rx_bytes")), tx_bytes = \(saturatingSum("tx_bytes")),
+            rx_packets = \(saturatingSum("rx_packets")), tx_packets = \(saturatingSum("tx_packets")),
             quality = max(quality, excluded.quality)
         """
+
+    /// `column + excluded.column`, stopping at 2^63-1: SQLite would make an
+    /// integer overflow a real, which readers refuse. (Both are at least 0:
+    /// what is added is clamped, what is there was read back as a count.)
+    static func saturatingSum(_ column: String) -> String {
+        "CASE WHEN \(column) > 9223372036854775807 - excluded.\(column) THEN 9223372036854775807 ELSE \(column) + excluded.\(column) END"
+    }
 
     /// Adds usage to its hours (inside the save's transaction).
     func addHours(_ usage: [SeriesKey: UsageEntry], wallTime: Double, zone: LocalZone = .system) throws(StoreError) {
@@ -95,40 +102,64 @@ extension StateStore {
         try reading(path, verify: verify) { db throws(StoreError) in try slices(db, path: path, zone: zone, since: since) }
     }
 
+    /// Refuses (as bad data naming the row) a slice whose start is outside
+    /// `UsageSlice.startRange`, whose length is not 1 s to 366 days, or
+    /// whose byte or packet count is not a whole number from 0 to 2^63-1;
+    /// a quality this version does not know reads as a lower bound.
     static func slices(_ db: Database, path: String, zone: LocalZone, since: Int64?) throws(StoreError) -> [UsageSlice] {
         var slices: [UsageSlice] = []
-        func counters(_ row: Row, _ from: Int32) -> Counters {
+        func counters(_ check: RowCheck, _ from: Int32) throws(StoreError) -> Counters {
             Counters(
-                rxBytes: UInt64(max(0, row.int(from))), txBytes: UInt64(max(0, row.int(from + 1))),
-                rxPackets: UInt64(max(0, row.int(from + 2))), txPackets: UInt64(max(0, row.int(from + 3))))
+                rxBytes: try check.count(from, "rx_bytes"), txBytes: try check.count(from + 1, "tx_bytes"),
+                rxPackets: try check.count(from + 2, "rx_packets"), txPackets: try check.count(from + 3, "tx_packets"))
         }
         do throws(StoreError) {
             try db.prepare(
                 "SELECT name, kind, period, rx_bytes, tx_bytes, rx_packets, tx_packets, quality FROM usage WHERE granularity = 'day' ORDER BY name, period"
             ).query { row throws(StoreError) in
-                let parts = (row.text(2) ?? "").split(separator: "-").compactMap { Int($0) }
-                guard parts.count == 3 else { return }
-                let start = zone.unix(parts[0], parts[1], parts[2])
+                let name = RowCheck.quoted(row.text(0))
+                guard let (y, m, d) = Self.day(row.text(2) ?? ""),
+                      UsageSlice.startRange.contains(LocalZone.days(y, m, d) * 86400) else {
+                    throw RowCheck(row: row, path: db.path, what: "usage row of \(name)")
+                        .refuse("period", 2, expected: "a day YYYY-MM-DD from 0002-01-01 to 9998-12-31")
+                }
+                let check = RowCheck(row: row, path: db.path, what: "usage row of \(name) for \(RowCheck.quoted(row.text(2)))")
+                let start = zone.unix(y, m, d)
                 if let since, start < since { return }
-                let (y, m, d) = PeriodCalendar.nextDay(parts[0], parts[1], parts[2])
+                let (ny, nm, nd) = PeriodCalendar.nextDay(y, m, d)
                 slices.append(UsageSlice(
                     name: row.text(0) ?? "?", kind: InterfaceKind(rawValue: row.text(1) ?? "") ?? .other, start: start,
-                    seconds: zone.unix(y, m, d) - start, counters: counters(row, 3),
-                    quality: Quality(rawValue: Int(row.int(7))) ?? .lowerBound))
+                    seconds: zone.unix(ny, nm, nd) - start, counters: try counters(check, 3), quality: check.quality(7)))
             }
             if try hasTable(db, "usage_hours") {
                 try db.prepare(
                     "SELECT name, kind, start, seconds, rx_bytes, tx_bytes, rx_packets, tx_packets, quality FROM usage_hours WHERE start >= ? ORDER BY name, start"
                 ).query([.integer(since ?? Int64.min)]) { row throws(StoreError) in
+                    let name = RowCheck.quoted(row.text(0))
+                    let start = try RowCheck(row: row, path: db.path, what: "usage_hours row of \(name)")
+                        .integer(2, "start", in: UsageSlice.startRange, expected: UsageSlice.startRangeText)
+                    let check = RowCheck(row: row, path: db.path, what: "usage_hours row of \(name) starting \(start)")
+                    let seconds = try check.integer(3, "seconds", in: 1...UsageSlice.longestSeconds, expected: "a length in seconds from 1 to 31622400 (366 days)")
                     slices.append(UsageSlice(
-                        name: row.text(0) ?? "?", kind: InterfaceKind(rawValue: row.text(1) ?? "") ?? .other, start: row.int(2),
-                        seconds: row.int(3), counters: counters(row, 4), quality: Quality(rawValue: Int(row.int(8))) ?? .lowerBound))
+                        name: row.text(0) ?? "?", kind: InterfaceKind(rawValue: row.text(1) ?? "") ?? .other, start: start,
+                        seconds: seconds, counters: try counters(check, 4), quality: check.quality(8)))
                 }
             }
         } catch {
-            throw StoreError.notState(path: path, detail: Self.detail(error))
+            throw StoreError.tableFailure(error, path: path)
         }
         return slices
+    }
+
+    /// A calendar date as schema 1 stored it, `YYYY-MM-DD` (the year 1 to
+    /// 9999, a day its month has); nil for anything else.
+    static func day(_ text: String) -> (Int, Int, Int)? {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts.allSatisfy({ !$0.isEmpty && $0.count <= 4 && $0.allSatisfy { $0 >= "0" && $0 <= "9" } }),
+              let y = Int(parts[0]), let m = Int(parts[1]), let d = Int(parts[2]),
+              (1...9999).contains(y), (1...12).contains(m), (1...LocalZone.daysInMonth(y, m)).contains(d)
+        else { return nil }
+        return (y, m, d)
     }
 
     /// The plans of a state file, sorted by pattern. Read-only.
@@ -138,17 +169,23 @@ extension StateStore {
                 guard try hasTable(db, "plans") else { return [] }
                 return try readPlans(db)
             } catch {
-                throw StoreError.notState(path: path, detail: Self.detail(error))
+                throw StoreError.tableFailure(error, path: path)
             }
         }
     }
 
+    /// Refuses (as bad data naming the plan) a cycle start day that is not
+    /// 1 to 31 and a quota that is not NULL or 0 to 2^63-1 bytes (the
+    /// table's CHECK says so too, but a file may have been made without
+    /// it); a direction this version does not know reads as both.
     static func readPlans(_ db: Database) throws(StoreError) -> [Plan] {
         var plans: [Plan] = []
         try db.prepare("SELECT pattern, cycle_start_day, quota_bytes, direction FROM plans ORDER BY pattern").query { row throws(StoreError) in
+            let check = RowCheck(row: row, path: db.path, what: "plans row \(RowCheck.quoted(row.text(0)))")
+            let day = try check.integer(1, "cycle_start_day", in: 1...31, expected: "a day of the month from 1 to 31")
             plans.append(Plan(
-                pattern: row.text(0) ?? "", cycleStartDay: Int(row.int(1)),
-                quotaBytes: row.isNull(2) ? nil : UInt64(max(0, row.int(2))),
+                pattern: row.text(0) ?? "", cycleStartDay: Int(day),
+                quotaBytes: row.isNull(2) ? nil : try check.count(2, "quota_bytes"),
                 direction: Plan.Direction(rawValue: row.text(3) ?? "") ?? .both))
         }
         return plans
@@ -171,7 +208,7 @@ extension StateStore {
                 }
                 return (try names(db), kinds)
             } catch {
-                throw StoreError.notState(path: path, detail: Self.detail(error))
+                throw StoreError.tableFailure(error, path: path)
             }
         }
     }

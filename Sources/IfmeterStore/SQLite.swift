@@ -228,4 +228,21 @@ struct Row {
     func int(_ i: Int32) -> Int64 { sqlite3_column_int64(handle, i) }
     func double(_ i: Int32) -> Double { sqlite3_column_double(handle, i) }
     func text(_ i: Int32) -> String? { sqlite3_column_text(handle, i).map { String(cString: $0) } }
+    /// The value is stored as an integer (not a real, text or blob that
+    /// `int` would convert: 1e19 to 2^63-1, 'NaN' to 0).
+    func isInteger(_ i: Int32) -> Bool { sqlite3_column_type(handle, i) == SQLITE_INTEGER }
+    /// The value is stored as an integer or a real.
+    func isNumber(_ i: Int32) -> Bool { [SQLITE_INTEGER, SQLITE_FLOAT].contains(sqlite3_column_type(handle, i)) }
+
+    /// The value as a message shows it: an integer or real as it is, text
+    /// quoted (escaped, at most 40 characters), NULL and blobs by name.
+    func shown(_ i: Int32) -> String {
+        switch sqlite3_column_type(handle, i) {
+        case SQLITE_INTEGER: String(int(i))
+        case SQLITE_FLOAT: String(double(i))
+        case SQLITE_NULL: "NULL"
+        case SQLITE_BLOB: "a blob"
+        default: "'" + TerminalText.escaped(String((text(i) ?? "").prefix(40))) + "'"
+        }
+    }
 }

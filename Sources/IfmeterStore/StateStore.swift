@@ -322,35 +322,48 @@ public final class StateStore {
         return SeriesKey(netns: String(stored[..<slash]), name: String(stored[stored.index(after: slash)...]))
     }
 
+    /// Every interface's saved state. Refuses (as bad data naming the
+    /// interface) an index that is not NULL or 0 to 2^31-1, a counter that
+    /// is not a 64-bit integer or NULL, a time (last_time, first_seen,
+    /// last_seen, deleted_at) that is not a monotonic time within ±1e12 s,
+    /// and an event count that is not 0 to 2^32-1: no value a crafted file
+    /// holds reaches the engine as one that overflows or spans 10^300 s. A
+    /// width other than 32 reads as 64 bits, a quality this version does
+    /// not know as a lower bound, a kind it does not know as other.
     static func loadSeries(_ db: Database) throws(StoreError) -> [DeltaEngine.SavedSeries] {
         var series: [DeltaEngine.SavedSeries] = []
         let n = Int32(counterColumns.count)
         try db.prepare("SELECT * FROM interfaces ORDER BY name").query { row throws(StoreError) in
             guard let stored = row.text(0), let kindText = row.text(1), let evidence = row.text(2) else { return }
+            let check = RowCheck(row: row, path: db.path, what: "interfaces row \(RowCheck.quoted(stored))")
             let key = Self.key(stored)
             let classification = Classification(kind: InterfaceKind(rawValue: kindText) ?? .other, evidence: evidence)
-            let index: Int? = row.isNull(3) ? nil : Int(row.int(3))
+            let index: Int? = row.isNull(3)
+                ? nil : Int(try check.integer(3, "ifindex", in: 0...Int64(Int32.max), expected: "an interface index from 0 to 2147483647 or NULL"))
             let width = CounterWidth(rawValue: Int(row.int(4))) ?? .bits64
-            let speed: UInt64? = row.isNull(5) ? nil : UInt64(bitPattern: row.int(5))
+            let speed = try check.counter(5, "speed_bps")
             let hasLast = row.int(6) != 0
-            let lastTime = row.double(7)
-            func counters(from column: Int32) -> Counters {
+            let lastTime = try check.time(7, "last_time")
+            func counters(from column: Int32, _ prefix: String) throws(StoreError) -> Counters {
                 var c = Counters()
-                for (k, key) in CounterKey.allCases.enumerated() where !row.isNull(column + Int32(k)) {
-                    c[key] = UInt64(bitPattern: row.int(column + Int32(k)))
+                for (k, key) in CounterKey.allCases.enumerated() {
+                    if let value = try check.counter(column + Int32(k), prefix + key.jsonKey) { c[key] = value }
                 }
                 return c
             }
-            let last = counters(from: 8), totals = counters(from: 8 + n), base = counters(from: 8 + 2 * n)
+            let last = try counters(from: 8, "last_"), totals = try counters(from: 8 + n, "total_"), base = try counters(from: 8 + 2 * n, "base_")
             let q = 8 + 3 * n
+            func events(_ i: Int32, _ column: String) throws(StoreError) -> Int {
+                Int(try check.integer(i, column, in: 0...Int64(UInt32.max), expected: "a count from 0 to 4294967295"))
+            }
             let state = InterfaceTotals(
                 name: key.name, netns: key.netns, classification: classification, index: index, width: width,
                 speedBps: speed, attributes: nil,
-                totals: totals, quality: Quality(rawValue: Int(row.int(q))) ?? .lowerBound,
-                events: EventCounts(wraps: Int(row.int(q + 1)), resets: Int(row.int(q + 2)), recreations: Int(row.int(q + 3)),
-                                    deletions: Int(row.int(q + 4))),
-                baseline: base, lastKernelStats: nil, firstSeen: row.double(q + 5),
-                lastSeen: row.double(q + 6), present: false, deletedAt: row.isNull(q + 7) ? nil : row.double(q + 7))
+                totals: totals, quality: check.quality(q),
+                events: EventCounts(wraps: try events(q + 1, "wraps"), resets: try events(q + 2, "resets"),
+                                    recreations: try events(q + 3, "recreations"), deletions: try events(q + 4, "deletions")),
+                baseline: base, lastKernelStats: nil, firstSeen: try check.time(q + 5, "first_seen"),
+                lastSeen: try check.time(q + 6, "last_seen"), present: false, deletedAt: row.isNull(q + 7) ? nil : try check.time(q + 7, "deleted_at"))
             let sample = hasLast
                 ? InterfaceSample(
                     name: key.name, netns: key.netns, index: index, classification: classification, width: width,

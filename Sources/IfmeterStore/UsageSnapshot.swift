@@ -34,7 +34,7 @@ extension StateStore {
                 return UsageSnapshot(
                     slices: slices, plans: plans, names: try names(db), kinds: kinds, saves: saveStatus(meta, written: written))
             } catch {
-                throw StoreError.notState(path: path, detail: Self.detail(error))
+                throw StoreError.tableFailure(error, path: path)
             }
         }
     }
