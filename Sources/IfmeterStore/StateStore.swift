@@ -137,6 +137,10 @@ public final class StateStore {
             try db.prepare("SELECT key, value FROM meta").query { row throws(StoreError) in
                 if let key = row.text(0), let value = row.text(1) { meta[key] = value }
             }
+            // Read (and checked) before the file is marked as being
+            // written: a file refused for a bad row keeps its marks as they
+            // were.
+            restored = try Self.loadSeries(db)
             let set = try db.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)")
             if role == .sampler {
                 // Running from now: a clean stop says so (`markStopped`).
@@ -151,7 +155,6 @@ public final class StateStore {
                 if meta["saved"] == nil, meta["totals_since"] == nil { meta["totals_since"] = String(now) }
             }
             setMeta = set
-            restored = try Self.loadSeries(db)
             upsertInterface = try db.prepare(Self.upsertSQL)
             addUsage = try db.prepare(Self.usageSQL)
         } catch {
@@ -408,16 +411,6 @@ public final class StateStore {
             try meta.run([.text("boot_id"), .text(bootID)])
             try meta.run([.text("saved"), .text(String(wallTime))])
         }
-    }
-
-    /// Local `YYYY-MM-DD` and `YYYY-MM` of a Unix time.
-    public static func periods(_ time: Double) -> (day: String, month: String) {
-        var t = time_t(time)
-        var parts = tm()
-        localtime_r(&t, &parts)
-        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
-        let month = "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))"
-        return (month + "-" + two(parts.tm_mday), month)
     }
 
     // MARK: reading usage

@@ -75,6 +75,21 @@ import Testing
         #expect(again.uncleanStop && again.restoresTotals && again.lastSaved == noon + 1 && again.since == noon)
     }
 
+    /// A file refused for a row outside what ifmeter writes keeps its marks:
+    /// the refusal does not make it look as if a writer had started and
+    /// died (usage would say "stopped uncleanly").
+    @Test func aFileRefusedForABadRowKeepsItsMarks() throws {
+        do {
+            let store = try open()
+            try store.save([saved("tun0", rx: 1, last: 2)], usage: [:], wallTime: noon + 1)
+            try store.markStopped(wallTime: noon + 2)
+        }
+        try run(["sqlite3", dir + "/state.db", "UPDATE interfaces SET last_time = 1e300"])
+        #expect(failure { _ = try open() } != nil, "the row is refused")
+        let running = try run(["sqlite3", dir + "/state.db", "SELECT value FROM meta WHERE key = 'running'"]).out
+        #expect(running.trimmingCharacters(in: .whitespacesAndNewlines) == "0", "still marked stopped: \(running)")
+    }
+
     @Test func savesAndRestoresEverySeries() throws {
         do {
             let store = try open()
