@@ -30,7 +30,7 @@ let package = Package(
         // C shims for libmicrohttpd's variadic start and zlib's macros.
         .target(name: "CIfmeterHTTP", dependencies: ["CMicroHTTPD", "CZlib"]),
         // The HTTP server: the one place that calls libmicrohttpd.
-        .target(name: "IfmeterHTTP", dependencies: ["IfmeterCore", "CIfmeterHTTP", "CMicroHTTPD"]),
+        .target(name: "IfmeterHTTP", dependencies: ["IfmeterCore", "IfmeterSystem", "CIfmeterHTTP", "CMicroHTTPD"]),
         // C shims for kernel macros and inline structures Swift cannot import.
         .target(
             name: "CIfmeterLinux",
@@ -43,25 +43,32 @@ let package = Package(
         // Platform-neutral: model, classifier rules, delta engine, trace format,
         // report model and renderers. No Linux-only import.
         .target(name: "IfmeterCore"),
+        // The system layer: the one place (with the Linux sampler) that
+        // calls the C library: errno, clocks, signals, files, the terminal,
+        // the local time zone. Its Glibc and Darwin branches live here.
+        .target(
+            name: "IfmeterSystem",
+            dependencies: ["IfmeterCore", .target(name: "CIfmeterLinux", condition: .when(platforms: [.linux]))]
+        ),
         // The only library that touches C: netlink, getifaddrs, sysfs facts.
         .target(
             name: "IfmeterSampling",
             dependencies: [
-                "IfmeterCore",
+                "IfmeterCore", "IfmeterSystem",
                 .target(name: "CNetlink", condition: .when(platforms: [.linux])),
                 .target(name: "CIfmeterLinux", condition: .when(platforms: [.linux])),
             ]
         ),
         // The live view's model and its pure renderer.
-        .target(name: "IfmeterLive", dependencies: ["IfmeterCore"]),
+        .target(name: "IfmeterLive", dependencies: ["IfmeterCore", "IfmeterSystem"]),
         // Persistent totals and daily and monthly usage, in SQLite.
-        .target(name: "IfmeterStore", dependencies: ["IfmeterCore", "CSQLite"]),
+        .target(name: "IfmeterStore", dependencies: ["IfmeterCore", "IfmeterSystem", "CSQLite"]),
         // The one sampling pipeline every command uses: source, filter,
         // engine, persistence, subscribers; and the files it writes.
-        .target(name: "IfmeterPipeline", dependencies: ["IfmeterCore", "IfmeterSampling", "IfmeterStore"]),
+        .target(name: "IfmeterPipeline", dependencies: ["IfmeterCore", "IfmeterSystem", "IfmeterStore"]),
         .target(
             name: "IfmeterCLI",
-            dependencies: ["IfmeterCore", "IfmeterSampling", "IfmeterPipeline", "IfmeterHTTP", "IfmeterLive", "IfmeterStore"]
+            dependencies: ["IfmeterCore", "IfmeterSystem", "IfmeterSampling", "IfmeterPipeline", "IfmeterHTTP", "IfmeterLive", "IfmeterStore"]
         ),
         .executableTarget(
             name: "ifmeter",
@@ -69,21 +76,21 @@ let package = Package(
         ),
         .executableTarget(
             name: "ifmeter-bench",
-            dependencies: ["IfmeterCore", "IfmeterSampling", "IfmeterPipeline", "IfmeterLive", "IfmeterStore", "IfmeterCLI", "CIfmeterBench"]
+            dependencies: ["IfmeterCore", "IfmeterSystem", "IfmeterSampling", "IfmeterPipeline", "IfmeterLive", "IfmeterStore", "IfmeterCLI", "CIfmeterBench"]
         ),
         // Namespaces, veth pairs and traffic for the integration tests, and
         // a scripted counter source.
-        .target(name: "IfmeterTestSupport", dependencies: ["IfmeterCore", "IfmeterSampling", "CIfmeterTestSupport"]),
-        .testTarget(name: "IfmeterCoreTests", dependencies: ["IfmeterCore", "IfmeterTestSupport"]),
+        .target(name: "IfmeterTestSupport", dependencies: ["IfmeterCore", "IfmeterSystem", "IfmeterSampling", "CIfmeterTestSupport"]),
+        .testTarget(name: "IfmeterCoreTests", dependencies: ["IfmeterSystem", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(
             name: "IfmeterSamplingTests",
-            dependencies: ["IfmeterSampling", "IfmeterCore", "CNetlink", "IfmeterTestSupport"]),
-        .testTarget(name: "IfmeterCLITests", dependencies: ["IfmeterCLI", "IfmeterCore", "IfmeterHTTP", "IfmeterTestSupport"]),
-        .testTarget(name: "IfmeterLiveTests", dependencies: ["IfmeterLive", "IfmeterCore", "IfmeterPipeline", "IfmeterTestSupport"]),
-        .testTarget(name: "IfmeterStoreTests", dependencies: ["IfmeterStore", "IfmeterCore", "IfmeterTestSupport"]),
+            dependencies: ["IfmeterSystem", "IfmeterSampling", "IfmeterCore", "CNetlink", "IfmeterTestSupport"]),
+        .testTarget(name: "IfmeterCLITests", dependencies: ["IfmeterSystem", "IfmeterCLI", "IfmeterCore", "IfmeterHTTP", "IfmeterTestSupport"]),
+        .testTarget(name: "IfmeterLiveTests", dependencies: ["IfmeterSystem", "IfmeterLive", "IfmeterCore", "IfmeterPipeline", "IfmeterTestSupport"]),
+        .testTarget(name: "IfmeterStoreTests", dependencies: ["IfmeterSystem", "IfmeterStore", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(
             name: "IfmeterPipelineTests",
-            dependencies: ["IfmeterPipeline", "IfmeterCore", "IfmeterStore", "IfmeterTestSupport"]),
+            dependencies: ["IfmeterSystem", "IfmeterPipeline", "IfmeterCore", "IfmeterStore", "IfmeterTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

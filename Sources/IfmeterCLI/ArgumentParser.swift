@@ -1,3 +1,4 @@
+import IfmeterSystem
 /// A small command-line parser in swift-argument-parser's style: declared
 /// options, generated `USAGE:`/`OPTIONS:` help, validation before running,
 /// and errors as `Error: ...` with a hint.

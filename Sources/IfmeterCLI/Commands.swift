@@ -2,6 +2,7 @@ import IfmeterCore
 import IfmeterPipeline
 import IfmeterSampling
 import IfmeterStore
+import IfmeterSystem
 
 /// A subcommand: its declaration, validation (in `init`) and its work.
 protocol Command {
@@ -218,7 +219,12 @@ struct RecordCommand: Command {
     func run() throws(CLIError) {
         let pipeline = try setup.pipeline()
         let file = try output.map { path throws(CLIError) in
-            try TraceFile(creating: CommandLinePath.output(path, option: "--output", command: Self.spec.name, writing: .inPlace))
+            let path = try CommandLinePath.output(path, option: "--output", command: Self.spec.name, writing: .inPlace)
+            do throws(SystemError) {
+                return try TraceFile(creating: path)
+            } catch {
+                throw CLIError.runtime("cannot create '\(path)': \(error.message)")
+            }
         }
         defer { file?.close() }
         let header = TraceHeader(platform: Platform.current, source: pipeline.source.sourceName, host: hostName())
@@ -240,7 +246,21 @@ struct RecordCommand: Command {
         var waiter = SignalWaiter(stop: { printer.failure != nil })
         pipeline.run(&waiter)
         try printer.check()
-        try file?.sync()
+        do throws(SystemError) {
+            try file?.sync()
+        } catch {
+            throw .runtime("cannot sync '\(file?.path ?? "")': \(error.message)")
+        }
+    }
+}
+
+extension ReplayCommand {
+    static func next(_ lines: LineReader) throws(CLIError) -> ArraySlice<UInt8>? {
+        do throws(SystemError) {
+            return try lines.next()
+        } catch {
+            throw .runtime("cannot read '\(lines.name)': \(error.message)")
+        }
     }
 }
 
@@ -277,14 +297,24 @@ struct ReplayCommand: Command {
 
     func run() throws(CLIError) {
         // Streamed a line at a time: memory does not grow with the trace.
-        let lines = path == "-" ? LineReader(fd: 0, name: "stdin") : try LineReader(opening: path, command: Self.spec.name)
+        let lines: LineReader
+        do throws(SystemError) {
+            lines = path == "-" ? LineReader(fd: 0, name: "stdin") : try LineReader(opening: path)
+        } catch {
+            // A name that names no file, or a folder: the argument is wrong.
+            switch error.errno {
+            case Errno.noSuchFile: throw .usage("no such file '\(path)'", command: Self.spec.name)
+            case Errno.isADirectory: throw .usage("'\(path)' is a folder, not a file", command: Self.spec.name)
+            default: throw .runtime("cannot open '\(path)': \(error.message)")
+            }
+        }
         var reader = TraceReader()
         let name = path == "-" ? "<stdin>" : path
         var engine: DeltaEngine?
         var platform = Platform.linux
         var unmatched = UnmatchedPatterns(filter)
         var samples = 0
-        while let line = try lines.next() {
+        while let line = try Self.next(lines) {
             let record: TraceRecord?
             do {
                 record = try reader.read(line: line)

@@ -7,6 +7,7 @@ import IfmeterCore
 import IfmeterPipeline
 import IfmeterStore
 import IfmeterSampling
+import IfmeterSystem
 
 /// Options several commands share, declared once.
 enum CommonOptions {

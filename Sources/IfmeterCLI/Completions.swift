@@ -1,3 +1,4 @@
+import IfmeterSystem
 /// Shell completions (bash, zsh, fish), generated from the same option specs
 /// as `--help` and the man pages, so they cannot drift from them:
 /// `ifmeter --generate-completion bash|zsh|fish`.

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import IfmeterCore
+import IfmeterSystem
 
 /// The state file of commands that read or change one (usage, plan):
 /// `--state`, else `$IFMETER_STATE`, else /var/lib/ifmeter/state.db for

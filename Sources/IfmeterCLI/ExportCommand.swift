@@ -6,6 +6,7 @@ import Darwin
 import IfmeterCore
 import IfmeterPipeline
 import IfmeterSampling
+import IfmeterSystem
 
 struct ExportCommand: Command {
     static let spec = CommandSpec(

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import IfmeterSystem
 
 /// `ifmeter --generate-manpage [DIR]` and `ifmeter --generate-completion
 /// SHELL`: the man pages and completion scripts, from the option specs

@@ -7,6 +7,7 @@ import IfmeterCore
 import IfmeterLive
 import IfmeterPipeline
 import IfmeterSampling
+import IfmeterSystem
 
 struct LiveCommand: Command {
     static let spec = CommandSpec(
@@ -130,7 +131,7 @@ final class LiveScreen: PipelineSubscriber {
         do {
             try Output.raw("\u{1B}[H" + lines.joined(separator: "\r\n"))
         } catch {
-            TerminalState.stop.store(true, ordering: .relaxed)
+            StopSignal.request()
         }
     }
 }

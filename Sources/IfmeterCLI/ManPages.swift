@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterSystem
 
 /// Man pages in roff (man(7) macros), generated from the same option specs
 /// as `--help` and the completions: ifmeter(1) and one page per subcommand,

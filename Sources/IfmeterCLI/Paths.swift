@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import IfmeterCore
+import IfmeterSystem
 
 /// A file path given on the command line that ifmeter writes: checked once,
 /// at start, before anything is opened or sampled.

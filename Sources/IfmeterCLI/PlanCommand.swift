@@ -6,6 +6,7 @@ import Darwin
 import IfmeterCore
 import IfmeterSampling
 import IfmeterStore
+import IfmeterSystem
 
 /// `ifmeter plan set|list|remove`: data plans kept in the state file.
 struct PlanCommand: Command {

@@ -2,6 +2,7 @@ import IfmeterCore
 import IfmeterPipeline
 import IfmeterSampling
 import IfmeterStore
+import IfmeterSystem
 
 /// Reads the plans and their current cycles from the state file after each
 /// save (and at the first update), for serve's families and live's quota

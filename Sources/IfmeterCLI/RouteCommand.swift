@@ -4,6 +4,7 @@ import Glibc
 import IfmeterCore
 import IfmeterPipeline
 import IfmeterSampling
+import IfmeterSystem
 
 /// `ifmeter route`: the kernel's routing decision for probe addresses, each
 /// tunnel's underlay, and how much traffic went around the tunnels.

@@ -2,6 +2,7 @@
 import IfmeterCore
 import IfmeterPipeline
 import IfmeterSampling
+import IfmeterSystem
 
 /// `serve --probe` (and the live view and export): keeps the probes'
 /// routes and each tunnel's outside estimate from the pipeline's updates.

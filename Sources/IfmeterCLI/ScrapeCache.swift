@@ -2,6 +2,7 @@ import IfmeterCore
 import IfmeterHTTP
 import IfmeterPipeline
 import Synchronization
+import IfmeterSystem
 
 /// What a scrape shows, kept from the pipeline's updates, rendered once
 /// per sample and format when first asked for: every scrape between two

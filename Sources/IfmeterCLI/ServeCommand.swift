@@ -8,6 +8,7 @@ import IfmeterHTTP
 import IfmeterPipeline
 import IfmeterSampling
 import Synchronization
+import IfmeterSystem
 
 /// The default port: not node_exporter's 9100. (Prometheus's list of
 /// exporter ports, 9100-9999, is full, so no number there is unique.)

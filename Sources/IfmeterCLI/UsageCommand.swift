@@ -2,6 +2,7 @@ import IfmeterCore
 import IfmeterPipeline
 import IfmeterSampling
 import IfmeterStore
+import IfmeterSystem
 
 struct UsageCommand: Command {
     static let spec = CommandSpec(

@@ -5,6 +5,7 @@ import Darwin
 #endif
 import IfmeterCore
 import IfmeterHTTP
+import IfmeterSystem
 
 /// A problem in a web config file, at a line when known.
 struct WebConfigError: Error, Equatable {

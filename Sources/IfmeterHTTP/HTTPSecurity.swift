@@ -2,6 +2,7 @@ import CIfmeterHTTP
 import Glibc
 import IfmeterCore
 import Synchronization
+import IfmeterSystem
 
 /// HTTPS settings: PEM text (not paths), client certificates, versions.
 public struct HTTPTLSSettings: Sendable, Equatable {

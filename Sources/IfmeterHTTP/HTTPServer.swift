@@ -3,6 +3,7 @@ import CMicroHTTPD
 import Glibc
 import IfmeterCore
 import Synchronization
+import IfmeterSystem
 
 /// errno, read through a function so that `SystemError.errno` does not
 /// shadow it.

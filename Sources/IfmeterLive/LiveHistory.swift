@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterSystem
 
 /// How long a detail graph looks back; `t` (or Tab) cycles through them.
 public enum LiveSpan: Int, Sendable, CaseIterable {

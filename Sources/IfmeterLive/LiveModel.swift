@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterSystem
 
 /// How the rows are ordered; `s` cycles through them.
 public enum LiveSort: String, Sendable, CaseIterable {

@@ -5,6 +5,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import IfmeterSystem
 
 /// Draws the live view: a pure function from the model and the terminal's
 /// size to screen lines, each exactly `width` columns wide (escape codes

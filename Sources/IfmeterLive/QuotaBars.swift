@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterSystem
 
 extension LiveRenderer {
     /// A quota bar per planned interface with a quota (live with --state):

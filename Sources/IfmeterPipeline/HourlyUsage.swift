@@ -1,5 +1,6 @@
 import IfmeterCore
 import IfmeterStore
+import IfmeterSystem
 
 /// Traffic not yet saved, per interface and local hour: each delta is split
 /// across the hours its interval spans (`HourSplit`), so a save that comes

@@ -1,6 +1,6 @@
 import IfmeterCore
-import IfmeterSampling
 import IfmeterStore
+import IfmeterSystem
 
 /// How a pipeline samples.
 public struct PipelineConfiguration: Sendable {

@@ -1,5 +1,6 @@
 import IfmeterCore
 import IfmeterStore
+import IfmeterSystem
 
 /// Where saved totals go: the state file, or in tests a store that fails
 /// when told to.

@@ -5,6 +5,7 @@ import Glibc
 import Darwin
 #endif
 import IfmeterCore
+import IfmeterSystem
 
 /// Reads counters with getifaddrs: portable to Apple platforms, but its
 /// counters are 32-bit and wrap at 4 GiB (on Linux too: AF_PACKET entries

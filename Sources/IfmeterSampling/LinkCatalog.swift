@@ -3,6 +3,7 @@ import CIfmeterLinux
 import CNetlink
 import Glibc
 import IfmeterCore
+import IfmeterSystem
 
 /// What ifmeter knows about one link besides its counters.
 public struct LinkEntry: Sendable, Hashable {

@@ -3,6 +3,7 @@ import CIfmeterLinux
 import CNetlink
 import Glibc
 import IfmeterCore
+import IfmeterSystem
 
 /// What a link notification (RTM_NEWLINK or RTM_DELLINK) says.
 struct LinkMessage {

@@ -3,6 +3,7 @@ import CIfmeterLinux
 import CNetlink
 import Glibc
 import IfmeterCore
+import IfmeterSystem
 
 /// Which network namespaces a source samples.
 public enum NamespaceSelection: Sendable, Hashable {

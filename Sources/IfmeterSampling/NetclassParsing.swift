@@ -3,6 +3,7 @@ import CIfmeterLinux
 import CNetlink
 import Glibc
 import IfmeterCore
+import IfmeterSystem
 
 /// node_exporter's netclass facts from a link message (RTM_NEWLINK, from a
 /// dump or a notification): everything but what only sysfs has.

@@ -3,6 +3,7 @@ import CIfmeterLinux
 import CNetlink
 import Glibc
 import IfmeterCore
+import IfmeterSystem
 
 /// The one place that calls libnl's socket and message API. Everything above
 /// it sees Swift values; every error carries the libnl or system call.

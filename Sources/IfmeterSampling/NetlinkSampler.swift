@@ -3,6 +3,7 @@ import CIfmeterLinux
 import CNetlink
 import Glibc
 import IfmeterCore
+import IfmeterSystem
 
 /// Reads 64-bit counters with one RTM_GETSTATS dump per sample, asking only
 /// for IFLA_STATS_LINK_64; names and kinds come from a `LinkCatalog`.

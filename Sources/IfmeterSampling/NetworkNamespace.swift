@@ -2,6 +2,7 @@
 import CIfmeterLinux
 import Glibc
 import IfmeterCore
+import IfmeterSystem
 
 /// Runs work inside a named network namespace (`/run/netns/NAME`, as
 /// `ip netns add` makes) without moving the whole process there.

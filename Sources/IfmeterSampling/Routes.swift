@@ -3,6 +3,7 @@ import CIfmeterLinux
 import CNetlink
 import Glibc
 import IfmeterCore
+import IfmeterSystem
 
 /// An IPv4 or IPv6 address, parsed and printed as `inet_pton` and
 /// `inet_ntop` do.

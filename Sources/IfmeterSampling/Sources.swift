@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterSystem
 
 /// Which counter source to use.
 public enum SourceKind: String, CaseIterable, Sendable {

@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterSystem
 
 /// What `/sys/class/net/NAME/` says about one interface.
 public struct SysfsFacts: Sendable, Hashable {

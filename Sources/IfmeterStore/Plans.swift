@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import IfmeterCore
+import IfmeterSystem
 
 /// One local hour's usage of an interface, to add to the state file.
 public struct HourUsage: Sendable, Hashable {

@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterSystem
 
 /// Reads one row of a state file's table, refusing a value outside what
 /// ifmeter writes there as bad data (`StoreError.corrupt`: exit 65 for a

@@ -5,6 +5,7 @@ import Darwin
 #endif
 import CSQLite
 import IfmeterCore
+import IfmeterSystem
 
 /// Why a state file cannot be used, by case: callers pick exit codes and
 /// words from the case, never from the text.

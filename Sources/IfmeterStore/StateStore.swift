@@ -5,6 +5,7 @@ import Darwin
 #endif
 import CSQLite
 import IfmeterCore
+import IfmeterSystem
 
 /// Totals that survive restarts and reboots, usage per local hour and plans,
 /// in one SQLite file (WAL mode).
@@ -592,18 +593,4 @@ public struct UsageEntry: Sendable, Hashable {
         self.quality = quality
         self.hours = hours
     }
-}
-
-/// The kernel's boot id (`/proc/sys/kernel/random/boot_id`); it changes at
-/// every boot. Nil where there is none.
-public func readBootID(_ path: String = "/proc/sys/kernel/random/boot_id") -> String? {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    var buffer = [UInt8](repeating: 0, count: 128)
-    let n = read(fd, &buffer, buffer.count)
-    guard n > 0 else { return nil }
-    var text = String(decoding: buffer[..<n], as: UTF8.self)
-    while text.last == "\n" || text.last == " " { text.removeLast() }
-    return text.isEmpty ? nil : text
 }

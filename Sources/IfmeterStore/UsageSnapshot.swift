@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterSystem
 
 /// Everything `usage` reads of a state file, from one open of it: the
 /// usage slices, the plans, the stored interfaces and their kinds, and

@@ -8,6 +8,7 @@ import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
+import IfmeterSystem
 
 /// A program the test started (cifm_spawn: no signal blocked, only stdin,
 /// stdout and stderr inherited).

@@ -4,6 +4,7 @@ import IfmeterSampling
 #if canImport(Glibc)
 import Glibc
 #endif
+import IfmeterSystem
 
 /// A response as the tests read it.
 public struct HTTPResult: Sendable {

@@ -8,6 +8,7 @@ import IfmeterSampling
 #if canImport(Glibc)
 import Glibc
 #endif
+import IfmeterSystem
 
 /// Integration tests need root to make network namespaces. Without root
 /// they skip with this reason, unless IFMETER_REQUIRE_NETNS=1 (set by

@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterSystem
 
 /// A counter source that plays a script: readings and failures, in order,
 /// so the pipeline is tested without root or a kernel.

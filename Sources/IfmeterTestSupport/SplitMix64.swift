@@ -1,3 +1,4 @@
+import IfmeterSystem
 /// A deterministic generator (SplitMix64), so a failing seed can be rerun.
 public struct SplitMix64: RandomNumberGenerator {
     public var state: UInt64

@@ -5,6 +5,7 @@ import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
+import IfmeterSystem
 
 /// A real tunnel between the two namespaces of a veth pair: a tun in each
 /// (`tA` 10.78.0.1 and `tB` 10.78.0.2, point to point), and a forwarder in

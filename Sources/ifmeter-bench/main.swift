@@ -10,6 +10,7 @@ import IfmeterLive
 import IfmeterPipeline
 import IfmeterSampling
 import IfmeterStore
+import IfmeterSystem
 
 /// Processes the benchmark started and must stop, whatever happens.
 nonisolated(unsafe) var backgroundProcesses: [pid_t] = []

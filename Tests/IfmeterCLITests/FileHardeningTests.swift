@@ -1,5 +1,6 @@
 import Foundation
 import IfmeterCore
+import IfmeterSystem
 import IfmeterTestSupport
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 @testable import IfmeterCLI
 import IfmeterCore
+import IfmeterSystem
 import IfmeterStore
 import IfmeterTestSupport
 import Synchronization

@@ -21,7 +21,7 @@ extension SystemError {
 
 /// errno, read through a function so that `SystemError.errno` does not
 /// shadow it.
-func currentErrno() -> Int32 { errno }
+public func currentErrno() -> Int32 { errno }
 
 /// Seconds on the monotonic clock, the time base of samples and traces.
 public func monotonicSeconds() -> Double {
@@ -31,14 +31,14 @@ public func monotonicSeconds() -> Double {
 }
 
 /// CPU seconds the calling thread has used.
-func threadCPUSeconds() -> Double {
+public func threadCPUSeconds() -> Double {
     var ts = timespec()
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
 /// Reads a small text file whole (sysfs, procfs). Nil when it cannot be read.
-func readSmallFile(_ path: String, limit: Int = 4096) -> String? {
+public func readSmallFile(_ path: String, limit: Int = 4096) -> String? {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { return nil }
     defer { close(fd) }
@@ -57,13 +57,13 @@ func readSmallFile(_ path: String, limit: Int = 4096) -> String? {
 }
 
 /// Whether something exists at `path`, without following a final symlink.
-func pathExists(_ path: String) -> Bool {
+public func pathExists(_ path: String) -> Bool {
     var st = stat()
     return lstat(path, &st) == 0
 }
 
 /// The target of a symlink, or nil.
-func readLink(_ path: String) -> String? {
+public func readLink(_ path: String) -> String? {
     var buffer = [CChar](repeating: 0, count: 4096)
     let n = readlink(path, &buffer, buffer.count - 1)
     guard n > 0 else { return nil }
@@ -71,7 +71,7 @@ func readLink(_ path: String) -> String? {
 }
 
 /// Entry names of a folder, without `.` and `..`.
-func listDirectory(_ path: String) -> [String] {
+public func listDirectory(_ path: String) -> [String] {
     guard let dir = opendir(path) else { return [] }
     defer { closedir(dir) }
     var names: [String] = []
@@ -105,4 +105,21 @@ public func sleepSeconds(_ seconds: Double) {
     guard seconds > 0 else { return }
     var ts = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
     _ = nanosleep(&ts, nil)
+}
+
+/// errno values that callers above the system layer decide by, named.
+public enum Errno {
+    public static let noSuchFile = ENOENT
+    public static let isADirectory = EISDIR
+    public static let notADirectory = ENOTDIR
+    public static let permissionDenied = EACCES
+    public static let notPermitted = EPERM
+    public static let tooManyLinks = ELOOP
+    public static let invalid = EINVAL
+    public static let exists = EEXIST
+    public static let again = EAGAIN
+    public static let interrupted = EINTR
+    public static let noBuffers = ENOBUFS
+    public static let addressInUse = EADDRINUSE
+    public static let noAddress = EADDRNOTAVAIL
 }

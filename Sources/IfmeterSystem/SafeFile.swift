@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import IfmeterCore
 
 /// Creating and opening the files ifmeter writes without following a
 /// symbolic link someone else could plant in their folder: temporary files

@@ -4,55 +4,37 @@ import Glibc
 import Darwin
 #endif
 import IfmeterCore
-import IfmeterPipeline
-import IfmeterSampling
 import Synchronization
 
-/// Writes whole strings to a file descriptor, retrying partial writes, so a
-/// line is never left half-written by an interrupted call.
-///
-/// Text is written with control characters escaped (newlines kept): a name
-/// from the kernel or a trace cannot reach the terminal as an escape
-/// sequence, whichever path it took into a message. Only the live screen,
-/// which draws with escape sequences of its own, writes `raw`.
-enum Output {
-    static func put(_ text: String, to fd: Int32 = 1) throws(CLIError) {
-        try raw(TerminalText.escaped(text, keeping: "\n"), to: fd)
-    }
-
-    /// Writes the text as it is: for the live screen's own escape sequences.
-    static func raw(_ text: String, to fd: Int32 = 1) throws(CLIError) {
-        var bytes = Array(text.utf8)
-        if bytes.isEmpty { return }
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw .runtime("write failed: \(String(cString: strerror(errno)))")
-            }
-            offset += n
+/// Writes all of `bytes` to `fd`, retrying partial and interrupted writes,
+/// so a line is never left half-written.
+public func writeAll(_ bytes: [UInt8], to fd: Int32) throws(SystemError) {
+    var offset = 0
+    while offset < bytes.count {
+        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+        if n < 0 {
+            if errno == EINTR { continue }
+            throw SystemError.system("write")
         }
-        bytes.removeAll()
+        offset += n
     }
-
-    /// stderr: one line, errors ignored (there is nowhere else to report).
-    static func error(_ line: String) {
-        try? put(line + "\n", to: 2)
-    }
-
-    static func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }
 }
 
+/// Whether `fd` is a terminal.
+public func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }
+
+/// An environment variable, when set.
+public func environment(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
+
 /// What every run starts with, before it opens anything.
-enum ProcessStart {
+public enum ProcessStart {
     /// Standard descriptors that are closed (`2>&-`, `>&-`) are opened on
     /// /dev/null first: otherwise the first file ifmeter opens would take
     /// that number, and a log line or a report meant for stderr or stdout
     /// would land in a JSON Lines file or a socket. SIGPIPE is ignored: a
     /// reader that went away makes a write fail (EPIPE), and the command
     /// stops as on any failed write, with its last save, instead of dying.
-    static func prepare() {
+    public static func prepare() {
         for fd: Int32 in 0...2 where fcntl(fd, F_GETFD) == -1 && errno == EBADF {
             let opened = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY)
             // open gives the lowest free number, which is `fd`; anything
@@ -66,28 +48,33 @@ enum ProcessStart {
     }
 }
 
-/// SIGINT, SIGTERM and SIGQUIT ask the running command to stop at its next
-/// wait (a clean stop: the last period written, the state saved). SIGHUP,
-/// where a command installs it (serve, export), asks it to save and reopen
-/// its output files, and it goes on (for logrotate).
+/// The one signal mechanism: every handler sets a flag and writes a byte to
+/// one self-pipe that every wait polls, so a wait returns at once.
 ///
-/// The handler sets a flag and writes a byte to a pipe that every wait
-/// polls, so a wait returns at once. Commands that start threads (serve)
+/// SIGINT, SIGTERM, SIGQUIT, SIGUSR2 and SIGALRM ask the running command to
+/// stop at its next wait (a clean stop: the last period written, the state
+/// saved). SIGHUP and SIGUSR1, where a command installs `hangup` (serve,
+/// export), ask it to save and reopen its output files, and it goes on (for
+/// logrotate); elsewhere they stop it too. SIGWINCH, for the live view,
+/// says the terminal was resized. Commands that start threads (serve)
 /// `block` the signals first, so the threads inherit them blocked, then
 /// `install`, which unblocks them in the calling thread only: the handler
 /// then always runs on the waiting thread.
-enum StopSignal {
-    static let received = Atomic<Int32>(0)
-    static let hangups = Atomic<Int>(0)
-    nonisolated(unsafe) static var pipe: (read: Int32, write: Int32) = (-1, -1)
+public enum StopSignal {
+    public static let received = Atomic<Int32>(0)
+    public static let hangups = Atomic<Int>(0)
+    public static let resized = Atomic<Bool>(false)
+    nonisolated(unsafe) public static var pipe: (read: Int32, write: Int32) = (-1, -1)
 
     /// Signals that stop a command cleanly, with its last save: the usual
     /// three, and SIGUSR2 and SIGALRM, whose default would kill it with no
     /// save. (SIGUSR1 reopens files where SIGHUP does, and stops elsewhere.)
-    static let stopping = [SIGINT, SIGTERM, SIGQUIT, SIGUSR2, SIGALRM]
+    public static let stopping = [SIGINT, SIGTERM, SIGQUIT, SIGUSR2, SIGALRM]
     /// SIGHUP and SIGUSR1 save and reopen (serve, export; installed with
     /// `hangup`).
-    static let reopens = Atomic<Bool>(false)
+    public static let reopens = Atomic<Bool>(false)
+    /// SIGHUP stops like SIGTERM (installed with `hangupStops`).
+    public static let hangupStops = Atomic<Bool>(false)
 
     static func set(_ signals: [Int32]) -> sigset_t {
         var set = sigset_t()
@@ -96,49 +83,21 @@ enum StopSignal {
         return set
     }
 
-    /// SIGHUP stops like SIGTERM (installed with `hangupStops`).
-    static let hangupStops = Atomic<Bool>(false)
-
-    /// `hangup`: SIGHUP saves and reopens instead of ending the process.
-    /// `hangupStops`: SIGHUP (the terminal or the session went) stops it
-    /// cleanly, with a last save, instead of killing it.
-    static func install(hangup: Bool = false, hangupStops: Bool = false) {
+    /// `hangup`: SIGHUP and SIGUSR1 save and reopen instead of ending the
+    /// process. `hangupStops`: SIGHUP (the terminal or the session went)
+    /// stops it cleanly, with a last save, instead of killing it.
+    /// `resize`: SIGWINCH is taken too (the live view).
+    public static func install(hangup: Bool = false, hangupStops: Bool = false, resize: Bool = false) {
         if hangupStops { Self.hangupStops.store(true, ordering: .relaxed) }
         if hangup { Self.reopens.store(true, ordering: .relaxed) }
-        if pipe.read < 0 {
-            var fds: [Int32] = [-1, -1]
-            if Glibc.pipe(&fds) == 0 {
-                for fd in fds {
-                    _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-                    _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-                }
-                pipe = (fds[0], fds[1])
-            }
-        }
+        openPipe()
         // SIGUSR1 is always taken (logrotate configs copied from nginx's
         // send it): it reopens where SIGHUP does, and stops elsewhere.
-        let signals = stopping + [SIGUSR1] + (hangup || hangupStops ? [SIGHUP] : [])
-        for sig in signals {
-            var action = sigaction()
-            let handler: @convention(c) (Int32) -> Void = { signal in
-                let reopen = signal == SIGUSR1 ? StopSignal.reopens.load(ordering: .relaxed)
-                    : signal == SIGHUP && !StopSignal.hangupStops.load(ordering: .relaxed)
-                if reopen {
-                    StopSignal.hangups.add(1, ordering: .relaxed)
-                } else {
-                    StopSignal.received.store(signal, ordering: .relaxed)
-                }
-                var byte: UInt8 = 1
-                _ = write(StopSignal.pipe.write, &byte, 1)
-            }
-            #if canImport(Glibc)
-            action.__sigaction_handler.sa_handler = handler
-            #else
-            action.__sigaction_u.__sa_handler = handler
-            #endif
-            sigemptyset(&action.sa_mask)
-            action.sa_flags = 0  // no SA_RESTART: a wait returns at once
-            sigaction(sig, &action, nil)
+        var signals = stopping + [SIGUSR1] + (hangup || hangupStops ? [SIGHUP] : [])
+        for sig in signals { handle(sig, with: signalHandler) }
+        if resize {
+            handle(SIGWINCH, with: resizeHandler)
+            signals.append(SIGWINCH)
         }
         // A parent may have started us with these blocked (threads of
         // Dispatch-based programs block them, and exec keeps the mask).
@@ -146,19 +105,87 @@ enum StopSignal {
         pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
     }
 
+    /// Asks for a stop from code (the terminal went away), as a signal does.
+    public static func request() {
+        received.store(SIGTERM, ordering: .relaxed)
+        wake()
+    }
+
     /// Blocks the stop signals and SIGHUP in this thread and every thread it
     /// starts from now on; `install` then unblocks them in this thread alone.
-    static func block() {
+    public static func block() {
         var blocked = set(stopping + [SIGHUP, SIGUSR1])
         pthread_sigmask(SIG_BLOCK, &blocked, nil)
     }
 
-    static var requested: Bool { received.load(ordering: .relaxed) != 0 }
+    public static var requested: Bool { received.load(ordering: .relaxed) != 0 }
 
-    /// Whether a SIGHUP came since the last call.
-    static func takeHangup() -> Bool {
+    /// Whether a SIGHUP (or a reopening SIGUSR1) came since the last call.
+    public static func takeHangup() -> Bool {
         hangups.exchange(0, ordering: .relaxed) != 0
     }
+
+    /// Whether a SIGWINCH came since the last call.
+    public static func takeResize() -> Bool { resized.exchange(false, ordering: .relaxed) }
+
+    /// Takes the wake-up bytes, so the pipe is quiet again.
+    public static func drainWakeups() {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        while read(pipe.read, &buffer, buffer.count) > 0 {}
+    }
+
+    static func openPipe() {
+        guard pipe.read < 0 else { return }
+        var fds: [Int32] = [-1, -1]
+        #if canImport(Glibc)
+        let made = Glibc.pipe(&fds) == 0
+        #else
+        let made = Darwin.pipe(&fds) == 0
+        #endif
+        guard made else { return }
+        for fd in fds {
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        }
+        pipe = (fds[0], fds[1])
+    }
+
+    /// Installs `handler` for `sig`; `resetOnce` puts the default back
+    /// after the first (for crash signals that re-raise themselves).
+    static func handle(_ sig: Int32, with handler: @convention(c) (Int32) -> Void, resetOnce: Bool = false) {
+        var action = sigaction()
+        #if canImport(Glibc)
+        action.__sigaction_handler.sa_handler = handler
+        #else
+        action.__sigaction_u.__sa_handler = handler
+        #endif
+        sigemptyset(&action.sa_mask)
+        // No SA_RESTART: a wait returns at once.
+        action.sa_flags = resetOnce ? Int32(truncatingIfNeeded: SA_RESETHAND) : 0
+        sigaction(sig, &action, nil)
+    }
+}
+
+/// Async-signal-safe: one byte to the pipe.
+private func wake() {
+    var byte: UInt8 = 1
+    _ = write(StopSignal.pipe.write, &byte, 1)
+}
+
+private let signalHandler: @convention(c) (Int32) -> Void = { signal in
+    let reopen = signal == SIGUSR1 ? StopSignal.reopens.load(ordering: .relaxed)
+        : signal == SIGHUP && !StopSignal.hangupStops.load(ordering: .relaxed)
+    if reopen {
+        StopSignal.hangups.add(1, ordering: .relaxed)
+    } else {
+        StopSignal.received.store(signal, ordering: .relaxed)
+    }
+    wake()
+}
+
+private let resizeHandler: @convention(c) (Int32) -> Void = { _ in
+    StopSignal.resized.store(true, ordering: .relaxed)
+    wake()
 }
 
 /// Sleeps until `deadline` on the monotonic clock; returns false when a stop
@@ -166,7 +193,7 @@ enum StopSignal {
 /// `watching` has data (link notifications, read when they come; the list
 /// is asked again after, as it can change), and ends the wait when it
 /// returns true; `hangup` runs after a SIGHUP.
-func sleepUntil(
+public func sleepUntil(
     _ deadline: Double, watching: () -> [Int32] = { [] }, readable: () -> Bool = { false }, hangup: () -> Void = {}
 ) -> Bool {
     var watched = watching()
@@ -199,19 +226,13 @@ func sleepUntil(
     return false
 }
 
-/// The machine's host name.
-func hostName() -> String {
-    var buffer = [CChar](repeating: 0, count: 256)
-    guard gethostname(&buffer, buffer.count - 1) == 0 else { return "unknown" }
-    return buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-}
 
 /// What a system error means for a person, by errno.
-enum Describe {
+public enum Describe {
     /// Why a file cannot be written into its folder.
     /// `: it (or /a, on the way) is owned by uid 0 with mode 0700, and this
     /// runs as uid 65534`: which privilege is missing, in facts.
-    static func whoCannot(_ folder: String) -> String {
+    public static func whoCannot(_ folder: String) -> String {
         var path = folder
         var st = stat()
         // The nearest folder that can be looked at, on the way to `folder`.
@@ -225,7 +246,7 @@ enum Describe {
         return ": \(on) \(owner), and ifmeter runs as uid \(geteuid()), gid \(getegid())"
     }
 
-    static func folderProblem(_ error: SystemError, for path: String) -> String {
+    public static func folderProblem(_ error: SystemError, for path: String) -> String {
         let folder = AtomicFile.folder(of: path)
         switch error.errno {
         case ENOENT: return "the folder \(folder) does not exist"
@@ -238,7 +259,7 @@ enum Describe {
 
 /// `2026-11-30 23:31:02 CET`: a wall-clock time as `sample` heads an
 /// interval with it, in the local zone with its abbreviation.
-func localTimeLabel(_ unix: Double) -> String {
+public func localTimeLabel(_ unix: Double) -> String {
     var t = time_t(unix.rounded(.down))
     var parts = tm()
     localtime_r(&t, &parts)

@@ -1,0 +1,32 @@
+import IfmeterCore
+import IfmeterSystem
+
+/// Writes whole strings to a file descriptor, retrying partial writes, so a
+/// line is never left half-written by an interrupted call.
+///
+/// Text is written with control characters escaped (newlines kept): a name
+/// from the kernel or a trace cannot reach the terminal as an escape
+/// sequence, whichever path it took into a message. Only the live screen,
+/// which draws with escape sequences of its own, writes `raw`.
+enum Output {
+    static func put(_ text: String, to fd: Int32 = 1) throws(CLIError) {
+        try raw(TerminalText.escaped(text, keeping: "\n"), to: fd)
+    }
+
+    /// Writes the text as it is: for the live screen's own escape sequences.
+    static func raw(_ text: String, to fd: Int32 = 1) throws(CLIError) {
+        do {
+            try writeAll(Array(text.utf8), to: fd)
+        } catch {
+            throw .runtime("write failed: \(error.message)")
+        }
+    }
+
+    /// stderr: one line, errors ignored (there is nowhere else to report).
+    static func error(_ line: String) {
+        try? put(line + "\n", to: 2)
+    }
+
+    static func isTerminal(_ fd: Int32) -> Bool { IfmeterSystem.isTerminal(fd) }
+}
+

@@ -1,0 +1,26 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The kernel's boot id (`/proc/sys/kernel/random/boot_id`); it changes at
+/// every boot. Nil where there is none.
+public func readBootID(_ path: String = "/proc/sys/kernel/random/boot_id") -> String? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var buffer = [UInt8](repeating: 0, count: 128)
+    let n = read(fd, &buffer, buffer.count)
+    guard n > 0 else { return nil }
+    var text = String(decoding: buffer[..<n], as: UTF8.self)
+    while text.last == "\n" || text.last == " " { text.removeLast() }
+    return text.isEmpty ? nil : text
+}
+
+/// The machine's host name.
+public func hostName() -> String {
+    var buffer = [CChar](repeating: 0, count: 256)
+    guard gethostname(&buffer, buffer.count - 1) == 0 else { return "unknown" }
+    return buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+}
