@@ -375,12 +375,12 @@ struct WebConfig {
 func readTextFile(_ path: String) throws(SystemError) -> String {
     let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
     guard fd >= 0 else {
-        throw SystemError(call: "open(\(path))", errno: errno, message: String(cString: strerror(errno)))
+        throw SystemError.system("open(\(path))", code: errno)
     }
     defer { close(fd) }
     var info = stat()
     guard fstat(fd, &info) == 0 else {
-        throw SystemError(call: "fstat(\(path))", errno: errno, message: String(cString: strerror(errno)))
+        throw SystemError.system("fstat(\(path))", code: errno)
     }
     guard info.st_mode & S_IFMT == S_IFREG else {
         throw SystemError(call: "fstat(\(path))", message: "not a regular file (\(fileKind(info.st_mode)))")
@@ -394,7 +394,7 @@ func readTextFile(_ path: String) throws(SystemError) -> String {
         let n = read(fd, &buffer, buffer.count)
         if n < 0 {
             if errno == EINTR { continue }
-            throw SystemError(call: "read(\(path))", errno: errno, message: String(cString: strerror(errno)))
+            throw SystemError.system("read(\(path))", code: errno)
         }
         if n == 0 { break }
         bytes.append(contentsOf: buffer[..<n])

@@ -224,17 +224,17 @@ public final class BasicAuthenticator: Sendable {
         // (With no user at all, every name is unknown: timed as cost 10.)
         decoyCosts = parsed.isEmpty ? [10] : parsed.values.map(\.cost).sorted()
         var key = [UInt8](repeating: 0, count: 32)
-        guard cifm_random_bytes(&key, key.count) == 0 else { throw .http("getrandom") }
+        guard cifm_random_bytes(&key, key.count) == 0 else { throw .system("getrandom") }
         self.key = key
         var decoys: [Int: String] = [:]
         for cost in Set(decoyCosts + [6]) {
-            guard let decoy = Self.decoyHash(cost: cost) else { throw .http("getrandom") }
+            guard let decoy = Self.decoyHash(cost: cost) else { throw .system("getrandom") }
             decoys[cost] = decoy
         }
         self.decoys = decoys
         let cores = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
         workers = max(1, min(2, cores - 1))
-        guard let pool = cifm_crypt_pool_create(UInt32(workers), Self.maxQueued) else { throw .http("pthread_create") }
+        guard let pool = cifm_crypt_pool_create(UInt32(workers), Self.maxQueued) else { throw .system("pthread_create") }
         self.pool = Pool(pointer: pool)
         // A first estimate of bcrypt's speed (two cost-6 checks, some 5 ms
         // each), for costs not measured yet; then, in the background, one

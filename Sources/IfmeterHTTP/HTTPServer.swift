@@ -5,16 +5,6 @@ import IfmeterCore
 import Synchronization
 import IfmeterSystem
 
-/// errno, read through a function so that `SystemError.errno` does not
-/// shadow it.
-private func currentErrno() -> Int32 { errno }
-
-extension SystemError {
-    /// From errno (as the call left it, or given).
-    static func http(_ call: String, _ code: Int32 = currentErrno()) -> SystemError {
-        SystemError(call: call, errno: code, message: String(cString: strerror(code)))
-    }
-}
 
 /// Where to listen: `127.0.0.1:9874`, `0.0.0.0:9874`, `[::]:9874`, `[::1]:9874`.
 public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
@@ -288,7 +278,7 @@ public final class HTTPServer: Sendable {
         while let info = next {
             next = info.pointee.ai_next
             let fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            guard fd >= 0 else { throw .http("socket") }
+            guard fd >= 0 else { throw .system("socket") }
             var one: Int32 = 1, zero: Int32 = 0
             setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
             if info.pointee.ai_family == AF_INET6 {
@@ -298,13 +288,13 @@ public final class HTTPServer: Sendable {
             if bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) != 0 {
                 let code = errno
                 close(fd)
-                firstError = firstError ?? .http("bind(\(address))", code)
+                firstError = firstError ?? .system("bind(\(address))", code: code)
                 continue
             }
             if Glibc.listen(fd, 511) != 0 {
                 let code = errno
                 close(fd)
-                throw .http("listen(\(address))", code)
+                throw .system("listen(\(address))", code: code)
             }
             return fd
         }

@@ -101,7 +101,7 @@ final class NetlinkSocket {
             for message in NetlinkMessages(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n)) where message.sequence == seq {
                 guard message.type == NLMSG_ERROR else { return .message(message) }
                 let code = message.header(as: nlmsgerr.self)?.error ?? -EIO
-                return .failure(SystemError(call: "netlink \(name)", errno: -code, message: String(cString: strerror(-code))))
+                return .failure(SystemError.system("netlink \(name)", code: -code))
             }
         }
     }
@@ -155,7 +155,7 @@ final class NetlinkSocket {
                         throw SystemError(call: "netlink \(name)", message: "short NLMSG_ERROR message")
                     }
                     if err == 0 { break }
-                    throw SystemError(call: "netlink \(name)", errno: -err, message: String(cString: strerror(-err)))
+                    throw SystemError.system("netlink \(name)", code: -err)
                 case NLMSG_NOOP, NLMSG_OVERRUN:
                     break
                 default:

@@ -504,7 +504,7 @@ public final class StateStore {
     }
 
     static func openFailure(_ path: String, call: String, _ code: Int32) -> StoreError {
-        let error = SystemError(call: "\(call)(\(path))", errno: code, message: String(cString: strerror(code)))
+        let error = SystemError.system("\(call)(\(path))", code: code)
         return code == EACCES || code == EPERM ? .unreadable(path: path, error) : .system(path: path, error)
     }
 

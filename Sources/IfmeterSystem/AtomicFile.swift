@@ -72,7 +72,7 @@ public enum AtomicFile {
         var st = stat()
         guard stat(folder, &st) == 0 else { throw fail("stat(\(folder))") }
         guard (st.st_mode & S_IFMT) == S_IFDIR else {
-            throw SystemError(call: "stat(\(folder))", errno: ENOTDIR, message: String(cString: strerror(ENOTDIR)))
+            throw SystemError.system("stat(\(folder))", code: ENOTDIR)
         }
         let (fd, probe) = try SafeFile.createTemporary(for: folder + "/ifmeter-probe", mode: 0o600)
         close(fd)
@@ -92,8 +92,6 @@ public enum AtomicFile {
         return folder.isEmpty ? "/" : folder
     }
 
-    private static func fail(_ call: String) -> SystemError {
-        let code = errno
-        return SystemError(call: call, errno: code, message: String(cString: strerror(code)))
-    }
+    /// errno as the call left it: the one errno helper (`SystemError.system`).
+    static func fail(_ call: String) -> SystemError { SystemError.system(call) }
 }

@@ -115,8 +115,6 @@ public final class JSONLinesFile {
         }
     }
 
-    private static func fail(_ call: String) -> SystemError {
-        let code = errno
-        return SystemError(call: call, errno: code, message: String(cString: strerror(code)))
-    }
+    /// errno as the call left it: the one errno helper (`SystemError.system`).
+    static func fail(_ call: String) -> SystemError { SystemError.system(call) }
 }

@@ -152,10 +152,8 @@ public enum SafeFile {
         path.split(separator: "/").last.map(String.init) ?? path
     }
 
-    static func fail(_ call: String) -> SystemError {
-        let code = errno
-        return SystemError(call: call, errno: code, message: String(cString: strerror(code)))
-    }
+    /// errno as the call left it: the one errno helper (`SystemError.system`).
+    static func fail(_ call: String) -> SystemError { SystemError.system(call) }
 }
 
 /// open(2), named apart from `SafeFile.open`.
