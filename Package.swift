@@ -30,7 +30,7 @@ let package = Package(
         // C shims for libmicrohttpd's variadic start and zlib's macros.
         .target(name: "CIfmeterHTTP", dependencies: ["CMicroHTTPD", "CZlib"]),
         // The HTTP server: the one place that calls libmicrohttpd.
-        .target(name: "IfmeterHTTP", dependencies: ["IfmeterCore", "IfmeterSystem", "CIfmeterHTTP", "CMicroHTTPD"]),
+        .target(name: "IfmeterHTTP", dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "CIfmeterHTTP", "CMicroHTTPD"]),
         // C shims for kernel macros and inline structures Swift cannot import.
         .target(
             name: "CIfmeterLinux",
@@ -43,6 +43,9 @@ let package = Package(
         // Platform-neutral: model, classifier rules, delta engine, trace format,
         // report model and renderers. No Linux-only import.
         .target(name: "IfmeterCore"),
+        // One renderer per format (text and JSON reports, Prometheus text,
+        // OpenMetrics, usage tables, the SVG chart) and the JSON envelope.
+        .target(name: "IfmeterOutput", dependencies: ["IfmeterCore"]),
         // The system layer: the one place (with the Linux sampler) that
         // calls the C library: errno, clocks, signals, files, the terminal,
         // the local time zone. Its Glibc and Darwin branches live here.
@@ -60,15 +63,18 @@ let package = Package(
             ]
         ),
         // The live view's model and its pure renderer.
-        .target(name: "IfmeterLive", dependencies: ["IfmeterCore", "IfmeterSystem"]),
+        .target(name: "IfmeterLive", dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem"]),
         // Persistent totals and daily and monthly usage, in SQLite.
         .target(name: "IfmeterStore", dependencies: ["IfmeterCore", "IfmeterSystem", "CSQLite"]),
         // The one sampling pipeline every command uses: source, filter,
         // engine, persistence, subscribers; and the files it writes.
-        .target(name: "IfmeterPipeline", dependencies: ["IfmeterCore", "IfmeterSystem", "IfmeterStore"]),
+        .target(name: "IfmeterPipeline", dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterStore"]),
         .target(
             name: "IfmeterCLI",
-            dependencies: ["IfmeterCore", "IfmeterSystem", "IfmeterSampling", "IfmeterPipeline", "IfmeterHTTP", "IfmeterLive", "IfmeterStore"]
+            dependencies: [
+                "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterSampling", "IfmeterPipeline", "IfmeterHTTP", "IfmeterLive",
+                "IfmeterStore",
+            ]
         ),
         .executableTarget(
             name: "ifmeter",
@@ -76,21 +82,24 @@ let package = Package(
         ),
         .executableTarget(
             name: "ifmeter-bench",
-            dependencies: ["IfmeterCore", "IfmeterSystem", "IfmeterSampling", "IfmeterPipeline", "IfmeterLive", "IfmeterStore", "IfmeterCLI", "CIfmeterBench"]
+            dependencies: [
+                "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterSampling", "IfmeterPipeline", "IfmeterLive", "IfmeterStore",
+                "IfmeterCLI", "CIfmeterBench",
+            ]
         ),
         // Namespaces, veth pairs and traffic for the integration tests, and
         // a scripted counter source.
         .target(name: "IfmeterTestSupport", dependencies: ["IfmeterCore", "IfmeterSystem", "IfmeterSampling", "CIfmeterTestSupport"]),
-        .testTarget(name: "IfmeterCoreTests", dependencies: ["IfmeterSystem", "IfmeterCore", "IfmeterTestSupport"]),
+        .testTarget(name: "IfmeterCoreTests", dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(
             name: "IfmeterSamplingTests",
             dependencies: ["IfmeterSystem", "IfmeterSampling", "IfmeterCore", "CNetlink", "IfmeterTestSupport"]),
-        .testTarget(name: "IfmeterCLITests", dependencies: ["IfmeterSystem", "IfmeterCLI", "IfmeterCore", "IfmeterHTTP", "IfmeterTestSupport"]),
-        .testTarget(name: "IfmeterLiveTests", dependencies: ["IfmeterSystem", "IfmeterLive", "IfmeterCore", "IfmeterPipeline", "IfmeterTestSupport"]),
-        .testTarget(name: "IfmeterStoreTests", dependencies: ["IfmeterSystem", "IfmeterStore", "IfmeterCore", "IfmeterTestSupport"]),
+        .testTarget(name: "IfmeterCLITests", dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterCLI", "IfmeterCore", "IfmeterHTTP", "IfmeterTestSupport"]),
+        .testTarget(name: "IfmeterLiveTests", dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterLive", "IfmeterCore", "IfmeterPipeline", "IfmeterTestSupport"]),
+        .testTarget(name: "IfmeterStoreTests", dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterStore", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(
             name: "IfmeterPipelineTests",
-            dependencies: ["IfmeterSystem", "IfmeterPipeline", "IfmeterCore", "IfmeterStore", "IfmeterTestSupport"]),
+            dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterCore", "IfmeterStore", "IfmeterTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

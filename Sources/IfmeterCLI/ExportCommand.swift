@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import IfmeterCore
+import IfmeterOutput
 import IfmeterPipeline
 import IfmeterSampling
 import IfmeterSystem

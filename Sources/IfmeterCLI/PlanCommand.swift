@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import IfmeterCore
+import IfmeterOutput
 import IfmeterSampling
 import IfmeterStore
 import IfmeterSystem

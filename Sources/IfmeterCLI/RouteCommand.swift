@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import IfmeterCore
+import IfmeterOutput
 import IfmeterPipeline
 import IfmeterSampling
 import IfmeterSystem

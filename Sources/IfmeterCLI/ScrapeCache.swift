@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterOutput
 import IfmeterHTTP
 import IfmeterPipeline
 import Synchronization

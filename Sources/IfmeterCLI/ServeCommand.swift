@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import IfmeterCore
+import IfmeterOutput
 import IfmeterHTTP
 import IfmeterPipeline
 import IfmeterSampling

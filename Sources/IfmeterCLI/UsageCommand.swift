@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterOutput
 import IfmeterPipeline
 import IfmeterSampling
 import IfmeterStore

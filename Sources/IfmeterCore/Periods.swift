@@ -129,7 +129,7 @@ public struct LocalZone: Sendable {
             + fraction + "\(sign)\(Self.pad(a / 3600)):\(Self.pad(a % 3600 / 60))"
     }
 
-    static func pad(_ n: Int, _ width: Int = 2) -> String {
+    public static func pad(_ n: Int, _ width: Int = 2) -> String {
         let s = String(n)
         return String(repeating: "0", count: max(0, width - s.count)) + s
     }
@@ -319,6 +319,12 @@ public struct PeriodUsage: Sendable, Hashable {
     public var period: UsagePeriod
     public var counters: Counters
     public var quality: Quality
+
+    public init(period: UsagePeriod, counters: Counters, quality: Quality) {
+        self.period = period
+        self.counters = counters
+        self.quality = quality
+    }
 
     /// rx + tx, stopping at 2^64-1 (never a small sum that wrapped).
     public var totalBytes: UInt64 { counters.rxBytes.saturatingAdd(counters.txBytes) }

@@ -29,7 +29,7 @@ public enum TerminalText {
 
     /// False when nothing in the text would be escaped: one pass over its
     /// UTF-8 bytes, so clean text (nearly all of it) costs no copy.
-    static func mayNeedEscaping(_ text: String, keeping kept: Unicode.Scalar? = nil) -> Bool {
+    public static func mayNeedEscaping(_ text: String, keeping kept: Unicode.Scalar? = nil) -> Bool {
         let keptByte = kept.flatMap { $0.isASCII ? UInt8($0.value) : nil }
         var previous: UInt8 = 0, beforePrevious: UInt8 = 0
         for byte in text.utf8 {

@@ -2,6 +2,7 @@ import CIfmeterHTTP
 import CMicroHTTPD
 import Glibc
 import IfmeterCore
+import IfmeterOutput
 import Synchronization
 import IfmeterSystem
 

@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterOutput
 import IfmeterSystem
 
 /// How the rows are ordered; `s` cycles through them.

@@ -10,7 +10,7 @@ public protocol StateSaving: AnyObject {
     /// The store was written during this boot: the kernel counters went on.
     var sameBoot: Bool { get }
     /// What reports say of the state.
-    var info: PeriodReport.State { get }
+    var info: StateInfo { get }
     /// Saves every series and adds `usage` to the usage tables, in one
     /// transaction.
     func save(_ saved: [DeltaEngine.SavedSeries], usage: [SeriesKey: UsageEntry], wallTime: Double) throws(StoreError)
@@ -33,14 +33,14 @@ extension StateSaving {
 }
 
 extension StateStore: StateSaving {
-    public var info: PeriodReport.State {
-        PeriodReport.State(path: path, since: since, restored: restoresTotals, sameBoot: sameBoot)
+    public var info: StateInfo {
+        StateInfo(path: path, since: since, restored: restoresTotals, sameBoot: sameBoot)
     }
 }
 
 /// The state of persistence, as updates carry it.
 public struct PersistenceStatus: Sendable {
-    public var info: PeriodReport.State
+    public var info: StateInfo
     public var saves: Int
     /// The last save's failure; nil once a save works again.
     public var lastError: StoreError?

@@ -6,6 +6,7 @@ import CIfmeterBench
 import Glibc
 import IfmeterCLI
 import IfmeterCore
+import IfmeterOutput
 import IfmeterLive
 import IfmeterPipeline
 import IfmeterSampling

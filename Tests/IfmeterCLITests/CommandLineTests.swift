@@ -1,5 +1,6 @@
 import Foundation
 import IfmeterCore
+import IfmeterOutput
 import IfmeterTestSupport
 import Testing
 

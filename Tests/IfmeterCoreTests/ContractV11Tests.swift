@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterOutput
 import Testing
 
 /// The additions of trace contract v1.1, each worked out by hand, and the

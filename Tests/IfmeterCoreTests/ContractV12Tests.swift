@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterOutput
 import Testing
 
 /// The changes of trace contract v1.2, and the behaviour it settled, each

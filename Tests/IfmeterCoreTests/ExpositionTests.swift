@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterOutput
 import Testing
 
 @Suite struct ExpositionTests {

@@ -1,5 +1,6 @@
 import Foundation
 import IfmeterCore
+import IfmeterOutput
 import Testing
 
 /// Every `Fixtures/traces/NAME.jsonl` replays to exactly `NAME.report.json`.

@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterOutput
 import Testing
 
 /// The netclass families `--compat node` adds, from hand-made facts: the

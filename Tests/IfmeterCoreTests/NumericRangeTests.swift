@@ -1,4 +1,5 @@
 @testable import IfmeterCore
+@testable import IfmeterOutput
 import IfmeterTestSupport
 import Testing
 

@@ -1,5 +1,6 @@
 import Foundation
 import IfmeterCore
+import IfmeterOutput
 import IfmeterPipeline
 import IfmeterStore
 import IfmeterTestSupport

@@ -1,3 +1,5 @@
+import IfmeterCore
+
 /// What a Prometheus scrape shows: every interface's totals and the
 /// exporter's own health. Built by the serving loop after each sample.
 public struct ExpositionInput: Sendable {
@@ -194,16 +196,6 @@ public enum ExpositionNegotiation {
             }
         }
         return openMetrics > 0 && openMetrics >= max(text, any)
-    }
-}
-
-extension Substring {
-    /// Without leading and trailing spaces and tabs (header values).
-    public func trimmingSpaces() -> String {
-        var s = self
-        while s.first == " " || s.first == "\t" { s = s.dropFirst() }
-        while s.last == " " || s.last == "\t" { s = s.dropLast() }
-        return String(s)
     }
 }
 

@@ -1,3 +1,5 @@
+import IfmeterCore
+
 /// A usage table as an SVG bar chart: one panel per interface, a stacked
 /// bar per period (rx below, tx above), lower-bound periods hatched and
 /// marked ≥, a plan's quota as a dashed line, axes with byte units, and the

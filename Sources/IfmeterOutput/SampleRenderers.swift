@@ -1,3 +1,5 @@
+import IfmeterCore
+
 /// Renders what `ifmeter list` shows: metadata, no traffic.
 public struct ListRenderer: Sendable {
     public init() {}

@@ -1,3 +1,5 @@
+import IfmeterCore
+
 /// A planned interface's current cycle, as serve exposes it.
 public struct PlanGauge: Sendable, Hashable {
     public var name: String

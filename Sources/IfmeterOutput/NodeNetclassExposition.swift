@@ -1,3 +1,5 @@
+import IfmeterCore
+
 /// node_exporter 1.5's netclass families (its default, sysfs-reading mode),
 /// served by `--compat node` from the link catalog's facts: what netlink
 /// carries from the link messages, what only sysfs has from sysfs.

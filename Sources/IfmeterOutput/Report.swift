@@ -1,3 +1,5 @@
+import IfmeterCore
+
 /// Totals over a window: what `replay` prints and what a finished `sample`
 /// or `record` run sums up.
 public struct Report: Sendable {

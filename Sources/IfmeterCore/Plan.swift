@@ -1,0 +1,60 @@
+/// A data plan: a billing cycle that starts on a day of the month, and
+/// optionally a quota over received, sent or both.
+public struct Plan: Sendable, Hashable {
+    public enum Direction: String, Sendable, CaseIterable {
+        case rx, tx, both
+
+        public func used(_ c: Counters) -> UInt64 {
+            switch self {
+            case .rx: c.rxBytes
+            case .tx: c.txBytes
+            case .both: c.rxBytes.saturatingAdd(c.txBytes)
+            }
+        }
+    }
+
+    /// An interface name or glob (`NS/NAME` for another namespace's).
+    public var pattern: String
+    /// 1-31; clamped to the last day of shorter months.
+    public var cycleStartDay: Int
+    public var quotaBytes: UInt64?
+    public var direction: Direction
+
+    public init(pattern: String, cycleStartDay: Int, quotaBytes: UInt64?, direction: Direction) {
+        self.pattern = pattern
+        self.cycleStartDay = cycleStartDay
+        self.quotaBytes = quotaBytes
+        self.direction = direction
+    }
+
+    /// Whether the plan applies to a stored name (`NAME` or `NS/NAME`).
+    public func matches(_ stored: String) -> Bool {
+        if pattern == stored || Glob.matches(pattern, stored) { return true }
+        // A pattern without a namespace matches the bare name in any.
+        guard !pattern.contains("/"), let slash = stored.firstIndex(of: "/") else { return false }
+        return Glob.matches(pattern, String(stored[stored.index(after: slash)...]))
+    }
+
+    /// The plan for a stored interface name: an exact name first, else the
+    /// first matching pattern in sorted order.
+    public static func find(for stored: String, in plans: [Plan]) -> Plan? {
+        if let exact = plans.first(where: { $0.pattern == stored }) { return exact }
+        return plans.sorted { $0.pattern < $1.pattern }.first { $0.matches(stored) }
+    }
+
+    /// Parses a size like 20GB, 20GiB, 1.5TB, 500MiB or 1000 (bytes), with
+    /// spaces around it, up to 2^63-1 bytes (`Units.parseSize`); nil for
+    /// anything else.
+    public static func parseSize(_ text: String) -> UInt64? {
+        Units.parseSize(text.trimmingSpaces)
+    }
+}
+
+extension String {
+    var trimmingSpaces: String {
+        var s = Substring(self)
+        while s.first == " " { s.removeFirst() }
+        while s.last == " " { s.removeLast() }
+        return String(s)
+    }
+}

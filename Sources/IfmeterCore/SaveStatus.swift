@@ -1,0 +1,112 @@
+/// A state file as the reports describe it: where it is, since when its
+/// totals count, and whether this start restored totals saved in the same
+/// boot.
+public struct StateInfo: Sendable {
+    public var path: String
+    /// Unix time the totals count from.
+    public var since: Double
+    public var restored: Bool
+    public var sameBoot: Bool
+
+    public init(path: String, since: Double, restored: Bool, sameBoot: Bool) {
+        self.path = path
+        self.since = since
+        self.restored = restored
+        self.sameBoot = sameBoot
+    }
+}
+
+/// What a state file says of its writer, as `usage` reports it: when it
+/// last saved, how often it saves, and whether it still writes. A figure
+/// read from the file is as of its last save; when that is older than two
+/// save intervals, nothing has been saved for a while (the writer was
+/// killed, hung or stopped), and the report says so first.
+public struct SaveStatus: Sendable, Hashable {
+    public enum Writer: String, Sendable {
+        /// An ifmeter writes the file now.
+        case running
+        /// The last writer stopped cleanly.
+        case stopped
+        /// The last writer stopped without a clean stop (kill -9, a crash,
+        /// a power cut): nothing it counted after its last save is here.
+        case stoppedUncleanly = "stopped-uncleanly"
+        /// No sampler ever wrote the file (only `plan`).
+        case none
+    }
+
+    /// Unix time of the last save; nil when none was made.
+    public var savedAt: Double?
+    /// Seconds between the writer's saves; nil when it did not say (a file
+    /// from before ifmeter recorded it).
+    public var saveEvery: Double?
+    public var writer: Writer
+    /// Unix time of the last clean stop.
+    public var stoppedAt: Double?
+
+    public init(savedAt: Double?, saveEvery: Double?, writer: Writer, stoppedAt: Double? = nil) {
+        self.savedAt = savedAt
+        self.saveEvery = saveEvery
+        self.writer = writer
+        self.stoppedAt = stoppedAt
+    }
+
+    /// The save interval a staleness judgment uses: the writer's, else the
+    /// default of serve and live before ifmeter recorded it (10 s).
+    public var interval: Double { saveEvery ?? 10 }
+
+    /// The last save is older than two save intervals: what happened since
+    /// is not in the file.
+    public func isStale(now: Double) -> Bool {
+        guard let savedAt else { return false }
+        return now - savedAt > 2 * interval
+    }
+
+    /// One sentence: when the file was last saved, and by whom.
+    public func sentence(now: Double, zone: LocalZone) -> String {
+        guard let savedAt else { return "Never saved by serve, live or export: no traffic has been counted in it yet." }
+        let when = "\(Self.stamp(savedAt, zone)) (\(Units.duration(max(0, now - savedAt))) ago)"
+        let pace = saveEvery.map { " every \(Units.duration($0))" } ?? ""
+        switch writer {
+        case .running:
+            return "Last saved \(when) by the ifmeter writing it now, which saves\(pace.isEmpty ? " periodically" : pace)."
+        case .stopped:
+            return "Last saved \(when), when ifmeter stopped cleanly: nothing has been counted since."
+        case .stoppedUncleanly:
+            return "Last saved \(when); the ifmeter that wrote it stopped without a clean stop (killed, crashed or a power cut): "
+                + "what it counted after that save is not here, and nothing has been counted since."
+        case .none:
+            return "Last saved \(when)."
+        }
+    }
+
+    /// The warning when the last save is stale; nil otherwise.
+    public func warning(now: Double, zone: LocalZone) -> String? {
+        guard isStale(now: now), let savedAt else { return nil }
+        let age = Units.duration(max(0, now - savedAt))
+        let why: String = switch writer {
+        case .running: "the ifmeter writing this file has not saved for \(age), more than two of its save intervals (\(Units.duration(interval))): it may be hung"
+        case .stopped: "ifmeter stopped \(age) ago; nothing has been counted since"
+        case .stoppedUncleanly: "the ifmeter that wrote this file stopped without a clean stop \(age) ago or less; nothing has been saved since"
+        case .none: "nothing has been saved for \(age)"
+        }
+        return "WARNING: these figures are as of \(Self.stamp(savedAt, zone)): \(why)."
+    }
+
+    /// RFC 3339 local time; a time no calendar holds (a crafted file's)
+    /// is said to be unknown rather than trapping.
+    static func stamp(_ time: Double, _ zone: LocalZone) -> String {
+        guard time.isFinite, abs(time) < 1e12 else { return "an unknown time" }
+        return zone.rfc3339(Int64(time.rounded(.down)))
+    }
+
+    public func json(now: Double, zone: LocalZone, path: String) -> JSONValue {
+        .object([
+            "path": .string(path),
+            "saved_at": savedAt.flatMap { $0.isFinite && abs($0) < 1e12 ? .string(Self.stamp($0, zone)) : nil } ?? .null,
+            "save_every_seconds": saveEvery.flatMap { $0.isFinite && $0 > 0 ? .number($0) : nil } ?? .null,
+            "writer": .string(writer.rawValue),
+            "stale": .bool(isStale(now: now)),
+            "note": .string(warning(now: now, zone: zone) ?? sentence(now: now, zone: zone)),
+        ])
+    }
+}
