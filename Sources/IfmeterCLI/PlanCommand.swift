@@ -120,7 +120,7 @@ struct PlanCommand: Command {
                         "quota_bytes": plan.quotaBytes.map { .number($0) } ?? .null, "direction": .string(plan.direction.rawValue),
                     ])
                 }
-                return try Output.put(JSONWriter(indent: 2).string(.object(["plans": .array(list), "estimate": .bool(true)])) + "\n")
+                return try Output.put(JSONWriter(indent: 2).string(JSONEnvelope.plans.document(["plans": .array(list)])) + "\n")
             }
             if plans.isEmpty { return try Output.put("No plans in \(TerminalText.escaped(path)).\n") }
             var table = TextTable(headers: ["NAME", "CYCLE START", "QUOTA", "DIRECTION"], rightAligned: [1, 2])

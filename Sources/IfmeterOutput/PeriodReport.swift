@@ -58,8 +58,8 @@ public struct PeriodReport: Sendable {
 
 /// Renders a `PeriodReport` as JSON, with sorted keys.
 public struct PeriodReportRenderer: Sendable {
-    public static let schemaName = "ifmeter.export"
-    public static let schemaVersion = 1
+    public static var schemaName: String { JSONEnvelope.export.schema }
+    public static var schemaVersion: Int { JSONEnvelope.export.version }
 
     public init() {}
 
@@ -104,10 +104,6 @@ public struct PeriodReportRenderer: Sendable {
             ])
         }
         var o: [String: JSONValue] = [
-            "schema": .string(Self.schemaName),
-            "schema_version": .number(Self.schemaVersion),
-            "estimate": .bool(true),
-            "caveats": .array(Caveat.all.map(JSONValue.string)),
             "host": .string(report.host),
             "source": .string(report.source),
             "period": .object([
@@ -156,7 +152,7 @@ public struct PeriodReportRenderer: Sendable {
                 "restored": .bool(state.restored), "same_boot": .bool(state.sameBoot), "note": .string(note),
             ])
         }
-        return .object(o)
+        return JSONEnvelope.export.document(o)
     }
 
     /// One line of compact JSON.

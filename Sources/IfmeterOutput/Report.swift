@@ -43,17 +43,13 @@ public struct JSONReportRenderer: ReportRenderer {
         ]
         if let start = report.start, let end = report.end { window["seconds"] = .number(end - start) }
         var o: [String: JSONValue] = [
-            "schema": .string("ifmeter.replay"),
-            "schema_version": .number(1),
-            "estimate": .bool(true),
-            "caveats": .array(Caveat.all.map(JSONValue.string)),
             "window": .object(window),
             "interfaces": .array(report.interfaces.map(Self.interface)),
             "platform": .string(report.header.platform.rawValue),
         ]
         if let source = report.header.source { o["source"] = .string(source) }
         if let host = report.header.host { o["host"] = .string(host) }
-        return .object(o)
+        return JSONEnvelope.replay.document(o)
     }
 
     static func counters(_ counters: Counters) -> JSONValue {

@@ -55,8 +55,7 @@ public struct RouteReport: Sendable {
             }
             return .object(o)
         }
-        return .object([
-            "estimate": .bool(true),
+        return JSONEnvelope.route.document([
             "caveat": .string(Caveat.sentence + " " + Self.caveat),
             "leaves_outside_tunnels": .bool(leaksOutside),
             "probes": .array(probes),

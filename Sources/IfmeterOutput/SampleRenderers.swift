@@ -29,10 +29,10 @@ public struct ListRenderer: Sendable {
     }
 
     public func json(_ sample: Sample, source: String) -> JSONValue {
-        .object([
+        JSONEnvelope.list.document([
             "source": .string(source),
             "interfaces": .array(sample.interfaces.sorted(by: { $0.key < $1.key }).map(Self.describe)),
-        ])
+        ], caveats: [Caveat.estimate])
     }
 
     /// Everything a sample knows about one interface, counters aside.
@@ -88,9 +88,7 @@ public struct SnapshotRenderer: Sendable {
     }
 
     public func json(_ sample: Sample, source: String) -> JSONValue {
-        .object([
-            "estimate": .bool(true),
-            "caveats": .array([.string(Caveat.estimate)]),
+        JSONEnvelope.sample.document([
             "source": .string(source),
             "t": .number(sample.time),
             "interfaces": .array(sample.interfaces.sorted(by: { $0.key < $1.key }).map { i in
@@ -98,7 +96,7 @@ public struct SnapshotRenderer: Sendable {
                 o["counters"] = JSONReportRenderer.counters(i.counters)
                 return .object(o)
             }),
-        ])
+        ], caveats: [Caveat.estimate])
     }
 }
 
@@ -155,8 +153,7 @@ public struct IntervalRenderer: Sendable {
     public func json(
         deltas: [InterfaceDelta], totals: (SeriesKey) -> InterfaceTotals?, time: Double, seconds: Double?, wallTime: String? = nil
     ) -> JSONValue {
-        .object([
-            "estimate": .bool(true),
+        JSONEnvelope.interval.document([
             "t": .number(time),
             "time": wallTime.map(JSONValue.string) ?? .null,
             "seconds": seconds.map(JSONValue.number) ?? .null,

@@ -178,13 +178,9 @@ public struct UsageTable: Sendable {
             if !i.key.netns.isEmpty { o["netns"] = .string(i.key.netns) }
             return .object(o)
         }
-        var o: [String: JSONValue] = [
-            "schema": .string("ifmeter.usage"), "schema_version": .number(Self.schemaVersion), "estimate": .bool(true),
-            "caveats": .array(Caveat.all.map(JSONValue.string)),
-            "granularity": .string(granularity.rawValue), "interfaces": .array(interfaces),
-        ]
+        var o: [String: JSONValue] = ["granularity": .string(granularity.rawValue), "interfaces": .array(interfaces)]
         if let saves { o["state"] = saves.json(now: wallTime, zone: zone, path: path) }
-        return .object(o)
+        return JSONEnvelope.usage.document(o)
     }
 
     func json(_ row: Row) -> JSONValue {
@@ -245,7 +241,7 @@ public struct UsageTable: Sendable {
 
     /// The usage tables' JSON version: 3 adds `state` (when the file was
     /// last saved, by whom, and whether that is stale).
-    public static let schemaVersion = 3
+    public static var schemaVersion: Int { JSONEnvelope.usage.version }
 
     public func text(path: String) -> String {
         var out = ""

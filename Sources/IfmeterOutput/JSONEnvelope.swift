@@ -1,0 +1,43 @@
+import IfmeterCore
+
+/// Every JSON document ifmeter writes is stamped here, and only here:
+/// `schema` and `schema_version` name its shape (its file in `schemas/`
+/// where there is one), `estimate` is always true, and `caveats` spells out
+/// what the figures are (interface counters, overhead included, not
+/// per-app; what the quality marks mean).
+public struct JSONEnvelope: Sendable, Hashable {
+    public let schema: String
+    public let version: Int
+
+    public init(schema: String, version: Int) {
+        self.schema = schema
+        self.version = version
+    }
+
+    /// `replay --format json` (`schemas/ifmeter-report.v1.schema.json`).
+    public static let replay = JSONEnvelope(schema: "ifmeter.replay", version: 1)
+    /// `export` reports (`schemas/ifmeter-report.v1.schema.json`).
+    public static let export = JSONEnvelope(schema: "ifmeter.export", version: 1)
+    /// `usage --format json` (`schemas/ifmeter-usage.v3.schema.json`).
+    public static let usage = JSONEnvelope(schema: "ifmeter.usage", version: 3)
+    /// `sample --format json`: one snapshot of the counters.
+    public static let sample = JSONEnvelope(schema: "ifmeter.sample", version: 1)
+    /// `sample --count N --format json`: one line per interval.
+    public static let interval = JSONEnvelope(schema: "ifmeter.interval", version: 1)
+    /// `list --format json`: the interfaces and their facts.
+    public static let list = JSONEnvelope(schema: "ifmeter.list", version: 1)
+    /// `route --format json`.
+    public static let route = JSONEnvelope(schema: "ifmeter.route", version: 1)
+    /// `plan list --format json`.
+    public static let plans = JSONEnvelope(schema: "ifmeter.plans", version: 1)
+
+    /// The document: `body` with the envelope's keys stamped on it.
+    public func document(_ body: [String: JSONValue], caveats: [String] = Caveat.all) -> JSONValue {
+        var o = body
+        o["schema"] = .string(schema)
+        o["schema_version"] = .number(version)
+        o["estimate"] = .bool(true)
+        o["caveats"] = .array(caveats.map(JSONValue.string))
+        return .object(o)
+    }
+}
