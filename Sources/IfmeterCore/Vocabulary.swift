@@ -36,6 +36,22 @@ public enum Caveat {
     /// A lower bound, in words, for a page without the marks.
     public static let lowerBoundSentence = "A total that lost traffic is a lower bound"
 
+    /// The caveat line of a screen `width` columns wide (the live view's
+    /// last line): the words for the figures, then only the marks shown
+    /// (`≈` and `?` mark the route line's outside figures, which are
+    /// differences of two links).
+    public static func line(
+        fitting width: Int, lowerBound: Bool = false, wrapCorrected: Bool = false, derived: Bool = false, uncertain: Bool = false
+    ) -> String {
+        var text = width >= 94
+            ? "estimates from interface counters (overhead incl., not per-app)"
+            : width >= 60 ? "estimates from interface counters, not per-app" : "estimates from counters, not per-app"
+        if lowerBound { text += width >= 140 ? " · ≥ lower bound (traffic was lost)" : " · ≥ lower bound" }
+        if wrapCorrected { text += width >= 140 ? " · ~ corrected for a 32-bit counter wrap" : " · ~ wrap-corrected" }
+        if derived { text += " · ≈ outside: estimated" }
+        if uncertain { text += " · ? outside: uncertain" }
+        return text
+    }
 }
 
 extension Quality {

@@ -194,15 +194,9 @@ public struct LiveRenderer: Sendable {
     /// What the figures are, and the marks on screen (only those): an
     /// exact figure carries no mark.
     static func caveat(fitting width: Int, marks: MarksShown) -> String {
-        var text = width >= 94
-            ? "estimates from interface counters (overhead incl., not per-app)"
-            : width >= 60 ? "estimates from interface counters, not per-app" : "estimates from counters, not per-app"
-        if marks.lowerBound { text += width >= 140 ? " · ≥ lower bound (traffic was lost)" : " · ≥ lower bound" }
-        if marks.wrapCorrected { text += width >= 140 ? " · ~ corrected for a 32-bit counter wrap" : " · ~ wrap-corrected" }
-        // The route line's outside figures are differences of two links.
-        if marks.derived { text += " · ≈ outside: estimated" }
-        if marks.uncertain { text += " · ? outside: uncertain" }
-        return text
+        Caveat.line(
+            fitting: width, lowerBound: marks.lowerBound, wrapCorrected: marks.wrapCorrected, derived: marks.derived,
+            uncertain: marks.uncertain)
     }
 
     func detailLines(_ row: LiveInterface, model: LiveModel, width: Int, height: Int) -> [Line] {
