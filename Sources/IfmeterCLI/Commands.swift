@@ -100,7 +100,7 @@ struct ListCommand: Command {
                 ? JSONWriter(indent: 2).string(renderer.json(sample, source: source)) + "\n"
                 : renderer.text(sample, source: source)
         }
-        pipeline.subscribe(printer)
+        pipeline.add(sink: printer)
         var waiter = SignalWaiter()
         pipeline.run(&waiter)
         try printer.check()
@@ -160,16 +160,16 @@ struct SampleCommand: Command {
         } else {
             let renderer = IntervalRenderer(bits: bits)
             let wide = self.wide
-            printer = Printer { [shown] update, pipeline in
+            printer = Printer { [shown] update, totals in
                 // The baseline: its link events count nothing.
                 guard case .sampled = update.outcome, !update.isBaseline else { return nil }
                 if json {
                     return JSONWriter().string(renderer.json(
-                        deltas: update.deltas, totals: pipeline.totals(for:), time: update.time, seconds: update.seconds,
+                        deltas: update.deltas, totals: { totals[$0] }, time: update.time, seconds: update.seconds,
                         wallTime: LocalZone.system.rfc3339(milliseconds: update.wallTime))) + "\n"
                 }
                 return renderer.text(
-                    deltas: update.deltas, totals: pipeline.totals(for:), time: update.time, seconds: update.seconds,
+                    deltas: update.deltas, totals: { totals[$0] }, time: update.time, seconds: update.seconds,
                     heading: localTimeLabel(update.wallTime),
                     wide: wide, shown: &shown.value) + "\n"
             }
@@ -177,7 +177,7 @@ struct SampleCommand: Command {
                 try Output.put("Sampling \(source) every \(Units.duration(setup.configuration.interval)); figures are estimates (see the end).\n\n")
             }
         }
-        pipeline.subscribe(printer)
+        pipeline.add(sink: printer)
         StopSignal.install(hangupStops: true)
         var waiter = SignalWaiter(stop: { printer.failure != nil })
         pipeline.run(&waiter)
@@ -242,7 +242,7 @@ struct RecordCommand: Command {
             }
             return lines + TraceWriter.line(.sample(reading.sample)) + "\n"
         }
-        pipeline.subscribe(printer)
+        pipeline.add(sink: printer)
         StopSignal.install(hangupStops: true)
         var waiter = SignalWaiter(stop: { printer.failure != nil })
         pipeline.run(&waiter)

@@ -260,7 +260,7 @@ struct SamplingSetup {
             }
         }
         let pipeline = Pipeline(source: counters, configuration: configuration, persistence: persistence)
-        pipeline.subscribe(PatternWarning())
+        pipeline.add(sink: PatternWarning())
         return pipeline
     }
 }
@@ -291,15 +291,10 @@ struct UnmatchedPatterns {
 
 /// Says once, on stderr, which `--include`/`--exclude` patterns matched no
 /// interface of the first sample: an empty table with no word is no answer.
-final class PatternWarning: PipelineSubscriber {
-    private var done = false
-
-    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
-        guard !done, case .sampled = update.outcome else { return }
-        done = true
-        guard let unmatched = pipeline.unmatchedPatterns, !unmatched.isEmpty else { return }
-        for (option, pattern) in unmatched {
-            Output.error("Warning: \(option) '\(pattern)' matches no interface; see 'ifmeter list' for their names.")
+final class PatternWarning: PipelineSink {
+    func receive(_ update: borrowing PipelineUpdate) {
+        for unmatched in update.unmatchedPatterns ?? [] {
+            Output.error("Warning: \(unmatched.option) '\(unmatched.pattern)' matches no interface; see 'ifmeter list' for their names.")
         }
     }
 }
@@ -339,23 +334,27 @@ struct SignalWaiter: PipelineWaiter {
     }
 }
 
-/// Keeps the updates a command prints from: the last one, and the first
-/// failure of writing them.
-final class Printer: PipelineSubscriber {
-    private let render: (PipelineUpdate, Pipeline) -> String?
-    private(set) var last: PipelineUpdate?
+/// Prints what a command makes of each update, keeping every interface's
+/// totals from the updates' changes (for running totals), the last
+/// outcome, and the first failure of writing.
+final class Printer: PipelineSink {
+    private let render: (borrowing PipelineUpdate, TotalsView<InterfaceTotals>) -> String?
+    private var totals = TotalsView<InterfaceTotals> { $0 }
+    private(set) var lastOutcome: PipelineUpdate.Outcome?
     private(set) var failure: CLIError?
     let fd: Int32
 
-    /// `render` gives the text for an update (nil prints nothing).
-    init(fd: Int32 = 1, _ render: @escaping (PipelineUpdate, Pipeline) -> String?) {
+    /// `render` gives the text for an update (nil prints nothing), with the
+    /// totals as of it.
+    init(fd: Int32 = 1, _ render: @escaping (borrowing PipelineUpdate, TotalsView<InterfaceTotals>) -> String?) {
         self.fd = fd
         self.render = render
     }
 
-    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
-        last = update
-        guard failure == nil, let text = render(update, pipeline) else { return }
+    func receive(_ update: borrowing PipelineUpdate) {
+        lastOutcome = update.outcome
+        totals.apply(update)
+        guard failure == nil, let text = render(update, totals) else { return }
         do {
             try Output.put(text, to: fd)
         } catch {
@@ -366,6 +365,6 @@ final class Printer: PipelineSubscriber {
     /// Throws the sampling failure or the write failure that ended the run.
     func check() throws(CLIError) {
         if let failure { throw failure }
-        if let last, case .failed(let error) = last.outcome { throw .runtime("sampling failed: \(error)") }
+        if case .failed(let error)? = lastOutcome { throw .runtime("sampling failed: \(error)") }
     }
 }

@@ -105,16 +105,16 @@ struct ExportCommand: Command {
             }
         }
         let pipeline = try setup.pipeline()
-        let exporter = Exporter(command: self, linesFile: linesFile, host: hostName())
+        let exporter = Exporter(command: self, linesFile: linesFile, host: hostName(), interval: setup.configuration.interval)
         #if os(Linux)
         // Before the exporter: a period's end has its sample's routes.
         if let routes {
             let feed = try RouteFeed(options: routes) { _ in }
             exporter.routes = feed
-            pipeline.subscribe(feed)
+            pipeline.add(enricher: feed)
         }
         #endif
-        pipeline.subscribe(exporter)
+        pipeline.add(sink: exporter)
         StopSignal.install(hangup: true)
         var waiter = SignalWaiter(hangup: { pipeline in
             pipeline.saveNow()
@@ -127,13 +127,17 @@ struct ExportCommand: Command {
 /// Writes a report every period: the deltas of the period's samples summed
 /// (a failed sample adds nothing), and the totals at its end. The last
 /// period is written when the pipeline finishes (after the last save).
-final class Exporter: PipelineSubscriber {
+final class Exporter: PipelineSink {
     let command: ExportCommand
     let linesFile: JSONLinesFile?
     let host: String
     private var accumulator = PeriodAccumulator()
     private var periodStart: (wall: Double, monotonic: Double)?
-    private var last: PipelineUpdate?
+    /// What the last update said, kept for the period's end.
+    private var last: (wallTime: Double, time: Double, health: PipelineHealth, persistence: PersistenceStatus?)?
+    /// Every interface's totals, kept from the updates' changes.
+    private var totals = TotalsView<InterfaceTotals> { $0 }
+    private let interval: Double
     private var since: Double?
     private var failing: [String: Bool] = [:]
     private var stateFailing = false
@@ -143,15 +147,17 @@ final class Exporter: PipelineSubscriber {
     #endif
     private var outsideAtStart: [OutsideTotal.Key: OutsideTotal] = [:]
 
-    init(command: ExportCommand, linesFile: JSONLinesFile?, host: String) {
+    init(command: ExportCommand, linesFile: JSONLinesFile?, host: String, interval: Double) {
         self.command = command
         self.linesFile = linesFile
         self.host = host
+        self.interval = interval
     }
 
-    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
+    func receive(_ update: borrowing PipelineUpdate) {
         accumulator.add(update.deltas)
-        last = update
+        totals.apply(update)
+        last = (update.wallTime, update.time, update.health, update.persistence)
         if since == nil { since = update.health.startTime }
         guard let start = periodStart else {
             periodStart = (update.wallTime, update.time)
@@ -159,8 +165,8 @@ final class Exporter: PipelineSubscriber {
         }
         // A period ends with the first sample at least its length after its
         // start (half an interval early: samples jitter).
-        if update.time - start.monotonic >= command.every - pipeline.configuration.interval / 2 {
-            writePeriod(pipeline, end: (update.wallTime, update.time))
+        if update.time - start.monotonic >= command.every - interval / 2 {
+            writePeriod(end: (update.wallTime, update.time))
         }
     }
 
@@ -175,9 +181,9 @@ final class Exporter: PipelineSubscriber {
         }
     }
 
-    func pipelineFinished(_ pipeline: Pipeline) {
+    func finished() {
         guard let last else { return }
-        writePeriod(pipeline, end: (last.wallTime, last.time))
+        writePeriod(end: (last.wallTime, last.time))
     }
 
     private func report(_ what: String, _ result: () throws -> Void) {
@@ -194,7 +200,7 @@ final class Exporter: PipelineSubscriber {
         }
     }
 
-    private func writePeriod(_ pipeline: Pipeline, end: (wall: Double, monotonic: Double)) {
+    private func writePeriod(end: (wall: Double, monotonic: Double)) {
         guard let start = periodStart, let last else { return }
         let entries = accumulator.take()
         if let stateError = last.persistence?.lastError, !stateFailing {
@@ -203,7 +209,7 @@ final class Exporter: PipelineSubscriber {
         } else if last.persistence?.lastError == nil {
             stateFailing = false
         }
-        let totals = pipeline.totals
+        let totals = self.totals.rows
         if command.json != nil || command.jsonLines != nil {
             var periodReport = PeriodReport(
                 host: host, source: last.health.source,
@@ -232,7 +238,7 @@ final class Exporter: PipelineSubscriber {
         if let textfile = command.textfile {
             let input = ScrapeCache.input(
                 totals.map(ExpositionRow.init), health: last.health, families: command.families, version: IfmeterCLI.version,
-                interval: pipeline.configuration.interval)
+                interval: interval)
             report(textfile) {
                 try AtomicFile.write(to: textfile) { (put: (UnsafeRawBufferPointer) throws(SystemError) -> Void) throws(SystemError) in
                     // The renderer cannot throw: the first failed piece is kept and thrown after.

@@ -42,15 +42,15 @@ struct LiveCommand: Command {
         if Output.isTerminal(1) {
             let screen = LiveScreen(pipeline: pipeline, bits: bits)
             #if os(Linux)
-            // Before the screen: each frame shows its sample's route.
+            // Enrichers run before the screen: each frame shows its sample's
+            // route and the plans read for it.
             if let routes, let feed = try? RouteFeed(options: routes, publish: { _ in }) {
-                pipeline.subscribe(feed)
+                pipeline.add(enricher: feed)
                 feed.onPublish = { [unowned screen, unowned feed] in screen.model.route = feed.summary }
             }
             #endif
-            // Before the screen, so a frame shows the plans read for it.
-            if let state = setup.state { pipeline.subscribe(PlanFeed(path: state.path) { screen.model.plans = $0 }) }
-            pipeline.subscribe(screen)
+            if let state = setup.state { pipeline.add(enricher: PlanFeed(path: state.path) { screen.model.plans = $0 }) }
+            pipeline.add(sink: screen)
             TerminalState.enter()
             defer { TerminalState.restore() }
             var waiter = KeyWaiter(screen: screen)
@@ -58,7 +58,7 @@ struct LiveCommand: Command {
         } else {
             let lines = PlainLines(source: pipeline.source.sourceName, interval: setup.configuration.interval, bits: bits)
             try Output.put(lines.header)
-            pipeline.subscribe(lines)
+            pipeline.add(sink: lines)
             StopSignal.install(hangupStops: true)
             var waiter = SignalWaiter(stop: { lines.failure != nil })
             pipeline.run(&waiter)
@@ -67,22 +67,25 @@ struct LiveCommand: Command {
 }
 
 /// One line per interface per interval, for pipes and files.
-final class PlainLines: PipelineSubscriber {
+final class PlainLines: PipelineSink {
     let header: String
     let bits: Bool
     private(set) var failure: CLIError?
+    /// Every interface's totals, kept from the updates' changes.
+    private var totals = TotalsView<InterfaceTotals> { $0 }
 
     init(source: String, interval: Double, bits: Bool) {
         self.bits = bits
         header = "# ifmeter live: \(source) every \(Units.duration(interval)), one line per interface per interval. \(Caveat.inline)\n"
     }
 
-    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
+    func receive(_ update: borrowing PipelineUpdate) {
+        totals.apply(update)
         guard failure == nil, case .sampled = update.outcome, !update.isBaseline else { return }
         let clock = LiveRenderer.clock(update.wallTime)
         var text = ""
         for delta in update.deltas.sorted(by: { $0.key < $1.key }) {
-            let totals = pipeline.totals(for: delta.key)
+            let totals = self.totals[delta.key]
             let mark = delta.quality.liveMark, totalMark = (totals?.quality ?? .exact).liveMark
             let rx = delta.rate(.rxBytes).map { Units.rate(bytesPerSecond: $0, bits: bits) } ?? "-"
             let tx = delta.rate(.txBytes).map { Units.rate(bytesPerSecond: $0, bits: bits) } ?? "-"
@@ -102,7 +105,7 @@ final class PlainLines: PipelineSubscriber {
 
 /// The terminal side of the live view: the model fed by the pipeline,
 /// drawn after each update and each key.
-final class LiveScreen: PipelineSubscriber {
+final class LiveScreen: PipelineSink {
     var model: LiveModel
     let renderer: LiveRenderer
 
@@ -114,10 +117,8 @@ final class LiveScreen: PipelineSubscriber {
         renderer = LiveRenderer(color: !noColor && !dumb)
     }
 
-    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
-        model.update(
-            deltas: update.deltas, changed: update.changed.compactMap(pipeline.totals(for:)), forgotten: update.forgotten,
-            time: update.wallTime)
+    func receive(_ update: borrowing PipelineUpdate) {
+        model.update(deltas: update.deltas, changed: update.changed, forgotten: update.forgotten, time: update.wallTime)
         draw()
     }
 

@@ -8,7 +8,7 @@ import IfmeterSystem
 /// Reads the plans and their current cycles from the state file after each
 /// save (and at the first update), for serve's families and live's quota
 /// bars. What was counted since the last save is not in them yet.
-final class PlanFeed: PipelineSubscriber {
+final class PlanFeed: PipelineEnricher {
     let path: String
     private let deliver: ([PlanGauge]) -> Void
     private var lastSaves = -1
@@ -18,7 +18,7 @@ final class PlanFeed: PipelineSubscriber {
         self.deliver = deliver
     }
 
-    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
+    func enrich(_ update: borrowing PipelineUpdate) {
         let saves = update.persistence?.saves ?? 0
         guard saves != lastSaves else { return }
         lastSaves = saves

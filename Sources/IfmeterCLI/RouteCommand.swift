@@ -57,7 +57,7 @@ struct RouteCommand: Command {
         let router = try options.router(watch: false)
         let pipeline = try setup.pipeline()
         let collector = RouteCollector()
-        pipeline.subscribe(collector)
+        pipeline.add(sink: collector)
         if window != nil { StopSignal.install() }
         var waiter = WindowWaiter()
         pipeline.run(&waiter)
@@ -89,12 +89,12 @@ struct WindowWaiter: PipelineWaiter {
 
 /// Keeps the first sample (names, kinds, indexes) and the deltas of the
 /// window.
-final class RouteCollector: PipelineSubscriber {
+final class RouteCollector: PipelineSink {
     var sample: Sample?
     var deltas: [InterfaceDelta] = []
     var failure: SystemError?
 
-    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
+    func receive(_ update: borrowing PipelineUpdate) {
         switch update.outcome {
         case .sampled:
             if sample == nil { sample = update.reading?.sample }

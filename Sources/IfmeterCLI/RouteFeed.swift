@@ -9,7 +9,7 @@ import IfmeterSystem
 /// Routes are asked again only when a route or rule notification came, or
 /// the interfaces changed; the outside estimate adds each interval's,
 /// floored at 0, so the totals never go down.
-final class RouteFeed: PipelineSubscriber {
+final class RouteFeed: PipelineEnricher {
     let router: Router
     let options: RouteOptions
     private(set) var exposition = RouteExposition()
@@ -32,7 +32,7 @@ final class RouteFeed: PipelineSubscriber {
         self.publish = publish
     }
 
-    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
+    func enrich(_ update: borrowing PipelineUpdate) {
         guard case .sampled = update.outcome, let sample = update.reading?.sample else { return }
         let names = sample.interfaces.map(\.name)
         // Routing changed (a notification), or the links did: ask again.

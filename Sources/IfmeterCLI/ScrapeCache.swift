@@ -52,11 +52,12 @@ public final class ScrapeCache: Sendable {
 
     /// Takes an update's changes, during the update: costs what changed
     /// (the view is shared with a render in progress only while it runs).
-    public func apply(_ update: PipelineUpdate, from pipeline: Pipeline) {
+    public func apply(_ update: borrowing PipelineUpdate) {
+        let changed = update.changed, forgotten = update.forgotten, health = update.health, sequence = update.sequence
         snapshot.withLock { snapshot in
-            snapshot.view.apply(update, from: pipeline)
-            snapshot.health = update.health
-            snapshot.generation = update.sequence
+            snapshot.view.apply(changed: changed, forgotten: forgotten)
+            snapshot.health = health
+            snapshot.generation = sequence
         }
     }
 
@@ -138,7 +139,7 @@ public final class ScrapeCache: Sendable {
 /// Reads the endpoint's closed-connection counts into the cache after each
 /// update, on the pipeline's thread: a request handler never asks the
 /// server, whose lock it may be called under.
-final class HTTPClosedFeed: PipelineSubscriber {
+final class HTTPClosedFeed: PipelineEnricher {
     let server: HTTPServer
     let cache: ScrapeCache
 
@@ -147,14 +148,14 @@ final class HTTPClosedFeed: PipelineSubscriber {
         self.cache = cache
     }
 
-    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
+    func enrich(_ update: borrowing PipelineUpdate) {
         cache.setHTTPClosed(server.closedCounts)
     }
 }
 
 /// Feeds a scrape cache from the pipeline, and says once when the first
 /// sample is in.
-final class ScrapeFeed: PipelineSubscriber {
+final class ScrapeFeed: PipelineSink {
     let cache: ScrapeCache
     private var ready: (() -> Void)?
 
@@ -163,8 +164,8 @@ final class ScrapeFeed: PipelineSubscriber {
         self.ready = ready
     }
 
-    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
-        cache.apply(update, from: pipeline)
+    func receive(_ update: borrowing PipelineUpdate) {
+        cache.apply(update)
         if let ready {
             ready()
             self.ready = nil

@@ -130,14 +130,15 @@ struct ServeCommand: Command {
         let interval = setup.configuration.interval
         let cache = ScrapeCache(families: families, version: IfmeterCLI.version, interval: interval)
         #if os(Linux)
-        // Before the scrape feed: a generation's render has its routes.
-        if let routes { pipeline.subscribe(try RouteFeed(options: routes) { cache.setRoutes($0) }) }
+        // Enrichers run before every sink: a generation's render has its
+        // routes and plans.
+        if let routes { pipeline.add(enricher: try RouteFeed(options: routes) { cache.setRoutes($0) }) }
+        if let state = setup.state { pipeline.add(enricher: PlanFeed(path: state.path) { cache.setPlans($0) }) }
         #endif
         let scheme = webConfig?.tls == nil ? "http" : "https"
         let auth = (webConfig?.users.isEmpty ?? true) ? "" : ", basic auth"
         let announce = "ifmeter serve: listening on \(scheme)://\(address)/metrics\(auth) (source \(pipeline.source.sourceName), every \(Units.duration(interval)))"
-        pipeline.subscribe(ScrapeFeed(cache: cache) { Output.error(announce) })
-        if let state = setup.state { pipeline.subscribe(PlanFeed(path: state.path) { cache.setPlans($0) }) }
+        pipeline.add(sink: ScrapeFeed(cache: cache) { Output.error(announce) })
         // The family is there from the first render, before any update.
         cache.setHTTPClosed(HTTPConnectionCounts(deadline: 0, idle: 0, evicted: 0))
         let users = webConfig?.users ?? [:]
@@ -163,7 +164,7 @@ struct ServeCommand: Command {
             pipeline.persistence?.abandon()
             throw .runtime("cannot listen on \(address): \(error.message). Choose another with --listen.")
         }
-        pipeline.subscribe(HTTPClosedFeed(server: server, cache: cache))
+        pipeline.add(enricher: HTTPClosedFeed(server: server, cache: cache))
         // The server's threads have the signals blocked; this one takes
         // them. SIGHUP saves the state and serve goes on.
         StopSignal.install(hangup: true)

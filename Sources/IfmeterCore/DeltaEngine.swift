@@ -611,6 +611,16 @@ public struct DeltaEngine: Sendable {
     /// facts changed since the last call (new ones included; `totals(for:)`
     /// gives them), and of those forgotten (apply these first: a key can be
     /// forgotten and seen anew); then starts over. Costs what changed.
+    /// The same as `takeChanges`, with the totals of the changed series
+    /// (read by slot: no lookup by key).
+    public mutating func takeChangedTotals() -> (changed: [InterfaceTotals], forgotten: [SeriesKey]) {
+        let result = (changed.compactMap { series[$0].inUse ? series[$0].state : nil }, forgotten)
+        changed.removeAll(keepingCapacity: true)
+        forgotten.removeAll()
+        changeRound &+= 1
+        return result
+    }
+
     public mutating func takeChanges() -> (changed: [SeriesKey], forgotten: [SeriesKey]) {
         let result = (changed.compactMap { series[$0].inUse ? series[$0].state.key : nil }, forgotten)
         changed.removeAll(keepingCapacity: true)

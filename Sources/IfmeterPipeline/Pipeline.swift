@@ -61,7 +61,13 @@ public struct PipelineHealth: Sendable, Hashable {
 
 /// What the pipeline published after a sample (or a failed one, or zeroed
 /// totals): the typed result every output is built from.
-public struct PipelineUpdate: Sendable {
+///
+/// An update is not copyable: it lives for one publish, borrowed by each
+/// enricher and sink in turn. Holding one past that would hold its sample,
+/// over which the next sample is built in place when nothing does; a sink
+/// that needs something later copies out what it needs (`kept()` copies
+/// all of it, sample included, and says so).
+public struct PipelineUpdate: ~Copyable, Sendable {
     public enum Outcome: Sendable, Hashable {
         /// A sample was read and applied.
         case sampled
@@ -84,10 +90,12 @@ public struct PipelineUpdate: Sendable {
     /// Each interface's traffic over the interval (deletions first); with
     /// `idleDeltas` off, only the intervals where something happened.
     public var deltas: [InterfaceDelta]
-    /// Series whose totals, quality, events, presence or facts changed
-    /// (new ones included; the pipeline's `totals(for:)` gives them during
-    /// the update), and those forgotten. Apply `forgotten` first.
-    public var changed: [SeriesKey]
+    /// The totals of the series whose totals, quality, events, presence or
+    /// facts changed (new ones included): everything a view kept from the
+    /// changes needs, so no sink calls back into the pipeline. And the keys
+    /// of series forgotten: apply these first (a key can be forgotten and
+    /// seen anew).
+    public var changed: [InterfaceTotals]
     public var forgotten: [SeriesKey]
     public var health: PipelineHealth
     public var persistence: PersistenceStatus?
@@ -97,19 +105,73 @@ public struct PipelineUpdate: Sendable {
 
     /// The time between this sample and the one before it.
     public var seconds: Double?
+    /// On the first sample only: the `--include`/`--exclude` patterns that
+    /// matched none of its interfaces (empty when every one did).
+    public var unmatchedPatterns: [UnmatchedPattern]?
+
+    /// A copy of everything, to keep past this publish: it holds the
+    /// sample, so the next sample is built beside it, not over it.
+    public func kept() -> KeptUpdate {
+        KeptUpdate(
+            sequence: sequence, outcome: outcome, isBaseline: isBaseline, time: time, wallTime: wallTime, reading: reading,
+            deltas: deltas, changed: changed, forgotten: forgotten, health: health, persistence: persistence,
+            windowStart: windowStart, windowEnd: windowEnd, seconds: seconds)
+    }
+}
+
+/// An update kept on purpose (`PipelineUpdate.kept()`), for tests and for
+/// what must look at an update after its publish.
+public struct KeptUpdate: Sendable {
+    public var sequence: Int
+    public var outcome: PipelineUpdate.Outcome
+    public var isBaseline: Bool
+    public var time: Double
+    public var wallTime: Double
+    public var reading: SourceReading?
+    public var deltas: [InterfaceDelta]
+    public var changed: [InterfaceTotals]
+    public var forgotten: [SeriesKey]
+    public var health: PipelineHealth
+    public var persistence: PersistenceStatus?
+    public var windowStart: Double?
+    public var windowEnd: Double?
+    public var seconds: Double?
+}
+
+/// An `--include` or `--exclude` pattern that matched no interface.
+public struct UnmatchedPattern: Sendable, Hashable {
+    public var option: String
+    public var pattern: String
+
+    public init(option: String, pattern: String) {
+        self.option = option
+        self.pattern = pattern
+    }
+}
+
+private func isSampled(_ outcome: PipelineUpdate.Outcome) -> Bool {
+    if case .sampled = outcome { return true }
+    return false
+}
+
+/// Runs before every sink, for each update: it works out what sinks then
+/// read from it (routes and each tunnel's outside estimate, plan gauges).
+/// Enrichers run in the order added, all of them before the first sink.
+public protocol PipelineEnricher: AnyObject {
+    func enrich(_ update: borrowing PipelineUpdate)
 }
 
 /// Something fed by the pipeline: a renderer, an exporter, a cache. Called
-/// on the pipeline's thread, synchronously, in the order subscribed; keep
-/// it short.
-public protocol PipelineSubscriber: AnyObject {
-    func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate)
+/// on the pipeline's thread, synchronously, after every enricher, in the
+/// order added; keep it short. It borrows the update for the call.
+public protocol PipelineSink: AnyObject {
+    func receive(_ update: borrowing PipelineUpdate)
     /// The loop ended (after the last save).
-    func pipelineFinished(_ pipeline: Pipeline)
+    func finished()
 }
 
-extension PipelineSubscriber {
-    public func pipelineFinished(_ pipeline: Pipeline) {}
+extension PipelineSink {
+    public func finished() {}
 }
 
 /// Waits between samples: until a deadline, for a stop signal, for keys.
@@ -146,8 +208,10 @@ public final class Pipeline {
     public private(set) var health: PipelineHealth
     /// `--include`/`--exclude` patterns that matched no interface of the
     /// first sample (nil until then, or without patterns).
-    public private(set) var unmatchedPatterns: [(option: String, pattern: String)]?
-    private var subscribers: [any PipelineSubscriber] = []
+    public private(set) var unmatchedPatterns: [UnmatchedPattern]?
+    private var patternsSaid = false
+    private var enrichers: [any PipelineEnricher] = []
+    private var sinks: [any PipelineSink] = []
     private var sequence = 0
     private let clock: PipelineClock
 
@@ -165,8 +229,14 @@ public final class Pipeline {
         persistence?.restore(into: &engine, now: clock.monotonic())
     }
 
-    public func subscribe(_ subscriber: any PipelineSubscriber) {
-        subscribers.append(subscriber)
+    /// Adds an enricher: it sees every update before any sink does.
+    public func add(enricher: any PipelineEnricher) {
+        enrichers.append(enricher)
+    }
+
+    /// Adds a sink: it sees every update after every enricher.
+    public func add(sink: any PipelineSink) {
+        sinks.append(sink)
     }
 
     /// Takes one sample through every stage and publishes it.
@@ -184,6 +254,7 @@ public final class Pipeline {
         }
         if unmatchedPatterns == nil, !configuration.filter.include.isEmpty || !configuration.filter.exclude.isEmpty {
             unmatchedPatterns = configuration.filter.unmatchedPatterns(in: reading.sample.interfaces.map(\.key))
+                .map { UnmatchedPattern(option: $0.option, pattern: $0.pattern) }
         }
         var filtered = reading
         let platform = configuration.engine.platform
@@ -226,7 +297,8 @@ public final class Pipeline {
             let started = clock.monotonic()
             // Only the outcome is kept: holding the update would hold the
             // sample, which the next one is built over when nothing does.
-            switch step().outcome {
+            let outcome = step().outcome
+            switch outcome {
             case .sampled: taken += 1
             case .failed: if configuration.stopOnFailure { return }
             case .zeroed: break
@@ -286,7 +358,7 @@ public final class Pipeline {
     /// subscribers the loop ended.
     public func finish() {
         persistence?.finish(engine, at: engine.lastSampleTime ?? clock.monotonic(), wallTime: clock.wall())
-        for subscriber in subscribers { subscriber.pipelineFinished(self) }
+        for sink in sinks { sink.finished() }
     }
 
     /// Saves now, whatever the pace (SIGHUP); no-op without a state file.
@@ -306,7 +378,7 @@ public final class Pipeline {
         previous: Double?, wall: Double? = nil
     ) -> PipelineUpdate {
         sequence += 1
-        let (changed, forgotten) = engine.takeChanges()
+        let (changed, forgotten) = engine.takeChangedTotals()
         var seconds: Double?
         if case .sampled = outcome, let previous { seconds = time - previous }
         var isBaseline = false
@@ -314,8 +386,11 @@ public final class Pipeline {
         let update = PipelineUpdate(
             sequence: sequence, outcome: outcome, isBaseline: isBaseline, time: time, wallTime: wall ?? clock.wall(),
             reading: reading, deltas: deltas, changed: changed, forgotten: forgotten, health: health,
-            persistence: persistence?.status, windowStart: engine.firstTime, windowEnd: engine.lastTime, seconds: seconds)
-        for subscriber in subscribers { subscriber.pipeline(self, published: update) }
+            persistence: persistence?.status, windowStart: engine.firstTime, windowEnd: engine.lastTime, seconds: seconds,
+            unmatchedPatterns: patternsSaid || !isSampled(outcome) ? nil : (unmatchedPatterns ?? []))
+        if isSampled(outcome) { patternsSaid = true }
+        for enricher in enrichers { enricher.enrich(update) }
+        for sink in sinks { sink.receive(update) }
         return update
     }
 }

@@ -259,8 +259,8 @@ func renderBenchmark(interfaces count: Int) -> Double {
                 counters: Counters(rxBytes: UInt64(step * (n + 1) * 1000), txBytes: UInt64(step * 700), rxPackets: UInt64(step), txPackets: UInt64(step)))
         }
         let deltas = engine.apply(Sample(time: Double(step), interfaces: interfaces))
-        let (changed, forgotten) = engine.takeChanges()
-        model.update(deltas: deltas, changed: changed.compactMap(engine.totals(for:)), forgotten: forgotten, time: Double(step))
+        let (changed, forgotten) = engine.takeChangedTotals()
+        model.update(deltas: deltas, changed: changed, forgotten: forgotten, time: Double(step))
     }
     _ = model.handle(.enter)
     let renderer = LiveRenderer(color: true)
@@ -521,24 +521,26 @@ final class WholeLoops {
     let store: StateStore
     let statePath: String
 
-    final class Scrape: PipelineSubscriber {
+    final class Scrape: PipelineSink {
         let cache = ScrapeCache(families: .ifmeter, version: "bench", interval: 1)
-        func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) { cache.apply(update, from: pipeline) }
+        func receive(_ update: borrowing PipelineUpdate) { cache.apply(update) }
     }
 
-    final class Export: PipelineSubscriber {
+    final class Export: PipelineSink {
         var accumulator = PeriodAccumulator()
-        func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) { accumulator.add(update.deltas) }
+        var totals = TotalsView<InterfaceTotals> { $0 }
+        func receive(_ update: borrowing PipelineUpdate) {
+            accumulator.add(update.deltas)
+            totals.apply(update)
+        }
     }
 
-    final class Live: PipelineSubscriber {
+    final class Live: PipelineSink {
         var model = LiveModel(host: "bench", source: "netlink", interval: 1)
         let renderer = LiveRenderer(color: true)
         var frames = 0
-        func pipeline(_ pipeline: Pipeline, published update: PipelineUpdate) {
-            model.update(
-                deltas: update.deltas, changed: update.changed.compactMap(pipeline.totals(for:)), forgotten: update.forgotten,
-                time: update.wallTime)
+        func receive(_ update: borrowing PipelineUpdate) {
+            model.update(deltas: update.deltas, changed: update.changed, forgotten: update.forgotten, time: update.wallTime)
             frames += renderer.render(model, width: 120, height: 40).count
         }
     }
@@ -551,13 +553,13 @@ final class WholeLoops {
         var summing = configuration
         summing.idleDeltas = false
         serve = Pipeline(source: try sampler(), configuration: summing)
-        serve.subscribe(Scrape())
+        serve.add(sink: Scrape())
         statePath = "/tmp/ifmbench-\(getpid())-\(interfaces).db"
         store = try StateStore(path: statePath, host: "bench", bootID: "bench", now: wallClock())
         export = Pipeline(source: try sampler(), configuration: summing, persistence: StatePersistence(store: store, every: 15))
-        export.subscribe(Export())
+        export.add(sink: Export())
         live = Pipeline(source: try sampler(), configuration: configuration)
-        live.subscribe(Live())
+        live.add(sink: Live())
         for pipeline in [serve, export, live] { pipeline.step() }  // the baselines
     }
 
