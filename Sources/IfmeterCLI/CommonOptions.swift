@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import IfmeterCore
 import IfmeterPipeline
 import IfmeterStore
@@ -127,7 +122,7 @@ enum CommonOptions {
     static func validateNamespace(_ p: ParsedArguments) throws(CLIError) {
         guard let names = try namespaceNames(p) else { return }
         #if os(Linux)
-        for name in names where access(NetworkNamespace.path(name), F_OK) != 0 {
+        for name in names where !exists(NetworkNamespace.path(name)) {
             throw p.usage("no network namespace '\(name)' (no \(NetworkNamespace.path(name))); see 'ip netns list'")
         }
         #endif
@@ -244,7 +239,7 @@ struct SamplingSetup {
         do {
             counters = try makeCounterSource(source, options: samplerOptions)
         } catch {
-            if error.errno == EPERM, error.call.hasPrefix("setns") {
+            if error.errno == Errno.notPermitted, error.call.hasPrefix("setns") {
                 throw .runtime("cannot enter a network namespace (\(error.call): \(error.message)): that needs CAP_SYS_ADMIN; run ifmeter as root")
             }
             throw .runtime("cannot open the \(source.rawValue) source: \(error)")

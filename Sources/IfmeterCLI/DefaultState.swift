@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import IfmeterCore
 import IfmeterSystem
 
@@ -26,7 +21,7 @@ enum DefaultState {
     static var environment: [String: String] {
         var out: [String: String] = [:]
         for key in ["IFMETER_STATE", "XDG_STATE_HOME", "HOME"] {
-            if let value = getenv(key) { out[key] = String(cString: value) }
+            if let value = IfmeterSystem.environment(key) { out[key] = value }
         }
         return out
     }
@@ -34,19 +29,13 @@ enum DefaultState {
     /// `--state`, or the default, said in one line on stderr.
     static func resolve(_ p: ParsedArguments) -> String {
         if let path = p.value("--state") { return path }
-        let (path, reason) = path(environment: environment, uid: getuid())
+        let (path, reason) = path(environment: environment, uid: realUserID)
         Output.error("ifmeter: using the state file \(TerminalText.escaped(path)) (\(reason); give --state to choose).")
         return path
     }
 
     /// Creates the folders of a default path (0755), as mkdir -p.
     static func makeFolders(for path: String) {
-        var partial = ""
-        guard path.hasPrefix("/") else { return }
-        let parts = path.split(separator: "/").dropLast()
-        for part in parts {
-            partial += "/" + part
-            mkdir(partial, 0o755)
-        }
+        makeDirectories(SafeFile.folder(of: path))
     }
 }

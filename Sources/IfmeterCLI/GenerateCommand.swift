@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import IfmeterCore
 import IfmeterSystem
 
 /// `ifmeter --generate-manpage [DIR]` and `ifmeter --generate-completion
@@ -47,20 +43,23 @@ enum Generate {
 
     /// The pages' date: SOURCE_DATE_EPOCH's, or none (reproducible).
     static var pageDate: String {
-        guard let text = getenv("SOURCE_DATE_EPOCH").map({ String(cString: $0) }), let seconds = Int64(text) else { return "" }
+        guard let text = environment("SOURCE_DATE_EPOCH"), let seconds = Int64(text) else { return "" }
         return Roff.date(epoch: seconds)
     }
 
     static func writeManPages(into directory: String) throws(CLIError) {
-        if mkdir(directory, 0o755) != 0, errno != EEXIST {
-            throw .runtime("cannot make the folder '\(directory)': \(String(cString: strerror(errno)))")
+        do throws(SystemError) {
+            try makeDirectory(directory)
+        } catch {
+            throw .runtime("cannot make the folder '\(directory)': \(error.message)")
         }
         for page in ManPages(date: pageDate).pages {
             let path = directory + "/" + page.fileName
-            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-            guard fd >= 0 else { throw .runtime("cannot write '\(path)': \(String(cString: strerror(errno)))") }
-            defer { close(fd) }
-            try Output.put(page.text, to: fd)
+            do throws(SystemError) {
+                try writeFile(path, Array(TerminalText.escaped(page.text, keeping: "\n").utf8))
+            } catch {
+                throw .runtime("cannot write '\(path)': \(error.message)")
+            }
         }
     }
 }

@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import IfmeterCore
 import IfmeterSystem
 
@@ -76,54 +71,43 @@ enum CommandLinePath {
     static func checkFolders(of path: String, option: String) throws(CLIError) {
         var folder = SafeFile.folder(of: path)
         if !folder.hasPrefix("/") {
-            guard let raw = getcwd(nil, 0) else { return }
-            let cwd = String(cString: raw)
-            free(raw)
+            guard let cwd = currentDirectory() else { return }
             folder = folder == "." ? cwd : cwd + "/" + folder
         }
         var prefix = ""
         for part in folder.split(separator: "/") {
             prefix += "/" + part
-            var st = stat()
-            guard lstat(prefix, &st) == 0 else { return }  // a missing folder is said when the file is made
-            guard (st.st_mode & S_IFMT) == S_IFLNK else { continue }
-            guard st.st_uid == geteuid() || st.st_uid == 0 else {
+            // A missing folder is said when the file is made.
+            guard let status = FileStatus(prefix) else { return }
+            guard status.kind == .symbolicLink else { continue }
+            guard status.owner == effectiveUserID || status.owner == 0 else {
                 throw .runtime(
-                    "cannot use \(TerminalText.escaped(path)) for \(option): \(TerminalText.escaped(prefix)), on the way, is a symbolic link owned by uid \(st.st_uid), another user, who could point it elsewhere; refusing to follow it. Give the path without it.")
+                    "cannot use \(TerminalText.escaped(path)) for \(option): \(TerminalText.escaped(prefix)), on the way, is a symbolic link owned by uid \(status.owner), another user, who could point it elsewhere; refusing to follow it. Give the path without it.")
             }
         }
     }
 
     private static func checkTarget(_ path: String, given: String, option: String, command: String, writing: Writing) throws(CLIError) {
-        var st = stat()
-        guard lstat(path, &st) == 0 else { return }  // made by ifmeter
+        guard let status = FileStatus(path) else { return }  // made by ifmeter
         let shown = TerminalText.escaped(given)
-        let type = st.st_mode & S_IFMT
-        guard type == S_IFREG else {
-            let what = switch type {
-            case S_IFCHR: "a character device"
-            case S_IFBLK: "a block device"
-            case S_IFIFO: "a FIFO"
-            case S_IFSOCK: "a socket"
-            case S_IFDIR: "a folder"
-            case S_IFLNK: "a symbolic link"
-            default: "not a regular file"
-            }
-            throw .usage("'\(shown)' for '\(option)' is \(what), not a regular file: give the name of a file to write (or none yet)", command: command)
+        guard status.kind == .regular else {
+            throw .usage(
+                "'\(shown)' for '\(option)' is \(status.kind.words), not a regular file: give the name of a file to write (or none yet)",
+                command: command)
         }
         if !allowForeign {
-            if st.st_uid != geteuid() {
+            if status.owner != effectiveUserID {
                 throw .runtime(
-                    "cannot use \(shown) for \(option): it is owned by uid \(st.st_uid), another user, who could change it under ifmeter; refusing it (--allow-foreign-files uses it anyway)")
+                    "cannot use \(shown) for \(option): it is owned by uid \(status.owner), another user, who could change it under ifmeter; refusing it (--allow-foreign-files uses it anyway)")
             }
-            if st.st_mode & S_IWOTH != 0 {
+            if status.writableByAll {
                 throw .runtime(
-                    "cannot use \(shown) for \(option): it is writable by every user (mode 0\(String(st.st_mode & 0o7777, radix: 8))), who could change it under ifmeter; refusing it (chmod o-w, or --allow-foreign-files)")
+                    "cannot use \(shown) for \(option): it is writable by every user (mode 0\(String(status.permissions, radix: 8))), who could change it under ifmeter; refusing it (chmod o-w, or --allow-foreign-files)")
             }
         }
-        if writing == .inPlace, st.st_nlink > 1 {
+        if writing == .inPlace, status.links > 1 {
             throw .runtime(
-                "cannot use \(shown) for \(option): it has \(st.st_nlink) hard links, and writing it would write every one of them; refusing it (give a file of its own)")
+                "cannot use \(shown) for \(option): it has \(status.links) hard links, and writing it would write every one of them; refusing it (give a file of its own)")
         }
     }
 }

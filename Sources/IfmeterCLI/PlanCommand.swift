@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import IfmeterCore
 import IfmeterOutput
 import IfmeterSampling
@@ -163,8 +158,7 @@ struct PlanCommand: Command {
     func open(create: Bool) throws(CLIError) -> StateStore {
         let path = try CommandLinePath.output(
             self.path, option: "--state", command: Self.spec.name, writing: .inPlace, sideSuffixes: ["-wal", "-shm"])
-        var st = stat()
-        if stat(path, &st) != 0 {
+        if FileStatus(path, followingLinks: true) == nil {
             guard create else { throw .usage(StoreError.missing(path: path).description, command: Self.spec.name) }
             DefaultState.makeFolders(for: path)
         }

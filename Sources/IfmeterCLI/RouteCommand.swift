@@ -1,5 +1,4 @@
 #if canImport(Glibc)
-import Glibc
 #endif
 import IfmeterCore
 import IfmeterOutput

@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import IfmeterCore
 import IfmeterOutput
 import IfmeterHTTP
@@ -223,23 +218,7 @@ struct ServeCommand: Command {
     }
 }
 
-/// Raises the soft limit on open files toward `wanted` (within the hard
-/// limit), so the connection limit, not the descriptor limit, decides.
-func raiseOpenFileLimit(to wanted: Int) {
-    var limit = rlimit()
-    guard getrlimit(RLIMIT_NOFILE_VALUE, &limit) == 0 else { return }
-    let target = min(rlim_t(wanted), limit.rlim_max)
-    if limit.rlim_cur < target {
-        limit.rlim_cur = target
-        _ = setrlimit(RLIMIT_NOFILE_VALUE, &limit)
-    }
-}
 
-#if canImport(Glibc)
-let RLIMIT_NOFILE_VALUE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
-#else
-let RLIMIT_NOFILE_VALUE = RLIMIT_NOFILE
-#endif
 
 /// Writes at most one line per `every` seconds to stderr, and says how many
 /// it held back, so a flood of bad requests cannot flood the log.

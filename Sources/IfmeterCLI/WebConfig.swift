@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import IfmeterCore
 import IfmeterHTTP
 import IfmeterSystem
@@ -366,54 +361,6 @@ struct WebConfig {
             users[entry.key] = hash
         }
         return users
-    }
-}
-
-/// The whole of a text file. Anything but a regular file (a FIFO, a
-/// device, a folder) is refused at once: opened without blocking (a FIFO
-/// with no writer would hold the start forever), then looked at.
-func readTextFile(_ path: String) throws(SystemError) -> String {
-    let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
-    guard fd >= 0 else {
-        throw SystemError.system("open(\(path))", code: errno)
-    }
-    defer { close(fd) }
-    var info = stat()
-    guard fstat(fd, &info) == 0 else {
-        throw SystemError.system("fstat(\(path))", code: errno)
-    }
-    guard info.st_mode & S_IFMT == S_IFREG else {
-        throw SystemError(call: "fstat(\(path))", message: "not a regular file (\(fileKind(info.st_mode)))")
-    }
-    guard info.st_size <= 1 << 20 else {
-        throw SystemError(call: "fstat(\(path))", message: "larger than 1 MiB")
-    }
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = read(fd, &buffer, buffer.count)
-        if n < 0 {
-            if errno == EINTR { continue }
-            throw SystemError.system("read(\(path))", code: errno)
-        }
-        if n == 0 { break }
-        bytes.append(contentsOf: buffer[..<n])
-        if bytes.count > 1 << 20 {
-            throw SystemError(call: "read(\(path))", message: "larger than 1 MiB")
-        }
-    }
-    return String(decoding: bytes, as: UTF8.self)
-}
-
-/// What kind of file a mode says, in words.
-private func fileKind(_ mode: mode_t) -> String {
-    switch mode & S_IFMT {
-    case S_IFIFO: "a FIFO"
-    case S_IFDIR: "a folder"
-    case S_IFCHR: "a character device"
-    case S_IFBLK: "a block device"
-    case S_IFSOCK: "a socket"
-    default: "not a file"
     }
 }
 

@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import CSQLite
 import IfmeterCore
 import IfmeterSystem
@@ -108,10 +103,7 @@ final class Database {
 
     deinit {
         sqlite3_close_v2(handle)
-        if let lockDescriptor {
-            flock(lockDescriptor, LOCK_UN)
-            close(lockDescriptor)
-        }
+        if let lockDescriptor { FileLock.release(lockDescriptor) }
     }
 
     /// `path` as a SQLite URI with `query` (`mode=ro&immutable=1`).

@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import CSQLite
 import IfmeterCore
 import IfmeterSystem
@@ -86,8 +81,7 @@ public final class StateStore {
         self.host = host
         self.bootID = bootID
         let folder = SafeFile.folder(of: path)
-        var st = stat()
-        guard stat(folder, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
+        guard FileStatus(folder, followingLinks: true)?.kind == .directory else {
             throw StoreError.noFolder(path: path, folder: folder)
         }
         let (lock, created) = try Self.openLocked(path)
@@ -95,17 +89,17 @@ public final class StateStore {
         for suffix in Self.sideSuffixes {
             // SQLite opens its side files with O_NOFOLLOW; say why a planted
             // link or FIFO there stops the start, before SQLite says less.
-            if lstat(path + suffix, &st) != 0 {
+            guard let side = FileStatus(path + suffix) else {
                 newFiles.append(path + suffix)
-            } else if (st.st_mode & S_IFMT) != S_IFREG {
-                Self.remove(created ? [path] : [])
-                flock(lock, LOCK_UN)
-                close(lock)
+                continue
+            }
+            if side.kind != .regular {
+                removeRegularFiles(created ? [path] : [])
+                FileLock.release(lock)
                 throw StoreError.notRegularFile(path: path + suffix)
             }
         }
-        fstat(lock, &st)
-        let existed = st.st_size > 0
+        let existed = (FileStatus(descriptor: lock)?.size ?? 0) > 0
 
         let db: Database
         var meta: [String: String] = [:]
@@ -114,8 +108,7 @@ public final class StateStore {
                 // From here the database owns the lock.
                 db = try Database(path: path, readOnly: false, lockDescriptor: lock)
             } catch {
-                flock(lock, LOCK_UN)
-                close(lock)
+                FileLock.release(lock)
                 throw error
             }
             if existed {
@@ -178,45 +171,19 @@ public final class StateStore {
     /// (`usage`) hold a shared lock for a moment: a writer waits a second
     /// for them. Checks after locking that the path still names the file.
     static func openLocked(_ path: String) throws(StoreError) -> (fd: Int32, created: Bool) {
-        for _ in 0..<3 {
-            let fd: Int32, created: Bool
-            do {
-                (fd, created) = try SafeFile.open(path, flags: O_RDWR | O_CREAT)
-            } catch {
-                if error.errno == ELOOP || error.errno == SafeFile.notRegularErrno { throw StoreError.notRegularFile(path: path) }
-                throw StoreError.system(path: path, error)
+        do throws(FileLock.Failure) {
+            return try FileLock.openExclusive(path)
+        } catch {
+            switch error {
+            case .notRegular: throw StoreError.notRegularFile(path: path)
+            case .inUse: throw StoreError.inUse(path: path)
+            case .system(let cause): throw StoreError.system(path: path, cause)
             }
-            var locked = false
-            for _ in 0..<20 {
-                if flock(fd, LOCK_EX | LOCK_NB) == 0 {
-                    locked = true
-                    break
-                }
-                usleep(50_000)
-            }
-            guard locked else {
-                // Even one this call created is the lock holder's now.
-                close(fd)
-                throw StoreError.inUse(path: path)
-            }
-            var opened = stat(), named = stat()
-            if fstat(fd, &opened) == 0, lstat(path, &named) == 0, opened.st_dev == named.st_dev, opened.st_ino == named.st_ino {
-                return (fd, created)
-            }
-            // Moved or replaced while this one waited: open it again.
-            flock(fd, LOCK_UN)
-            close(fd)
         }
-        throw StoreError.inUse(path: path)
     }
 
     /// Removes files (a failed start's), never through a link.
-    static func remove(_ paths: [String]) {
-        for path in paths {
-            var st = stat()
-            if lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG { unlink(path) }
-        }
-    }
+    static func remove(_ paths: [String]) { removeRegularFiles(paths) }
 
     /// Records a clean stop (after the last save): the next start knows
     /// that nothing counted is missing.
@@ -460,11 +427,7 @@ public final class StateStore {
     ) throws(StoreError) -> T {
         // A link is followed once: the WAL and the other side files are
         // beside the file it names, not beside the link.
-        var path = given
-        if let real = realpath(given, nil) {
-            path = String(cString: real)
-            free(real)
-        }
+        let path = realPath(given) ?? given
         do {
             return try readingResolved(path, verify: verify, body)
         } catch {
@@ -475,23 +438,26 @@ public final class StateStore {
     private static func readingResolved<T>(
         _ path: String, verify: Bool, _ body: (Database, _ written: Bool) throws(StoreError) -> T
     ) throws(StoreError) -> T {
-        var st = stat()
-        guard stat(path, &st) == 0 else {
-            let code = errno
-            if code == ENOENT { throw StoreError.missing(path: path) }
+        guard let status = FileStatus(path, followingLinks: true) else {
+            let code = currentErrno()
+            if code == Errno.noSuchFile { throw StoreError.missing(path: path) }
             throw Self.openFailure(path, call: "stat", code)
         }
-        guard (st.st_mode & S_IFMT) == S_IFREG else { throw StoreError.notRegularFile(path: path) }
-        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else { throw Self.openFailure(path, call: "open", errno) }
-        defer { close(fd) }
-        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { throw StoreError.notRegularFile(path: path) }
+        guard status.kind == .regular else { throw StoreError.notRegularFile(path: path) }
+        let fd: Int32
+        do throws(SystemError) {
+            fd = try openRegularForReading(path)
+        } catch {
+            if error.errno == SafeFile.notRegularErrno { throw StoreError.notRegularFile(path: path) }
+            throw Self.openFailure(path, call: "open", error.errno ?? 0)
+        }
+        defer { _ = closeDescriptor(fd) }
         // A shared lock: no writer holds the file, and none starts while
         // this reads (a writer waits a second for it).
-        let idle = flock(fd, LOCK_SH | LOCK_NB) == 0
-        defer { if idle { flock(fd, LOCK_UN) } }
-        var wal = stat()
-        let walBytes = lstat(path + "-wal", &wal) == 0 && (wal.st_mode & S_IFMT) == S_IFREG ? Int(wal.st_size) : 0
+        let idle = FileLock.tryShared(fd)
+        defer { if idle { FileLock.unlock(fd) } }
+        let wal = FileStatus(path + "-wal")
+        let walBytes = wal?.kind == .regular ? wal?.size ?? 0 : 0
         if idle, walBytes > 0 {
             // A writer was killed: its last saves are in the WAL, which an
             // immutable read would skip. Read a private copy instead.
@@ -505,30 +471,33 @@ public final class StateStore {
 
     static func openFailure(_ path: String, call: String, _ code: Int32) -> StoreError {
         let error = SystemError.system("\(call)(\(path))", code: code)
-        return code == EACCES || code == EPERM ? .unreadable(path: path, error) : .system(path: path, error)
+        return code == Errno.permissionDenied || code == Errno.notPermitted ? .unreadable(path: path, error) : .system(path: path, error)
     }
 
     /// Reads a copy of the file and its WAL in a private folder, removed
     /// after: SQLite applies the WAL there, and nothing is written beside
     /// the original.
     static func readCopy<T>(_ path: String, fd: Int32, verify: Bool, _ body: (Database) throws(StoreError) -> T) throws(StoreError) -> T {
-        var template = Array("/tmp/ifmeter-usage-XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else { throw openFailure("/tmp", call: "mkdtemp", errno) }
-        let folder = String(cString: made)
-        let copy = folder + "/state.db"
-        defer {
-            for suffix in [""] + sideSuffixes { unlink(copy + suffix) }
-            rmdir(folder)
+        let folder: TemporaryFolder
+        do throws(SystemError) {
+            folder = try TemporaryFolder(prefix: "ifmeter-usage")
+        } catch {
+            throw openFailure("/tmp", call: "mkdtemp", error.errno ?? 0)
         }
+        let copy = folder.path + "/state.db"
         try copyFile(from: fd, name: path, to: copy)
-        let wal = open(path + "-wal", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        guard wal >= 0 else { throw openFailure(path + "-wal", call: "open", errno) }
-        defer { close(wal) }
+        let wal: Int32
+        do throws(SystemError) {
+            wal = try openRegularForReading(path + "-wal", followingLinks: false)
+        } catch {
+            throw openFailure(path + "-wal", call: "open", error.errno ?? 0)
+        }
+        defer { _ = closeDescriptor(wal) }
         try copyFile(from: wal, name: path + "-wal", to: copy + "-wal")
         do {
             // The copy's database is closed when this returns, before the
-            // folder is removed.
-            return try readClosing(copy, verify: verify, body)
+            // folder is removed (with the folder value, after this).
+            return try withExtendedLifetime(folder) { () throws(StoreError) -> T in try readClosing(copy, verify: verify, body) }
         } catch {
             // Say the user's path, not the copy's.
             throw error.renamed(copy, to: path)
@@ -542,24 +511,10 @@ public final class StateStore {
     }
 
     static func copyFile(from source: Int32, name: String, to target: String) throws(StoreError) {
-        let out = open(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard out >= 0 else { throw openFailure(target, call: "open", errno) }
-        defer { close(out) }
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        var offset: off_t = 0
-        while true {
-            let n = pread(source, &buffer, buffer.count, offset)
-            if n < 0, errno == EINTR { continue }
-            guard n >= 0 else { throw openFailure(name, call: "pread", errno) }
-            if n == 0 { return }
-            var written = 0
-            while written < n {
-                let w = buffer.withUnsafeBytes { write(out, $0.baseAddress! + written, n - written) }
-                if w < 0, errno == EINTR { continue }
-                guard w > 0 else { throw openFailure(target, call: "write", errno) }
-                written += w
-            }
-            offset += off_t(n)
+        do throws(SystemError) {
+            try IfmeterSystem.copyFile(from: source, named: name, to: target)
+        } catch {
+            throw StoreError.system(path: name, error)
         }
     }
 }
