@@ -29,8 +29,11 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // C shims for libmicrohttpd's variadic start and zlib's macros.
         .target(name: "CIfmeterHTTP", dependencies: ["CMicroHTTPD", "CZlib"]),
-        // The HTTP server: the one place that calls libmicrohttpd.
-        .target(name: "IfmeterHTTP", dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "CIfmeterHTTP", "CMicroHTTPD"]),
+        // serve: the scrape cache, the HTTP server (the one place that calls
+        // libmicrohttpd), basic auth and the web config.
+        .target(
+            name: "IfmeterServe",
+            dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "CIfmeterHTTP", "CMicroHTTPD"]),
         // C shims for kernel macros and inline structures Swift cannot import.
         .target(
             name: "CIfmeterLinux",
@@ -72,7 +75,7 @@ let package = Package(
         .target(
             name: "IfmeterCLI",
             dependencies: [
-                "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterSampling", "IfmeterPipeline", "IfmeterHTTP", "IfmeterLive",
+                "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterSampling", "IfmeterPipeline", "IfmeterServe", "IfmeterLive",
                 "IfmeterStore",
             ]
         ),
@@ -84,7 +87,7 @@ let package = Package(
             name: "ifmeter-bench",
             dependencies: [
                 "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterSampling", "IfmeterPipeline", "IfmeterLive", "IfmeterStore",
-                "IfmeterCLI", "CIfmeterBench",
+                "IfmeterCLI", "IfmeterServe", "CIfmeterBench",
             ]
         ),
         // Namespaces, veth pairs and traffic for the integration tests, and
@@ -94,7 +97,7 @@ let package = Package(
         .testTarget(
             name: "IfmeterSamplingTests",
             dependencies: ["IfmeterSystem", "IfmeterSampling", "IfmeterCore", "CNetlink", "IfmeterTestSupport"]),
-        .testTarget(name: "IfmeterCLITests", dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterCLI", "IfmeterCore", "IfmeterHTTP", "IfmeterTestSupport"]),
+        .testTarget(name: "IfmeterCLITests", dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterCLI", "IfmeterCore", "IfmeterServe", "IfmeterTestSupport"]),
         .testTarget(name: "IfmeterLiveTests", dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterLive", "IfmeterCore", "IfmeterPipeline", "IfmeterTestSupport"]),
         .testTarget(name: "IfmeterStoreTests", dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterStore", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(

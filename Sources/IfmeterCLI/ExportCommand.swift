@@ -1,6 +1,7 @@
 import IfmeterCore
 import IfmeterOutput
 import IfmeterPipeline
+import IfmeterServe
 import IfmeterSampling
 import IfmeterSystem
 

@@ -1,6 +1,6 @@
 import IfmeterCore
 import IfmeterOutput
-import IfmeterHTTP
+import IfmeterServe
 import IfmeterPipeline
 import IfmeterSampling
 import Synchronization
@@ -98,7 +98,20 @@ struct ServeCommand: Command {
         if !p.has("--probe") { try RouteOptions.check(p) }
         routes = p.has("--probe") ? try RouteOptions(p, command: "serve --probe") : nil
         webConfigPath = p.value("--web-config")
-        webConfig = try webConfigPath.map { path throws(CLIError) in try WebConfig.load(path) }
+        webConfig = try webConfigPath.map { path throws(CLIError) in
+            do throws(WebConfig.LoadError) {
+                return try WebConfig.load(path)
+            } catch {
+                switch error {
+                case .unreadable(let cause):
+                    throw .usage(
+                        "cannot read the web config '\(path)': \(cause.message); name a readable YAML file with '--web-config'",
+                        command: Self.spec.name)
+                case .invalid(let location, let message):
+                    throw .data("web config \(location): \(message)")
+                }
+            }
+        }
     }
 
     func run() throws(CLIError) {

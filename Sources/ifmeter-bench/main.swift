@@ -9,6 +9,7 @@ import IfmeterCore
 import IfmeterOutput
 import IfmeterLive
 import IfmeterPipeline
+import IfmeterServe
 import IfmeterSampling
 import IfmeterStore
 import IfmeterSystem

@@ -1,6 +1,6 @@
 import CIfmeterTestSupport
 import Foundation
-import IfmeterHTTP
+import IfmeterServe
 import IfmeterTestSupport
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import IfmeterCore
 @testable import IfmeterCLI
+@testable import IfmeterServe
 import IfmeterTestSupport
 import Testing
 

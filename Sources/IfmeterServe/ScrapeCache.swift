@@ -1,6 +1,6 @@
 import IfmeterCore
 import IfmeterOutput
-import IfmeterHTTP
+import IfmeterServe
 import IfmeterPipeline
 import Synchronization
 import IfmeterSystem
@@ -139,32 +139,32 @@ public final class ScrapeCache: Sendable {
 /// Reads the endpoint's closed-connection counts into the cache after each
 /// update, on the pipeline's thread: a request handler never asks the
 /// server, whose lock it may be called under.
-final class HTTPClosedFeed: PipelineEnricher {
+public final class HTTPClosedFeed: PipelineEnricher {
     let server: HTTPServer
     let cache: ScrapeCache
 
-    init(server: HTTPServer, cache: ScrapeCache) {
+    public init(server: HTTPServer, cache: ScrapeCache) {
         self.server = server
         self.cache = cache
     }
 
-    func enrich(_ update: borrowing PipelineUpdate) {
+    public func enrich(_ update: borrowing PipelineUpdate) {
         cache.setHTTPClosed(server.closedCounts)
     }
 }
 
 /// Feeds a scrape cache from the pipeline, and says once when the first
 /// sample is in.
-final class ScrapeFeed: PipelineSink {
+public final class ScrapeFeed: PipelineSink {
     let cache: ScrapeCache
     private var ready: (() -> Void)?
 
-    init(cache: ScrapeCache, ready: @escaping () -> Void) {
+    public init(cache: ScrapeCache, ready: @escaping () -> Void) {
         self.cache = cache
         self.ready = ready
     }
 
-    func receive(_ update: borrowing PipelineUpdate) {
+    public func receive(_ update: borrowing PipelineUpdate) {
         cache.apply(update)
         if let ready {
             ready()

@@ -1,11 +1,11 @@
 import IfmeterCore
-import IfmeterHTTP
+import IfmeterServe
 import IfmeterSystem
 
 /// A problem in a web config file, at a line when known.
-struct WebConfigError: Error, Equatable {
-    var line: Int?
-    var message: String
+public struct WebConfigError: Error, Equatable, Sendable {
+    public var line: Int?
+    public var message: String
 }
 
 /// A small, strict subset of YAML, enough for Prometheus exporter-toolkit's
@@ -202,36 +202,44 @@ enum MiniYAML {
 
 /// `serve --web-config FILE`: Prometheus exporter-toolkit's web
 /// configuration, the parts ifmeter supports.
-struct WebConfig {
-    var tls: HTTPTLSSettings?
-    var users: [String: String]
+public struct WebConfig: Sendable {
+    public var tls: HTTPTLSSettings?
+    public var users: [String: String]
 
     /// Neither TLS nor users (an empty file, or comments only): serve
     /// warns that it serves as without --web-config.
-    var asksForNothing: Bool { tls == nil && users.isEmpty }
+    public var asksForNothing: Bool { tls == nil && users.isEmpty }
 
     static let supportedTLSKeys = ["cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version"]
     static let unsupportedTLSKeys = ["cert", "key", "client_ca", "cipher_suites", "curve_preferences", "prefer_server_cipher_suites", "client_allowed_sans"]
 
+    /// Why a web config could not be used.
+    public enum LoadError: Error, Sendable {
+        /// The file cannot be read (missing, a FIFO, a folder...): the
+        /// command line names no usable file.
+        case unreadable(SystemError)
+        /// What it holds is wrong, at `location` (`path:line`).
+        case invalid(location: String, message: String)
+    }
+
     /// Reads and checks `path`; relative file names in it are relative to
     /// its folder, as exporter-toolkit has them.
-    static func load(_ path: String) throws(CLIError) -> WebConfig {
+    public static func load(_ path: String) throws(LoadError) -> WebConfig {
         let text: String
         do throws(SystemError) {
             text = try readTextFile(path)
         } catch {
-            throw .usage("cannot read the web config '\(path)': \(error.message); name a readable YAML file with '--web-config'", command: ServeCommand.spec.name)
+            throw .unreadable(error)
         }
         let folder = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
         do {
             return try parse(text, folder: folder)
         } catch {
-            let location = error.line.map { "\(path):\($0)" } ?? path
-            throw .data("web config \(location): \(error.message)")
+            throw .invalid(location: error.line.map { "\(path):\($0)" } ?? path, message: error.message)
         }
     }
 
-    static func parse(_ text: String, folder: String) throws(WebConfigError) -> WebConfig {
+    public static func parse(_ text: String, folder: String) throws(WebConfigError) -> WebConfig {
         var config = WebConfig(tls: nil, users: [:])
         for entry in try MiniYAML.parse(text) {
             switch entry.key {

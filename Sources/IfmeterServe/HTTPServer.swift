@@ -1,6 +1,5 @@
 import CIfmeterHTTP
 import CMicroHTTPD
-import Glibc
 import IfmeterCore
 import IfmeterOutput
 import Synchronization
@@ -131,7 +130,7 @@ public final class HTTPBody: @unchecked Sendable {
 
     deinit {
         guard let base else { return }
-        if owned { base.deallocate() } else { free(UnsafeMutableRawPointer(mutating: base)) }
+        if owned { base.deallocate() } else { freeMallocated(UnsafeMutableRawPointer(mutating: base)) }
     }
 
     public var bytes: [UInt8] { base.map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? [] }
@@ -205,7 +204,7 @@ public final class HTTPServer: Sendable {
             tls.withC { cifm_http_start(fd, raw, $0, accessHandler, unmanaged, logHandler, unmanaged) }
         } ?? cifm_http_start(fd, raw, nil, accessHandler, unmanaged, logHandler, unmanaged)
         guard let started else {
-            close(fd)
+            closeDescriptor(fd)
             throw SystemError(call: "MHD_start_daemon(\(address))", message: "libmicrohttpd could not start")
         }
         server = Mutex(started)
@@ -217,7 +216,7 @@ public final class HTTPServer: Sendable {
     public static func loadLibrary() throws(SystemError) {
         var reason = [CChar](repeating: 0, count: 512)
         // IFMETER_LIBMICROHTTPD names another build of the library.
-        let library = getenv("IFMETER_LIBMICROHTTPD").map { String(cString: $0) } ?? "libmicrohttpd.so.12"
+        let library = environment("IFMETER_LIBMICROHTTPD") ?? "libmicrohttpd.so.12"
         guard cifm_http_load(library, &reason, reason.count) == 0 else {
             let text = reason.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
             throw SystemError(
@@ -259,47 +258,10 @@ public final class HTTPServer: Sendable {
         }
     }
 
-    /// The port actually bound (useful with port 0 in tests).
+    /// A listening socket for `address` (the first of its addresses that
+    /// binds).
     public static func listen(on address: ListenAddress) throws(SystemError) -> Int32 {
-        var hints = addrinfo()
-        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var result: UnsafeMutablePointer<addrinfo>?
-        let rc = getaddrinfo(address.host, String(address.port), &hints, &result)
-        if rc != 0 {
-            throw SystemError(
-                call: "getaddrinfo(\(address.host))",
-                message: "cannot resolve '\(address.host)' (\(String(cString: gai_strerror(rc)))); give an IP address, or a name in /etc/hosts")
-        }
-        defer { freeaddrinfo(result) }
-        // A name may stand for several addresses (localhost: 127.0.0.1 and
-        // ::1): the first one that can be bound serves.
-        var firstError: SystemError?
-        var next = result
-        while let info = next {
-            next = info.pointee.ai_next
-            let fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            guard fd >= 0 else { throw .system("socket") }
-            var one: Int32 = 1, zero: Int32 = 0
-            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-            if info.pointee.ai_family == AF_INET6 {
-                // [::] serves IPv4 too.
-                setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &zero, socklen_t(MemoryLayout<Int32>.size))
-            }
-            if bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) != 0 {
-                let code = errno
-                close(fd)
-                firstError = firstError ?? .system("bind(\(address))", code: code)
-                continue
-            }
-            if Glibc.listen(fd, 511) != 0 {
-                let code = errno
-                close(fd)
-                throw .system("listen(\(address))", code: code)
-            }
-            return fd
-        }
-        throw firstError ?? SystemError(call: "getaddrinfo(\(address.host))", message: "no address")
+        try listeningSocket(host: address.host, port: address.port, named: address.description)
     }
 }
 

@@ -1,5 +1,4 @@
 import CIfmeterHTTP
-import Glibc
 import IfmeterCore
 import Synchronization
 import IfmeterSystem
@@ -232,7 +231,7 @@ public final class BasicAuthenticator: Sendable {
             decoys[cost] = decoy
         }
         self.decoys = decoys
-        let cores = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+        let cores = processorCount
         workers = max(1, min(2, cores - 1))
         guard let pool = cifm_crypt_pool_create(UInt32(workers), Self.maxQueued) else { throw .system("pthread_create") }
         self.pool = Pool(pointer: pool)
@@ -465,13 +464,6 @@ public final class BasicAuthenticator: Sendable {
 private final class CryptCompletion: Sendable {
     let body: @Sendable (Int32, UInt64) -> Void
     init(_ body: @escaping @Sendable (Int32, UInt64) -> Void) { self.body = body }
-}
-
-/// CLOCK_MONOTONIC in seconds.
-private func monotonicSeconds() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
 extension UInt8 {
