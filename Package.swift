@@ -65,6 +65,11 @@ let package = Package(
                 .target(name: "CIfmeterLinux", condition: .when(platforms: [.linux])),
             ]
         ),
+        // Route analysis: where probes leave, each tunnel's underlay, the
+        // outside estimate, and the feed that follows route changes.
+        .target(
+            name: "IfmeterRoute",
+            dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterSampling"]),
         // The live view's model and its pure renderer.
         .target(name: "IfmeterLive", dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem"]),
         // Persistent totals and daily and monthly usage, in SQLite.
@@ -75,8 +80,8 @@ let package = Package(
         .target(
             name: "IfmeterCLI",
             dependencies: [
-                "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterSampling", "IfmeterPipeline", "IfmeterServe", "IfmeterLive",
-                "IfmeterStore",
+                "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterSampling", "IfmeterPipeline", "IfmeterServe", "IfmeterRoute",
+                "IfmeterLive", "IfmeterStore",
             ]
         ),
         .executableTarget(

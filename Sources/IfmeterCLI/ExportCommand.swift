@@ -1,6 +1,7 @@
 import IfmeterCore
 import IfmeterOutput
 import IfmeterPipeline
+import IfmeterRoute
 import IfmeterServe
 import IfmeterSampling
 import IfmeterSystem
@@ -40,7 +41,7 @@ struct ExportCommand: Command {
     let families: ExpositionFamilies
     let setup: SamplingSetup
     /// `--probe`: routes and the outside-the-tunnel bytes in each period.
-    let routes: RouteOptions?
+    let routes: RouteSettings?
 
     init(_ p: ParsedArguments) throws(CLIError) {
         textfile = p.value("--textfile")
@@ -57,7 +58,7 @@ struct ExportCommand: Command {
         families = try CompatOption.families(p)
         setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: every, idleDeltas: false)
         if !p.has("--probe") { try RouteOptions.check(p) }
-        routes = p.has("--probe") ? try RouteOptions(p, command: "export --probe") : nil
+        routes = p.has("--probe") ? try RouteOptions.settings(p, command: "export --probe") : nil
     }
 
     func run() throws(CLIError) {
@@ -105,7 +106,7 @@ struct ExportCommand: Command {
         #if os(Linux)
         // Before the exporter: a period's end has its sample's routes.
         if let routes {
-            let feed = try RouteFeed(options: routes) { _ in }
+            let feed = try ServeCommand.routeFeed(routes) { _ in }
             exporter.routes = feed
             pipeline.add(enricher: feed)
         }

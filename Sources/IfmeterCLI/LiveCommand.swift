@@ -6,6 +6,7 @@ import Darwin
 import IfmeterCore
 import IfmeterLive
 import IfmeterPipeline
+import IfmeterRoute
 import IfmeterSampling
 import IfmeterSystem
 
@@ -25,7 +26,7 @@ struct LiveCommand: Command {
     let setup: SamplingSetup
     let bits: Bool
     /// Routes are followed when one namespace is watched.
-    let routes: RouteOptions?
+    let routes: RouteSettings?
 
     init(_ p: ParsedArguments) throws(CLIError) {
         bits = p.flag("--bits")
@@ -34,7 +35,7 @@ struct LiveCommand: Command {
         let several = p.flag("--all-netns") || named > 1
         if several, p.has("--probe") { throw p.usage("'--probe' asks one namespace's routing tables: give one --netns, not several") }
         if several { try RouteOptions.check(p) }
-        routes = several ? nil : try RouteOptions(p, command: "live")
+        routes = several ? nil : try RouteOptions.settings(p, command: "live")
     }
 
     func run() throws(CLIError) {

@@ -1,8 +1,7 @@
-#if canImport(Glibc)
-#endif
 import IfmeterCore
 import IfmeterOutput
 import IfmeterPipeline
+import IfmeterRoute
 import IfmeterSampling
 import IfmeterSystem
 
@@ -38,13 +37,13 @@ struct RouteCommand: Command {
         ] + CommonOptions.source)
 
     let setup: SamplingSetup
-    let options: RouteOptions
+    let options: RouteSettings
     let window: Double?
     let json: Bool
 
     init(_ p: ParsedArguments) throws(CLIError) {
         json = try CommonOptions.format(p, allowed: ["text", "json"], default: "text") == "json"
-        options = try RouteOptions(p, command: "route")
+        options = try RouteOptions.settings(p, command: "route")
         window = p.has("--over") ? try CommonOptions.duration(p, "--over", default: 10) : nil
         var setup = try SamplingSetup(p, sampleLimit: window == nil ? 1 : 2, stopOnFailure: true)
         setup.configuration.interval = window ?? 1
@@ -53,7 +52,12 @@ struct RouteCommand: Command {
 
     func run() throws(CLIError) {
         #if os(Linux)
-        let router = try options.router(watch: false)
+        let router: Router
+        do throws(SystemError) {
+            router = try options.router(watch: false)
+        } catch {
+            throw .runtime("\(error)")
+        }
         let pipeline = try setup.pipeline()
         let collector = RouteCollector()
         pipeline.add(sink: collector)
@@ -106,104 +110,10 @@ final class RouteCollector: PipelineSink {
     }
 }
 
-#if os(Linux)
-/// Probes and underlays resolved against one sample's interfaces and the
-/// kernel's routes. Used by `route`, and by `serve --probe` at every route
-/// change.
-struct RouteAnalysis {
-    let router: Router
-    let interfaces: [InterfaceSample]
-    let options: RouteOptions
-    var underlays: [String: String] { options.underlays }
-    var endpoints: [String: IPAddress] { options.endpoints }
-    var overheads: [String: Int] { options.overheads }
-
-    func interface(index: Int?) -> InterfaceSample? {
-        guard let index else { return nil }
-        return interfaces.first { $0.index == index }
-    }
-
-    func probe(_ text: String, _ address: IPAddress) throws(SystemError) -> ProbeRoute {
-        let decision = try router.lookup(address)
-        guard decision.failure == nil, let index = decision.interfaceIndex else {
-            return ProbeRoute(probe: text, failure: decision.failure?.message ?? "no route")
-        }
-        let link = interface(index: index)
-        return ProbeRoute(
-            probe: text, interface: link?.name ?? "ifindex \(index)", classification: link?.classification,
-            gateway: decision.gateway?.description)
-    }
-
-    /// The interface of the best default route whose interface is not a
-    /// tunnel (IPv4 first, the main table first, then the lowest metric).
-    func bestDefaultOutsideTunnels() throws(SystemError) -> (name: String, evidence: String)? {
-        let routes = try router.defaultRoutes()
-            .filter { interface(index: $0.interfaceIndex).map { $0.classification?.kind != .tunnel } ?? false }
-            .sorted { ($0.ipv6 ? 1 : 0, $0.table == 254 ? 0 : 1, $0.metric) < ($1.ipv6 ? 1 : 0, $1.table == 254 ? 0 : 1, $1.metric) }
-        return routes.first.flatMap { route in
-            interface(index: route.interfaceIndex).map {
-                ($0.name, "default route outside the tunnels (\(route.ipv6 ? "IPv6" : "IPv4"), metric \(route.metric), table \(route.table))")
-            }
-        }
-    }
-
-    /// Each tunnel's underlay, by the first rule that names one.
-    func tunnels() throws(SystemError) -> [TunnelUnderlay] {
-        let tunnels = interfaces.filter { $0.classification?.kind == .tunnel }.sorted { $0.key < $1.key }
-        guard !tunnels.isEmpty else { return [] }
-        // The best default route outside the tunnels, asked once, and only
-        // when a tunnel has neither --underlay nor --endpoint.
-        let needsDefault = tunnels.contains { underlays[$0.name] == nil && endpoints[$0.name] == nil }
-        let fallback = needsDefault ? try bestDefaultOutsideTunnels() : nil
-        var found: [TunnelUnderlay] = []
-        for tunnel in tunnels {
-            var underlay: String?
-            var evidence: String
-            if let named = underlays[tunnel.name] {
-                underlay = named
-                evidence = "--underlay"
-            } else if let endpoint = endpoints[tunnel.name] {
-                let decision = try router.lookup(endpoint)
-                underlay = interface(index: decision.interfaceIndex)?.name
-                evidence = underlay == nil ? "no route to the endpoint \(endpoint)" : "route to the endpoint \(endpoint)"
-            } else if let fallback {
-                underlay = fallback.name
-                evidence = fallback.evidence
-            } else {
-                evidence = "no default route outside the tunnels"
-            }
-            let arphrd = underlay.flatMap { name in interfaces.first { $0.name == name }?.attributes?.arphrdType }
-            found.append(TunnelUnderlay(
-                tunnel: tunnel.name, underlay: underlay, evidence: evidence,
-                overheadBytes: overheads[tunnel.name] ?? TunnelUnderlay.defaultOverhead(tunnel: tunnel.classification, underlayARPHRD: arphrd)))
-        }
-        // Two tunnels on one underlay: each estimate holds the other's packets.
-        let counts = Dictionary(grouping: found.compactMap(\.underlay), by: { $0 }).mapValues(\.count)
-        for n in found.indices where (found[n].underlay.flatMap { counts[$0] } ?? 0) > 1 { found[n].sharedUnderlay = true }
-        return found
-    }
-
-    func probes() throws(SystemError) -> [ProbeRoute] {
-        var routes: [ProbeRoute] = []
-        for (text, address) in options.probes { routes.append(try probe(text, address)) }
-        return routes
-    }
-
-    func report(deltas: [InterfaceDelta]?) throws(SystemError) -> RouteReport {
-        let routes = try probes()
-        let byName = Dictionary((deltas ?? []).map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
-        let tunnels = try tunnels().map { t -> (underlay: TunnelUnderlay, estimate: OutsideEstimate?) in
-            guard deltas != nil, let tunnel = byName[t.tunnel], let underlay = t.underlay.flatMap({ byName[$0] }) else { return (t, nil) }
-            return (t, OutsideEstimate(tunnel: tunnel, underlay: underlay, overhead: t.overheadBytes, sharedUnderlay: t.sharedUnderlay))
-        }
-        return RouteReport(probes: routes, tunnels: tunnels)
-    }
-}
-#endif
-
-/// The options `route` and `serve --probe` share: probes, underlays,
-/// endpoints, overheads, and the one namespace whose routes are asked.
-struct RouteOptions {
+/// The options `route` and `serve --probe` share, read into
+/// `RouteSettings`: probes, underlays, endpoints, overheads, and the one
+/// namespace whose routes are asked.
+enum RouteOptions {
     static let defaultProbes = ["8.8.8.8", "2001:4860:4860::8888"]
 
     static let specs: [OptionSpec] = [
@@ -217,19 +127,13 @@ struct RouteOptions {
                    repeatable: true),
     ]
 
-    let probes: [(text: String, address: IPAddress)]
-    let underlays: [String: String]
-    let endpoints: [String: IPAddress]
-    let overheads: [String: Int]
-    /// The namespace whose routing tables are asked (nil: the own one).
-    let namespace: String?
-
-    init(_ p: ParsedArguments, command: String) throws(CLIError) {
+    /// The settings a command's options give.
+    static func settings(_ p: ParsedArguments, command: String) throws(CLIError) -> RouteSettings {
         if p.flag("--all-netns") { throw p.usage("'\(command)' asks one namespace's routing tables: give one --netns, not --all-netns") }
         let names = try CommonOptions.namespaceNames(p) ?? []
         if names.count > 1 { throw p.usage("'\(command)' asks one namespace's routing tables: give one --netns, not \(names.count)") }
-        namespace = names.first
-        (probes, underlays, endpoints, overheads) = try Self.values(p)
+        let (probes, underlays, endpoints, overheads) = try values(p)
+        return RouteSettings(probes: probes, underlays: underlays, endpoints: endpoints, overheads: overheads, namespace: names.first)
     }
 
     /// Checks the route options' values where no route is followed (serve
@@ -280,15 +184,4 @@ struct RouteOptions {
         return (probes, underlays, endpoints, overheads)
     }
 
-    #if os(Linux)
-    /// A router in the namespace asked about.
-    func router(watch: Bool) throws(CLIError) -> Router {
-        do {
-            if let namespace { return try NetworkNamespace.perform(in: namespace) { try Router(watch: watch) } }
-            return try Router(watch: watch)
-        } catch {
-            throw .runtime("\(error)")
-        }
-    }
-    #endif
 }

@@ -2,6 +2,7 @@ import IfmeterCore
 import IfmeterOutput
 import IfmeterServe
 import IfmeterPipeline
+import IfmeterRoute
 import IfmeterSampling
 import Synchronization
 import IfmeterSystem
@@ -76,7 +77,7 @@ struct ServeCommand: Command {
     let setup: SamplingSetup
     let limits: HTTPLimits
     /// `--probe` and the tunnel options: route families in the exposition.
-    let routes: RouteOptions?
+    let routes: RouteSettings?
     let webConfig: WebConfig?
     let webConfigPath: String?
 
@@ -96,7 +97,7 @@ struct ServeCommand: Command {
         }
         self.limits = limits
         if !p.has("--probe") { try RouteOptions.check(p) }
-        routes = p.has("--probe") ? try RouteOptions(p, command: "serve --probe") : nil
+        routes = p.has("--probe") ? try RouteOptions.settings(p, command: "serve --probe") : nil
         webConfigPath = p.value("--web-config")
         webConfig = try webConfigPath.map { path throws(CLIError) in
             do throws(WebConfig.LoadError) {
@@ -140,7 +141,7 @@ struct ServeCommand: Command {
         #if os(Linux)
         // Enrichers run before every sink: a generation's render has its
         // routes and plans.
-        if let routes { pipeline.add(enricher: try RouteFeed(options: routes) { cache.setRoutes($0) }) }
+        if let routes { pipeline.add(enricher: try Self.routeFeed(routes) { cache.setRoutes($0) }) }
         if let state = setup.state { pipeline.add(enricher: PlanFeed(path: state.path) { cache.setPlans($0) }) }
         #endif
         let scheme = webConfig?.tls == nil ? "http" : "https"
@@ -181,6 +182,18 @@ struct ServeCommand: Command {
         server.stop()
         Output.error("ifmeter serve: stopped")
     }
+
+    #if os(Linux)
+    /// The route feed of `--probe`; a router that cannot be opened is a
+    /// runtime failure (1).
+    static func routeFeed(_ routes: RouteSettings, publish: @escaping (RouteExposition) -> Void) throws(CLIError) -> RouteFeed {
+        do throws(SystemError) {
+            return try RouteFeed(options: routes, publish: publish)
+        } catch {
+            throw .runtime("\(error)")
+        }
+    }
+    #endif
 
     static func respond(to request: HTTPRequest, cache: ScrapeCache) -> HTTPResponse {
         guard request.method == "GET" || request.method == "HEAD" else {

@@ -9,30 +9,30 @@ import IfmeterSystem
 /// Routes are asked again only when a route or rule notification came, or
 /// the interfaces changed; the outside estimate adds each interval's,
 /// floored at 0, so the totals never go down.
-final class RouteFeed: PipelineEnricher {
-    let router: Router
-    let options: RouteOptions
-    private(set) var exposition = RouteExposition()
+public final class RouteFeed: PipelineEnricher {
+    public let router: Router
+    public let options: RouteSettings
+    public private(set) var exposition = RouteExposition()
     private var tunnels: [TunnelUnderlay] = []
     private var totals: [OutsideTotal.Key: OutsideTotal] = [:]
     private var interfaceNames: [String] = []
     /// Called with what changed, before the update reaches later subscribers.
     private let publish: (RouteExposition) -> Void
     /// Called after `publish`, for a subscriber that reads `summary`.
-    var onPublish: (() -> Void)?
-    private(set) var lastError: SystemError?
+    public var onPublish: (() -> Void)?
+    public private(set) var lastError: SystemError?
     /// The last interval's outside bytes over every tunnel with an
     /// underlay, its length, and whether that interval's figure is
     /// uncertain; nil while no tunnel has an underlay.
     private(set) var lastOutside: (rx: UInt64, tx: UInt64, seconds: Double, uncertain: Bool)?
 
-    init(options: RouteOptions, publish: @escaping (RouteExposition) -> Void) throws(CLIError) {
+    public init(options: RouteSettings, publish: @escaping (RouteExposition) -> Void) throws(SystemError) {
         self.options = options
         router = try options.router(watch: true)
         self.publish = publish
     }
 
-    func enrich(_ update: borrowing PipelineUpdate) {
+    public func enrich(_ update: borrowing PipelineUpdate) {
         guard case .sampled = update.outcome, let sample = update.reading?.sample else { return }
         let names = sample.interfaces.map(\.name)
         // Routing changed (a notification), or the links did: ask again.
@@ -91,7 +91,7 @@ final class RouteFeed: PipelineEnricher {
     }
 
     /// The live view's summary of the same.
-    var summary: RouteSummary? {
+    public var summary: RouteSummary? {
         guard let first = exposition.egress.first(where: { $0.interface != nil }) ?? exposition.egress.first else { return nil }
         return RouteSummary(
             probe: first.probe, interface: first.interface, viaTunnel: first.viaTunnel,
