@@ -71,7 +71,7 @@ let package = Package(
             name: "IfmeterRoute",
             dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterSampling"]),
         // The live view's model and its pure renderer.
-        .target(name: "IfmeterLive", dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem"]),
+        .target(name: "IfmeterLive", dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterSampling"]),
         // Persistent totals and daily and monthly usage, in SQLite.
         .target(name: "IfmeterStore", dependencies: ["IfmeterCore", "IfmeterSystem", "CSQLite"]),
         // The one sampling pipeline every command uses: source, filter,
@@ -86,7 +86,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "ifmeter",
-            dependencies: ["IfmeterCLI", .target(name: "CIfmeterLinux", condition: .when(platforms: [.linux]))]
+            dependencies: ["IfmeterCLI", "IfmeterSystem"]
         ),
         .executableTarget(
             name: "ifmeter-bench",

@@ -1,10 +1,5 @@
 import IfmeterCore
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import IfmeterSystem
 
 /// Draws the live view: a pure function from the model and the terminal's
@@ -500,9 +495,9 @@ struct Layout {
             var rx = row.rxHistory.suffix(rxSparkWidth), tx = row.txHistory.suffix(txSparkWidth)
             var top = model.scale == .perRow ? max(rx.max() ?? 0, tx.max() ?? 0) : sharedTop
             if model.scale == .log {
-                rx = rx.map { log1p(max($0, 0)) }
-                tx = tx.map { log1p(max($0, 0)) }
-                top = log1p(top)
+                rx = rx.map { Math.log1p(max($0, 0)) }
+                tx = tx.map { Math.log1p(max($0, 0)) }
+                top = Math.log1p(top)
             }
             line = line.text(" ").text(Graph.sparkline(rx, width: rxSparkWidth, top: top), gone ? style.dim : style.rxStyle)
             line = line.text(" ").text(Graph.sparkline(tx, width: txSparkWidth, top: top), gone ? style.dim : style.txStyle)

@@ -123,3 +123,22 @@ public enum Errno {
     public static let addressInUse = EADDRINUSE
     public static let noAddress = EADDRNOTAVAIL
 }
+
+/// libm, for what Swift's standard library lacks (the live view's log scale).
+public enum Math {
+    public static func log1p(_ x: Double) -> Double {
+        #if canImport(Glibc)
+        Glibc.log1p(x)
+        #else
+        Darwin.log1p(x)
+        #endif
+    }
+}
+
+/// glibc's malloc: a fixed mmap threshold, so the big per-sample buffers go
+/// back to the system, and two arenas (called first thing in main).
+public func tuneMemoryAllocator() {
+    #if os(Linux)
+    cifm_tune_malloc()
+    #endif
+}

@@ -1,13 +1,5 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import IfmeterCLI
-#if os(Linux)
-import CIfmeterLinux
+import IfmeterSystem
 
-cifm_tune_malloc()
-#endif
-
-exit(IfmeterCLI.main(Array(CommandLine.arguments.dropFirst())))
+tuneMemoryAllocator()
+exitProcess(IfmeterCLI.main(Array(CommandLine.arguments.dropFirst())))
