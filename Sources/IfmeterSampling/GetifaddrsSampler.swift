@@ -1,9 +1,3 @@
-#if canImport(Glibc)
-import CIfmeterLinux
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import IfmeterCore
 import IfmeterSystem
 
@@ -53,50 +47,13 @@ public final class GetifaddrsSampler: CounterSource {
         return try sampleHere()
     }
 
+    /// One link's reading as getifaddrs gives it, before the catalog names
+    /// its kind: read per OS (GetifaddrsLinux.swift, GetifaddrsDarwin.swift).
+    typealias Entry = (name: String, index: Int, type: Int, counters: Counters, stats: KernelLinkStats?)
+
     private func sampleHere() throws(SystemError) -> Sample {
         let t = monotonicSeconds()
-        var list: UnsafeMutablePointer<ifaddrs>?
-        guard getifaddrs(&list) == 0 else { throw SystemError.system("getifaddrs") }
-        defer { freeifaddrs(list) }
-        var found: [(name: String, index: Int, type: Int, counters: Counters, stats: KernelLinkStats?)] = []
-        var cursor = list
-        while let ifa = cursor {
-            defer { cursor = ifa.pointee.ifa_next }
-            #if os(Linux)
-            var stats = cifm_stats32()
-            var index: Int32 = 0, hatype: Int32 = 0
-            guard cifm_ifaddrs_stats32(ifa, &stats) == 0 else { continue }
-            if cifm_ifaddrs_packet_info(ifa, &index, &hatype) != 0 {
-                // No hardware address (a tun): found by name.
-                index = Int32(if_nametoindex(ifa.pointee.ifa_name))
-                hatype = -1
-                guard index > 0 else { continue }
-            }
-            let counters = Counters(
-                rxBytes: UInt64(stats.rx_bytes), txBytes: UInt64(stats.tx_bytes),
-                rxPackets: UInt64(stats.rx_packets), txPackets: UInt64(stats.tx_packets),
-                rxErrors: UInt64(stats.rx_errors), txErrors: UInt64(stats.tx_errors),
-                rxDropped: UInt64(stats.rx_dropped), txDropped: UInt64(stats.tx_dropped))
-            var kernelStats: KernelLinkStats?
-            if options.kernelStats {
-                var fields = [UInt64](repeating: 0, count: 24)
-                if cifm_ifaddrs_kernel_stats(ifa, &fields) == 0 { kernelStats = KernelLinkStats(values: fields) }
-            }
-            found.append((InterfaceName.decode(cString: ifa.pointee.ifa_name), Int(index), Int(hatype), counters, kernelStats))
-            #else
-            guard let addr = ifa.pointee.ifa_addr, addr.pointee.sa_family == UInt8(AF_LINK),
-                  let data = ifa.pointee.ifa_data
-            else { continue }
-            let d = data.assumingMemoryBound(to: if_data.self).pointee
-            let index = addr.withMemoryRebound(to: sockaddr_dl.self, capacity: 1) { Int($0.pointee.sdl_index) }
-            let counters = Counters(
-                rxBytes: UInt64(d.ifi_ibytes), txBytes: UInt64(d.ifi_obytes),
-                rxPackets: UInt64(d.ifi_ipackets), txPackets: UInt64(d.ifi_opackets),
-                rxErrors: UInt64(d.ifi_ierrors), txErrors: UInt64(d.ifi_oerrors),
-                rxDropped: UInt64(d.ifi_iqdrops), txDropped: nil)
-            found.append((InterfaceName.decode(cString: ifa.pointee.ifa_name), index, Int(d.ifi_type), counters, nil))
-            #endif
-        }
+        let found = try Self.entries(kernelStats: options.kernelStats)
         #if os(Linux)
         if let catalog {
             let stale = catalog.byIndex.count != found.count
@@ -121,6 +78,8 @@ public final class GetifaddrsSampler: CounterSource {
                 classification = Classifier.classify(name: entry.name, facts: facts, platform: .linux)
             }
             #else
+            // Apple's names are the evidence there: en0 Wi-Fi, pdp_ip*
+            // cellular, utun* tunnels (NameRules, platform darwin).
             classification = NameRules.classify(entry.name, platform: .darwin)
             attributes = nil
             ceiling = nil
