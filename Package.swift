@@ -65,6 +65,10 @@ let package = Package(
                 .target(name: "CIfmeterLinux", condition: .when(platforms: [.linux])),
             ]
         ),
+        // export: a report every period (JSON, JSON Lines, textfile).
+        .target(
+            name: "IfmeterExport",
+            dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterRoute"]),
         // Route analysis: where probes leave, each tunnel's underlay, the
         // outside estimate, and the feed that follows route changes.
         .target(
@@ -81,7 +85,7 @@ let package = Package(
             name: "IfmeterCLI",
             dependencies: [
                 "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterSampling", "IfmeterPipeline", "IfmeterServe", "IfmeterRoute",
-                "IfmeterLive", "IfmeterStore",
+                "IfmeterExport", "IfmeterLive", "IfmeterStore",
             ]
         ),
         .executableTarget(
@@ -102,7 +106,9 @@ let package = Package(
         .testTarget(
             name: "IfmeterSamplingTests",
             dependencies: ["IfmeterSystem", "IfmeterSampling", "IfmeterCore", "CNetlink", "IfmeterTestSupport"]),
-        .testTarget(name: "IfmeterCLITests", dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterCLI", "IfmeterCore", "IfmeterServe", "IfmeterTestSupport"]),
+        .testTarget(
+            name: "IfmeterCLITests",
+            dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterCLI", "IfmeterCore", "IfmeterServe", "IfmeterPipeline", "IfmeterLive", "IfmeterTestSupport"]),
         .testTarget(name: "IfmeterLiveTests", dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterLive", "IfmeterCore", "IfmeterPipeline", "IfmeterTestSupport"]),
         .testTarget(name: "IfmeterStoreTests", dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterStore", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(

@@ -312,23 +312,6 @@ extension CLIError {
     }
 }
 
-/// Waits between samples until a stop signal (SIGINT, SIGTERM, SIGQUIT),
-/// or until `stop` says so (a subscriber's output failed). On SIGHUP (when
-/// installed) `hangup` runs: by default it saves the state.
-struct SignalWaiter: PipelineWaiter {
-    var stop: () -> Bool = { false }
-    var hangup: (Pipeline) -> Void = { $0.saveNow() }
-
-    mutating func wait(until deadline: Double, _ pipeline: Pipeline) -> Bool {
-        let source = pipeline.source
-        let hangup = self.hangup
-        return !stop()
-            && sleepUntil(
-                deadline, watching: { source.eventDescriptors }, readable: { pipeline.readEvents() }, hangup: { hangup(pipeline) })
-            && !stop()
-    }
-}
-
 /// Prints what a command makes of each update, keeping every interface's
 /// totals from the updates' changes (for running totals), the last
 /// outcome, and the first failure of writing.

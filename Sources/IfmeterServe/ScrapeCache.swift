@@ -125,14 +125,7 @@ public final class ScrapeCache: Sendable {
     public static func input(
         _ interfaces: [ExpositionRow], health: PipelineHealth?, families: ExpositionFamilies, version: String, interval: Double
     ) -> ExpositionInput {
-        let health = health ?? PipelineHealth(source: "", startTime: 0)
-        return ExpositionInput(
-            interfaces: interfaces,
-            health: ExporterHealth(
-                version: version, source: health.source, samples: health.samples, sampleErrors: health.sampleErrors,
-                overruns: health.overruns, lastSampleSeconds: health.lastSampleSeconds, lastSampleTime: health.lastSampleTime,
-                startTime: health.startTime, intervalSeconds: interval),
-            families: families)
+        ExpositionInput(interfaces, health: health, families: families, version: version, interval: interval)
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 @testable import IfmeterCLI
 import IfmeterCore
+import IfmeterPipeline
 import IfmeterStore
 import IfmeterTestSupport
 import Testing

@@ -1,24 +1,23 @@
 import IfmeterCore
 import IfmeterOutput
 import IfmeterPipeline
-import IfmeterSampling
 import IfmeterStore
 import IfmeterSystem
 
 /// Reads the plans and their current cycles from the state file after each
 /// save (and at the first update), for serve's families and live's quota
 /// bars. What was counted since the last save is not in them yet.
-final class PlanFeed: PipelineEnricher {
+public final class PlanFeed: PipelineEnricher {
     let path: String
     private let deliver: ([PlanGauge]) -> Void
     private var lastSaves = -1
 
-    init(path: String, deliver: @escaping ([PlanGauge]) -> Void) {
+    public init(path: String, deliver: @escaping ([PlanGauge]) -> Void) {
         self.path = path
         self.deliver = deliver
     }
 
-    func enrich(_ update: borrowing PipelineUpdate) {
+    public func enrich(_ update: borrowing PipelineUpdate) {
         let saves = update.persistence?.saves ?? 0
         guard saves != lastSaves else { return }
         lastSaves = saves
@@ -27,7 +26,7 @@ final class PlanFeed: PipelineEnricher {
 
     /// The planned interfaces' current cycles; none when the file cannot be
     /// read (serve and live go on without them).
-    static func gauges(path: String, now: Double) -> [PlanGauge] {
+    public static func gauges(path: String, now: Double) -> [PlanGauge] {
         // Only planned interfaces' last 32 days (a cycle is at most 31):
         // this runs after every save, on the pipeline's thread.
         let t = Int64(now.rounded(.down))
