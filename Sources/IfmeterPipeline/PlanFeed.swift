@@ -1,6 +1,5 @@
 import IfmeterCore
 import IfmeterOutput
-import IfmeterPipeline
 import IfmeterStore
 import IfmeterSystem
 

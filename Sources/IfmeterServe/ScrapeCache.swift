@@ -1,6 +1,5 @@
 import IfmeterCore
 import IfmeterOutput
-import IfmeterServe
 import IfmeterPipeline
 import Synchronization
 import IfmeterSystem

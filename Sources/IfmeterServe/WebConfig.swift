@@ -1,5 +1,4 @@
 import IfmeterCore
-import IfmeterServe
 import IfmeterSystem
 
 /// A problem in a web config file, at a line when known.
