@@ -274,13 +274,15 @@ struct ReplayCommand: Command {
             line stops the replay with its line number; no report is printed.
             """,
         options: [
-            OptionSpec("--format", value: "format", help: "json or text.", default: "json", choices: ["json", "text"]),
+            OptionSpec(
+                "--format", value: "format", help: ReportFormats.names.joined(separator: " or ") + ".", default: "json",
+                choices: ReportFormats.names),
             CommonOptions.bits, CommonOptions.maxRate,
         ] + CommonOptions.filters + CommonOptions.namespaceFilters,
         positionals: [PositionalSpec("file", help: "The trace to replay.")])
 
     let path: String
-    let text: Bool
+    let renderer: any ReportRenderer
     let bits: Bool
     let filter: InterfaceFilter
     let arguments: ParsedArguments
@@ -288,8 +290,9 @@ struct ReplayCommand: Command {
     init(_ p: ParsedArguments) throws(CLIError) {
         arguments = p
         path = p.positionals[0]
-        text = try CommonOptions.format(p, allowed: ["json", "text"], default: "json") == "text"
         bits = p.flag("--bits")
+        let format = try CommonOptions.format(p, allowed: ReportFormats.names, default: "json")
+        renderer = ReportFormats.renderer(format, bits: bits) ?? JSONReportRenderer()
         var filter = try CommonOptions.filter(p)
         filter.namespaces = try CommonOptions.namespaceNames(p).map(Set.init)
         self.filter = filter
@@ -342,7 +345,7 @@ struct ReplayCommand: Command {
         }
         unmatched.warn(what: "the trace")
         let report = Report(engine: engine ?? DeltaEngine(), header: reader.header)
-        try Output.put(text ? TextReportRenderer(bits: bits).render(report) : JSONReportRenderer().render(report))
+        try Output.put(renderer.render(report))
     }
 }
 
