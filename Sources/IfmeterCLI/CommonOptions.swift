@@ -17,7 +17,7 @@ enum CommonOptions {
 
     static let source: [OptionSpec] = [
         OptionSpec(
-            "--source", value: "source", help: "Counter source: netlink (64-bit) or getifaddrs (32-bit, portable).",
+            "--source", value: "source", help: SourceKind.help,
             default: SourceKind.platformDefault.rawValue, choices: SourceKind.allCases.map(\.rawValue)),
         OptionSpec("--sysfs-root", value: "path", help: "Read interface facts from this sysfs tree.", hidden: true),
         OptionSpec("--no-sysfs", help: "Read no sysfs facts.", hidden: true),
@@ -98,7 +98,7 @@ enum CommonOptions {
         try validateNamespace(p)
         guard let text = p.value("--source") else { return .platformDefault }
         guard let kind = SourceKind(rawValue: text) else {
-            throw p.usage("unknown source '\(text)' for '--source'; use netlink or getifaddrs")
+            throw p.usage("unknown source '\(text)' for '--source'; use \(SourceKind.allCases.map(\.rawValue).joined(separator: " or "))")
         }
         return kind
     }

@@ -5,6 +5,20 @@ import IfmeterSystem
 public enum SourceKind: String, CaseIterable, Sendable {
     case netlink, getifaddrs
 
+    /// How `--source`'s help names it.
+    public var summary: String {
+        switch self {
+        case .netlink: "netlink (64-bit)"
+        case .getifaddrs: "getifaddrs (32-bit, portable)"
+        }
+    }
+
+    /// `--source`'s help: every source, from this list.
+    public static var help: String {
+        let names = allCases.map(\.summary)
+        return "Counter source: " + names.dropLast().joined(separator: ", ") + (names.count > 1 ? " or " : "") + names.last! + "."
+    }
+
     /// The default on this platform: netlink on Linux, getifaddrs elsewhere.
     public static var platformDefault: SourceKind {
         #if os(Linux)
