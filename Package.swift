@@ -3,11 +3,17 @@ import PackageDescription
 
 let package = Package(
     name: "ifmeter",
-    platforms: [.macOS(.v13)],
+    // Synchronization's Mutex and Atomic (in IfmeterSystem, and the
+    // library's meter) need macOS 15 and iOS 18. Nothing here has been
+    // compiled for an Apple platform yet (docs/library.md).
+    platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .executable(name: "ifmeter", targets: ["ifmeter"]),
-        .library(name: "IfmeterCore", targets: ["IfmeterCore"]),
-        .library(name: "IfmeterSampling", targets: ["IfmeterSampling"]),
+        // The one library with an API promise: the small documented API for
+        // app developers (Sources/Ifmeter, its DocC catalog in
+        // Sources/Ifmeter/Ifmeter.docc, its baseline in api/Ifmeter.json).
+        // The layers under it are modules of this package, not products.
+        .library(name: "Ifmeter", targets: ["Ifmeter"]),
     ],
     targets: [
         // libnl-3, found through pkg-config: its sockets and message
@@ -43,8 +49,9 @@ let package = Package(
         // benchmark's raw loops, apart from the product's shims.
         .target(name: "CIfmeterTestSupport", cSettings: [.define("_GNU_SOURCE")]),
         .target(name: "CIfmeterBench", cSettings: [.define("_GNU_SOURCE")]),
-        // Platform-neutral: model, classifier rules, delta engine, trace format,
-        // report model and renderers. No Linux-only import.
+        // The model and the engine: samples, counters, deltas, totals,
+        // quality, classifier rules, the trace format and the vocabulary.
+        // Imports nothing.
         .target(name: "IfmeterCore"),
         // One renderer per format (text and JSON reports, Prometheus text,
         // OpenMetrics, usage tables, the SVG chart) and the JSON envelope.
@@ -56,7 +63,8 @@ let package = Package(
             name: "IfmeterSystem",
             dependencies: ["IfmeterCore", .target(name: "CIfmeterLinux", condition: .when(platforms: [.linux]))]
         ),
-        // The only library that touches C: netlink, getifaddrs, sysfs facts.
+        // The samplers: netlink (Linux) and getifaddrs (per-OS files), and
+        // the kernel's facts for the classifier (sysfs, ethtool).
         .target(
             name: "IfmeterSampling",
             dependencies: [
@@ -65,6 +73,9 @@ let package = Package(
                 .target(name: "CIfmeterLinux", condition: .when(platforms: [.linux])),
             ]
         ),
+        // The app library: a meter over the getifaddrs (or netlink) source,
+        // its readings, and saved state across launches and boots.
+        .target(name: "Ifmeter", dependencies: ["IfmeterCore", "IfmeterSampling", "IfmeterSystem"]),
         // export: a report every period (JSON, JSON Lines, textfile).
         .target(
             name: "IfmeterExport",
@@ -111,6 +122,8 @@ let package = Package(
             dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterCLI", "IfmeterCore", "IfmeterServe", "IfmeterPipeline", "IfmeterLive", "IfmeterTestSupport"]),
         .testTarget(name: "IfmeterLiveTests", dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterLive", "IfmeterCore", "IfmeterPipeline", "IfmeterTestSupport"]),
         .testTarget(name: "IfmeterStoreTests", dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterStore", "IfmeterCore", "IfmeterTestSupport"]),
+        .testTarget(
+            name: "IfmeterTests", dependencies: ["Ifmeter", "IfmeterCore", "IfmeterSampling", "IfmeterSystem", "IfmeterTestSupport"]),
         .testTarget(
             name: "IfmeterPipelineTests",
             dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterCore", "IfmeterStore", "IfmeterTestSupport"]),

@@ -14,6 +14,10 @@ public enum Caveat {
         "≥ marks a lower bound: some traffic could not be seen (a counter reset, or an interface recreated without a deletion event); the true value is at least the figure."
     public static let wrapCorrected =
         "~ marks a figure corrected for a 32-bit counter wrap; a figure without a mark is an exact reading of the counters."
+    /// The v1.2 gap rule in words, for output of 32-bit counters (the app
+    /// library's readings): a lower bound with no reset or recreation.
+    public static let longGap =
+        "≥ also marks 32-bit counters read so long after the reading before that a whole wrap (4 GiB) could have passed unseen."
     /// Every long caveat, in order.
     public static let all = [estimate, lowerBound, wrapCorrected]
 
