@@ -63,7 +63,7 @@ INSTALL_BINARY := $(if $(BINARY),$(BINARY),.build/release/ifmeter)
 GENERATED := .build/install
 INSTALLED_DIRS := $(BINDIR) $(MANDIR)/man1 $(BASHCOMPLETIONDIR) $(ZSHCOMPLETIONDIR) $(FISHCOMPLETIONDIR) $(SYSTEMDUNITDIR)
 
-.PHONY: run test bench build release deps clean install uninstall hot-functions static-cxx
+.PHONY: run test bench build release deps clean install uninstall hot-functions static-cxx docs api-check api-baseline
 
 deps:
 	@scripts/ensure-packages $(BUILD_PACKAGES)
@@ -92,7 +92,22 @@ test:
 	@scripts/ensure-venv
 	@$(MAKE) --no-print-directory release
 	$(SWIFT) build
+	SWIFT=$(SWIFT) scripts/library docs
+	SWIFT=$(SWIFT) scripts/library api-check
 	scripts/run-with-limit $(TEST_TIME_LIMIT) $(SWIFT) test
+
+# The app library's DocC catalog, with the toolchain's docc; no warnings.
+docs: deps
+	SWIFT=$(SWIFT) scripts/library docs
+
+# The library's public API against api/Ifmeter.json, the last release's.
+api-check: deps
+	SWIFT=$(SWIFT) scripts/library api-check
+
+# Records api/Ifmeter.json from this tree (at a release), and fails so that
+# the new baseline is read before it is committed.
+api-baseline: deps
+	IFMETER_RECORD_API=1 SWIFT=$(SWIFT) scripts/library api-check
 
 bench: static-cxx
 	@scripts/ensure-packages $(BENCH_PACKAGES)
