@@ -63,7 +63,7 @@ INSTALL_BINARY := $(if $(BINARY),$(BINARY),.build/release/ifmeter)
 GENERATED := .build/install
 INSTALLED_DIRS := $(BINDIR) $(MANDIR)/man1 $(BASHCOMPLETIONDIR) $(ZSHCOMPLETIONDIR) $(FISHCOMPLETIONDIR) $(SYSTEMDUNITDIR)
 
-.PHONY: run test bench build release deps clean install uninstall hot-functions static-cxx docs api-check api-baseline
+.PHONY: run test bench build release deps clean install uninstall hot-functions static-cxx docs api-check api-baseline format
 
 deps:
 	@scripts/ensure-packages $(BUILD_PACKAGES)
@@ -90,11 +90,17 @@ build: deps
 test:
 	@scripts/ensure-packages $(TEST_PACKAGES)
 	@scripts/ensure-venv
+	$(SWIFT) format lint --strict -r Sources Tests Package.swift
 	@$(MAKE) --no-print-directory release
 	$(SWIFT) build
 	SWIFT=$(SWIFT) scripts/library docs
 	SWIFT=$(SWIFT) scripts/library api-check
 	scripts/run-with-limit $(TEST_TIME_LIMIT) $(SWIFT) test
+
+# One style (.swift-format: 4-space indents, 150 columns), which make test
+# checks with the toolchain's swift-format; this rewrites the tree in it.
+format:
+	$(SWIFT) format format -i -r Sources Tests Package.swift
 
 # The app library's DocC catalog, with the toolchain's docc; no warnings.
 docs: deps

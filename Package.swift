@@ -119,9 +119,14 @@ let package = Package(
             dependencies: ["IfmeterSystem", "IfmeterSampling", "IfmeterCore", "CNetlink", "IfmeterTestSupport"]),
         .testTarget(
             name: "IfmeterCLITests",
-            dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterCLI", "IfmeterCore", "IfmeterServe", "IfmeterPipeline", "IfmeterLive", "IfmeterTestSupport"]),
-        .testTarget(name: "IfmeterLiveTests", dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterLive", "IfmeterCore", "IfmeterPipeline", "IfmeterTestSupport"]),
-        .testTarget(name: "IfmeterStoreTests", dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterStore", "IfmeterCore", "IfmeterTestSupport"]),
+            dependencies: [
+                "IfmeterOutput", "IfmeterSystem", "IfmeterCLI", "IfmeterCore", "IfmeterServe", "IfmeterPipeline", "IfmeterLive", "IfmeterTestSupport",
+            ]),
+        .testTarget(
+            name: "IfmeterLiveTests",
+            dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterLive", "IfmeterCore", "IfmeterPipeline", "IfmeterTestSupport"]),
+        .testTarget(
+            name: "IfmeterStoreTests", dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterStore", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(
             name: "IfmeterTests", dependencies: ["Ifmeter", "IfmeterCore", "IfmeterSampling", "IfmeterSystem", "IfmeterTestSupport"]),
         .testTarget(

@@ -58,13 +58,14 @@ struct SavedMeter {
                 "last_time": .number(item.lastTime),
             ])
         }
-        return JSONWriter().string(.object([
-            "format": .string(Self.format),
-            "source": .string(source.rawValue),
-            "boot": boot.map { .string($0) } ?? .null,
-            "saved_at": .number(savedAt),
-            "interfaces": .array(interfaces),
-        ]))
+        return JSONWriter().string(
+            .object([
+                "format": .string(Self.format),
+                "source": .string(source.rawValue),
+                "boot": boot.map { .string($0) } ?? .null,
+                "saved_at": .number(savedAt),
+                "interfaces": .array(interfaces),
+            ]))
     }
 
     private static func write(_ counters: Counters) -> JSONValue {

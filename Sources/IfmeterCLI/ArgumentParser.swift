@@ -272,7 +272,8 @@ enum Suggestion {
         var best: (String, Int)?
         for candidate in candidates {
             let c = Array(candidate.lowercased())
-            let distance = c.count > target.count && c.starts(with: target) && target.count >= 4
+            let distance =
+                c.count > target.count && c.starts(with: target) && target.count >= 4
                 ? 1 : editDistance(target, c)
             let allowed = max(1, min(3, c.count / 3))
             if distance <= allowed, distance < (best?.1 ?? .max) { best = (candidate, distance) }

@@ -80,7 +80,7 @@ struct ListCommand: Command {
         name: "ifmeter list",
         abstract: "List interfaces with index, kind, its evidence, counter width, speed and state.",
         options: CommonOptions.source + CommonOptions.filters + [
-            OptionSpec("--format", value: "format", help: "text or json.", default: "text", choices: ["text", "json"]),
+            OptionSpec("--format", value: "format", help: "text or json.", default: "text", choices: ["text", "json"])
         ])
 
     let setup: SamplingSetup
@@ -164,9 +164,10 @@ struct SampleCommand: Command {
                 // The baseline: its link events count nothing.
                 guard case .sampled = update.outcome, !update.isBaseline else { return nil }
                 if json {
-                    return JSONWriter().string(renderer.json(
-                        deltas: update.deltas, totals: { totals[$0] }, time: update.time, seconds: update.seconds,
-                        wallTime: LocalZone.system.rfc3339(milliseconds: update.wallTime))) + "\n"
+                    return JSONWriter().string(
+                        renderer.json(
+                            deltas: update.deltas, totals: { totals[$0] }, time: update.time, seconds: update.seconds,
+                            wallTime: LocalZone.system.rfc3339(milliseconds: update.wallTime))) + "\n"
                 }
                 return renderer.text(
                     deltas: update.deltas, totals: { totals[$0] }, time: update.time, seconds: update.seconds,

@@ -23,7 +23,8 @@ enum CommonOptions {
         OptionSpec("--no-sysfs", help: "Read no sysfs facts.", hidden: true),
         OptionSpec(
             "--netns", value: "names",
-            help: "Sample inside these named network namespaces (ip netns), from outside them; interfaces are NS/NAME. Entering a namespace needs CAP_SYS_ADMIN (root).",
+            help:
+                "Sample inside these named network namespaces (ip netns), from outside them; interfaces are NS/NAME. Entering a namespace needs CAP_SYS_ADMIN (root).",
             repeatable: true),
         OptionSpec(
             "--all-netns",
@@ -38,7 +39,8 @@ enum CommonOptions {
         help: "Byte-rate ceiling used to tell a 32-bit wrap from a reset when a link's speed is unknown, like 10Gbit, 1Gbit or 125MB.",
         default: "10Gbit")
 
-    static let interval = OptionSpec("--interval", short: "-i", value: "duration", help: "Time between samples, like 500ms, 0.5s, 2m or 10.", default: "1s")
+    static let interval = OptionSpec(
+        "--interval", short: "-i", value: "duration", help: "Time between samples, like 500ms, 0.5s, 2m or 10.", default: "1s")
 
     static let bits = OptionSpec("--bits", help: "Show rates in bits per second.")
 
@@ -46,16 +48,19 @@ enum CommonOptions {
         "--series-lifetime", value: "duration", help: "Forget an interface this long after it went away.", default: "5m")
 
     /// The options of the commands that sample until stopped.
-    static let monitoring: [OptionSpec] = [
-        interval, maxRate, seriesLifetime,
-        OptionSpec("--state", value: "path", help: "Keep totals across restarts and reboots, and usage per local hour, in this SQLite file (none without it)."),
-        OptionSpec(
-            "--save-every", value: "duration",
-            help: "Save the state file this often; also at once when an interface is deleted, and at a stop (export: each period unless given).",
-            default: "10s"),
-        OptionSpec("--boot-id-file", value: "path", help: "Read the boot id here.", hidden: true),
-        CommandLinePath.allowForeignSpec,
-    ] + source + filters
+    static let monitoring: [OptionSpec] =
+        [
+            interval, maxRate, seriesLifetime,
+            OptionSpec(
+                "--state", value: "path",
+                help: "Keep totals across restarts and reboots, and usage per local hour, in this SQLite file (none without it)."),
+            OptionSpec(
+                "--save-every", value: "duration",
+                help: "Save the state file this often; also at once when an interface is deleted, and at a stop (export: each period unless given).",
+                default: "10s"),
+            OptionSpec("--boot-id-file", value: "path", help: "Read the boot id here.", hidden: true),
+            CommandLinePath.allowForeignSpec,
+        ] + source + filters
 
     static func filter(_ p: ParsedArguments) throws(CLIError) -> InterfaceFilter {
         var kinds: Set<InterfaceKind>?
@@ -79,7 +84,7 @@ enum CommonOptions {
     /// `--netns` keeps those namespaces' series, `--all-netns` keeps all.
     static let namespaceFilters: [OptionSpec] = [
         OptionSpec("--netns", value: "names", help: "Only the interfaces of these namespaces.", repeatable: true),
-        OptionSpec("--all-netns", help: "The interfaces of every namespace (the default).")
+        OptionSpec("--all-netns", help: "The interfaces of every namespace (the default)."),
     ]
 
     /// The namespaces `--netns` names (validated as names; nil without it).
@@ -181,7 +186,8 @@ enum CommonOptions {
         if let text = p.value("--max-rate") {
             guard let rate = Units.parseRate(text), Units.rateRange.contains(rate) else {
                 throw p.usage(
-                    "invalid value '\(text)' for '--max-rate <rate>': expected a rate from \(Units.rateRangeText), like 10Gbit, 1Gbit, 125MB or 1.25e9")
+                    "invalid value '\(text)' for '--max-rate <rate>': expected a rate from \(Units.rateRangeText), like 10Gbit, 1Gbit, 125MB or 1.25e9"
+                )
             }
             configuration.defaultMaxBytesPerSecond = rate
         }

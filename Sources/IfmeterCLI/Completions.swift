@@ -239,7 +239,8 @@ struct CompletionScript {
             if let d = option.defaultText { help += " (default: \(d))" }
             let description = "[\(zshDescription(help))]"
             let names = Self.names(option)
-            let exclusive = option.long == "--help" || option.long == "--version" ? "(- *)" : (option.repeatable ? "*" : "(\(names.joined(separator: " ")))")
+            let exclusive =
+                option.long == "--help" || option.long == "--version" ? "(- *)" : (option.repeatable ? "*" : "(\(names.joined(separator: " ")))")
             let value = option.isFlag ? "" : ":\(zshDescription(option.valueName ?? "value")):\(zshAction(option))"
             if names.count == 1 {
                 let suffix = option.isFlag ? "" : "="

@@ -95,7 +95,8 @@ struct ExportCommand: Command {
             do {
                 let file = try JSONLinesFile(path: jsonLines, maxSize: maxSize, keep: keep)
                 if let repaired = file.repairedBytes {
-                    Output.error("ifmeter export: \(jsonLines) ended with an unfinished line (\(repaired) bytes, from an interrupted write); removed it")
+                    Output.error(
+                        "ifmeter export: \(jsonLines) ended with an unfinished line (\(repaired) bytes, from an interrupted write); removed it")
                 }
                 linesFile = file
             } catch {
@@ -125,4 +126,3 @@ struct ExportCommand: Command {
         pipeline.run(&waiter)
     }
 }
-

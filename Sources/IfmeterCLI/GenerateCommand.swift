@@ -7,7 +7,8 @@ import IfmeterSystem
 enum Generate {
     static let manpage = OptionSpec(
         "--generate-manpage", value: "dir",
-        help: "Write the man pages (ifmeter.1 and ifmeter-COMMAND.1 for each command) into this folder, made if missing (default: the current folder).")
+        help:
+            "Write the man pages (ifmeter.1 and ifmeter-COMMAND.1 for each command) into this folder, made if missing (default: the current folder).")
     static let completion = OptionSpec(
         "--generate-completion", value: "shell", help: "Print the completion script for this shell.",
         choices: CompletionShell.allCases.map(\.rawValue))

@@ -29,7 +29,8 @@ enum Roff {
             default:
                 out.unicodeScalars.append(scalar)
             }
-            let boundary = scalar == " " || scalar == "\n" || scalar == "(" || scalar == "'" || scalar == "\""
+            let boundary =
+                scalar == " " || scalar == "\n" || scalar == "(" || scalar == "'" || scalar == "\""
                 || scalar == "[" || scalar == "," || scalar == "|" || scalar == "="
             if boundary { dashWord = false }
             atWordStart = boundary
@@ -208,7 +209,10 @@ struct ManPages {
         "record": [("ifmeter record --count 3 --interval 500ms -o demo.jsonl", "Record three intervals as a trace.")],
         "replay": [("ifmeter replay demo.jsonl --format text", "The delta engine's report of a trace, as a table.")],
         "serve": [
-            ("ifmeter serve --state /var/lib/ifmeter/state.db", "What ifmeter-serve.service runs: metrics on http://127.0.0.1:9874/metrics, totals kept across restarts."),
+            (
+                "ifmeter serve --state /var/lib/ifmeter/state.db",
+                "What ifmeter-serve.service runs: metrics on http://127.0.0.1:9874/metrics, totals kept across restarts."
+            ),
             ("ifmeter serve --listen '[::]:9874' --compat node", "Listen on every address, with node_exporter's families too."),
         ],
         "export": [("ifmeter export --json report.json --every 10s", "Replace report.json every 10 seconds.")],
@@ -323,7 +327,10 @@ struct ManPages {
     /// The service's directives and why each is there (dist/ifmeter-serve.service.in;
     /// a test checks that every directive of the unit is here).
     static let unitDirectives: [(String, String)] = [
-        ("ExecStart=", "ifmeter serve --state /var/lib/ifmeter/state.db: listens on 127.0.0.1:9874, samples every second, saves every 10 s. SIGTERM saves, then stops."),
+        (
+            "ExecStart=",
+            "ifmeter serve --state /var/lib/ifmeter/state.db: listens on 127.0.0.1:9874, samples every second, saves every 10 s. SIGTERM saves, then stops."
+        ),
         ("Type=exec", "The service is up once ifmeter runs."),
         ("Restart=on-failure", "Started again after a failure, RestartSec= later."),
         ("RestartSec=", "The wait before a restart."),
@@ -354,7 +361,10 @@ struct ManPages {
         ("MemoryDenyWriteExecute=yes", "No memory both writable and executable."),
         ("RemoveIPC=yes", "Its System V and POSIX IPC objects go when it stops."),
         ("KeyringMode=private", "A kernel keyring of its own."),
-        ("RestrictAddressFamilies=", "AF_NETLINK (the counters and link notifications), AF_INET and AF_INET6 (the HTTP endpoint), AF_UNIX (logging): nothing else."),
+        (
+            "RestrictAddressFamilies=",
+            "AF_NETLINK (the counters and link notifications), AF_INET and AF_INET6 (the HTTP endpoint), AF_UNIX (logging): nothing else."
+        ),
         ("IPAddressDeny=any", "No IP traffic but what IPAddressAllow= lets through."),
         ("IPAddressAllow=localhost", "Loopback only, as it listens there; widen it with --listen."),
         ("SystemCallArchitectures=native", "Only the native system call ABI."),

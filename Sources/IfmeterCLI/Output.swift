@@ -29,4 +29,3 @@ enum Output {
 
     static func isTerminal(_ fd: Int32) -> Bool { IfmeterSystem.isTerminal(fd) }
 }
-

@@ -11,7 +11,9 @@ enum CommandLinePath {
 
     static let allowForeignSpec = OptionSpec(
         "--allow-foreign-files",
-        help: "Write a state or output file owned by another user, or writable by others (refused by default: that user could change it under ifmeter).")
+        help:
+            "Write a state or output file owned by another user, or writable by others (refused by default: that user could change it under ifmeter)."
+    )
 
     /// How a file is written: replaced whole (a temporary renamed over it:
     /// --json, --textfile, --svg) or written in place (opened and appended
@@ -82,13 +84,14 @@ enum CommandLinePath {
             guard status.kind == .symbolicLink else { continue }
             guard status.owner == effectiveUserID || status.owner == 0 else {
                 throw .runtime(
-                    "cannot use \(TerminalText.escaped(path)) for \(option): \(TerminalText.escaped(prefix)), on the way, is a symbolic link owned by uid \(status.owner), another user, who could point it elsewhere; refusing to follow it. Give the path without it.")
+                    "cannot use \(TerminalText.escaped(path)) for \(option): \(TerminalText.escaped(prefix)), on the way, is a symbolic link owned by uid \(status.owner), another user, who could point it elsewhere; refusing to follow it. Give the path without it."
+                )
             }
         }
     }
 
     private static func checkTarget(_ path: String, given: String, option: String, command: String, writing: Writing) throws(CLIError) {
-        guard let status = FileStatus(path) else { return }  // made by ifmeter
+        guard let status = FileStatus(path) else { return } // made by ifmeter
         let shown = TerminalText.escaped(given)
         guard status.kind == .regular else {
             throw .usage(
@@ -98,16 +101,19 @@ enum CommandLinePath {
         if !allowForeign {
             if status.owner != effectiveUserID {
                 throw .runtime(
-                    "cannot use \(shown) for \(option): it is owned by uid \(status.owner), another user, who could change it under ifmeter; refusing it (--allow-foreign-files uses it anyway)")
+                    "cannot use \(shown) for \(option): it is owned by uid \(status.owner), another user, who could change it under ifmeter; refusing it (--allow-foreign-files uses it anyway)"
+                )
             }
             if status.writableByAll {
                 throw .runtime(
-                    "cannot use \(shown) for \(option): it is writable by every user (mode 0\(String(status.permissions, radix: 8))), who could change it under ifmeter; refusing it (chmod o-w, or --allow-foreign-files)")
+                    "cannot use \(shown) for \(option): it is writable by every user (mode 0\(String(status.permissions, radix: 8))), who could change it under ifmeter; refusing it (chmod o-w, or --allow-foreign-files)"
+                )
             }
         }
         if writing == .inPlace, status.links > 1 {
             throw .runtime(
-                "cannot use \(shown) for \(option): it has \(status.links) hard links, and writing it would write every one of them; refusing it (give a file of its own)")
+                "cannot use \(shown) for \(option): it has \(status.links) hard links, and writing it would write every one of them; refusing it (give a file of its own)"
+            )
         }
     }
 }

@@ -63,7 +63,8 @@ struct PlanCommand: Command {
             if let text = p.value("--quota") {
                 guard let bytes = Plan.parseSize(text), bytes > 0 else {
                     throw p.usage(
-                        "invalid value '\(text)' for '--quota <size>': expected a size from 1B to 9223372036854775807B (2^63-1), like 20GB, 20GiB or 500MB")
+                        "invalid value '\(text)' for '--quota <size>': expected a size from 1B to 9223372036854775807B (2^63-1), like 20GB, 20GiB or 500MB"
+                    )
                 }
                 quota = bytes
             }
@@ -139,7 +140,9 @@ struct PlanCommand: Command {
                 "Plan for '\(TerminalText.escaped(plan.pattern))': cycle from day \(plan.cycleStartDay)"
                     + (plan.quotaBytes.map { ", quota \(Units.bytes($0)) (\($0) B) \(plan.direction.rawValue)" } ?? ", no quota") + ".\n")
             if !names.contains(where: { plan.matches($0) }) {
-                Output.error("warning: '\(TerminalText.escaped(plan.pattern))' matches no interface in \(TerminalText.escaped(path)) yet; the plan applies once one is seen.")
+                Output.error(
+                    "warning: '\(TerminalText.escaped(plan.pattern))' matches no interface in \(TerminalText.escaped(path)) yet; the plan applies once one is seen."
+                )
             }
         case .remove(let name):
             let store = try open(create: false)
@@ -149,7 +152,9 @@ struct PlanCommand: Command {
             } catch {
                 throw .runtime(error.description)
             }
-            guard removed else { throw .usage("no plan for '\(TerminalText.escaped(name))' in \(TerminalText.escaped(path))", command: Self.spec.name) }
+            guard removed else {
+                throw .usage("no plan for '\(TerminalText.escaped(name))' in \(TerminalText.escaped(path))", command: Self.spec.name)
+            }
             try Output.put("Removed the plan for '\(TerminalText.escaped(name))'.\n")
         }
     }

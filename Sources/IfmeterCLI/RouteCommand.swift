@@ -117,14 +117,18 @@ enum RouteOptions {
     static let defaultProbes = ["8.8.8.8", "2001:4860:4860::8888"]
 
     static let specs: [OptionSpec] = [
-        OptionSpec("--probe", value: "address",
-                   help: "An address to ask the kernel's routing about (repeatable; no packet is sent). Default: \(defaultProbes.joined(separator: " and ")).",
-                   repeatable: true),
+        OptionSpec(
+            "--probe", value: "address",
+            help:
+                "An address to ask the kernel's routing about (repeatable; no packet is sent). Default: \(defaultProbes.joined(separator: " and ")).",
+            repeatable: true),
         OptionSpec("--underlay", value: "tun=if", help: "The interface that carries a tunnel (repeatable).", repeatable: true),
-        OptionSpec("--endpoint", value: "tun=address", help: "A tunnel's remote endpoint: its underlay is the route to it (repeatable).",
-                   repeatable: true),
-        OptionSpec("--overhead", value: "tun=bytes", help: "Bytes the underlay counts per tunnel packet beyond the tunnel's count (repeatable).",
-                   repeatable: true),
+        OptionSpec(
+            "--endpoint", value: "tun=address", help: "A tunnel's remote endpoint: its underlay is the route to it (repeatable).",
+            repeatable: true),
+        OptionSpec(
+            "--overhead", value: "tun=bytes", help: "Bytes the underlay counts per tunnel packet beyond the tunnel's count (repeatable).",
+            repeatable: true),
     ]
 
     /// The settings a command's options give.

@@ -64,11 +64,13 @@ struct ServeCommand: Command {
             at most together (past it the oldest one's connection is closed).
             """,
         options: [
-            OptionSpec("--listen", value: "address", help: "Address and port: 127.0.0.1:9874, localhost:9874, [::1]:9874, or :9874 for every address.",
-                       default: "127.0.0.1:\(defaultServePort)"),
+            OptionSpec(
+                "--listen", value: "address", help: "Address and port: 127.0.0.1:9874, localhost:9874, [::1]:9874, or :9874 for every address.",
+                default: "127.0.0.1:\(defaultServePort)"),
             CompatOption.spec,
-            OptionSpec("--max-connections", value: "n", help: "Open connections; past it the oldest one still waiting for its request is closed.",
-                       default: "1024"),
+            OptionSpec(
+                "--max-connections", value: "n", help: "Open connections; past it the oldest one still waiting for its request is closed.",
+                default: "1024"),
             OptionSpec("--web-config", value: "file", help: "TLS and basic auth, in Prometheus exporter-toolkit's web config format (see above)."),
         ] + RouteOptions.specs + CommonOptions.monitoring)
 
@@ -84,7 +86,9 @@ struct ServeCommand: Command {
     init(_ p: ParsedArguments) throws(CLIError) {
         let listen = p.value("--listen") ?? "127.0.0.1:\(defaultServePort)"
         guard let address = ListenAddress(parsing: listen) else {
-            throw p.usage("invalid value '\(listen)' for '--listen <address>': expected HOST:PORT, [IPv6]:PORT or :PORT, like 127.0.0.1:9874, localhost:9874, [::1]:9874 or :9874")
+            throw p.usage(
+                "invalid value '\(listen)' for '--listen <address>': expected HOST:PORT, [IPv6]:PORT or :PORT, like 127.0.0.1:9874, localhost:9874, [::1]:9874 or :9874"
+            )
         }
         self.address = address
         families = try CompatOption.families(p)
@@ -117,7 +121,9 @@ struct ServeCommand: Command {
 
     func run() throws(CLIError) {
         if let path = webConfigPath, webConfig?.asksForNothing == true {
-            Output.error("Warning: the web config \(path) names neither tls_server_config nor basic_auth_users: serving plain HTTP without authentication, as without --web-config.")
+            Output.error(
+                "Warning: the web config \(path) names neither tls_server_config nor basic_auth_users: serving plain HTTP without authentication, as without --web-config."
+            )
         }
         // TLS settings GnuTLS refuses are the file's fault: found before sampling starts.
         if let tls = webConfig?.tls, let path = webConfigPath {
@@ -146,7 +152,8 @@ struct ServeCommand: Command {
         #endif
         let scheme = webConfig?.tls == nil ? "http" : "https"
         let auth = (webConfig?.users.isEmpty ?? true) ? "" : ", basic auth"
-        let announce = "ifmeter serve: listening on \(scheme)://\(address)/metrics\(auth) (source \(pipeline.source.sourceName), every \(Units.duration(interval)))"
+        let announce =
+            "ifmeter serve: listening on \(scheme)://\(address)/metrics\(auth) (source \(pipeline.source.sourceName), every \(Units.duration(interval)))"
         pipeline.add(sink: ScrapeFeed(cache: cache) { Output.error(announce) })
         // The family is there from the first render, before any update.
         cache.setHTTPClosed(HTTPConnectionCounts(deadline: 0, idle: 0, evicted: 0))
@@ -213,16 +220,18 @@ struct ServeCommand: Command {
             }
             return HTTPResponse(status: 200, headers: headers, inflating: rendered.gzipped, size: rendered.size)
         case "/":
-            return HTTPResponse(status: 200, contentType: "text/html; charset=utf-8", text: """
-                <!DOCTYPE html>
-                <html><head><title>ifmeter</title></head><body>
-                <h1>ifmeter \(IfmeterCLI.version)</h1>
-                <p>Network traffic per interface: <a href="/metrics">/metrics</a>.</p>
-                <p>\(Caveat.sentence) \(Caveat.lowerBoundSentence)
-                (see <code>ifmeter_interface_quality</code>).</p>
-                </body></html>
+            return HTTPResponse(
+                status: 200, contentType: "text/html; charset=utf-8",
+                text: """
+                    <!DOCTYPE html>
+                    <html><head><title>ifmeter</title></head><body>
+                    <h1>ifmeter \(IfmeterCLI.version)</h1>
+                    <p>Network traffic per interface: <a href="/metrics">/metrics</a>.</p>
+                    <p>\(Caveat.sentence) \(Caveat.lowerBoundSentence)
+                    (see <code>ifmeter_interface_quality</code>).</p>
+                    </body></html>
 
-                """)
+                    """)
         default:
             return HTTPResponse(status: 404, text: "404 Not Found: ifmeter serves /metrics.\n")
         }
@@ -234,17 +243,16 @@ struct ServeCommand: Command {
         for part in header.split(separator: ",") {
             let fields = part.split(separator: ";")
             guard let coding = fields.first?.trimmingSpaces().lowercased(), coding == "gzip" || coding == "*" else { continue }
-            let q = fields.dropFirst().compactMap { field -> Double? in
-                let pair = field.split(separator: "=")
-                return pair.count == 2 && pair[0].trimmingSpaces().lowercased() == "q" ? Double(pair[1].trimmingSpaces()) : nil
-            }.first ?? 1
+            let q =
+                fields.dropFirst().compactMap { field -> Double? in
+                    let pair = field.split(separator: "=")
+                    return pair.count == 2 && pair[0].trimmingSpaces().lowercased() == "q" ? Double(pair[1].trimmingSpaces()) : nil
+                }.first ?? 1
             if q > 0 { return true }
         }
         return false
     }
 }
-
-
 
 /// Writes at most one line per `every` seconds to stderr, and says how many
 /// it held back, so a flood of bad requests cannot flood the log.

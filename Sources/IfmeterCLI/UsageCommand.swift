@@ -55,14 +55,15 @@ struct UsageCommand: Command {
             throw p.usage("'\(chosen[0])' and '\(chosen[1])' cannot be used together")
         }
         top = try CommonOptions.positiveInt(p, "--top")
-        granularity = switch chosen.first {
-        case "--hourly": .hour
-        case "--monthly": .month
-        case "--yearly": .year
-        case "--cycle": .cycle
-        case "--top": .top
-        default: .day
-        }
+        granularity =
+            switch chosen.first {
+            case "--hourly": .hour
+            case "--monthly": .month
+            case "--yearly": .year
+            case "--cycle": .cycle
+            case "--top": .top
+            default: .day
+            }
         format = try CommonOptions.format(p, allowed: ["text", "json", "csv"], default: "text")
         check = p.flag("--check")
         if check, chosen.contains(where: { $0 != "--cycle" }) {

@@ -63,10 +63,22 @@ public struct EventCounts: Sendable, Hashable {
         set { stored[keyPath: count] = UInt32(clamping: newValue) }
     }
 
-    public var wraps: Int { get { self[\.wraps] } set { self[\.wraps] = newValue } }
-    public var resets: Int { get { self[\.resets] } set { self[\.resets] = newValue } }
-    public var recreations: Int { get { self[\.recreations] } set { self[\.recreations] = newValue } }
-    public var deletions: Int { get { self[\.deletions] } set { self[\.deletions] = newValue } }
+    public var wraps: Int {
+        get { self[\.wraps] }
+        set { self[\.wraps] = newValue }
+    }
+    public var resets: Int {
+        get { self[\.resets] }
+        set { self[\.resets] = newValue }
+    }
+    public var recreations: Int {
+        get { self[\.recreations] }
+        set { self[\.recreations] = newValue }
+    }
+    public var deletions: Int {
+        get { self[\.deletions] }
+        set { self[\.deletions] = newValue }
+    }
 
     public init(wraps: Int = 0, resets: Int = 0, recreations: Int = 0, deletions: Int = 0) {
         self.wraps = wraps
@@ -193,4 +205,3 @@ public struct EngineConfiguration: Sendable, Hashable {
         self.platform = platform
     }
 }
-

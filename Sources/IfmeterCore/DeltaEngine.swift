@@ -221,7 +221,8 @@ public struct DeltaEngine: Sendable {
         do {
             for position in readings.indices {
                 let current = Reading(readings, position)
-                let classification = current.pointee.classification
+                let classification =
+                    current.pointee.classification
                     ?? NameRules.classify(current.pointee.name, platform: configuration.platform)
                 var slot = -1
                 if position < order.count {
@@ -243,14 +244,15 @@ public struct DeltaEngine: Sendable {
                 let reading = current.pointee
                 let counters = isFirst ? Self.zero(like: reading.counters) : reading.counters
                 let change: DeltaChange = isFirst ? .baseline : .appeared
-                var entry = Series(state: InterfaceTotals(
-                    name: reading.name, netns: reading.netns, classification: classification, index: reading.index,
-                    width: reading.width, speedBps: reading.speedBps, attributes: reading.attributes,
-                    totals: counters, quality: lostNamespaces.isEmpty || !lostNamespaces.contains(reading.netns) ? .exact : .lowerBound,
-                    events: EventCounts(),
-                    baseline: isFirst ? reading.counters : Self.zero(like: reading.counters),
-                    lastKernelStats: reading.kernelStats, firstSeen: t, lastSeen: t,
-                    present: true, deletedAt: nil))
+                var entry = Series(
+                    state: InterfaceTotals(
+                        name: reading.name, netns: reading.netns, classification: classification, index: reading.index,
+                        width: reading.width, speedBps: reading.speedBps, attributes: reading.attributes,
+                        totals: counters, quality: lostNamespaces.isEmpty || !lostNamespaces.contains(reading.netns) ? .exact : .lowerBound,
+                        events: EventCounts(),
+                        baseline: isFirst ? reading.counters : Self.zero(like: reading.counters),
+                        lastKernelStats: reading.kernelStats, firstSeen: t, lastSeen: t,
+                        present: true, deletedAt: nil))
                 entry.remember(current, at: t)
                 entry.factsVersion = reading.factsVersion
                 entry.stamp = stamp
@@ -540,14 +542,15 @@ public struct DeltaEngine: Sendable {
 
     /// A series known only from an event so far: no counters, not present.
     private func newSeries(_ final: InterfaceSample, at t: Double) -> Series {
-        var entry = Series(state: InterfaceTotals(
-            name: final.name, netns: final.netns,
-            classification: final.classification ?? NameRules.classify(final.name, platform: configuration.platform),
-            index: final.index, width: final.width, speedBps: final.speedBps, attributes: final.attributes,
-            totals: Self.zero(like: final.counters), quality: lostNamespaces.contains(final.netns) ? .lowerBound : .exact,
-            events: EventCounts(),
-            baseline: Self.zero(like: final.counters), lastKernelStats: nil, firstSeen: t,
-            lastSeen: t, present: false, deletedAt: nil))
+        var entry = Series(
+            state: InterfaceTotals(
+                name: final.name, netns: final.netns,
+                classification: final.classification ?? NameRules.classify(final.name, platform: configuration.platform),
+                index: final.index, width: final.width, speedBps: final.speedBps, attributes: final.attributes,
+                totals: Self.zero(like: final.counters), quality: lostNamespaces.contains(final.netns) ? .lowerBound : .exact,
+                events: EventCounts(),
+                baseline: Self.zero(like: final.counters), lastKernelStats: nil, firstSeen: t,
+                lastSeen: t, present: false, deletedAt: nil))
         entry.stamp = 0
         return entry
     }
@@ -788,14 +791,16 @@ public struct DeltaEngine: Sendable {
         let gap = width == .bits32 && mayHideWrap(seconds: seconds, ceiling: ceiling)
         if !anyDecreased { return (delta, .steady, gap ? .lowerBound : .exact) }
         let decreased = CounterKey.allCases.filter { cur.has($0) && prev.has($0) && cur.value($0) < prev.value($0) }
-        let plausible = width == .bits32 && decreased.allSatisfy { key in
-            let old = prev.value(key), new = cur.value(key)
-            // A counter at or above 2^32 in prev cannot wrap at 32 bits.
-            guard old < 1 << 32, new < 1 << 32 else { return false }
-            let wrapped = Double(new) + width.modulus - Double(old)
-            let rate = key.countsBytes ? ceiling : ceiling / 40
-            return wrapped <= rate * seconds * 1.25
-        }
+        let plausible =
+            width == .bits32
+            && decreased.allSatisfy { key in
+                let old = prev.value(key), new = cur.value(key)
+                // A counter at or above 2^32 in prev cannot wrap at 32 bits.
+                guard old < 1 << 32, new < 1 << 32 else { return false }
+                let wrapped = Double(new) + width.modulus - Double(old)
+                let rate = key.countsBytes ? ceiling : ceiling / 40
+                return wrapped <= rate * seconds * 1.25
+            }
         if plausible {
             for key in decreased {
                 delta[key] = cur.value(key) &+ (1 << 32) &- prev.value(key)
@@ -861,7 +866,7 @@ extension Counters {
     @inline(__always)
     func minus(_ other: Counters) -> Counters? {
         guard present == other.present, v0 >= other.v0, v1 >= other.v1, v2 >= other.v2, v3 >= other.v3,
-              v4 >= other.v4, v5 >= other.v5, v6 >= other.v6, v7 >= other.v7
+            v4 >= other.v4, v5 >= other.v5, v6 >= other.v6, v7 >= other.v7
         else { return nil }
         var result = Counters()
         result.v0 = v0 - other.v0

@@ -73,7 +73,8 @@ public enum RFC3339 {
             let s = String(n)
             return String(repeating: "0", count: max(0, width - s.count)) + s
         }
-        return "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(Int(seconds / 3600), 2)):\(pad(Int(seconds % 3600 / 60), 2)):\(pad(Int(seconds % 60), 2)).\(pad(ms, 3))Z"
+        return
+            "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(Int(seconds / 3600), 2)):\(pad(Int(seconds % 3600 / 60), 2)):\(pad(Int(seconds % 60), 2)).\(pad(ms, 3))Z"
     }
 
     /// Howard Hinnant's days-to-civil.

@@ -248,7 +248,8 @@ public struct PeriodCalendar: Sendable {
             let off = zone.offset(start)
             let sign = off < 0 ? "-" : "+"
             return UsagePeriod(
-                label: "\(p(c.year, 4))-\(p(c.month, 2))-\(p(c.day, 2)) \(p(c.hour, 2)):00\(sign)\(p(abs(off) / 3600, 2)):\(p(abs(off) % 3600 / 60, 2))",
+                label:
+                    "\(p(c.year, 4))-\(p(c.month, 2))-\(p(c.day, 2)) \(p(c.hour, 2)):00\(sign)\(p(abs(off) / 3600, 2)):\(p(abs(off) % 3600 / 60, 2))",
                 start: start, end: zone.nextHour(start))
         case .day, .top:
             let start = zone.unix(c.year, c.month, c.day)

@@ -63,7 +63,7 @@ public struct TunnelUnderlay: Sendable, Hashable {
     /// Ethernet-like links, 0 on raw-IP links such as a cellular modem's).
     public static func defaultOverhead(tunnel: Classification?, underlayARPHRD: Int?) -> Int {
         let outer = tunnel?.evidence.contains("wireguard") == true ? 60 : 28
-        let link = underlayARPHRD == 1 ? 14 : 0  // ARPHRD_ETHER
+        let link = underlayARPHRD == 1 ? 14 : 0 // ARPHRD_ETHER
         return outer + link
     }
 }
@@ -106,8 +106,10 @@ public struct OutsideEstimate: Sendable, Hashable {
         tunnelPackets = (tunnel.counters.rxPackets, tunnel.counters.txPackets)
         underlayBytes = (underlay.counters.rxBytes, underlay.counters.txBytes)
         outsideBytes = (
-            Self.outside(underlay: underlay.counters.rxBytes, tunnel: tunnel.counters.rxBytes, packets: tunnel.counters.rxPackets, overhead: overhead),
-            Self.outside(underlay: underlay.counters.txBytes, tunnel: tunnel.counters.txBytes, packets: tunnel.counters.txPackets, overhead: overhead))
+            Self.outside(
+                underlay: underlay.counters.rxBytes, tunnel: tunnel.counters.rxBytes, packets: tunnel.counters.rxPackets, overhead: overhead),
+            Self.outside(underlay: underlay.counters.txBytes, tunnel: tunnel.counters.txBytes, packets: tunnel.counters.txPackets, overhead: overhead)
+        )
         quality = max(tunnel.quality, underlay.quality)
         uncertain = sharedUnderlay || quality == .lowerBound
     }

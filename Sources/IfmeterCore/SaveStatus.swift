@@ -83,12 +83,14 @@ public struct SaveStatus: Sendable, Hashable {
     public func warning(now: Double, zone: LocalZone) -> String? {
         guard isStale(now: now), let savedAt else { return nil }
         let age = Units.duration(max(0, now - savedAt))
-        let why: String = switch writer {
-        case .running: "the ifmeter writing this file has not saved for \(age), more than two of its save intervals (\(Units.duration(interval))): it may be hung"
-        case .stopped: "ifmeter stopped \(age) ago; nothing has been counted since"
-        case .stoppedUncleanly: "the ifmeter that wrote this file stopped without a clean stop \(age) ago or less; nothing has been saved since"
-        case .none: "nothing has been saved for \(age)"
-        }
+        let why: String =
+            switch writer {
+            case .running:
+                "the ifmeter writing this file has not saved for \(age), more than two of its save intervals (\(Units.duration(interval))): it may be hung"
+            case .stopped: "ifmeter stopped \(age) ago; nothing has been counted since"
+            case .stoppedUncleanly: "the ifmeter that wrote this file stopped without a clean stop \(age) ago or less; nothing has been saved since"
+            case .none: "nothing has been saved for \(age)"
+            }
         return "WARNING: these figures are as of \(Self.stamp(savedAt, zone)): \(why)."
     }
 

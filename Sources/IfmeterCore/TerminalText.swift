@@ -36,13 +36,13 @@ public enum TerminalText {
             if byte < 0x20 || byte == 0x7F {
                 if byte != keptByte { return true }
             } else if previous == 0xC2, (0x80...0x9F).contains(byte) {
-                return true  // a C1 control
+                return true // a C1 control
             } else if beforePrevious == 0xE2, previous == 0x80 || previous == 0x81 {
                 // U+2000...U+207F: the invisible ones are checked exactly.
                 let scalar = 0x2000 + UInt32(previous & 0x3F) << 6 + UInt32(byte & 0x3F)
                 if isInvisible(scalar) { return true }
             } else if previous == 0xEF, byte == 0xBB {
-                return true  // perhaps U+FEFF: `escaped` looks exactly
+                return true // perhaps U+FEFF: `escaped` looks exactly
             }
             beforePrevious = previous
             previous = byte

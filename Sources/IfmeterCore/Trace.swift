@@ -97,7 +97,7 @@ public struct TraceReader: Sendable {
                 // ifmeter's own: the interface goes on under a new name.
                 guard let entry = object["interface"] else { throw fail("a \"renamed\" event needs an \"interface\" object") }
                 guard case .object(let o) = entry, let to = o["name"]?.stringValue, !to.isEmpty,
-                      let from = object["from"]?.stringValue, !from.isEmpty
+                    let from = object["from"]?.stringValue, !from.isEmpty
                 else { throw fail("a \"renamed\" event needs \"from\" and the interface's new \"name\"") }
                 var index: Int?
                 if let raw = o["index"], raw != .null {
@@ -218,33 +218,37 @@ public enum TraceWriter {
     public static func line(_ record: TraceRecord) -> String {
         switch record {
         case .sample(let sample):
-            return JSONWriter().string(.object([
-                "t": .number(sample.time),
-                "interfaces": .array(sample.interfaces.map(object)),
-            ]))
+            return JSONWriter().string(
+                .object([
+                    "t": .number(sample.time),
+                    "interfaces": .array(sample.interfaces.map(object)),
+                ]))
         case .deleted(let event):
             var interface = object(event.interface)
             if case .object(var o) = interface, !event.lowerBound.isEmpty {
                 o["lower_bound"] = .array(event.lowerBound.map { .string($0.jsonKey) })
                 interface = .object(o)
             }
-            return JSONWriter().string(.object([
-                "t": .number(event.time),
-                "event": .string("deleted"),
-                "interface": interface,
-            ]))
+            return JSONWriter().string(
+                .object([
+                    "t": .number(event.time),
+                    "event": .string("deleted"),
+                    "interface": interface,
+                ]))
         case .renamed(let event):
             var interface: [String: JSONValue] = ["name": .string(event.to)]
             if let index = event.index { interface["index"] = .number(index) }
             if !event.netns.isEmpty { interface["netns"] = .string(event.netns) }
-            return JSONWriter().string(.object([
-                "t": .number(event.time), "event": .string("renamed"), "from": .string(event.from),
-                "interface": .object(interface),
-            ]))
+            return JSONWriter().string(
+                .object([
+                    "t": .number(event.time), "event": .string("renamed"), "from": .string(event.from),
+                    "interface": .object(interface),
+                ]))
         case .namespace(let event):
-            return JSONWriter().string(.object([
-                "t": .number(event.time), "event": .string("namespace-" + event.kind.rawValue), "netns": .string(event.netns),
-            ]))
+            return JSONWriter().string(
+                .object([
+                    "t": .number(event.time), "event": .string("namespace-" + event.kind.rawValue), "netns": .string(event.netns),
+                ]))
         }
     }
 

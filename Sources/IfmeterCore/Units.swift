@@ -135,7 +135,7 @@ public enum Units {
             break
         }
         guard !number.isEmpty, number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
-              let value = Double(number), value.isFinite
+            let value = Double(number), value.isFinite
         else { return nil }
         return value * factor
     }
@@ -199,7 +199,7 @@ public enum Units {
     public static func parseRate(_ text: String) -> Double? {
         var t = Substring(text)
         if t.hasSuffix("/s") { t = t.dropLast(2) }
-        if t.hasSuffix("ps") { t = t.dropLast(2) + "it" }  // 10Gbps → 10Gbit
+        if t.hasSuffix("ps") { t = t.dropLast(2) + "it" } // 10Gbps → 10Gbit
         let suffixes: [(String, Double)] = [
             ("Tbit", 1e12 / 8), ("Gbit", 1e9 / 8), ("Mbit", 1e6 / 8), ("kbit", 1e3 / 8), ("Kbit", 1e3 / 8), ("bit", 1.0 / 8),
             ("TiB", 1_099_511_627_776), ("GiB", 1_073_741_824), ("MiB", 1_048_576), ("KiB", 1024),

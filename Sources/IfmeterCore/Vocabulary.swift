@@ -25,7 +25,8 @@ public enum Caveat {
     public static let sentence =
         "Figures are estimates from interface counters: they include protocol overhead and are not per-app accounting."
     /// The medium form with what the marks mean, for the live view's help.
-    public static let paragraph = sentence
+    public static let paragraph =
+        sentence
         + " No mark: exact counters; ~ corrected for a 32-bit wrap; ≥ a lower bound (traffic was lost to a reset or an unseen recreation). "
         + TrafficSummary.explanation
 
@@ -47,7 +48,8 @@ public enum Caveat {
     public static func line(
         fitting width: Int, lowerBound: Bool = false, wrapCorrected: Bool = false, derived: Bool = false, uncertain: Bool = false
     ) -> String {
-        var text = width >= 94
+        var text =
+            width >= 94
             ? "estimates from interface counters (overhead incl., not per-app)"
             : width >= 60 ? "estimates from interface counters, not per-app" : "estimates from counters, not per-app"
         if lowerBound { text += width >= 140 ? " · ≥ lower bound (traffic was lost)" : " · ≥ lower bound" }
@@ -80,7 +82,9 @@ extension Caveat {
         var lines = [estimate]
         if shown.contains(.lowerBound) { lines.append(lowerBound) }
         if shown.contains(.wrapCorrected) { lines.append("~ marks a figure corrected for a 32-bit counter wrap.") }
-        if shown.contains(.lowerBound) || shown.contains(.wrapCorrected) { lines.append("Figures without a mark are exact readings of the counters.") }
+        if shown.contains(.lowerBound) || shown.contains(.wrapCorrected) {
+            lines.append("Figures without a mark are exact readings of the counters.")
+        }
         return lines
     }
 }

@@ -17,7 +17,7 @@ public enum LiveKey: Sendable, Hashable {
     case character(Character)
     case up, down, pageUp, pageDown, home, end
     case enter, escape, backspace
-    case interrupt  // Ctrl-C
+    case interrupt // Ctrl-C
 }
 
 /// What the driver must do after a key.
@@ -294,7 +294,10 @@ public struct LiveModel: Sendable {
             if n < deltaOrder.count {
                 let candidate = deltaOrder[n]
                 if !rows[candidate].vacant, ExactText.equal(rows[candidate].name, deltas[n].name),
-                   ExactText.equal(rows[candidate].netns, deltas[n].netns) { slot = candidate }
+                    ExactText.equal(rows[candidate].netns, deltas[n].netns)
+                {
+                    slot = candidate
+                }
             }
             if slot < 0 {
                 slot = self.slot(
@@ -436,7 +439,8 @@ public struct LiveModel: Sendable {
         entries.reserveCapacity(byName.count)
         for slot in byName where shown(slot) {
             // By rate: what the rate columns show (packets in packets mode).
-            let primary = sort == .rate
+            let primary =
+                sort == .rate
                 ? -(packets ? rows[slot].totalPacketRate : rows[slot].totalRate)
                 : -Double(rows[slot].totals.rxBytes &+ rows[slot].totals.txBytes)
             entries.append((primary, rows[slot].nameRank, slot))

@@ -66,7 +66,9 @@ public struct LiveRenderer: Sendable {
         }
         let footer = footerLines(model, width: width, marks: marks)
         if rows.isEmpty {
-            lines.append(Line(width: width).text(model.isEmpty ? "  waiting for the first interval…" : "  no interface matches the filter or kinds shown", dim))
+            lines.append(
+                Line(width: width).text(model.isEmpty ? "  waiting for the first interval…" : "  no interface matches the filter or kinds shown", dim)
+            )
         }
         while lines.count < height - Self.footerHeight - detail.count - (detail.isEmpty ? 0 : 1) - summary.count {
             lines.append(Line(width: width))
@@ -75,7 +77,8 @@ public struct LiveRenderer: Sendable {
         if !detail.isEmpty {
             // The rule above the detail says what its graphs span.
             let resolution = model.span.resolution(interval: model.interval)
-            let rule = "── graphs: \(Self.spanText(model, columns: Self.graphWidth(width), resolution: resolution)) · t: "
+            let rule =
+                "── graphs: \(Self.spanText(model, columns: Self.graphWidth(width), resolution: resolution)) · t: "
                 + (model.span == .day ? "back to recent " : "longer ")
             lines.append(Line(width: width).text(rule + String(repeating: "─", count: max(0, width - rule.unicodeScalars.count)), dim))
             lines += detail
@@ -143,7 +146,9 @@ public struct LiveRenderer: Sendable {
             if width >= 100 { line = line.text(" " + TrafficSummary.wideNote, dim) }
             return [line] + routeLines
         }
-        return [physical, Line(width: width).text("tunnel   ", bold).text("↓\(r(tunnelRx)) ↑\(r(tunnelTx))").text(" " + TrafficSummary.narrowNote, dim)]
+        return [
+            physical, Line(width: width).text("tunnel   ", bold).text("↓\(r(tunnelRx)) ↑\(r(tunnelTx))").text(" " + TrafficSummary.narrowNote, dim),
+        ]
             + routeLines
     }
 
@@ -163,7 +168,8 @@ public struct LiveRenderer: Sendable {
             line = line.text("  outside ", bold).text("\(mark)↓\(rate(rx)) \(mark)↑\(rate(tx))")
             if width >= 100 { line = line.text(" around the tunnels: local traffic, tunnel control, leaks", dim) }
         } else if route.underlayUnknown {
-            line = line.text(width >= 100 ? "  outside: unknown (no underlay: no default route outside the tunnels; give --underlay)" : "  outside: unknown", dim)
+            line = line.text(
+                width >= 100 ? "  outside: unknown (no underlay: no default route outside the tunnels; give --underlay)" : "  outside: unknown", dim)
         }
         return line
     }
@@ -175,13 +181,14 @@ public struct LiveRenderer: Sendable {
         } else if let note = model.note, model.now - note.time < 5 {
             status = status.text(note.text, warning)
         } else {
-            status = status.text(width >= 140
-                ? "q quit · ↑↓ jk PgUp PgDn Home End · Enter detail · t span · a scale · s sort · b units · f filter · 1-7 kinds · p pause · r zero · ? help"
-                : width >= 110
-                    ? "q quit · jk PgDn/PgUp · Enter detail · t span · a scale · s sort · b units · f filter · 1-7 kinds · p · r · ?"
-                    : width >= 80
-                        ? "q quit · jk select · Enter detail · t span · a scale · s sort · b · f · 1-7 · p · r · ?"
-                        : "q jk Enter t a s b f 1-7 p r, ? help", dim)
+            status = status.text(
+                width >= 140
+                    ? "q quit · ↑↓ jk PgUp PgDn Home End · Enter detail · t span · a scale · s sort · b units · f filter · 1-7 kinds · p pause · r zero · ? help"
+                    : width >= 110
+                        ? "q quit · jk PgDn/PgUp · Enter detail · t span · a scale · s sort · b units · f filter · 1-7 kinds · p · r · ?"
+                        : width >= 80
+                            ? "q quit · jk select · Enter detail · t span · a scale · s sort · b · f · 1-7 · p · r · ?"
+                            : "q jk Enter t a s b f 1-7 p r, ? help", dim)
         }
         return [status, Line(width: width).text(Self.caveat(fitting: width, marks: marks), dim)]
     }
@@ -338,21 +345,23 @@ public struct LiveRenderer: Sendable {
     }
 
     func help(_ model: LiveModel, width: Int, height: Int) -> [String] {
-        let text = [
-            "ifmeter live: keys", "",
-            "q, Ctrl-C   quit", "↑ ↓, j k   select an interface",
-            "PgUp PgDn  a page up or down;  Home End (g G)  the first or last interface",
-            "Enter      open or close its detail (addresses, packets, errors, drops, graphs)",
-            "t, Tab     the detail graphs' span: last minutes, last hour, last day",
-            "a          row bars: one scale for all, each row its own, or one log scale",
-            "b          rates in bytes, bits or packets per second (bars and totals: bytes)", "s          sort by rate, total or name (va2 before va19)",
-            "f, /       filter names (a glob, or a part of the name)",
-            "1..7       show or hide wifi, cellular, tunnel, ethernet, loopback, virtual, other",
-            "p          pause the figures (sampling goes on)", "r          zero the totals (their quality starts over)",
-            "?          this help", "",
-        ] + wordWrap(Self.helpCaveat, width: 72) + [
-            "", "Any key closes this help.",
-        ]
+        let text =
+            [
+                "ifmeter live: keys", "",
+                "q, Ctrl-C   quit", "↑ ↓, j k   select an interface",
+                "PgUp PgDn  a page up or down;  Home End (g G)  the first or last interface",
+                "Enter      open or close its detail (addresses, packets, errors, drops, graphs)",
+                "t, Tab     the detail graphs' span: last minutes, last hour, last day",
+                "a          row bars: one scale for all, each row its own, or one log scale",
+                "b          rates in bytes, bits or packets per second (bars and totals: bytes)",
+                "s          sort by rate, total or name (va2 before va19)",
+                "f, /       filter names (a glob, or a part of the name)",
+                "1..7       show or hide wifi, cellular, tunnel, ethernet, loopback, virtual, other",
+                "p          pause the figures (sampling goes on)", "r          zero the totals (their quality starts over)",
+                "?          this help", "",
+            ] + wordWrap(Self.helpCaveat, width: 72) + [
+                "", "Any key closes this help.",
+            ]
         var lines = text.prefix(height).map { Line(width: width).text($0, $0 == text[0] ? bold : plain).finish() }
         while lines.count < height { lines.append(Line(width: width).finish()) }
         return lines
@@ -360,7 +369,8 @@ public struct LiveRenderer: Sendable {
 
     /// What the figures are and what their marks mean; an exact figure
     /// carries none.
-    static let helpCaveat = Caveat.sentence
+    static let helpCaveat =
+        Caveat.sentence
         + " A figure without a mark is an exact reading of the counters; ~ marks one corrected for a 32-bit wrap,"
         + " ≥ a lower bound (traffic was lost to a reset or an unseen recreation). " + TrafficSummary.explanation
 
@@ -423,7 +433,7 @@ struct Layout {
     var rateWidth: Int
     var sparkWidth: Int
     var totalWidth: Int
-    var showTotals: Int  // 0, 1 (rx) or 2 (rx and tx)
+    var showTotals: Int // 0, 1 (rx) or 2 (rx and tx)
     let width: Int
     /// The top of the shared scale, when the rows share one.
     var sharedTop = 0.0
@@ -504,10 +514,12 @@ struct Layout {
         }
         let totalMark = row.quality.liveMark
         if showTotals >= 1 {
-            line = line.text(" " + padLeft(totalMark + Units.bytes(row.totals.rxBytes), totalWidth), gone ? style.dim : style.qualityStyle(row.quality))
+            line = line.text(
+                " " + padLeft(totalMark + Units.bytes(row.totals.rxBytes), totalWidth), gone ? style.dim : style.qualityStyle(row.quality))
         }
         if showTotals >= 2 {
-            line = line.text(" " + padLeft(totalMark + Units.bytes(row.totals.txBytes), totalWidth), gone ? style.dim : style.qualityStyle(row.quality))
+            line = line.text(
+                " " + padLeft(totalMark + Units.bytes(row.totals.txBytes), totalWidth), gone ? style.dim : style.qualityStyle(row.quality))
         }
         if selected, style.color { line = line.styled(style.inverse) }
         return line
@@ -586,7 +598,9 @@ struct Axis {
             v /= base
             k += 1
         }
-        let steps: [Double] = [1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 80, 100, 120, 150, 200, 250, 300, 400, 500, 600, 800, 1000]
+        let steps: [Double] = [
+            1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 80, 100, 120, 150, 200, 250, 300, 400, 500, 600, 800, 1000,
+        ]
         var nice = steps.first { $0 >= v - 1e-9 } ?? base
         if nice >= base, k < units.count - 1 {
             nice = 1

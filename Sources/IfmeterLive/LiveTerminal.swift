@@ -124,7 +124,7 @@ public struct KeyWaiter: PipelineWaiter {
                 case .end, .failed:
                     // The terminal hung up: nobody is watching any more.
                     if isTerminal(0) || keys.hungUp { return false }
-                    keysOpen = false  // stdin was a file or pipe that ended
+                    keysOpen = false // stdin was a file or pipe that ended
                 case .nothing:
                     break
                 }

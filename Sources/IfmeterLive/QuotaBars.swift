@@ -16,7 +16,8 @@ extension LiveRenderer {
             let name = truncate(SeriesKey(netns: p.netns, name: p.name).display, 16)
             let figures = " \(mark)\(Units.fixed(ratio * 100, 1))% of \(Units.bytes(quota)) \(p.direction.rawValue)"
             let end = p.lastDay
-            let tail = width >= 90 ? " · cycle ends \(end)" + (n == 0 && planned.count > shown.count ? " · +\(planned.count - shown.count) more" : "") : ""
+            let tail =
+                width >= 90 ? " · cycle ends \(end)" + (n == 0 && planned.count > shown.count ? " · +\(planned.count - shown.count) more" : "") : ""
             let barWidth = max(6, min(30, width - 10 - name.count - figures.count - tail.count))
             let filled = min(barWidth, Int((min(ratio, 1) * Double(barWidth)).rounded(.down)))
             var line = Line(width: width).text("quota ", bold).text(pad(name, 16)).text(" [")

@@ -268,8 +268,11 @@ struct ExpositionWriter {
     mutating func writeInterfaces(_ interfaces: [ExpositionRow]) {
         for family in Self.counterFamilies {
             guard interfaces.contains(where: { $0.counters.has(family.key) }) else { continue }
-            header(family.name, .counter, unit: family.name.hasSuffix("_bytes") ? "bytes" : nil, help:
-                "\(family.help): the kernel counter when ifmeter first saw the interface, plus every delta since; it never goes down, across wraps, resets and recreations. \(Self.caveat)")
+            header(
+                family.name, .counter, unit: family.name.hasSuffix("_bytes") ? "bytes" : nil,
+                help:
+                    "\(family.help): the kernel counter when ifmeter first saw the interface, plus every delta since; it never goes down, across wraps, resets and recreations. \(Self.caveat)"
+            )
             for i in interfaces where i.counters.has(family.key) {
                 sample(family.name, suffix: "_total", i, value: i.counters.value(family.key))
             }
@@ -284,22 +287,29 @@ struct ExpositionWriter {
             header(name, .counter, help: "\(help), since ifmeter started. \(Self.caveat)")
             for i in interfaces { sample(name, suffix: "_total", i, value: UInt64(i.events[keyPath: path])) }
         }
-        header("ifmeter_interface_quality", .gauge, help:
-            "1 for the quality of the totals since ifmeter started (exact, wrap-corrected, or lower-bound: traffic was lost), 0 for the others. \(Self.caveat)")
+        header(
+            "ifmeter_interface_quality", .gauge,
+            help:
+                "1 for the quality of the totals since ifmeter started (exact, wrap-corrected, or lower-bound: traffic was lost), 0 for the others. \(Self.caveat)"
+        )
         for i in interfaces {
             for quality in Quality.allCases {
                 sample("ifmeter_interface_quality", i, extra: [("quality", quality.name)], value: i.quality == quality ? 1 : 0)
             }
         }
-        header("ifmeter_interface_present", .gauge, help:
-            "1 when the interface was in the last sample, 0 while a gone one is still kept. \(Self.caveat)")
+        header(
+            "ifmeter_interface_present", .gauge,
+            help:
+                "1 when the interface was in the last sample, 0 while a gone one is still kept. \(Self.caveat)")
         for i in interfaces { sample("ifmeter_interface_present", i, value: i.present ? 1 : 0) }
         header("ifmeter_interface_up", .gauge, help: "1 when the operational state is up. \(Self.caveat)")
         for i in interfaces where i.attributes?.operstate != nil {
             sample("ifmeter_interface_up", i, value: i.attributes?.operstate == "up" ? 1 : 0)
         }
-        header("ifmeter_interface_speed_bytes", .gauge, unit: "bytes", help:
-            "Link speed the driver reports, in bytes per second. \(Self.caveat)")
+        header(
+            "ifmeter_interface_speed_bytes", .gauge, unit: "bytes",
+            help:
+                "Link speed the driver reports, in bytes per second. \(Self.caveat)")
         for i in interfaces {
             if let speed = i.attributes?.reportedSpeedBps { sample("ifmeter_interface_speed_bytes", i, value: speed / 8) }
         }
@@ -307,8 +317,10 @@ struct ExpositionWriter {
         for i in interfaces {
             if let mtu = i.attributes?.mtu { sample("ifmeter_interface_mtu_bytes", i, value: UInt64(mtu)) }
         }
-        header("ifmeter_interface", .info, help:
-            "Interface facts: index, counter width, operational state and the evidence of its kind. \(Self.caveat)")
+        header(
+            "ifmeter_interface", .info,
+            help:
+                "Interface facts: index, counter width, operational state and the evidence of its kind. \(Self.caveat)")
         for i in interfaces {
             var extra: [(String, String)] = [("evidence", i.evidence), ("width", String(i.width.rawValue))]
             if let index = i.index { extra.append(("index", String(index))) }
@@ -332,9 +344,12 @@ struct ExpositionWriter {
         ("receive_nohandler", { $0[.rxNohandler] }),
         ("receive_packets", { $0[.rxPackets] }),
         ("transmit_bytes", { $0[.txBytes] }),
-        ("transmit_carrier", {
-            $0[.txCarrierErrors] &+ $0[.txAbortedErrors] &+ $0[.txHeartbeatErrors] &+ $0[.txWindowErrors]
-        }),
+        (
+            "transmit_carrier",
+            {
+                $0[.txCarrierErrors] &+ $0[.txAbortedErrors] &+ $0[.txHeartbeatErrors] &+ $0[.txWindowErrors]
+            }
+        ),
         ("transmit_colls", { $0[.collisions] }),
         ("transmit_compressed", { $0[.txCompressed] }),
         ("transmit_drop", { $0[.txDropped] }),
@@ -375,18 +390,26 @@ struct ExpositionWriter {
 
     mutating func writeRoutes(_ routes: RouteExposition) {
         if !routes.egress.isEmpty {
-            header("ifmeter_route_egress", .info, help:
-                "The interface a packet to the probe address would leave by: the kernel's routing decision (RTM_GETROUTE, policy rules included; no packet is sent), followed through route notifications. interface is empty and kind is \"unreachable\" when there is no route.")
+            header(
+                "ifmeter_route_egress", .info,
+                help:
+                    "The interface a packet to the probe address would leave by: the kernel's routing decision (RTM_GETROUTE, policy rules included; no packet is sent), followed through route notifications. interface is empty and kind is \"unreachable\" when there is no route."
+            )
             for probe in routes.egress {
-                labeledSample("ifmeter_route_egress_info", [
-                    ("interface", probe.interface ?? ""),
-                    ("kind", probe.interface == nil ? "unreachable" : probe.classification?.kind.rawValue ?? "other"), ("probe", probe.probe),
-                ], "1")
+                labeledSample(
+                    "ifmeter_route_egress_info",
+                    [
+                        ("interface", probe.interface ?? ""),
+                        ("kind", probe.interface == nil ? "unreachable" : probe.classification?.kind.rawValue ?? "other"), ("probe", probe.probe),
+                    ], "1")
             }
         }
         if !routes.outside.isEmpty {
-            header("ifmeter_tunnel_outside_bytes", .counter, unit: "bytes", help:
-                "Traffic that used a tunnel's underlay without the tunnel, summed per interval: underlay bytes - tunnel bytes - tunnel packets x overhead, floored at 0 (local network traffic, the tunnel's control traffic, and leaks). \(Caveat.short)")
+            header(
+                "ifmeter_tunnel_outside_bytes", .counter, unit: "bytes",
+                help:
+                    "Traffic that used a tunnel's underlay without the tunnel, summed per interval: underlay bytes - tunnel bytes - tunnel packets x overhead, floored at 0 (local network traffic, the tunnel's control traffic, and leaks). \(Caveat.short)"
+            )
             for t in routes.outside {
                 for (direction, value) in [("rx", t.rxBytes), ("tx", t.txBytes)] {
                     labeledSample(
@@ -394,8 +417,11 @@ struct ExpositionWriter {
                         String(value))
                 }
             }
-            header("ifmeter_tunnel_outside_uncertain", .gauge, help:
-                "1 when a tunnel's outside estimate may be off either way: another tunnel shares its underlay, or a counter it came from lost traffic (lower bound).")
+            header(
+                "ifmeter_tunnel_outside_uncertain", .gauge,
+                help:
+                    "1 when a tunnel's outside estimate may be off either way: another tunnel shares its underlay, or a counter it came from lost traffic (lower bound)."
+            )
             for t in routes.outside {
                 labeledSample("ifmeter_tunnel_outside_uncertain", [("tunnel", t.tunnel), ("underlay", t.underlay)], t.uncertain ? "1" : "0")
             }
@@ -412,13 +438,18 @@ struct ExpositionWriter {
         header("ifmeter_sample_errors", .counter, help: "Samples that failed. \(note)")
         plain("ifmeter_sample_errors_total", String(health.sampleErrors))
         created("ifmeter_sample_errors", health.startTime)
-        header("ifmeter_link_event_overruns", .counter, help:
-            "Times link notifications overflowed the socket buffer and a full dump resynchronized. \(note)")
+        header(
+            "ifmeter_link_event_overruns", .counter,
+            help:
+                "Times link notifications overflowed the socket buffer and a full dump resynchronized. \(note)")
         plain("ifmeter_link_event_overruns_total", String(health.overruns))
         created("ifmeter_link_event_overruns", health.startTime)
         if let closed = health.httpClosed {
-            header("ifmeter_http_connections_closed", .counter, help:
-                "Scrape connections ifmeter closed to protect the endpoint: reason deadline (a request was not whole in time), idle (kept alive after a response, no request line in time: a scraper between scrapes, not a slow request), evicted (the oldest waiting connection, to make room at the connection limits) or budget (the oldest response still being sent, a reader too slow, to keep their memory within its budget). \(note)")
+            header(
+                "ifmeter_http_connections_closed", .counter,
+                help:
+                    "Scrape connections ifmeter closed to protect the endpoint: reason deadline (a request was not whole in time), idle (kept alive after a response, no request line in time: a scraper between scrapes, not a slow request), evicted (the oldest waiting connection, to make room at the connection limits) or budget (the oldest response still being sent, a reader too slow, to keep their memory within its budget). \(note)"
+            )
             labeledSample("ifmeter_http_connections_closed_total", [("reason", "budget")], String(closed.budget))
             labeledSample("ifmeter_http_connections_closed_total", [("reason", "deadline")], String(closed.deadline))
             labeledSample("ifmeter_http_connections_closed_total", [("reason", "evicted")], String(closed.evicted))

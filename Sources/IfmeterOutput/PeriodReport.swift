@@ -123,18 +123,20 @@ public struct PeriodReportRenderer: Sendable {
         ]
         if let route = report.route {
             o["route"] = .object([
-                "probes": .array(route.egress.map { p in
-                    .object([
-                        "probe": .string(p.probe), "interface": p.interface.map(JSONValue.string) ?? .null,
-                        "kind": p.classification.map { .string($0.kind.rawValue) } ?? .null, "via_tunnel": .bool(p.viaTunnel),
-                    ])
-                }),
-                "tunnels": .array(route.outside.map { t in
-                    .object([
-                        "tunnel": .string(t.tunnel), "underlay": .string(t.underlay),
-                        "outside_bytes": .object(["rx": .number(t.rxBytes), "tx": .number(t.txBytes)]), "uncertain": .bool(t.uncertain),
-                    ])
-                }),
+                "probes": .array(
+                    route.egress.map { p in
+                        .object([
+                            "probe": .string(p.probe), "interface": p.interface.map(JSONValue.string) ?? .null,
+                            "kind": p.classification.map { .string($0.kind.rawValue) } ?? .null, "via_tunnel": .bool(p.viaTunnel),
+                        ])
+                    }),
+                "tunnels": .array(
+                    route.outside.map { t in
+                        .object([
+                            "tunnel": .string(t.tunnel), "underlay": .string(t.underlay),
+                            "outside_bytes": .object(["rx": .number(t.rxBytes), "tx": .number(t.txBytes)]), "uncertain": .bool(t.uncertain),
+                        ])
+                    }),
                 "note": .string(RouteReport.caveat),
             ])
         }

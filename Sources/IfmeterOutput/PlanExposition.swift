@@ -54,12 +54,16 @@ extension ExpositionWriter {
         for p in plans {
             if let q = p.quotaBytes { planSample("ifmeter_plan_quota_bytes", p, value: String(q)) }
         }
-        header("ifmeter_plan_used_bytes", .gauge, unit: "bytes", help:
-            "Bytes used in the current billing cycle in the plan's direction; a lower bound when ifmeter_plan_used_lower_bound is 1. \(note)")
+        header(
+            "ifmeter_plan_used_bytes", .gauge, unit: "bytes",
+            help:
+                "Bytes used in the current billing cycle in the plan's direction; a lower bound when ifmeter_plan_used_lower_bound is 1. \(note)")
         for p in plans { planSample("ifmeter_plan_used_bytes", p, value: String(p.usedBytes)) }
         header("ifmeter_plan_used_lower_bound", .gauge, help: "1 when the cycle's use is a lower bound (traffic was lost), else 0. \(note)")
         for p in plans { planSample("ifmeter_plan_used_lower_bound", p, value: p.lowerBound ? "1" : "0") }
-        header("ifmeter_plan_cycle_start_timestamp_seconds", .gauge, unit: "seconds", help: "When the current billing cycle started (Unix time). \(note)")
+        header(
+            "ifmeter_plan_cycle_start_timestamp_seconds", .gauge, unit: "seconds", help: "When the current billing cycle started (Unix time). \(note)"
+        )
         for p in plans { planSample("ifmeter_plan_cycle_start_timestamp_seconds", p, value: String(p.cycleStart)) }
         header("ifmeter_plan_cycle_end_timestamp_seconds", .gauge, unit: "seconds", help: "When the current billing cycle ends (Unix time). \(note)")
         for p in plans { planSample("ifmeter_plan_cycle_end_timestamp_seconds", p, value: String(p.cycleEnd)) }

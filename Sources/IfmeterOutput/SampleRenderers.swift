@@ -29,10 +29,11 @@ public struct ListRenderer: Sendable {
     }
 
     public func json(_ sample: Sample, source: String) -> JSONValue {
-        JSONEnvelope.list.document([
-            "source": .string(source),
-            "interfaces": .array(sample.interfaces.sorted(by: { $0.key < $1.key }).map(Self.describe)),
-        ], caveats: [Caveat.estimate])
+        JSONEnvelope.list.document(
+            [
+                "source": .string(source),
+                "interfaces": .array(sample.interfaces.sorted(by: { $0.key < $1.key }).map(Self.describe)),
+            ], caveats: [Caveat.estimate])
     }
 
     /// Everything a sample knows about one interface, counters aside.
@@ -88,15 +89,17 @@ public struct SnapshotRenderer: Sendable {
     }
 
     public func json(_ sample: Sample, source: String) -> JSONValue {
-        JSONEnvelope.sample.document([
-            "source": .string(source),
-            "t": .number(sample.time),
-            "interfaces": .array(sample.interfaces.sorted(by: { $0.key < $1.key }).map { i in
-                guard case .object(var o) = ListRenderer.describe(i) else { return .null }
-                o["counters"] = JSONReportRenderer.counters(i.counters)
-                return .object(o)
-            }),
-        ], caveats: [Caveat.estimate])
+        JSONEnvelope.sample.document(
+            [
+                "source": .string(source),
+                "t": .number(sample.time),
+                "interfaces": .array(
+                    sample.interfaces.sorted(by: { $0.key < $1.key }).map { i in
+                        guard case .object(var o) = ListRenderer.describe(i) else { return .null }
+                        o["counters"] = JSONReportRenderer.counters(i.counters)
+                        return .object(o)
+                    }),
+            ], caveats: [Caveat.estimate])
     }
 }
 
@@ -157,27 +160,28 @@ public struct IntervalRenderer: Sendable {
             "t": .number(time),
             "time": wallTime.map(JSONValue.string) ?? .null,
             "seconds": seconds.map(JSONValue.number) ?? .null,
-            "interfaces": .array(deltas.sorted(by: { $0.key < $1.key }).map { d in
-                var o: [String: JSONValue] = [
-                    "name": .string(d.name),
-                    "netns": d.netns.isEmpty ? .null : .string(d.netns),
-                    "kind": .string(d.classification.kind.rawValue),
-                    "evidence": .string(d.classification.evidence),
-                    "change": .string(d.change.rawValue),
-                    "quality": .string(d.quality.name),
-                    "delta": JSONReportRenderer.counters(d.counters),
-                    "seconds": d.seconds.map(JSONValue.number) ?? .null,
-                ]
-                if let index = d.index { o["index"] = .number(index) }
-                var rates: [String: JSONValue] = [:]
-                for key in d.counters.keys { rates[key.jsonKey + "_per_second"] = d.rate(key).map(JSONValue.number) ?? .null }
-                o["rates"] = .object(rates)
-                if let t = totals(d.key) {
-                    o["totals"] = JSONReportRenderer.counters(t.totals)
-                    o["totals_quality"] = .string(t.quality.name)
-                }
-                return .object(o)
-            }),
+            "interfaces": .array(
+                deltas.sorted(by: { $0.key < $1.key }).map { d in
+                    var o: [String: JSONValue] = [
+                        "name": .string(d.name),
+                        "netns": d.netns.isEmpty ? .null : .string(d.netns),
+                        "kind": .string(d.classification.kind.rawValue),
+                        "evidence": .string(d.classification.evidence),
+                        "change": .string(d.change.rawValue),
+                        "quality": .string(d.quality.name),
+                        "delta": JSONReportRenderer.counters(d.counters),
+                        "seconds": d.seconds.map(JSONValue.number) ?? .null,
+                    ]
+                    if let index = d.index { o["index"] = .number(index) }
+                    var rates: [String: JSONValue] = [:]
+                    for key in d.counters.keys { rates[key.jsonKey + "_per_second"] = d.rate(key).map(JSONValue.number) ?? .null }
+                    o["rates"] = .object(rates)
+                    if let t = totals(d.key) {
+                        o["totals"] = JSONReportRenderer.counters(t.totals)
+                        o["totals_quality"] = .string(t.quality.name)
+                    }
+                    return .object(o)
+                }),
         ])
     }
 }

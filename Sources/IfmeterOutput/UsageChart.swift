@@ -39,8 +39,10 @@ public struct UsageChart: Sendable {
         s += "<g font-size=\"11\">"
         s += "<rect x=\"\(lx)\" y=\"12\" width=\"12\" height=\"12\" fill=\"#3b7dd8\"/><text x=\"\(lx + 16)\" y=\"22\">received (rx)</text>"
         s += "<rect x=\"\(lx + 100)\" y=\"12\" width=\"12\" height=\"12\" fill=\"#f28e2b\"/><text x=\"\(lx + 116)\" y=\"22\">sent (tx)</text>"
-        s += "<rect x=\"\(lx + 180)\" y=\"12\" width=\"12\" height=\"12\" fill=\"url(#lower)\" stroke=\"#222222\"/><text x=\"\(lx + 196)\" y=\"22\">≥ lower bound</text>"
-        s += "<line x1=\"\(lx + 290)\" y1=\"18\" x2=\"\(lx + 318)\" y2=\"18\" stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"6 3\"/><text x=\"\(lx + 322)\" y=\"22\">plan quota</text>"
+        s +=
+            "<rect x=\"\(lx + 180)\" y=\"12\" width=\"12\" height=\"12\" fill=\"url(#lower)\" stroke=\"#222222\"/><text x=\"\(lx + 196)\" y=\"22\">≥ lower bound</text>"
+        s +=
+            "<line x1=\"\(lx + 290)\" y1=\"18\" x2=\"\(lx + 318)\" y2=\"18\" stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"6 3\"/><text x=\"\(lx + 322)\" y=\"22\">plan quota</text>"
         s += "</g>\n"
         if table.interfaces.isEmpty {
             s += "<text x=\"\(Self.left)\" y=\"\(Self.top + 40)\">No usage recorded yet.</text>\n"
@@ -50,7 +52,8 @@ public struct UsageChart: Sendable {
         }
         let captionY = height - 30
         s += "<text x=\"\(Self.left)\" y=\"\(captionY)\" font-size=\"11\" fill=\"#333333\">\(Self.xml(Caveat.estimate))</text>\n"
-        s += "<text x=\"\(Self.left)\" y=\"\(captionY + 16)\" font-size=\"11\" fill=\"#333333\">Local time; traffic is split at hour boundaries by time. ≥ marks a lower bound: the true value is at least the bar.</text>\n"
+        s +=
+            "<text x=\"\(Self.left)\" y=\"\(captionY + 16)\" font-size=\"11\" fill=\"#333333\">Local time; traffic is split at hour boundaries by time. ≥ marks a lower bound: the true value is at least the bar.</text>\n"
         s += "</svg>\n"
         return s
     }
@@ -72,8 +75,8 @@ public struct UsageChart: Sendable {
         let plotLeft = Self.left, plotRight = Self.width - Self.right
         let quota = table.granularity == .cycle ? i.plan?.quotaBytes : nil
         let peak = max(rows.map(\.totalBytes).max() ?? 0, quota ?? 0, 1)
-        let (step, ticks) = Self.scale(peak.saturatingAdd(peak / 20))  // headroom above the tallest bar
-        let top = step * UInt64(ticks)  // `scale` keeps it within UInt64
+        let (step, ticks) = Self.scale(peak.saturatingAdd(peak / 20)) // headroom above the tallest bar
+        let top = step * UInt64(ticks) // `scale` keeps it within UInt64
         func yOf(_ v: UInt64) -> Double {
             Double(plotBottom) - Double(v) / Double(top) * Double(plotBottom - plotTop)
         }
@@ -94,7 +97,8 @@ public struct UsageChart: Sendable {
         }
         s += "<line x1=\"\(plotLeft)\" y1=\"\(plotTop)\" x2=\"\(plotLeft)\" y2=\"\(plotBottom)\" stroke=\"#000000\"/>"
         s += "<line x1=\"\(plotLeft)\" y1=\"\(plotBottom)\" x2=\"\(plotRight)\" y2=\"\(plotBottom)\" stroke=\"#000000\"/>\n"
-        s += "<text transform=\"translate(\(plotLeft - 70) \((plotTop + plotBottom) / 2)) rotate(-90)\" text-anchor=\"middle\" font-size=\"11\">bytes (rx + tx)</text>\n"
+        s +=
+            "<text transform=\"translate(\(plotLeft - 70) \((plotTop + plotBottom) / 2)) rotate(-90)\" text-anchor=\"middle\" font-size=\"11\">bytes (rx + tx)</text>\n"
         // Bars.
         let slot = Double(plotRight - plotLeft) / Double(max(rows.count, 1))
         let barWidth = min(60, max(2, slot * 0.7))
@@ -104,22 +108,28 @@ public struct UsageChart: Sendable {
             let rxTop = yOf(r.counters.rxBytes), totalTop = yOf(r.totalBytes)
             let tip = "\(r.period.label): rx \(Units.bytes(r.counters.rxBytes)), tx \(Units.bytes(r.counters.txBytes)), \(r.quality.name)"
             s += "<g><title>\(Self.xml(tip))</title>"
-            s += "<rect x=\"\(Self.f(x))\" y=\"\(Self.f(rxTop))\" width=\"\(Self.f(barWidth))\" height=\"\(Self.f(Double(plotBottom) - rxTop))\" fill=\"#3b7dd8\"/>"
-            s += "<rect x=\"\(Self.f(x))\" y=\"\(Self.f(totalTop))\" width=\"\(Self.f(barWidth))\" height=\"\(Self.f(rxTop - totalTop))\" fill=\"#f28e2b\"/>"
+            s +=
+                "<rect x=\"\(Self.f(x))\" y=\"\(Self.f(rxTop))\" width=\"\(Self.f(barWidth))\" height=\"\(Self.f(Double(plotBottom) - rxTop))\" fill=\"#3b7dd8\"/>"
+            s +=
+                "<rect x=\"\(Self.f(x))\" y=\"\(Self.f(totalTop))\" width=\"\(Self.f(barWidth))\" height=\"\(Self.f(rxTop - totalTop))\" fill=\"#f28e2b\"/>"
             if r.quality == .lowerBound {
-                s += "<rect x=\"\(Self.f(x))\" y=\"\(Self.f(totalTop))\" width=\"\(Self.f(barWidth))\" height=\"\(Self.f(Double(plotBottom) - totalTop))\" fill=\"url(#lower)\" stroke=\"#222222\"/>"
+                s +=
+                    "<rect x=\"\(Self.f(x))\" y=\"\(Self.f(totalTop))\" width=\"\(Self.f(barWidth))\" height=\"\(Self.f(Double(plotBottom) - totalTop))\" fill=\"url(#lower)\" stroke=\"#222222\"/>"
                 s += "<text x=\"\(Self.f(x + barWidth / 2))\" y=\"\(Self.f(totalTop - 4))\" text-anchor=\"middle\" font-size=\"11\">≥</text>"
             }
             s += "</g>\n"
             if n % labelEvery == 0 {
                 let lx = Self.f(x + barWidth / 2)
-                s += "<text transform=\"translate(\(lx) \(plotBottom + 12)) rotate(35)\" font-size=\"10\">\(Self.xml(Self.short(r.period.label)))</text>\n"
+                s +=
+                    "<text transform=\"translate(\(lx) \(plotBottom + 12)) rotate(35)\" font-size=\"10\">\(Self.xml(Self.short(r.period.label)))</text>\n"
             }
         }
         if let quota {
             let qy = Self.f(yOf(quota))
-            s += "<line x1=\"\(plotLeft)\" y1=\"\(qy)\" x2=\"\(plotRight)\" y2=\"\(qy)\" stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"6 3\"/>"
-            s += "<text x=\"\(plotRight)\" y=\"\(qy)\" dy=\"-4\" text-anchor=\"end\" font-size=\"11\" fill=\"#d62728\">quota \(Self.xml(Units.bytes(quota)))</text>\n"
+            s +=
+                "<line x1=\"\(plotLeft)\" y1=\"\(qy)\" x2=\"\(plotRight)\" y2=\"\(qy)\" stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"6 3\"/>"
+            s +=
+                "<text x=\"\(plotRight)\" y=\"\(qy)\" dy=\"-4\" text-anchor=\"end\" font-size=\"11\" fill=\"#d62728\">quota \(Self.xml(Units.bytes(quota)))</text>\n"
         }
         if rows.isEmpty {
             s += "<text x=\"\(plotLeft + 10)\" y=\"\((plotTop + plotBottom) / 2)\">No periods.</text>\n"
@@ -143,7 +153,7 @@ public struct UsageChart: Sendable {
     /// would pass 2^64-1, the peak itself is the one tick.
     static func scale(_ peak: UInt64) -> (UInt64, Int) {
         for exponent: UInt64 in 0..<7 {
-            let unit: UInt64 = 1 << (10 * exponent)  // B to EiB
+            let unit: UInt64 = 1 << (10 * exponent) // B to EiB
             for m: UInt64 in [1, 2, 5, 10, 20, 50, 100, 200, 500] {
                 let (step, overflow) = m.multipliedReportingOverflow(by: unit)
                 if overflow { return (max(peak, 1), 1) }

@@ -104,7 +104,8 @@ public struct UsageTable: Sendable {
                         projected = UInt64(min(9.2e18, (Double(used) * fraction).rounded()))
                     }
                     status = PlanStatus(
-                        plan: plan, usedBytes: used, usedRatio: plan.quotaBytes.map { $0 == 0 ? (used == 0 ? 0 : .infinity) : Double(used) / Double($0) },
+                        plan: plan, usedBytes: used,
+                        usedRatio: plan.quotaBytes.map { $0 == 0 ? (used == 0 ? 0 : .infinity) : Double(used) / Double($0) },
                         over: plan.quotaBytes.map { used > $0 }, projectedBytes: projected)
                 }
                 return Row(period: p.period, counters: p.counters, quality: p.quality, plan: status, current: current)
@@ -120,7 +121,13 @@ public struct UsageTable: Sendable {
     public struct Check: Sendable {
         public enum Verdict: Int, Sendable, Comparable {
             case under = 0, unknown = 4, over = 3
-            var rank: Int { switch self { case .under: 0; case .unknown: 1; case .over: 2 } }
+            var rank: Int {
+                switch self {
+                case .under: 0;
+                case .unknown: 1;
+                case .over: 2
+                }
+            }
             public static func < (a: Verdict, b: Verdict) -> Bool { a.rank < b.rank }
         }
         public var verdict: Verdict
@@ -153,7 +160,8 @@ public struct UsageTable: Sendable {
                 lines.append("UNKNOWN \(name): at least \(used) used of \(limit), \(cycle): a lower bound under the quota cannot prove it is under.")
             } else if staleWarning != nil {
                 verdict = max(verdict, .unknown)
-                lines.append("UNKNOWN \(name): \(used) used of \(limit) as of the last save, \(cycle): nothing saved since, so under cannot be proven.")
+                lines.append(
+                    "UNKNOWN \(name): \(used) used of \(limit) as of the last save, \(cycle): nothing saved since, so under cannot be proven.")
             } else {
                 lines.append("under \(name): \(used) used of \(limit), \(cycle).")
             }
@@ -250,14 +258,15 @@ public struct UsageTable: Sendable {
             out += (saves.warning(now: wallTime, zone: zone) ?? saves.sentence(now: wallTime, zone: zone)) + "\n\n"
         }
         if interfaces.isEmpty { out += "No usage recorded yet in \(TerminalText.escaped(path)).\n" }
-        let header: String = switch granularity {
-        case .hour: "HOUR"
-        case .day: "DAY"
-        case .month: "MONTH"
-        case .year: "YEAR"
-        case .cycle: "CYCLE"
-        case .top: "TOP DAY"
-        }
+        let header: String =
+            switch granularity {
+            case .hour: "HOUR"
+            case .day: "DAY"
+            case .month: "MONTH"
+            case .year: "YEAR"
+            case .cycle: "CYCLE"
+            case .top: "TOP DAY"
+            }
         var shown = Set<Quality>()
         for i in interfaces {
             var title = "\(TerminalText.escaped(i.stored)) (\(i.kindText))"

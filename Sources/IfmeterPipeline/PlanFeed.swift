@@ -30,8 +30,9 @@ public final class PlanFeed: PipelineEnricher {
         // this runs after every save, on the pipeline's thread.
         let t = Int64(now.rounded(.down))
         guard let plans = try? StateStore.plans(path: path, verify: false), !plans.isEmpty,
-              let slices = try? StateStore.slices(path: path, since: t - 32 * 86400, verify: false),
-              let stored = try? StateStore.storedInterfaces(path: path, verify: false) else { return [] }
+            let slices = try? StateStore.slices(path: path, since: t - 32 * 86400, verify: false),
+            let stored = try? StateStore.storedInterfaces(path: path, verify: false)
+        else { return [] }
         let planned = slices.filter { Plan.find(for: $0.name, in: plans) != nil }
         // The stored kind of a planned interface idle this cycle (no usage),
         // so its gauges keep one label set.

@@ -113,9 +113,10 @@ public struct RouteAnalysis {
                 evidence = "no default route outside the tunnels"
             }
             let arphrd = underlay.flatMap { name in interfaces.first { $0.name == name }?.attributes?.arphrdType }
-            found.append(TunnelUnderlay(
-                tunnel: tunnel.name, underlay: underlay, evidence: evidence,
-                overheadBytes: overheads[tunnel.name] ?? TunnelUnderlay.defaultOverhead(tunnel: tunnel.classification, underlayARPHRD: arphrd)))
+            found.append(
+                TunnelUnderlay(
+                    tunnel: tunnel.name, underlay: underlay, evidence: evidence,
+                    overheadBytes: overheads[tunnel.name] ?? TunnelUnderlay.defaultOverhead(tunnel: tunnel.classification, underlayARPHRD: arphrd)))
         }
         // Two tunnels on one underlay: each estimate holds the other's packets.
         let counts = Dictionary(grouping: found.compactMap(\.underlay), by: { $0 }).mapValues(\.count)

@@ -17,7 +17,7 @@ extension GetifaddrsSampler {
         while let ifa = cursor {
             defer { cursor = ifa.pointee.ifa_next }
             guard let addr = ifa.pointee.ifa_addr, addr.pointee.sa_family == UInt8(AF_LINK),
-                  let data = ifa.pointee.ifa_data
+                let data = ifa.pointee.ifa_data
             else { continue }
             let d = data.assumingMemoryBound(to: if_data.self).pointee
             let index = addr.withMemoryRebound(to: sockaddr_dl.self, capacity: 1) { Int($0.pointee.sdl_index) }

@@ -56,7 +56,8 @@ public final class GetifaddrsSampler: CounterSource {
         let found = try Self.entries(kernelStats: options.kernelStats)
         #if os(Linux)
         if let catalog {
-            let stale = catalog.byIndex.count != found.count
+            let stale =
+                catalog.byIndex.count != found.count
                 || t - catalog.refreshedAt >= options.catalogRefreshSeconds
                 || found.contains { catalog.byIndex[$0.index]?.name != $0.name }
             if stale { try catalog.refresh() }
@@ -84,9 +85,10 @@ public final class GetifaddrsSampler: CounterSource {
             attributes = nil
             ceiling = nil
             #endif
-            interfaces.append(InterfaceSample(
-                name: entry.name, index: entry.index, classification: classification, width: .bits32,
-                speedBps: ceiling, counters: entry.counters, attributes: attributes, kernelStats: entry.stats))
+            interfaces.append(
+                InterfaceSample(
+                    name: entry.name, index: entry.index, classification: classification, width: .bits32,
+                    speedBps: ceiling, counters: entry.counters, attributes: attributes, kernelStats: entry.stats))
         }
         return Sample(time: t, interfaces: interfaces)
     }

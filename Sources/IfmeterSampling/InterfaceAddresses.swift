@@ -49,7 +49,9 @@ public struct InterfaceAddresses: Sendable, Equatable {
         var entry = list
         while let ifa = entry {
             defer { entry = ifa.pointee.ifa_next }
-            guard let name = ifa.pointee.ifa_name, InterfaceName.decode(cString: name) == key.name, let address = ifa.pointee.ifa_addr else { continue }
+            guard let name = ifa.pointee.ifa_name, InterfaceName.decode(cString: name) == key.name, let address = ifa.pointee.ifa_addr else {
+                continue
+            }
             switch Int32(address.pointee.sa_family) {
             case AF_INET:
                 var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
@@ -90,4 +92,3 @@ public struct InterfaceAddresses: Sendable, Equatable {
         return "/\(bits)"
     }
 }
-

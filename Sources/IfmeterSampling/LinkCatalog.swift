@@ -164,9 +164,10 @@ final class LinkCatalog {
         var classification: Classification
         var reportedSpeed: UInt64?
         var hardware: Bool?
-        let sameInstance = old.map {
-            $0.name == link.name && $0.linkKind == link.linkKind && $0.arphrd == link.arphrd && (sysfs == nil || $0.hardware != nil)
-        } ?? false
+        let sameInstance =
+            old.map {
+                $0.name == link.name && $0.linkKind == link.linkKind && $0.arphrd == link.arphrd && (sysfs == nil || $0.hardware != nil)
+            } ?? false
         if let old, sameInstance {
             classification = old.classification
             hardware = old.hardware
@@ -190,8 +191,11 @@ final class LinkCatalog {
         var attributes = LinkAttributes(
             operstate: link.operstate, adminUp: link.flags & 1 != 0 /* IFF_UP */, mtu: link.mtu,
             arphrdType: link.arphrd, reportedSpeedBps: reportedSpeed, isHardware: sysfs == nil ? nil : hardware ?? false,
-            netclass: link.netclass.map { withSysfs($0, name: link.name, verified: hardware != nil, hardware: hardware == true,
-                                                   was: sameInstance ? old?.attributes.netclass : nil) })
+            netclass: link.netclass.map {
+                withSysfs(
+                    $0, name: link.name, verified: hardware != nil, hardware: hardware == true,
+                    was: sameInstance ? old?.attributes.netclass : nil)
+            })
         // The same attributes as before: keep the one instance samples share.
         if let old, old.attributes == attributes { attributes = old.attributes }
         return LinkEntry(

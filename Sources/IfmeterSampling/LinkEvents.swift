@@ -32,7 +32,7 @@ struct LinkMessage {
 /// macvlan, macvtap, bridge, vxlan, ifb) announce complete finals.
 enum DeletionFinals {
     static let underReported: [String: CounterKeySet] = [
-        "veth": [.rxBytes, .rxPackets],
+        "veth": [.rxBytes, .rxPackets]
     ]
 
     static func lowerBound(linkKind: String?) -> CounterKeySet {
@@ -46,7 +46,7 @@ enum DeletionFinals {
 func parseLinkMessage(_ message: NetlinkReceived, netclass: Bool = false) -> LinkMessage? {
     let type = message.type
     guard type == Int32(RTM_NEWLINK) || type == Int32(RTM_DELLINK),
-          let info = message.header(as: ifinfomsg.self), let attributes = message.attributes(after: ifinfomsg.self)
+        let info = message.header(as: ifinfomsg.self), let attributes = message.attributes(after: ifinfomsg.self)
     else { return nil }
     var link = LinkMessage(
         deleted: type == Int32(RTM_DELLINK), index: Int(info.ifi_index), arphrd: Int(info.ifi_type), flags: info.ifi_flags)
@@ -164,7 +164,7 @@ final class LinkEventListener {
                 case ENOBUFS:
                     overruns += 1
                     continue
-                default: return overruns  // EAGAIN: nothing more
+                default: return overruns // EAGAIN: nothing more
                 }
             }
             if n == 0 { return overruns }

@@ -271,7 +271,7 @@ public final class NamespaceSet: CounterSource {
                 source = try makeCounterSource(kind, options: options)
             } else {
                 var inside = options
-                inside.sysfs = nil  // sysfs shows this namespace's links
+                inside.sysfs = nil // sysfs shows this namespace's links
                 source = try NetworkNamespace.perform(inDescriptor: fd, name: name) { try makeCounterSource(kind, options: inside) }
                 if let portable = source as? GetifaddrsSampler { portable.namespace = name }
             }
@@ -330,7 +330,7 @@ public final class NamespaceSet: CounterSource {
     private func namespace(_ id: Int32, seenFrom from: String) -> String? {
         if peerIDs[from] == nil || peerIDs[from]?[id] == nil {
             guard let member = members.first(where: { $0.name == from }),
-                  let sampler = member.source as? NetlinkSampler
+                let sampler = member.source as? NetlinkSampler
             else { return nil }
             var ids: [Int32: String] = [:]
             for other in members where other.name != from {
@@ -482,7 +482,7 @@ extension NetlinkSampler {
         guard (try? request.put(u32: UInt32(bitPattern: fd), attribute: Int32(NETNSA_FD))) != nil else { return nil }
         return try? requestSocket.ask(request, name: "RTM_GETNSID") { message -> Int32? in
             guard message.type == Int32(RTM_NEWNSID),
-                  let nsid = message.attributes(after: rtgenmsg.self)?.first(Int32(NETNSA_NSID))?.u32
+                let nsid = message.attributes(after: rtgenmsg.self)?.first(Int32(NETNSA_NSID))?.u32
             else { return nil }
             return Int32(bitPattern: nsid)
         } ?? nil

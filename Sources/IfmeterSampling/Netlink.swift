@@ -143,7 +143,7 @@ final class NetlinkSocket {
             if hdr.msg_flags & Int32(MSG_TRUNC) != 0 {
                 throw SystemError(call: "recvmsg(\(name))", message: "netlink message truncated")
             }
-            if peer.nl_pid != 0 { continue }  // not from the kernel
+            if peer.nl_pid != 0 { continue } // not from the kernel
             for message in NetlinkMessages(UnsafeRawBufferPointer(start: buffer.baseAddress, count: n)) {
                 guard message.sequence == seq, message.port == port || message.port == 0 else { continue }
                 if message.flags & Int32(NLM_F_DUMP_INTR) != 0 { interrupted = true }
@@ -278,7 +278,7 @@ struct NetlinkAttributes: Sequence, IteratorProtocol {
     mutating func next() -> NetlinkAttribute? {
         guard rest.count >= 4, let base = rest.baseAddress else { return nil }
         let length = Int(base.loadUnaligned(as: UInt16.self))
-        let type = base.loadUnaligned(fromByteOffset: 2, as: UInt16.self) & 0x3FFF  // without NLA_F_NESTED, NLA_F_NET_BYTEORDER
+        let type = base.loadUnaligned(fromByteOffset: 2, as: UInt16.self) & 0x3FFF // without NLA_F_NESTED, NLA_F_NET_BYTEORDER
         guard length >= 4, length <= rest.count else { return nil }
         let attribute = NetlinkAttribute(type: Int(type), payload: UnsafeRawBufferPointer(rebasing: rest[4..<length]))
         rest = UnsafeRawBufferPointer(rebasing: rest[Swift.min(rest.count, (length + 3) & ~3)...])

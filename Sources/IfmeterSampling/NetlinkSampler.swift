@@ -101,19 +101,21 @@ public final class NetlinkSampler: CounterSource {
                 recentlyDeleted.insert(message.index)
                 deleted.insert(message.index)
                 guard let name = message.name ?? known?.name, let counters = message.counters else { return }
-                let classification = known?.classification
+                let classification =
+                    known?.classification
                     ?? Classifier.classify(name: name, facts: KernelFacts(linkKind: message.linkKind, arphrdType: message.arphrd))
                 let linkKind = message.linkKind ?? known?.linkKind
-                pending.deleted.append(DeletionEvent(
-                    time: t,
-                    interface: InterfaceSample(
-                        name: name, index: message.index, classification: classification, width: .bits64, counters: counters),
-                    lowerBound: DeletionFinals.lowerBound(linkKind: linkKind),
-                    // At deletion the kernel names the peer no more (index 0):
-                    // the catalog remembers it.
-                    peer: linkKind == "veth"
-                        ? (message.link.flatMap { $0 > 0 ? PeerLink(index: $0, netnsID: message.linkNetnsID) : nil } ?? known?.peer)
-                        : nil))
+                pending.deleted.append(
+                    DeletionEvent(
+                        time: t,
+                        interface: InterfaceSample(
+                            name: name, index: message.index, classification: classification, width: .bits64, counters: counters),
+                        lowerBound: DeletionFinals.lowerBound(linkKind: linkKind),
+                        // At deletion the kernel names the peer no more (index 0):
+                        // the catalog remembers it.
+                        peer: linkKind == "veth"
+                            ? (message.link.flatMap { $0 > 0 ? PeerLink(index: $0, netnsID: message.linkNetnsID) : nil } ?? known?.peer)
+                            : nil))
             } else {
                 let known = catalog.byIndex[message.index]
                 if known == nil, let name = message.name {
@@ -256,8 +258,8 @@ public final class NetlinkSampler: CounterSource {
             do {
                 try socket.dump(statsRequest, name: "RTM_GETSTATS", restart: { sink.restart() }) { message in
                     guard message.type == Int32(RTM_NEWSTATS), let header = message.header(as: if_stats_msg.self),
-                          let attr = message.attributes(after: if_stats_msg.self)?.first(Int32(IFLA_STATS_LINK_64)),
-                          let counters = linkStats64(attr)
+                        let attr = message.attributes(after: if_stats_msg.self)?.first(Int32(IFLA_STATS_LINK_64)),
+                        let counters = linkStats64(attr)
                     else { return }
                     sink.emit(Int(header.ifindex), counters, .bits64, keepStats ? kernelStats64(attr) : nil)
                 }
@@ -270,7 +272,7 @@ public final class NetlinkSampler: CounterSource {
         }
         try socket.dump(linkRequest, name: "RTM_GETLINK", restart: { sink.restart() }) { message in
             guard message.type == Int32(RTM_NEWLINK), let header = message.header(as: ifinfomsg.self),
-                  let attributes = message.attributes(after: ifinfomsg.self)
+                let attributes = message.attributes(after: ifinfomsg.self)
             else { return }
             let index = Int(header.ifi_index)
             if let attr = attributes.first(Int32(IFLA_STATS64)), let counters = linkStats64(attr) {
@@ -310,8 +312,10 @@ private struct Assembler: CounterSink {
     var built = 0
     var aligned = true
 
-    init(order: [Int], base: UnsafeMutableBufferPointer<InterfaceSample>,
-         raw: [(index: Int, counters: Counters, width: CounterWidth, stats: KernelLinkStats?)]) {
+    init(
+        order: [Int], base: UnsafeMutableBufferPointer<InterfaceSample>,
+        raw: [(index: Int, counters: Counters, width: CounterWidth, stats: KernelLinkStats?)]
+    ) {
         self.order = order
         self.base = base
         self.raw = raw

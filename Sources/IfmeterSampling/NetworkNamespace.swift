@@ -30,11 +30,13 @@ public enum NetworkNamespace {
             let job = Job(fd: fd, name: name, body: body)
             let unmanaged = Unmanaged.passRetained(job)
             var thread = pthread_t()
-            let rc = pthread_create(&thread, nil, { raw in
-                let job = Unmanaged<AnyObject>.fromOpaque(raw!).takeRetainedValue() as! JobProtocol
-                job.run()
-                return nil
-            }, unmanaged.toOpaque())
+            let rc = pthread_create(
+                &thread, nil,
+                { raw in
+                    let job = Unmanaged<AnyObject>.fromOpaque(raw!).takeRetainedValue() as! JobProtocol
+                    job.run()
+                    return nil
+                }, unmanaged.toOpaque())
             if rc != 0 {
                 unmanaged.release()
                 throw SystemError.system("pthread_create", code: rc)

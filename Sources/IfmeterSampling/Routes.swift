@@ -74,7 +74,8 @@ public final class Router {
     /// policy rules).
     public init(watch: Bool = false) throws(SystemError) {
         socket = try NetlinkSocket()
-        listener = watch
+        listener =
+            watch
             ? try NetlinkSocket(
                 receiveBuffer: 1 << 20,
                 multicastGroups: [RTNLGRP_IPV4_ROUTE, RTNLGRP_IPV6_ROUTE, RTNLGRP_IPV4_RULE, RTNLGRP_IPV6_RULE].map { Int32($0.rawValue) })
@@ -147,8 +148,8 @@ public final class Router {
             let request = try NetlinkMessage(dump: Int32(RTM_GETROUTE), header)
             try socket.dump(request, name: "RTM_GETROUTE") { message in
                 guard message.type == Int32(RTM_NEWROUTE), let route = message.header(as: rtmsg.self),
-                      route.rtm_dst_len == 0, route.rtm_type == UInt8(RTN_UNICAST),
-                      let attributes = message.attributes(after: rtmsg.self)
+                    route.rtm_dst_len == 0, route.rtm_type == UInt8(RTN_UNICAST),
+                    let attributes = message.attributes(after: rtmsg.self)
                 else { return }
                 var entry = DefaultRoute(interfaceIndex: 0, metric: 0, table: Int(route.rtm_table), ipv6: family == AF_INET6)
                 for attribute in attributes {

@@ -43,7 +43,8 @@ public struct HTTPTLSSettings: Sendable, Equatable {
             keyPEM.withCString { key in
                 priorities.withCString { priorities in
                     func go(_ trust: UnsafePointer<CChar>?) -> T {
-                        var raw = cifm_http_tls(cert_pem: cert, key_pem: key, trust_pem: trust, priorities: priorities, client_auth: clientAuth.rawValue)
+                        var raw = cifm_http_tls(
+                            cert_pem: cert, key_pem: key, trust_pem: trust, priorities: priorities, client_auth: clientAuth.rawValue)
                         return withUnsafePointer(to: &raw) { body($0) }
                     }
                     if let ca = clientCAPEM { return ca.withCString { go($0) } }
@@ -215,7 +216,9 @@ public final class BasicAuthenticator: Sendable {
                 throw SystemError(call: "BasicAuthenticator(users:)", message: "the hash of '\(user)' is not bcrypt")
             }
             guard Self.costs.contains(cost) else {
-                throw SystemError(call: "BasicAuthenticator(users:)", message: "the bcrypt cost of '\(user)' is \(cost), outside \(Self.costs.lowerBound) to \(Self.costs.upperBound)")
+                throw SystemError(
+                    call: "BasicAuthenticator(users:)",
+                    message: "the bcrypt cost of '\(user)' is \(cost), outside \(Self.costs.lowerBound) to \(Self.costs.upperBound)")
             }
             parsed[user] = (hash, cost)
         }
@@ -257,10 +260,10 @@ public final class BasicAuthenticator: Sendable {
     public static func bcryptCost(_ hash: String) -> Int? {
         let bytes = Array(hash.utf8)
         guard bytes.count == 60, bytes[0] == UInt8(ascii: "$"), bytes[1] == UInt8(ascii: "2"),
-              [UInt8(ascii: "a"), UInt8(ascii: "b"), UInt8(ascii: "y")].contains(bytes[2]), bytes[3] == UInt8(ascii: "$"),
-              bytes[6] == UInt8(ascii: "$"),
-              let tens = bytes[4].digitValue, let ones = bytes[5].digitValue,
-              bytes[7...].allSatisfy({ bcryptAlphabet.contains($0) })
+            [UInt8(ascii: "a"), UInt8(ascii: "b"), UInt8(ascii: "y")].contains(bytes[2]), bytes[3] == UInt8(ascii: "$"),
+            bytes[6] == UInt8(ascii: "$"),
+            let tens = bytes[4].digitValue, let ones = bytes[5].digitValue,
+            bytes[7...].allSatisfy({ bcryptAlphabet.contains($0) })
         else { return nil }
         return tens * 10 + ones
     }
@@ -283,7 +286,7 @@ public final class BasicAuthenticator: Sendable {
     /// bcrypt; `client` is asked only when a check is due.
     public func assess(authorization: String?, client: () -> Client) -> Assessment {
         guard let authorization, let (user, password) = Self.basicCredentials(authorization),
-              !user.contains(0), !password.contains(0)
+            !user.contains(0), !password.contains(0)
         else { return .now(.refused) }
         let known = users[String(decoding: user, as: UTF8.self)]
         let digest = known == nil ? nil : self.digest(user, password)
@@ -350,10 +353,12 @@ public final class BasicAuthenticator: Sendable {
         // (A NUL-terminated copy: an empty password has no base address.)
         let rc = (password + [0]).withUnsafeBufferPointer { bytes in
             bytes.withMemoryRebound(to: CChar.self) { chars in
-                cifm_crypt_pool_submit(pool.pointer, chars.baseAddress!, password.count, hash, onlyIfIdle ? 1 : 0, { cls, matched, nanoseconds in
-                    guard let cls else { return }
-                    Unmanaged<CryptCompletion>.fromOpaque(cls).takeRetainedValue().body(matched, nanoseconds)
-                }, context)
+                cifm_crypt_pool_submit(
+                    pool.pointer, chars.baseAddress!, password.count, hash, onlyIfIdle ? 1 : 0,
+                    { cls, matched, nanoseconds in
+                        guard let cls else { return }
+                        Unmanaged<CryptCompletion>.fromOpaque(cls).takeRetainedValue().body(matched, nanoseconds)
+                    }, context)
             }
         }
         if rc != 0 {
@@ -418,7 +423,7 @@ public final class BasicAuthenticator: Sendable {
         let trimmed = header.trimmingSpaces()
         guard trimmed.count > 6, trimmed.prefix(6).lowercased() == "basic " else { return nil }
         guard let decoded = base64Decode(String(trimmed.dropFirst(6)).trimmingSpaces()),
-              let colon = decoded.firstIndex(of: UInt8(ascii: ":"))
+            let colon = decoded.firstIndex(of: UInt8(ascii: ":"))
         else { return nil }
         return (Array(decoded[..<colon]), Array(decoded[(colon + 1)...]))
     }

@@ -5,7 +5,6 @@ import IfmeterOutput
 import Synchronization
 import IfmeterSystem
 
-
 /// Where to listen: `127.0.0.1:9874`, `0.0.0.0:9874`, `[::]:9874`, `[::1]:9874`.
 public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
     public var host: String
@@ -31,7 +30,7 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
             guard let colon = text.lastIndex(of: ":") else { return nil }
             host = text[..<colon]
             portText = text[text.index(after: colon)...]
-            if host.contains(":") { return nil }  // a bare IPv6 address needs brackets
+            if host.contains(":") { return nil } // a bare IPv6 address needs brackets
         }
         guard let port = UInt16(portText), port > 0 else { return nil }
         if host.isEmpty {
@@ -200,9 +199,10 @@ public final class HTTPServer: Sendable {
             max_query_bytes: limits.maxQueryBytes, max_query_params: limits.maxQueryParameters,
             send_budget: limits.sendBudgetBytes)
         let unmanaged = Unmanaged.passUnretained(context).toOpaque()
-        let started = tls.map { tls in
-            tls.withC { cifm_http_start(fd, raw, $0, accessHandler, unmanaged, logHandler, unmanaged) }
-        } ?? cifm_http_start(fd, raw, nil, accessHandler, unmanaged, logHandler, unmanaged)
+        let started =
+            tls.map { tls in
+                tls.withC { cifm_http_start(fd, raw, $0, accessHandler, unmanaged, logHandler, unmanaged) }
+            } ?? cifm_http_start(fd, raw, nil, accessHandler, unmanaged, logHandler, unmanaged)
         guard let started else {
             closeDescriptor(fd)
             throw SystemError(call: "MHD_start_daemon(\(address))", message: "libmicrohttpd could not start")
@@ -273,22 +273,28 @@ public final class HTTPServer: Sendable {
 /// so the connection stays open for the next request (keep-alive).
 private let accessHandler: cifm_http_handler = { cls, connection, url, method, version, _, uploadSize, reqCls in
     guard let cls, let connection, let url, let method, let reqCls,
-          let state = reqCls.pointee?.assumingMemoryBound(to: cifm_http_request.self)
+        let state = reqCls.pointee?.assumingMemoryBound(to: cifm_http_request.self)
     else { return 0 }
     let context = Unmanaged<HTTPServerContextBox>.fromOpaque(cls).takeUnretainedValue()
     if state.pointee.seen == 0 {
         state.pointee.seen = 1
         if let problem = framingProblem(connection, version: version.map { String(cString: $0) } ?? "") {
-            return queue(HTTPResponse(status: 400, text: "400 Bad Request: \(problem); send GET /metrics without a body.\n", headers: [("Connection", "close")]), on: connection)
+            return queue(
+                HTTPResponse(
+                    status: 400, text: "400 Bad Request: \(problem); send GET /metrics without a body.\n", headers: [("Connection", "close")]),
+                on: connection)
         }
         if state.pointee.uri_too_long != 0 {
-            return queue(HTTPResponse(status: 414, text: "414 URI Too Long: ifmeter takes no long query strings; send GET /metrics.\n"), on: connection)
+            return queue(
+                HTTPResponse(status: 414, text: "414 URI Too Long: ifmeter takes no long query strings; send GET /metrics.\n"), on: connection)
         }
         if let length = header(connection, "Content-Length").flatMap(UInt64.init), length > context.maxBodyBytes {
-            return queue(HTTPResponse(status: 413, text: "413 Content Too Large: ifmeter takes no request body; send GET /metrics.\n"), on: connection)
+            return queue(
+                HTTPResponse(status: 413, text: "413 Content Too Large: ifmeter takes no request body; send GET /metrics.\n"), on: connection)
         }
         if cifm_http_client_cert_ok(connection, context.clientAuth.rawValue) != 1 {
-            return queue(HTTPResponse(status: 403, text: "403 Forbidden: a client certificate signed by the configured CA is required.\n"), on: connection)
+            return queue(
+                HTTPResponse(status: 403, text: "403 Forbidden: a client certificate signed by the configured CA is required.\n"), on: connection)
         }
         if let authenticator = context.authenticator {
             return authenticate(authenticator, connection, state)
@@ -315,17 +321,20 @@ private let accessHandler: cifm_http_handler = { cls, connection, url, method, v
     }
     var headers: [String: String] = [:]
     withUnsafeMutablePointer(to: &headers) { headersPointer in
-        _ = cifm_mhd_get_connection_values(connection, 1 /* MHD_HEADER_KIND */, { cls, _, key, value in
-            guard let cls, let key else { return 1 }
-            let dict = cls.assumingMemoryBound(to: [String: String].self)
-            dict.pointee[String(cString: key).lowercased()] = value.map { String(cString: $0) } ?? ""
-            return 1  // MHD_YES: go on
-        }, headersPointer)
+        _ = cifm_mhd_get_connection_values(
+            connection, 1 /* MHD_HEADER_KIND */,
+            { cls, _, key, value in
+                guard let cls, let key else { return 1 }
+                let dict = cls.assumingMemoryBound(to: [String: String].self)
+                dict.pointee[String(cString: key).lowercased()] = value.map { String(cString: $0) } ?? ""
+                return 1 // MHD_YES: go on
+            }, headersPointer)
     }
     var path = String(cString: url)
     if let q = path.firstIndex(of: "?") { path = String(path[..<q]) }
     let methodText = String(cString: method)
-    let response = isToken(methodText)
+    let response =
+        isToken(methodText)
         ? context.handle(HTTPRequest(method: methodText, path: path, headers: headers))
         : HTTPResponse(status: 400, text: "400 Bad Request: the request method is not an HTTP token; send GET /metrics.\n")
     return queue(response, on: connection)
@@ -333,7 +342,8 @@ private let accessHandler: cifm_http_handler = { cls, connection, url, method, v
 
 /// Basic auth for a request (see BasicAuthenticator): answered at once,
 /// or suspended until the verdict (a check on the pool, or a timer).
-private func authenticate(_ authenticator: BasicAuthenticator, _ connection: OpaquePointer, _ state: UnsafeMutablePointer<cifm_http_request>) -> Int32 {
+private func authenticate(_ authenticator: BasicAuthenticator, _ connection: OpaquePointer, _ state: UnsafeMutablePointer<cifm_http_request>) -> Int32
+{
     let assessment = authenticator.assess(authorization: header(connection, "Authorization")) { clientKey(connection) }
     switch assessment {
     case .now(.allowed):
@@ -353,11 +363,12 @@ private func authenticate(_ authenticator: BasicAuthenticator, _ connection: Opa
         }
         let handle = WaitHandle(pointer: wait)
         authenticator.verify(verification) { verdict in
-            let code: Int32 = switch verdict {
-            case .allowed: Int32(CIFM_AUTH_ALLOWED)
-            case .refused, .throttled: Int32(CIFM_AUTH_REFUSED)
-            case .busy: Int32(CIFM_AUTH_BUSY)
-            }
+            let code: Int32 =
+                switch verdict {
+                case .allowed: Int32(CIFM_AUTH_ALLOWED)
+                case .refused, .throttled: Int32(CIFM_AUTH_REFUSED)
+                case .busy: Int32(CIFM_AUTH_BUSY)
+                }
             cifm_http_wait_finish(handle.pointer, code, 0)
         }
         return 1
@@ -407,15 +418,17 @@ extension HTTPResponse {
 private func framingProblem(_ connection: OpaquePointer, version: String) -> String? {
     var found: (lengths: [String], codings: [String]) = ([], [])
     withUnsafeMutablePointer(to: &found) { pointer in
-        _ = cifm_mhd_get_connection_values(connection, 1 /* MHD_HEADER_KIND */, { cls, _, key, value in
-            guard let cls, let key else { return 1 }
-            let target = cls.assumingMemoryBound(to: (lengths: [String], codings: [String]).self)
-            let name = String(cString: key).lowercased()
-            let text = value.map { String(cString: $0)[...].trimmingSpaces() } ?? ""
-            if name == "content-length" { target.pointee.lengths.append(text) }
-            if name == "transfer-encoding" { target.pointee.codings.append(text) }
-            return 1
-        }, pointer)
+        _ = cifm_mhd_get_connection_values(
+            connection, 1 /* MHD_HEADER_KIND */,
+            { cls, _, key, value in
+                guard let cls, let key else { return 1 }
+                let target = cls.assumingMemoryBound(to: (lengths: [String], codings: [String]).self)
+                let name = String(cString: key).lowercased()
+                let text = value.map { String(cString: $0)[...].trimmingSpaces() } ?? ""
+                if name == "content-length" { target.pointee.lengths.append(text) }
+                if name == "transfer-encoding" { target.pointee.codings.append(text) }
+                return 1
+            }, pointer)
     }
     if !found.codings.isEmpty {
         if !found.lengths.isEmpty { return "both Content-Length and Transfer-Encoding" }
@@ -431,15 +444,17 @@ private func framingProblem(_ connection: OpaquePointer, version: String) -> Str
 private func header(_ connection: OpaquePointer, _ name: String) -> String? {
     var search: (found: String?, name: String) = (nil, name.lowercased())
     withUnsafeMutablePointer(to: &search) { pointer in
-        _ = cifm_mhd_get_connection_values(connection, 1 /* MHD_HEADER_KIND */, { cls, _, key, value in
-            guard let cls, let key, let value else { return 1 }
-            let target = cls.assumingMemoryBound(to: (found: String?, name: String).self)
-            if String(cString: key).lowercased() == target.pointee.name {
-                target.pointee.found = String(cString: value)
-                return 0
-            }
-            return 1
-        }, pointer)
+        _ = cifm_mhd_get_connection_values(
+            connection, 1 /* MHD_HEADER_KIND */,
+            { cls, _, key, value in
+                guard let cls, let key, let value else { return 1 }
+                let target = cls.assumingMemoryBound(to: (found: String?, name: String).self)
+                if String(cString: key).lowercased() == target.pointee.name {
+                    target.pointee.found = String(cString: value)
+                    return 0
+                }
+                return 1
+            }, pointer)
     }
     return search.found
 }
@@ -451,15 +466,18 @@ private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> In
     case .bytes(let bytes):
         let body = Unmanaged.passRetained(bytes)
         mhdResponse = cifm_mhd_create_response(
-            bytes.count, UnsafeMutableRawPointer(mutating: bytes.base), { cls in
+            bytes.count, UnsafeMutableRawPointer(mutating: bytes.base),
+            { cls in
                 if let cls { Unmanaged<HTTPBody>.fromOpaque(cls).release() }
             }, body.toOpaque())
         if mhdResponse == nil { body.release() }
     case .inflated(let gzipped, let size):
         let body = Unmanaged.passRetained(gzipped)
-        mhdResponse = cifm_mhd_create_gunzip_response(connection, gzipped.base, gzipped.count, size, gzipped.windowBits, { cls in
-            if let cls { Unmanaged<HTTPBody>.fromOpaque(cls).release() }
-        }, body.toOpaque())
+        mhdResponse = cifm_mhd_create_gunzip_response(
+            connection, gzipped.base, gzipped.count, size, gzipped.windowBits,
+            { cls in
+                if let cls { Unmanaged<HTTPBody>.fromOpaque(cls).release() }
+            }, body.toOpaque())
         if mhdResponse == nil { body.release() }
     }
     guard let mhdResponse else { return 0 }
@@ -471,9 +489,10 @@ private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> In
 
 /// RFC 9110 token characters, which a method must consist of.
 private func isToken(_ text: String) -> Bool {
-    !text.isEmpty && text.utf8.allSatisfy { b in
-        (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || "!#$%&'*+-.^_`|~".utf8.contains(b)
-    }
+    !text.isEmpty
+        && text.utf8.allSatisfy { b in
+            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || "!#$%&'*+-.^_`|~".utf8.contains(b)
+        }
 }
 
 private let logHandler: cifm_http_logger = { cls, message in

@@ -54,7 +54,9 @@ enum MiniYAML {
         var index = 0
         let entries = try mapping(lines, &index, indent: lines.first?.indent ?? 0)
         if index < lines.count {
-            throw WebConfigError(line: lines[index].number, message: "indentation does not match any mapping above; indent keys of one mapping by the same number of spaces")
+            throw WebConfigError(
+                line: lines[index].number,
+                message: "indentation does not match any mapping above; indent keys of one mapping by the same number of spaces")
         }
         return entries
     }
@@ -66,7 +68,9 @@ enum MiniYAML {
             if line.indent < indent { break }
             if line.indent > indent {
                 // Back from a deeper mapping, to a column no mapping uses.
-                throw WebConfigError(line: line.number, message: "indentation does not match any mapping above; indent keys of one mapping by the same number of spaces")
+                throw WebConfigError(
+                    line: line.number,
+                    message: "indentation does not match any mapping above; indent keys of one mapping by the same number of spaces")
             }
             index += 1
             if entries.contains(where: { $0.key == line.key }) {
@@ -99,12 +103,14 @@ enum MiniYAML {
         let content = String(chars[indent...])
         let body = try stripComment(content, line: number).trimmingSpaces()
         if body.isEmpty { return nil }
-        if body == "---" { return nil }  // a document start
+        if body == "---" { return nil } // a document start
         if body.hasPrefix("- ") || body == "-" {
             throw WebConfigError(line: number, message: "a list item; the web config has no lists here, only 'key: value' lines")
         }
         if let first = body.first, "{[&*!|>%@`".contains(first) {
-            throw WebConfigError(line: number, message: "'\(first)' starts YAML that ifmeter does not read (flow style, anchors, tags, block scalars); write 'key: value'")
+            throw WebConfigError(
+                line: number,
+                message: "'\(first)' starts YAML that ifmeter does not read (flow style, anchors, tags, block scalars); write 'key: value'")
         }
         // The key: plain, up to the first ': ' or a final ':'.
         let keyEnd: String.Index
@@ -181,7 +187,8 @@ enum MiniYAML {
                     case "n": out.append("\n")
                     case "t": out.append("\t")
                     default:
-                        throw WebConfigError(line: line, message: "unknown escape '\\\(chars[i + 1])' in a double-quoted string; use single quotes for backslashes")
+                        throw WebConfigError(
+                            line: line, message: "unknown escape '\\\(chars[i + 1])' in a double-quoted string; use single quotes for backslashes")
                     }
                     i += 2
                     continue
@@ -193,7 +200,8 @@ enum MiniYAML {
             throw WebConfigError(line: line, message: "a quoted string without its closing \(first)")
         }
         if let c = text.first, "{[&*!|>%@`".contains(c) {
-            throw WebConfigError(line: line, message: "'\(c)' starts YAML that ifmeter does not read (flow style, anchors, tags, block scalars); quote the value")
+            throw WebConfigError(
+                line: line, message: "'\(c)' starts YAML that ifmeter does not read (flow style, anchors, tags, block scalars); quote the value")
         }
         return text
     }
@@ -210,7 +218,9 @@ public struct WebConfig: Sendable {
     public var asksForNothing: Bool { tls == nil && users.isEmpty }
 
     static let supportedTLSKeys = ["cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version"]
-    static let unsupportedTLSKeys = ["cert", "key", "client_ca", "cipher_suites", "curve_preferences", "prefer_server_cipher_suites", "client_allowed_sans"]
+    static let unsupportedTLSKeys = [
+        "cert", "key", "client_ca", "cipher_suites", "curve_preferences", "prefer_server_cipher_suites", "client_allowed_sans",
+    ]
 
     /// Why a web config could not be used.
     public enum LoadError: Error, Sendable {
@@ -247,7 +257,8 @@ public struct WebConfig: Sendable {
             case "basic_auth_users":
                 config.users = try users(entry)
             case "http_server_config":
-                throw WebConfigError(line: entry.line, message: "'http_server_config' is not supported by ifmeter (HTTP/1.1 only, no extra headers); remove it")
+                throw WebConfigError(
+                    line: entry.line, message: "'http_server_config' is not supported by ifmeter (HTTP/1.1 only, no extra headers); remove it")
             default:
                 throw WebConfigError(line: entry.line, message: "unknown key '\(entry.key)'; expected tls_server_config or basic_auth_users")
             }
@@ -275,15 +286,21 @@ public struct WebConfig: Sendable {
         let entries = try mapping(section)
         if entries.isEmpty {
             // Serving plain HTTP where the file asks for TLS would be quiet about the one thing asked.
-            throw WebConfigError(line: section.line, message: "tls_server_config names no cert_file and key_file; add them, or remove tls_server_config to serve plain HTTP")
+            throw WebConfigError(
+                line: section.line,
+                message: "tls_server_config names no cert_file and key_file; add them, or remove tls_server_config to serve plain HTTP")
         }
         var values: [String: (String, Int)] = [:]
         for entry in entries {
             if unsupportedTLSKeys.contains(entry.key) {
-                throw WebConfigError(line: entry.line, message: "'\(entry.key)' is not supported by ifmeter; remove it (supported: \(supportedTLSKeys.joined(separator: ", ")))")
+                throw WebConfigError(
+                    line: entry.line,
+                    message: "'\(entry.key)' is not supported by ifmeter; remove it (supported: \(supportedTLSKeys.joined(separator: ", ")))")
             }
             guard supportedTLSKeys.contains(entry.key) else {
-                throw WebConfigError(line: entry.line, message: "unknown key '\(entry.key)' in tls_server_config; expected one of \(supportedTLSKeys.joined(separator: ", "))")
+                throw WebConfigError(
+                    line: entry.line,
+                    message: "unknown key '\(entry.key)' in tls_server_config; expected one of \(supportedTLSKeys.joined(separator: ", "))")
             }
             values[entry.key] = (try string(entry), entry.line)
         }
@@ -294,7 +311,8 @@ public struct WebConfig: Sendable {
             do throws(SystemError) {
                 text = try readTextFile(path)
             } catch {
-                throw WebConfigError(line: line, message: "cannot read \(key) '\(path)': \(error.message); fix the path (relative paths start at the config's folder)")
+                throw WebConfigError(
+                    line: line, message: "cannot read \(key) '\(path)': \(error.message); fix the path (relative paths start at the config's folder)")
             }
             guard text.contains("-----BEGIN ") else {
                 throw WebConfigError(line: line, message: "\(key) '\(path)' is not PEM (no '-----BEGIN' line); give a PEM file")
@@ -314,17 +332,29 @@ public struct WebConfig: Sendable {
             case "VerifyClientCertIfGiven": settings.clientAuth = .verifyIfGiven
             case "RequireAndVerifyClientCert": settings.clientAuth = .requireAndVerify
             case "RequestClientCert", "RequireAnyClientCert":
-                throw WebConfigError(line: line, message: "client_auth_type \(text) (a certificate taken without verifying it) is not supported by ifmeter; use VerifyClientCertIfGiven or RequireAndVerifyClientCert with client_ca_file")
+                throw WebConfigError(
+                    line: line,
+                    message:
+                        "client_auth_type \(text) (a certificate taken without verifying it) is not supported by ifmeter; use VerifyClientCertIfGiven or RequireAndVerifyClientCert with client_ca_file"
+                )
             default:
-                throw WebConfigError(line: line, message: "unknown client_auth_type '\(text)'; use NoClientCert, VerifyClientCertIfGiven or RequireAndVerifyClientCert")
+                throw WebConfigError(
+                    line: line, message: "unknown client_auth_type '\(text)'; use NoClientCert, VerifyClientCertIfGiven or RequireAndVerifyClientCert"
+                )
             }
         }
         settings.clientCAPEM = try file("client_ca_file")
         if settings.clientAuth != .none, settings.clientCAPEM == nil {
-            throw WebConfigError(line: values["client_auth_type"]?.1, message: "client_auth_type \(values["client_auth_type"]!.0) needs client_ca_file, the CA that signs client certificates")
+            throw WebConfigError(
+                line: values["client_auth_type"]?.1,
+                message: "client_auth_type \(values["client_auth_type"]!.0) needs client_ca_file, the CA that signs client certificates")
         }
         if settings.clientAuth == .none, let (_, line) = values["client_ca_file"] {
-            throw WebConfigError(line: line, message: "client_ca_file is set but client_auth_type is NoClientCert; set client_auth_type to RequireAndVerifyClientCert or VerifyClientCertIfGiven")
+            throw WebConfigError(
+                line: line,
+                message:
+                    "client_ca_file is set but client_auth_type is NoClientCert; set client_auth_type to RequireAndVerifyClientCert or VerifyClientCertIfGiven"
+            )
         }
         func version(_ key: String) throws(WebConfigError) -> HTTPTLSSettings.Version? {
             guard let (text, line) = values[key] else { return nil }
@@ -350,20 +380,31 @@ public struct WebConfig: Sendable {
         let entries = try mapping(section)
         if entries.isEmpty {
             // Serving without auth where the file asks for it would be quiet about the one thing asked.
-            throw WebConfigError(line: section.line, message: "basic_auth_users names no user; add 'NAME: BCRYPT-HASH' lines under it, or remove it to serve without basic auth")
+            throw WebConfigError(
+                line: section.line,
+                message: "basic_auth_users names no user; add 'NAME: BCRYPT-HASH' lines under it, or remove it to serve without basic auth")
         }
         for entry in entries {
             let hash = try string(entry)
             if entry.key.contains(":") {
-                throw WebConfigError(line: entry.line, message: "user '\(entry.key)' contains ':', which Basic authentication cannot carry; rename the user")
+                throw WebConfigError(
+                    line: entry.line, message: "user '\(entry.key)' contains ':', which Basic authentication cannot carry; rename the user")
             }
             guard let cost = BasicAuthenticator.bcryptCost(hash) else {
-                throw WebConfigError(line: entry.line, message: "the password of '\(entry.key)' is not a bcrypt hash ($2y$..., 60 characters); make one with 'htpasswd -nBC 10 \(entry.key)' and quote it")
+                throw WebConfigError(
+                    line: entry.line,
+                    message:
+                        "the password of '\(entry.key)' is not a bcrypt hash ($2y$..., 60 characters); make one with 'htpasswd -nBC 10 \(entry.key)' and quote it"
+                )
             }
             // Below 4 libxcrypt refuses the hash (no password could ever
             // match); above 16 one check takes a core for seconds to days.
             guard BasicAuthenticator.costs.contains(cost) else {
-                throw WebConfigError(line: entry.line, message: "the bcrypt cost of '\(entry.key)' is \(cost), outside the \(BasicAuthenticator.costs.lowerBound) to \(BasicAuthenticator.costs.upperBound) ifmeter accepts; make a new hash with 'htpasswd -nBC 10 \(entry.key)'")
+                throw WebConfigError(
+                    line: entry.line,
+                    message:
+                        "the bcrypt cost of '\(entry.key)' is \(cost), outside the \(BasicAuthenticator.costs.lowerBound) to \(BasicAuthenticator.costs.upperBound) ifmeter accepts; make a new hash with 'htpasswd -nBC 10 \(entry.key)'"
+                )
             }
             users[entry.key] = hash
         }

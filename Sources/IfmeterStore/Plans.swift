@@ -64,7 +64,8 @@ extension StateStore {
     func addHours(_ usage: [SeriesKey: UsageEntry], wallTime: Double, zone: LocalZone = .system) throws(StoreError) {
         let add = try database.prepare(Self.hourSQL)
         for (key, entry) in usage.sorted(by: { $0.key < $1.key }) {
-            let hours = entry.hours.isEmpty
+            let hours =
+                entry.hours.isEmpty
                 ? [HourUsage(start: zone.hourStart(Int64(wallTime.rounded(.down))), counters: entry.counters, quality: entry.quality)]
                 : entry.hours
             for h in hours.sorted(by: { $0.start < $1.start }) {
@@ -115,7 +116,8 @@ extension StateStore {
             ).query { row throws(StoreError) in
                 let name = RowCheck.quoted(row.text(0))
                 guard let (y, m, d) = Self.day(row.text(2) ?? ""),
-                      UsageSlice.startRange.contains(LocalZone.days(y, m, d) * 86400) else {
+                    UsageSlice.startRange.contains(LocalZone.days(y, m, d) * 86400)
+                else {
                     throw RowCheck(row: row, path: db.path, what: "usage row of \(name)")
                         .refuse("period", 2, expected: "a day YYYY-MM-DD from 0002-01-01 to 9998-12-31")
                 }
@@ -123,9 +125,10 @@ extension StateStore {
                 let start = zone.unix(y, m, d)
                 if let since, start < since { return }
                 let (ny, nm, nd) = PeriodCalendar.nextDay(y, m, d)
-                slices.append(UsageSlice(
-                    name: row.text(0) ?? "?", kind: InterfaceKind(rawValue: row.text(1) ?? "") ?? .other, start: start,
-                    seconds: zone.unix(ny, nm, nd) - start, counters: try counters(check, 3), quality: check.quality(7)))
+                slices.append(
+                    UsageSlice(
+                        name: row.text(0) ?? "?", kind: InterfaceKind(rawValue: row.text(1) ?? "") ?? .other, start: start,
+                        seconds: zone.unix(ny, nm, nd) - start, counters: try counters(check, 3), quality: check.quality(7)))
             }
             if try hasTable(db, "usage_hours") {
                 try db.prepare(
@@ -135,10 +138,12 @@ extension StateStore {
                     let start = try RowCheck(row: row, path: db.path, what: "usage_hours row of \(name)")
                         .integer(2, "start", in: UsageSlice.startRange, expected: UsageSlice.startRangeText)
                     let check = RowCheck(row: row, path: db.path, what: "usage_hours row of \(name) starting \(start)")
-                    let seconds = try check.integer(3, "seconds", in: 1...UsageSlice.longestSeconds, expected: "a length in seconds from 1 to 31622400 (366 days)")
-                    slices.append(UsageSlice(
-                        name: row.text(0) ?? "?", kind: InterfaceKind(rawValue: row.text(1) ?? "") ?? .other, start: start,
-                        seconds: seconds, counters: try counters(check, 4), quality: check.quality(8)))
+                    let seconds = try check.integer(
+                        3, "seconds", in: 1...UsageSlice.longestSeconds, expected: "a length in seconds from 1 to 31622400 (366 days)")
+                    slices.append(
+                        UsageSlice(
+                            name: row.text(0) ?? "?", kind: InterfaceKind(rawValue: row.text(1) ?? "") ?? .other, start: start,
+                            seconds: seconds, counters: try counters(check, 4), quality: check.quality(8)))
                 }
             }
         } catch {
@@ -152,8 +157,8 @@ extension StateStore {
     static func day(_ text: String) -> (Int, Int, Int)? {
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
         guard parts.count == 3, parts.allSatisfy({ !$0.isEmpty && $0.count <= 4 && $0.allSatisfy { $0 >= "0" && $0 <= "9" } }),
-              let y = Int(parts[0]), let m = Int(parts[1]), let d = Int(parts[2]),
-              (1...9999).contains(y), (1...12).contains(m), (1...LocalZone.daysInMonth(y, m)).contains(d)
+            let y = Int(parts[0]), let m = Int(parts[1]), let d = Int(parts[2]),
+            (1...9999).contains(y), (1...12).contains(m), (1...LocalZone.daysInMonth(y, m)).contains(d)
         else { return nil }
         return (y, m, d)
     }
@@ -179,10 +184,11 @@ extension StateStore {
         try db.prepare("SELECT pattern, cycle_start_day, quota_bytes, direction FROM plans ORDER BY pattern").query { row throws(StoreError) in
             let check = RowCheck(row: row, path: db.path, what: "plans row \(RowCheck.quoted(row.text(0)))")
             let day = try check.integer(1, "cycle_start_day", in: 1...31, expected: "a day of the month from 1 to 31")
-            plans.append(Plan(
-                pattern: row.text(0) ?? "", cycleStartDay: Int(day),
-                quotaBytes: row.isNull(2) ? nil : try check.count(2, "quota_bytes"),
-                direction: Plan.Direction(rawValue: row.text(3) ?? "") ?? .both))
+            plans.append(
+                Plan(
+                    pattern: row.text(0) ?? "", cycleStartDay: Int(day),
+                    quotaBytes: row.isNull(2) ? nil : try check.count(2, "quota_bytes"),
+                    direction: Plan.Direction(rawValue: row.text(3) ?? "") ?? .both))
         }
         return plans
     }

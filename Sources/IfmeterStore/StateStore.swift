@@ -229,7 +229,8 @@ public final class StateStore {
     }
 
     static var upsertSQL: String {
-        let columns = ["name", "kind", "evidence", "ifindex", "width", "speed_bps", "has_last", "last_time"]
+        let columns =
+            ["name", "kind", "evidence", "ifindex", "width", "speed_bps", "has_last", "last_time"]
             + counterColumns.map { "last_" + $0 } + counterColumns.map { "total_" + $0 } + counterColumns.map { "base_" + $0 }
             + ["quality", "wraps", "resets", "recreations", "deletions", "first_seen", "last_seen", "deleted_at"]
         let placeholders = columns.map { _ in "?" }.joined(separator: ", ")
@@ -309,7 +310,8 @@ public final class StateStore {
             let check = RowCheck(row: row, path: db.path, what: "interfaces row \(RowCheck.quoted(stored))")
             let key = Self.key(stored)
             let classification = Classification(kind: InterfaceKind(rawValue: kindText) ?? .other, evidence: evidence)
-            let index: Int? = row.isNull(3)
+            let index: Int? =
+                row.isNull(3)
                 ? nil : Int(try check.integer(3, "ifindex", in: 0...Int64(Int32.max), expected: "an interface index from 0 to 2147483647 or NULL"))
             let width = CounterWidth(rawValue: Int(row.int(4))) ?? .bits64
             let speed = try check.counter(5, "speed_bps")
@@ -331,11 +333,14 @@ public final class StateStore {
                 name: key.name, netns: key.netns, classification: classification, index: index, width: width,
                 speedBps: speed, attributes: nil,
                 totals: totals, quality: check.quality(q),
-                events: EventCounts(wraps: try events(q + 1, "wraps"), resets: try events(q + 2, "resets"),
-                                    recreations: try events(q + 3, "recreations"), deletions: try events(q + 4, "deletions")),
+                events: EventCounts(
+                    wraps: try events(q + 1, "wraps"), resets: try events(q + 2, "resets"),
+                    recreations: try events(q + 3, "recreations"), deletions: try events(q + 4, "deletions")),
                 baseline: base, lastKernelStats: nil, firstSeen: try check.time(q + 5, "first_seen"),
-                lastSeen: try check.time(q + 6, "last_seen"), present: false, deletedAt: row.isNull(q + 7) ? nil : try check.time(q + 7, "deleted_at"))
-            let sample = hasLast
+                lastSeen: try check.time(q + 6, "last_seen"), present: false, deletedAt: row.isNull(q + 7) ? nil : try check.time(q + 7, "deleted_at")
+            )
+            let sample =
+                hasLast
                 ? InterfaceSample(
                     name: key.name, netns: key.netns, index: index, classification: classification, width: width,
                     speedBps: speed, counters: last)

@@ -46,16 +46,17 @@ public struct FileStatus: Sendable, Hashable {
     }
 
     init(_ st: stat) {
-        kind = switch st.st_mode & S_IFMT {
-        case S_IFREG: .regular
-        case S_IFDIR: .directory
-        case S_IFLNK: .symbolicLink
-        case S_IFCHR: .characterDevice
-        case S_IFBLK: .blockDevice
-        case S_IFIFO: .fifo
-        case S_IFSOCK: .socket
-        default: .other
-        }
+        kind =
+            switch st.st_mode & S_IFMT {
+            case S_IFREG: .regular
+            case S_IFDIR: .directory
+            case S_IFLNK: .symbolicLink
+            case S_IFCHR: .characterDevice
+            case S_IFBLK: .blockDevice
+            case S_IFIFO: .fifo
+            case S_IFSOCK: .socket
+            default: .other
+            }
         owner = UInt32(st.st_uid)
         group = UInt32(st.st_gid)
         permissions = UInt32(st.st_mode & 0o7777)

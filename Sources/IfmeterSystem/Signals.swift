@@ -173,7 +173,9 @@ private func wake() {
 }
 
 private let signalHandler: @convention(c) (Int32) -> Void = { signal in
-    let reopen = signal == SIGUSR1 ? StopSignal.reopens.load(ordering: .relaxed)
+    let reopen =
+        signal == SIGUSR1
+        ? StopSignal.reopens.load(ordering: .relaxed)
         : signal == SIGHUP && !StopSignal.hangupStops.load(ordering: .relaxed)
     if reopen {
         StopSignal.hangups.add(1, ordering: .relaxed)
@@ -225,7 +227,6 @@ public func sleepUntil(
     }
     return false
 }
-
 
 /// What a system error means for a person, by errno.
 public enum Describe {

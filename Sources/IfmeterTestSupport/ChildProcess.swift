@@ -117,8 +117,10 @@ public final class ChildProcess: Sendable {
 /// stderr when it fails, and when it has not finished within `timeout`
 /// seconds (it is killed then).
 @discardableResult
-public func run(_ arguments: [String], input: String? = nil, allowFailure: Bool = false,
-                timeout: Double = ChildProcess.defaultTimeout) throws -> (out: String, err: String, status: Int32) {
+public func run(
+    _ arguments: [String], input: String? = nil, allowFailure: Bool = false,
+    timeout: Double = ChildProcess.defaultTimeout
+) throws -> (out: String, err: String, status: Int32) {
     _ = ignoreSIGPIPE
     // Every descriptor is closed on every way out, a failed start included.
     var descriptors: [Int32] = []
@@ -181,9 +183,10 @@ public func run(_ arguments: [String], input: String? = nil, allowFailure: Bool 
     let text = { (fd: Int32) in String(decoding: collected[fd]!, as: UTF8.self) }
     if !open.isEmpty || !child.wait(timeout: max(deadline.timeIntervalSinceNow, 0)) {
         child.forceStop()
-        throw TestFailure("\(child.command) did not finish within \(Int(timeout)) s and was killed; "
-                          + "stdout so far: \(text(out.read).suffix(2000).debugDescription), "
-                          + "stderr so far: \(text(err.read).suffix(2000).debugDescription)")
+        throw TestFailure(
+            "\(child.command) did not finish within \(Int(timeout)) s and was killed; "
+                + "stdout so far: \(text(out.read).suffix(2000).debugDescription), "
+                + "stderr so far: \(text(err.read).suffix(2000).debugDescription)")
     }
     let result = (text(out.read), text(err.read), child.terminationStatus)
     if !allowFailure, result.2 != 0 {

@@ -249,7 +249,7 @@ public func ipv4Packet(payload: Int) -> [UInt8] {
     while sum > 0xFFFF { sum = (sum & 0xFFFF) + (sum >> 16) }
     let checksum = ~UInt16(sum)
     p[10] = UInt8(checksum >> 8); p[11] = UInt8(checksum & 0xFF)
-    p[20] = 0x30; p[21] = 0x39; p[22] = 0x00; p[23] = 0x09  // ports 12345 → 9
+    p[20] = 0x30; p[21] = 0x39; p[22] = 0x00; p[23] = 0x09 // ports 12345 → 9
     p[24] = UInt8((8 + payload) >> 8); p[25] = UInt8((8 + payload) & 0xFF)
     return p
 }
@@ -284,7 +284,8 @@ public let repositoryRoot = URL(fileURLWithPath: #filePath)
 /// (or another file of `schemas/`) with check-jsonschema (PyPI, installed
 /// by `make test` in .build/venv).
 public func checkJSONSchema(_ files: [String], schema name: String = "ifmeter-report.v1.schema.json") throws -> (ok: Bool, output: String) {
-    let tool = ProcessInfo.processInfo.environment["IFMETER_CHECK_JSONSCHEMA"]
+    let tool =
+        ProcessInfo.processInfo.environment["IFMETER_CHECK_JSONSCHEMA"]
         ?? repositoryRoot.appendingPathComponent(".build/venv/bin/check-jsonschema").path
     guard FileManager.default.isExecutableFile(atPath: tool) else {
         throw TestFailure("check-jsonschema is missing at \(tool): run 'make test' (scripts/ensure-venv installs it)")

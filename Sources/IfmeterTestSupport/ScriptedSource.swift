@@ -32,11 +32,14 @@ extension ScriptedSource.Step {
         _ t: Double, _ interfaces: [(String, Int, UInt64, UInt64)], kind: InterfaceKind = .ethernet,
         deleted: [DeletionEvent] = [], overruns: Int = 0
     ) -> Self {
-        .reading(SourceReading(
-            events: LinkEvents(deleted: deleted, overruns: overruns),
-            sample: Sample(time: t, interfaces: interfaces.map { name, index, rx, tx in
-                scriptedInterface(name, index, rx, tx, kind: kind)
-            })))
+        .reading(
+            SourceReading(
+                events: LinkEvents(deleted: deleted, overruns: overruns),
+                sample: Sample(
+                    time: t,
+                    interfaces: interfaces.map { name, index, rx, tx in
+                        scriptedInterface(name, index, rx, tx, kind: kind)
+                    })))
     }
 
     public static func failed(_ message: String = "scripted failure") -> Self {

@@ -70,7 +70,9 @@ public final class UDPTunnel: @unchecked Sendable {
     }
 
     /// Waits up to 50 ms for one packet on `fd` and hands it on.
-    private static func carry(from fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, _ forward: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
+    private static func carry(from fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, _ forward: (UnsafeRawBufferPointer) throws -> Void) throws
+        -> Bool
+    {
         var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         guard poll(&p, 1, 50) == 1 else { return false }
         let n = read(fd, buffer.baseAddress, buffer.count)

@@ -237,13 +237,18 @@ func stormBenchmark(pairs: Int) {
     print("")
     print("link events: \(pairs) veth pairs created and deleted (ip -batch) while sampling")
     let eventCPU = sampler.eventCPUSeconds
-    print("  ifmeter's event path (read, parse, catalog, deletion events): \(Units.fixed(eventCPU * 1000, 1)) ms of CPU for "
-        + "\(events) link events, \(Units.fixed(eventCPU / Double(max(events, 1)) * 1e6, 1)) us per event, \(overruns) overruns")
-    print("  the whole sampler meanwhile (\(samples) samples every 100 ms, dumps waiting on the storm's RTNL lock included): "
-        + "\(Units.fixed(ours.cpu * 1000, 1)) ms of CPU over \(Units.fixed(ours.seconds, 1)) s")
-    print("  a full RTM_GETLINK dump per event: \(Units.fixed(theirs.cpu * 1000, 1)) ms of CPU over \(Units.fixed(theirs.seconds, 1)) s, "
-        + "\(dumped) dumps, \(Units.fixed(theirs.cpu / Double(max(dumped, 1)) * 1e6, 1)) us per event, \(lost) overruns")
-    print("  CPU per event, full dump / ifmeter's event path: \(Units.fixed((theirs.cpu / Double(max(dumped, 1))) / (eventCPU / Double(max(events, 1))), 1))x")
+    print(
+        "  ifmeter's event path (read, parse, catalog, deletion events): \(Units.fixed(eventCPU * 1000, 1)) ms of CPU for "
+            + "\(events) link events, \(Units.fixed(eventCPU / Double(max(events, 1)) * 1e6, 1)) us per event, \(overruns) overruns")
+    print(
+        "  the whole sampler meanwhile (\(samples) samples every 100 ms, dumps waiting on the storm's RTNL lock included): "
+            + "\(Units.fixed(ours.cpu * 1000, 1)) ms of CPU over \(Units.fixed(ours.seconds, 1)) s")
+    print(
+        "  a full RTM_GETLINK dump per event: \(Units.fixed(theirs.cpu * 1000, 1)) ms of CPU over \(Units.fixed(theirs.seconds, 1)) s, "
+            + "\(dumped) dumps, \(Units.fixed(theirs.cpu / Double(max(dumped, 1)) * 1e6, 1)) us per event, \(lost) overruns")
+    print(
+        "  CPU per event, full dump / ifmeter's event path: \(Units.fixed((theirs.cpu / Double(max(dumped, 1))) / (eventCPU / Double(max(events, 1))), 1))x"
+    )
     fflush(nil)
 }
 
@@ -257,7 +262,8 @@ func renderBenchmark(interfaces count: Int) -> Double {
         let interfaces = (0..<count).map { n in
             InterfaceSample(
                 name: "if\(n)", index: n + 1, classification: Classification(kind: kinds[n % kinds.count], evidence: "bench"),
-                counters: Counters(rxBytes: UInt64(step * (n + 1) * 1000), txBytes: UInt64(step * 700), rxPackets: UInt64(step), txPackets: UInt64(step)))
+                counters: Counters(
+                    rxBytes: UInt64(step * (n + 1) * 1000), txBytes: UInt64(step * 700), rxPackets: UInt64(step), txPackets: UInt64(step)))
         }
         let deltas = engine.apply(Sample(time: Double(step), interfaces: interfaces))
         let (changed, forgotten) = engine.takeChangedTotals()
@@ -291,7 +297,7 @@ func liveCPU(_ namespace: String, binary: String, seconds: Double) -> Double? {
     usleep(1_500_000)
     guard let file = fopen(pidFile, "r") else { return nil }
     var pid: Int32 = 0
-    fscanf_int(file, &pid)
+    readInt32Line(file, &pid)
     fclose(file)
     let before = processUsage(pid).cpu
     let start = now()
@@ -301,7 +307,7 @@ func liveCPU(_ namespace: String, binary: String, seconds: Double) -> Double? {
 }
 
 /// fscanf("%d") without varargs.
-func fscanf_int(_ file: UnsafeMutablePointer<FILE>, _ value: inout Int32) {
+func readInt32Line(_ file: UnsafeMutablePointer<FILE>, _ value: inout Int32) {
     var line = [CChar](repeating: 0, count: 32)
     if fgets(&line, Int32(line.count), file) != nil {
         value = Int32(line.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }.trimmingCharacters()) ?? 0
@@ -344,29 +350,32 @@ func scrapeBenchmark(_ namespace: String, interfaces count: Int, binary: String)
     waitForPort(namespace, 9100)
     print("")
     print("scrapes at \(count) interfaces (wrk -t2 -c4, inside the namespace)")
-    print("  " + "exporter, request".padding(38) + "scrapes/s".leftPadding(11) + "p50 ms".leftPadding(9) + "p99 ms".leftPadding(9)
-        + "CPU ms/scrape".leftPadding(15) + "RSS MiB".leftPadding(9) + "peak MiB".leftPadding(10))
+    print(
+        "  " + "exporter, request".padding(38) + "scrapes/s".leftPadding(11) + "p50 ms".leftPadding(9) + "p99 ms".leftPadding(9)
+            + "CPU ms/scrape".leftPadding(15) + "RSS MiB".leftPadding(9) + "peak MiB".leftPadding(10))
     var perSecond: [String: Double] = [:]
     var rss: [String: Double] = [:]
     for (name, pid, url) in [("ifmeter serve", ifmeter, "http://127.0.0.1:9874/metrics"), ("node_exporter", node, "http://127.0.0.1:9100/metrics")] {
         for (label, headers) in [("plain text", [String]()), ("gzip, as Prometheus asks", ["Accept-Encoding: gzip"])] {
-            _ = wrk(namespace, url, headers: headers, seconds: 1)  // warm up
+            _ = wrk(namespace, url, headers: headers, seconds: 1) // warm up
             let before = processUsage(pid)
             let run = wrk(namespace, url, headers: headers, seconds: name == "node_exporter" ? 6 : 4)
             let after = processUsage(pid)
             let cpu = (after.cpu - before.cpu) / max(run.requests, 1) * 1000
-            print("  " + "\(name), \(label)".padding(38) + Units.fixed(run.perSecond, 1).leftPadding(11)
-                + Units.fixed(run.p50 * 1000, 2).leftPadding(9) + Units.fixed(run.p99 * 1000, 2).leftPadding(9)
-                + Units.fixed(cpu, 3).leftPadding(15) + Units.fixed(Double(after.rss) / 1024, 1).leftPadding(9)
-                + Units.fixed(Double(after.peak) / 1024, 1).leftPadding(10))
+            print(
+                "  " + "\(name), \(label)".padding(38) + Units.fixed(run.perSecond, 1).leftPadding(11)
+                    + Units.fixed(run.p50 * 1000, 2).leftPadding(9) + Units.fixed(run.p99 * 1000, 2).leftPadding(9)
+                    + Units.fixed(cpu, 3).leftPadding(15) + Units.fixed(Double(after.rss) / 1024, 1).leftPadding(9)
+                    + Units.fixed(Double(after.peak) / 1024, 1).leftPadding(10))
             perSecond[name + label] = run.perSecond
             rss[name] = max(rss[name] ?? 0, Double(after.peak) / 1024)
         }
     }
     let plain = (perSecond["ifmeter servegzip, as Prometheus asks"] ?? .nan) / (perSecond["node_exportergzip, as Prometheus asks"] ?? .nan)
-    print("  ifmeter/node_exporter scrapes per second (gzip): \(Units.fixed(plain, 1))x (target at 1000: at least 20x);"
-        + " peak RSS \(Units.fixed(rss["ifmeter serve"] ?? .nan, 1)) vs \(Units.fixed(rss["node_exporter"] ?? .nan, 1)) MiB"
-        + " (target: at most half)")
+    print(
+        "  ifmeter/node_exporter scrapes per second (gzip): \(Units.fixed(plain, 1))x (target at 1000: at least 20x);"
+            + " peak RSS \(Units.fixed(rss["ifmeter serve"] ?? .nan, 1)) vs \(Units.fixed(rss["node_exporter"] ?? .nan, 1)) MiB"
+            + " (target: at most half)")
     let usage = processUsage(ifmeter)
     print("  ifmeter serve, peak RSS after the scrapes: \(Units.fixed(Double(usage.peak) / 1024, 1)) MiB (issue target at 4001: under 16 MB)")
     fflush(nil)
@@ -408,21 +417,28 @@ func namespacesBenchmark(count: Int) throws {
     let source = try NamespaceSet(.named(names), kind: .netlink, options: SamplerOptions(sysfs: nil))
     var seq: UInt32 = 1, sum: UInt64 = 0
     let rows = try measure([
-        ("raw RTM_GETSTATS dumps, summed (C)", {
-            for fd in sockets {
-                seq += 1
-                if cifm_raw_getstats_dump(fd, buffer, 1 << 16, seq, &sum) != 3 { fail("a namespace did not dump 3 interfaces") }
+        (
+            "raw RTM_GETSTATS dumps, summed (C)",
+            {
+                for fd in sockets {
+                    seq += 1
+                    if cifm_raw_getstats_dump(fd, buffer, 1 << 16, seq, &sum) != 3 { fail("a namespace did not dump 3 interfaces") }
+                }
             }
-        }),
-        ("ifmeter, the namespaces as one source", {
-            if try source.read().sample.interfaces.count != 3 * count { fail("the namespace set missed interfaces") }
-        }),
+        ),
+        (
+            "ifmeter, the namespaces as one source",
+            {
+                if try source.read().sample.interfaces.count != 3 * count { fail("the namespace set missed interfaces") }
+            }
+        ),
     ])
     print("")
     print("\(count) namespaces of 3 interfaces each, sampled together")
     for row in rows {
-        print("  " + row.method.padding(40) + Units.fixed(row.seconds * 1e6, 1).leftPadding(10) + " us"
-            + Units.fixed(row.seconds / rows[0].seconds, 2).leftPadding(8) + "x")
+        print(
+            "  " + row.method.padding(40) + Units.fixed(row.seconds * 1e6, 1).leftPadding(10) + " us"
+                + Units.fixed(row.seconds / rows[0].seconds, 2).leftPadding(8) + "x")
     }
     print("  target: at most 2x the raw dumps summed")
     fflush(nil)
@@ -437,7 +453,7 @@ func removeStaleNamespaces() {
             $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
         }
         guard name.hasPrefix("ifmbench-"),
-              let pid = Int32(name.dropFirst("ifmbench-".count).prefix { $0.isNumber })
+            let pid = Int32(name.dropFirst("ifmbench-".count).prefix { $0.isNumber })
         else { continue }
         if kill(pid, 0) != 0 && errno == ESRCH { stale.append(name) }
     }
@@ -450,7 +466,7 @@ func removeStaleNamespaces() {
 /// median seconds per call of each. Interleaving keeps a slow phase of the
 /// machine from landing on one method only.
 func measure(_ methods: [(String, () throws -> Void)], budget: Double = 2.5, minRounds: Int = 25) throws -> [Row] {
-    for (_, body) in methods { try body() }  // warm up: caches, first catalog fill
+    for (_, body) in methods { try body() } // warm up: caches, first catalog fill
     var times = [[Double]](repeating: [], count: methods.count)
     let start = now()
     var round = 0
@@ -561,7 +577,7 @@ final class WholeLoops {
         export.add(sink: Export())
         live = Pipeline(source: try sampler(), configuration: configuration)
         live.add(sink: Live())
-        for pipeline in [serve, export, live] { pipeline.step() }  // the baselines
+        for pipeline in [serve, export, live] { pipeline.step() } // the baselines
     }
 
     deinit {
@@ -577,7 +593,8 @@ final class WholeLoops {
 // `ifmeter-bench --profile namespaces 50 ROUNDS`: the namespace set alone;
 // with 0 rounds, its side-by-side row against the raw dumps only.
 if CommandLine.arguments.count == 5, CommandLine.arguments[1] == "--profile", CommandLine.arguments[2] == "namespaces",
-   let count = Int(CommandLine.arguments[3]), let rounds = Int(CommandLine.arguments[4]) {
+    let count = Int(CommandLine.arguments[3]), let rounds = Int(CommandLine.arguments[4])
+{
     if rounds == 0 {
         try namespacesBenchmark(count: count)
         exit(0)
@@ -599,27 +616,29 @@ if CommandLine.arguments.count == 5, CommandLine.arguments[1] == "--profile", Co
 // `ifmeter-bench --profile LOOP SIZE ROUNDS`: only that loop (serve, export,
 // live or engine), ROUNDS times at SIZE interfaces, for a profiler.
 if CommandLine.arguments.count == 5, CommandLine.arguments[1] == "--profile",
-   let size = Int(CommandLine.arguments[3]), let rounds = Int(CommandLine.arguments[4]) {
+    let size = Int(CommandLine.arguments[3]), let rounds = Int(CommandLine.arguments[4])
+{
     _ = grow(to: size, from: 0)
     try NetworkNamespace.perform(in: namespace) {
         let which = CommandLine.arguments[2]
         if which == "sizes" {
-            print("bytes: series \(DeltaEngine.bytesPerSeries), InterfaceTotals \(MemoryLayout<InterfaceTotals>.stride), "
-                + "InterfaceSample \(MemoryLayout<InterfaceSample>.stride), InterfaceDelta \(MemoryLayout<InterfaceDelta>.stride), "
-                + "ExpositionRow \(MemoryLayout<ExpositionRow>.stride), Counters \(MemoryLayout<Counters>.stride), "
-                + "LinkEntry \(MemoryLayout<LinkEntry>.stride), Classification \(MemoryLayout<Classification>.stride)")
+            print(
+                "bytes: series \(DeltaEngine.bytesPerSeries), InterfaceTotals \(MemoryLayout<InterfaceTotals>.stride), "
+                    + "InterfaceSample \(MemoryLayout<InterfaceSample>.stride), InterfaceDelta \(MemoryLayout<InterfaceDelta>.stride), "
+                    + "ExpositionRow \(MemoryLayout<ExpositionRow>.stride), Counters \(MemoryLayout<Counters>.stride), "
+                    + "LinkEntry \(MemoryLayout<LinkEntry>.stride), Classification \(MemoryLayout<Classification>.stride)")
             return
         }
         if which == "engine" || which == "sampler" {
             // The engine alone on one sample, again and again: no kernel time.
             let sample = try NetlinkSampler(options: SamplerOptions(sysfs: nil)).read().sample
-        guard which != "sampler" else {
-            let sampler = try NetlinkSampler(options: SamplerOptions(sysfs: nil))
-            let t0 = now()
-            for _ in 0..<rounds { _ = try sampler.read() }
-            print("sampler: \(Units.fixed((now() - t0) / Double(rounds) * 1e6, 1)) us per sample")
-            return
-        }
+            guard which != "sampler" else {
+                let sampler = try NetlinkSampler(options: SamplerOptions(sysfs: nil))
+                let t0 = now()
+                for _ in 0..<rounds { _ = try sampler.read() }
+                print("sampler: \(Units.fixed((now() - t0) / Double(rounds) * 1e6, 1)) us per sample")
+                return
+            }
             var engine = DeltaEngine()
             let t0 = now()
             for n in 0..<rounds {
@@ -636,8 +655,10 @@ if CommandLine.arguments.count == 5, CommandLine.arguments[1] == "--profile",
         func cpu() -> (user: Double, system: Double) {
             var usage = rusage()
             getrusage(__rusage_who_t(1) /* RUSAGE_THREAD */, &usage)
-            return (Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6,
-                    Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6)
+            return (
+                Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6,
+                Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+            )
         }
         let t0 = now(), c0 = cpu()
         for _ in 0..<rounds { pipeline.step() }
@@ -696,38 +717,53 @@ for target in targets {
         rows.append(try paired("loop: export --state") { check(loops.export.step().reading?.sample.interfaces.count ?? 0, "export loop") })
         rows.append(try paired("loop: live (model, frame)") { check(loops.live.step().reading?.sample.interfaces.count ?? 0, "live loop") })
         return try rows + measure([("state save (every 10-15 s)", { try loops.save() })], budget: 1)
-            + measure([("raw RTM_GETLINK dump (C)", {
-                seq += 1
-                check(cifm_raw_getlink_dump(fd, buffer, 1 << 16, seq, &sum), "RTM_GETLINK")
-            })], budget: 1)
+            + measure(
+                [
+                    (
+                        "raw RTM_GETLINK dump (C)",
+                        {
+                            seq += 1
+                            check(cifm_raw_getlink_dump(fd, buffer, 1 << 16, seq, &sum), "RTM_GETLINK")
+                        }
+                    )
+                ], budget: 1)
             + measure([("read /proc/net/dev (C)", { check(cifm_raw_proc_net_dev(procBuffer, 8 << 20, &sum), "/proc/net/dev") })], budget: 1)
             + measure([("link catalog refresh (RTM_GETLINK)", { try netlink.refreshCatalog() })], budget: 1)
             + measure([("ifmeter getifaddrs sampler", { check(try portable.read().sample.interfaces.count, "getifaddrs sampler") })], budget: 1)
-            + measure([("delta engine, one sample", {
-                t += 1
-                engine.apply(Sample(time: t, interfaces: sample.interfaces))
-                _ = engine.takeChanges()
-            })], budget: 1)
+            + measure(
+                [
+                    (
+                        "delta engine, one sample",
+                        {
+                            t += 1
+                            engine.apply(Sample(time: t, interfaces: sample.interfaces))
+                            _ = engine.takeChanges()
+                        }
+                    )
+                ], budget: 1)
     }
     let raw = rows[0].seconds
     print("")
     print("\(count) interfaces")
     print("  " + "method".padding(36) + "us/sample".leftPadding(12) + "us/iface".leftPadding(10) + "x raw GETSTATS".leftPadding(16))
     for row in rows {
-        print("  " + row.method.padding(36) + Units.fixed(row.seconds * 1e6, 1).leftPadding(12)
-            + Units.fixed(row.seconds * 1e6 / Double(count), 3).leftPadding(10)
-            + Units.fixed(row.seconds / (row.raw ?? raw), 2).leftPadding(16) + (row.raw == nil ? "" : "  (paired)"))
+        print(
+            "  " + row.method.padding(36) + Units.fixed(row.seconds * 1e6, 1).leftPadding(12)
+                + Units.fixed(row.seconds * 1e6 / Double(count), 3).leftPadding(10)
+                + Units.fixed(row.seconds / (row.raw ?? raw), 2).leftPadding(16) + (row.raw == nil ? "" : "  (paired)"))
     }
     fflush(nil)
     if target == 100, getenv("IFMETER_BENCH_NO_LIVE") == nil {
         let seconds = getenv("IFMETER_BENCH_LIVE_SECONDS").flatMap { Double(String(cString: $0)) } ?? 60
         print("")
         print("live view")
-        print("  one frame, 200 interfaces with full histories, 120x40, detail open: "
-            + "\(Units.fixed(renderBenchmark(interfaces: 200) * 1000, 3)) ms (target: under 2 ms)")
+        print(
+            "  one frame, 200 interfaces with full histories, 120x40, detail open: "
+                + "\(Units.fixed(renderBenchmark(interfaces: 200) * 1000, 3)) ms (target: under 2 ms)")
         if let share = liveCPU(namespace, binary: binaryDirectory() + "/ifmeter", seconds: seconds) {
-            print("  ifmeter live, 1 s interval, \(count) interfaces, in tmux for \(Units.duration(seconds)): "
-                + "\(Units.fixed(share * 100, 2))% of one core (target: under 1%)")
+            print(
+                "  ifmeter live, 1 s interval, \(count) interfaces, in tmux for \(Units.duration(seconds)): "
+                    + "\(Units.fixed(share * 100, 2))% of one core (target: under 1%)")
         } else {
             print("  ifmeter live CPU: not measured (tmux is missing)")
         }
@@ -743,7 +779,7 @@ for target in targets {
         // benchmark would start with this process's peak as its own.
         let output = capture(["sh", "-c", "/usr/bin/time -f 'PEAK %M' ip netns exec \(namespace) \(path) sample 2>&1 >/dev/null"])
         guard let peakLine = output.split(separator: "\n").last(where: { $0.hasPrefix("PEAK ") }),
-              let peak = Int(peakLine.dropFirst(5))
+            let peak = Int(peakLine.dropFirst(5))
         else { fail("no peak RSS from /usr/bin/time: \(output)") }
         rssLine = "peak RSS of 'ifmeter sample' at \(count) interfaces: \(Units.fixed(Double(peak) / 1024, 1)) MiB (target: under 20 MB)"
     }

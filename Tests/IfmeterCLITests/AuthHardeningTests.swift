@@ -174,7 +174,8 @@ final class CredentialFlood: @unchecked Sendable {
                 // A whole response: its head and the Content-Length bytes after.
                 guard let end = Self.headEnd(received[i]) else { continue }
                 let head = String(decoding: received[i][..<end], as: UTF8.self).lowercased()
-                let length = head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                let length =
+                    head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
                     .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
                 guard received[i].count >= end + 4 + length else { continue }
                 let status = Int(head.split(separator: " ").dropFirst().first ?? "") ?? 0
@@ -209,7 +210,9 @@ struct AuthHardeningTests {
         try startServe(in: ns, port: Self.port, ["--listen", "127.0.0.1:\(Self.port)", "--web-config", config])
     }
 
-    func scrape(_ fixture: AuthFixture, from source: String, in ns: TestNamespace, password: String? = nil) -> (status: Int?, headers: [String: String], seconds: Double, error: String?) {
+    func scrape(_ fixture: AuthFixture, from source: String, in ns: TestNamespace, password: String? = nil) -> (
+        status: Int?, headers: [String: String], seconds: Double, error: String?
+    ) {
         timedRequest(from: source, port: Self.port, in: ns, headers: ["Authorization": AuthFixture.basic(fixture.user, password ?? fixture.password)])
     }
 
@@ -240,12 +243,16 @@ struct AuthHardeningTests {
                 let source = round % 2 == 0 ? "127.0.0.1" : "127.0.0.2"
                 let r = scrape(fixture, from: source, in: ns)
                 results.append("\(source): \(Self.describe(r))")
-                #expect(r.status == 200 && r.seconds < 1, "scrape \(round) from \(source) while 150 clients send wrong passwords for \(variant): \(results.last!)")
+                #expect(
+                    r.status == 200 && r.seconds < 1,
+                    "scrape \(round) from \(source) while 150 clients send wrong passwords for \(variant): \(results.last!)")
                 Thread.sleep(forTimeInterval: 0.3)
             }
             flood.stop()
             let counts = flood.counts
-            report.append("\(variant): \(results.joined(separator: "; ")); the attackers got \(counts.statuses.sorted { $0.key < $1.key }.map { "\($0.value)× \($0.key)" }.joined(separator: ", ")), \(counts.reconnects) reconnects")
+            report.append(
+                "\(variant): \(results.joined(separator: "; ")); the attackers got \(counts.statuses.sorted { $0.key < $1.key }.map { "\($0.value)× \($0.key)" }.joined(separator: ", ")), \(counts.reconnects) reconnects"
+            )
             #expect((counts.statuses[200] ?? 0) == 0, "no wrong password was let in: \(counts.statuses)")
         }
         print("AuthHardeningTests: \(report.joined(separator: " | "))")
@@ -273,7 +280,8 @@ struct AuthHardeningTests {
         #expect(none.status == 401 && none.headers["www-authenticate"] == "Basic" && none.seconds < 0.05, "no credentials: \(Self.describe(none))")
         func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
         let ratio = median(unknown) / median(known)
-        let summary = "unknown user: median \(String(format: "%.3f", median(unknown))) s \(unknown.map { String(format: "%.3f", $0) }), wrong password: median \(String(format: "%.3f", median(known))) s \(known.map { String(format: "%.3f", $0) })"
+        let summary =
+            "unknown user: median \(String(format: "%.3f", median(unknown))) s \(unknown.map { String(format: "%.3f", $0) }), wrong password: median \(String(format: "%.3f", median(known))) s \(known.map { String(format: "%.3f", $0) })"
         print("AuthHardeningTests: \(summary)")
         // Before: 0.25 (a cost-10 decoy against a cost-12 user). The bounds
         // leave room for a busy machine, where the times measured for the
@@ -299,7 +307,8 @@ struct AuthHardeningTests {
             statuses.append(r.status ?? 0)
             if r.status == 429 { retryAfter = retryAfter ?? r.headers["retry-after"] }
         }
-        #expect(statuses.prefix(5).allSatisfy { $0 == 401 } && statuses.suffix(10).allSatisfy { $0 == 429 }, "30 wrong passwords at once: \(statuses)")
+        #expect(
+            statuses.prefix(5).allSatisfy { $0 == 401 } && statuses.suffix(10).allSatisfy { $0 == 429 }, "30 wrong passwords at once: \(statuses)")
         #expect(retryAfter.flatMap(Int.init).map { $0 >= 1 && $0 <= 5 } == true, "Retry-After: \(retryAfter ?? "none")")
         let unknown = timedRequest(from: "127.0.0.2", port: Self.port, in: ns, headers: ["Authorization": AuthFixture.basic("nobody", "x")])
         #expect(unknown.status == 429, "an unknown user from the throttled address: \(Self.describe(unknown))")
@@ -308,13 +317,18 @@ struct AuthHardeningTests {
         let cached = scrape(fixture, from: "127.0.0.2", in: ns)
         #expect(cached.status == 200, "the right password, cached, from the throttled address: \(Self.describe(cached))")
 
-        let nul = timedRequest(from: "127.0.0.4", port: Self.port, in: ns, headers: [
-            "Authorization": AuthFixture.basic(Array("\(fixture.user):\(fixture.password)".utf8) + [0] + Array("junk".utf8)),
-        ])
+        let nul = timedRequest(
+            from: "127.0.0.4", port: Self.port, in: ns,
+            headers: [
+                "Authorization": AuthFixture.basic(Array("\(fixture.user):\(fixture.password)".utf8) + [0] + Array("junk".utf8))
+            ])
         #expect(nul.status == 401, "the right password with NUL and more after it: \(Self.describe(nul))")
-        let nulUser = timedRequest(from: "127.0.0.4", port: Self.port, in: ns, headers: [
-            "Authorization": AuthFixture.basic(Array(fixture.user.utf8) + [0, UInt8(ascii: "x"), UInt8(ascii: ":")] + Array(fixture.password.utf8)),
-        ])
+        let nulUser = timedRequest(
+            from: "127.0.0.4", port: Self.port, in: ns,
+            headers: [
+                "Authorization": AuthFixture.basic(
+                    Array(fixture.user.utf8) + [0, UInt8(ascii: "x"), UInt8(ascii: ":")] + Array(fixture.password.utf8))
+            ])
         #expect(nulUser.status == 401, "a user name with NUL in it: \(Self.describe(nulUser))")
         // The bucket refills: a second later, wrong passwords get 401 again.
         Thread.sleep(forTimeInterval: 1.2)
@@ -338,7 +352,9 @@ struct AuthHardeningTests {
         server.process.signal(SIGTERM)
         let stopped = server.process.wait(timeout: 10)
         let took = Date().timeIntervalSince(started)
-        #expect(stopped && took < 3, "SIGTERM with cost-16 verifications running: \(stopped ? String(format: "stopped after %.1f s", took) : "still running after 10 s")")
+        #expect(
+            stopped && took < 3,
+            "SIGTERM with cost-16 verifications running: \(stopped ? String(format: "stopped after %.1f s", took) : "still running after 10 s")")
         #expect(server.process.terminationStatus == 0, "a clean stop: \(server.log)")
     }
 }

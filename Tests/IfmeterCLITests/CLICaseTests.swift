@@ -58,8 +58,10 @@ import Glibc
         }
         let direct = try asNobody(["export", "--json", folder + "/locked/r.json", "--every", "1s"])
         #expect(direct.status == 1)
-        #expect(direct.err.contains("no permission to write in \(folder)/locked: it is owned by uid 0, gid 0, mode 0700, and ifmeter runs as uid 65534, gid 65534"),
-                "\(direct.err)")
+        #expect(
+            direct.err.contains(
+                "no permission to write in \(folder)/locked: it is owned by uid 0, gid 0, mode 0700, and ifmeter runs as uid 65534, gid 65534"),
+            "\(direct.err)")
         let below = try asNobody(["export", "--json", folder + "/locked/sub/r.json", "--every", "1s"])
         #expect(below.status == 1)
         #expect(below.err.contains("\(folder)/locked, on the way, is owned by uid 0, gid 0, mode 0700"), "\(below.err)")
@@ -85,8 +87,10 @@ struct UsageThroughALinkTests {
         // export saves every period (300 ms): the saves after the traffic
         // are in the WAL when it is killed.
         let live = try Background(
-            ["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "export", "--state", folder + "/real/state.db", "--json", folder + "/r.json",
-             "--interval", "100ms", "--every", "300ms"], name: "export-killed")
+            [
+                "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "export", "--state", folder + "/real/state.db", "--json", folder + "/r.json",
+                "--interval", "100ms", "--every", "300ms",
+            ], name: "export-killed")
         Thread.sleep(forTimeInterval: 0.5)
         try pair.sendUDP(count: 200, payload: 1000)
         Thread.sleep(forTimeInterval: 0.8)
@@ -99,8 +103,9 @@ struct UsageThroughALinkTests {
         #expect(linked.status == 0, "\(linked.err)")
         func txBytes(_ json: String) throws -> UInt64 {
             guard case .array(let list)? = try JSONParser.parse(json)["interfaces"],
-                  let vA = list.first(where: { $0["name"]?.stringValue == pair.nameA }),
-                  case .array(let periods)? = vA["periods"] else { return 0 }
+                let vA = list.first(where: { $0["name"]?.stringValue == pair.nameA }),
+                case .array(let periods)? = vA["periods"]
+            else { return 0 }
             return periods.compactMap { $0["tx_bytes"]?.uint64Value }.reduce(0, +)
         }
         #expect(try txBytes(linked.out) == txBytes(direct.out))
@@ -140,8 +145,10 @@ struct SampleWideTests {
         try Netns.requireRoot()
         let pair = try VethPair()
         let sample = try Background(
-            ["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "sample", "--count", "1", "--interval", "1500ms", "--wide",
-             "--include", pair.nameA], name: "sample-wide")
+            [
+                "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "sample", "--count", "1", "--interval", "1500ms", "--wide",
+                "--include", pair.nameA,
+            ], name: "sample-wide")
         Thread.sleep(forTimeInterval: 0.5)
         try pair.sendUDP(count: 25, payload: 300)
         let deadline = Date().addingTimeInterval(10)
@@ -161,7 +168,8 @@ struct SampleWideTests {
         let perSecond = try #require(Double(row[13]))
         #expect(perSecond >= 15 && perSecond <= 18, "25 packets over about 1.5 s: \(row[13])")
         #expect(!lines.contains { $0.contains("≈") || $0.contains("~ ") || $0.contains("≥") }, "exact figures carry no mark")
-        #expect(lines.contains { $0.range(of: #"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} \S+ \(interval"#, options: .regularExpression) != nil },
-                "the heading is the time of day: \(lines)")
+        #expect(
+            lines.contains { $0.range(of: #"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} \S+ \(interval"#, options: .regularExpression) != nil },
+            "the heading is the time of day: \(lines)")
     }
 }

@@ -28,8 +28,10 @@ let fixtures = URL(fileURLWithPath: #filePath)
     }
 
     @Test func usageErrorsExit64WithOneLine() throws {
-        for arguments in [["sample", "--interval", "0"], ["sample", "--interval", "-5"], ["sample", "--interval", "abc"],
-                          ["sample", "--nope"], ["frobnicate"], ["replay"], ["replay", "/nonexistent/trace.jsonl"]] {
+        for arguments in [
+            ["sample", "--interval", "0"], ["sample", "--interval", "-5"], ["sample", "--interval", "abc"],
+            ["sample", "--nope"], ["frobnicate"], ["replay"], ["replay", "/nonexistent/trace.jsonl"],
+        ] {
             let result = try ifmeter(arguments)
             #expect(result.status == 64, "\(arguments)")
             #expect(result.out.isEmpty, "\(arguments): nothing on stdout")

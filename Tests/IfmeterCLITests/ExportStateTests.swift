@@ -31,8 +31,12 @@ struct ExportStateTests {
         let pair = try VethPair()
         let dir = try folder()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let exporter = try export(pair.a, ["--json", dir + "/report.json", "--json-lines", dir + "/reports.jsonl", "--every", "300ms",
-                                           "--state", dir + "/state.db"])
+        let exporter = try export(
+            pair.a,
+            [
+                "--json", dir + "/report.json", "--json-lines", dir + "/reports.jsonl", "--every", "300ms",
+                "--state", dir + "/state.db",
+            ])
         Thread.sleep(forTimeInterval: 0.5)
         try pair.sendUDP(count: 50, payload: 500)
         Thread.sleep(forTimeInterval: 0.8)
@@ -48,7 +52,8 @@ struct ExportStateTests {
         // The replay report and the usage table too.
         let trace = repositoryRoot.appendingPathComponent("Fixtures/traces/recreation.jsonl").path
         try ifmeter(["replay", trace]).out.write(toFile: dir + "/replay.json", atomically: true, encoding: .utf8)
-        try ifmeter(["usage", "--state", dir + "/state.db", "--format", "json"]).out.write(toFile: dir + "/usage.json", atomically: true, encoding: .utf8)
+        try ifmeter(["usage", "--state", dir + "/state.db", "--format", "json"]).out.write(
+            toFile: dir + "/usage.json", atomically: true, encoding: .utf8)
         files += [dir + "/replay.json"]
         let check = try checkJSONSchema(files)
         #expect(check.ok, "\(check.output)")
@@ -122,15 +127,19 @@ struct ExportStateTests {
         let snapshots = dir + "/snapshots"
         try FileManager.default.createDirectory(atPath: snapshots, withIntermediateDirectories: true)
         for n in 0..<100 {
-            let exporter = try export(pair.a, ["--json", dir + "/r.json", "--json-lines", dir + "/r.jsonl", "--every", "50ms",
-                                               "--state", dir + "/state.db", "--max-size", "64KiB", "--keep", "2"], name: "kill9")
+            let exporter = try export(
+                pair.a,
+                [
+                    "--json", dir + "/r.json", "--json-lines", dir + "/r.jsonl", "--every", "50ms",
+                    "--state", dir + "/state.db", "--max-size", "64KiB", "--keep", "2",
+                ], name: "kill9")
             if n % 10 == 0 { try pair.sendUDP(count: 5, payload: 100) }
             Thread.sleep(forTimeInterval: Double.random(in: 0.05...0.3))
             kill(exporter.process.processIdentifier, SIGKILL)
             exporter.process.waitUntilExit()
             if FileManager.default.fileExists(atPath: dir + "/r.json") {
                 let text = try String(contentsOfFile: dir + "/r.json", encoding: .utf8)
-                _ = try JSONParser.parse(text)  // whole, or it throws
+                _ = try JSONParser.parse(text) // whole, or it throws
                 try text.write(toFile: snapshots + "/r\(n).json", atomically: true, encoding: .utf8)
             }
             let usage = try ifmeter(["usage", "--state", dir + "/state.db"])
@@ -223,9 +232,12 @@ struct ExportStateTests {
         #expect(result.status == 1 && result.err.contains("written by a newer ifmeter (state schema 99"), "\(result.err)")
 
         // Another host's file: run under another host name (a UTS namespace).
-        result = try run(["unshare", "--uts", "sh", "-c",
-                          "hostname other-host && exec ip netns exec \(ns.name) \(try ifmeterBinary()) export --json \(dir)/r.json --state \(good)"],
-                         allowFailure: true)
+        result = try run(
+            [
+                "unshare", "--uts", "sh", "-c",
+                "hostname other-host && exec ip netns exec \(ns.name) \(try ifmeterBinary()) export --json \(dir)/r.json --state \(good)",
+            ],
+            allowFailure: true)
         #expect(result.status == 1 && result.err.contains("belongs to host"), "\(result.err)")
 
         // A missing or unwritable folder: an error at start.
@@ -257,8 +269,11 @@ struct ExportStateTests {
             return line.flatMap { Double($0.split(separator: " ").last ?? "") }
         }
         func start() throws -> Background {
-            let server = try Background(["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--interval", "200ms",
-                                         "--state", dir + "/state.db"], name: "serve-state")
+            let server = try Background(
+                [
+                    "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--interval", "200ms",
+                    "--state", dir + "/state.db",
+                ], name: "serve-state")
             _ = try waitFor("serve") { try? scrape() }
             return server
         }

@@ -48,9 +48,12 @@ import Testing
         func read() throws(SystemError) -> SourceReading {
             reads += 1
             let counters = Counters(rxBytes: UInt64(reads) * 1000, txBytes: 0, rxPackets: UInt64(reads), txPackets: 0)
-            return SourceReading(sample: Sample(time: Double(reads), interfaces: [
-                InterfaceSample(name: "toy0", index: 1, counters: counters),
-            ]))
+            return SourceReading(
+                sample: Sample(
+                    time: Double(reads),
+                    interfaces: [
+                        InterfaceSample(name: "toy0", index: 1, counters: counters)
+                    ]))
         }
     }
 

@@ -160,7 +160,8 @@ struct FileHardeningTests {
         let dead = try deadPID()
         let names = (
             deadOld: ".r.json.tmp-\(dead)", deadNew: ".r.json.tmp-\(dead)-0123456789abcdef",
-            alive: ".r.json.tmp-\(getpid())", deadLink: ".r.prom.tmp-\(dead)", other: ".notes.tmp-\(dead)")
+            alive: ".r.json.tmp-\(getpid())", deadLink: ".r.prom.tmp-\(dead)", other: ".notes.tmp-\(dead)"
+        )
         for name in [names.deadOld, names.deadNew, names.alive, names.other] {
             try "half a report".write(toFile: dir + "/" + name, atomically: false, encoding: .utf8)
         }
@@ -203,8 +204,10 @@ struct FileHardeningTests {
         let state = dir + "/s.db"
         let frame = VethPair.frameBytes(payload: 700)
         let server = try Background(
-            ["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:19280", "--interval", "100ms",
-             "--state", state], name: "serve-kill9")
+            [
+                "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:19280", "--interval", "100ms",
+                "--state", state,
+            ], name: "serve-kill9")
         Thread.sleep(forTimeInterval: 0.4)
         try pair.sendUDP(count: 20, payload: 700)
         Thread.sleep(forTimeInterval: 0.6)
@@ -234,8 +237,10 @@ struct FileHardeningTests {
         let frame = VethPair.frameBytes(payload: 300)
         // serve saves every 10 s: within this test only the signals save.
         let server = try Background(
-            ["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:19281", "--interval", "100ms",
-             "--state", state], name: "serve-signals")
+            [
+                "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:19281", "--interval", "100ms",
+                "--state", state,
+            ], name: "serve-signals")
         Thread.sleep(forTimeInterval: 0.4)
         try pair.sendUDP(count: 10, payload: 300)
         Thread.sleep(forTimeInterval: 0.3)
@@ -278,8 +283,9 @@ struct FileHardeningTests {
 
     /// `usage` as another user (nobody): what root can always do proves nothing.
     func usageAsNobody(_ state: String) throws -> (out: String, err: String, status: Int32) {
-        try run(["setpriv", "--reuid=\(nobody)", "--regid=\(nobody)", "--clear-groups", try ifmeterBinary(), "usage", "--state", state],
-                allowFailure: true)
+        try run(
+            ["setpriv", "--reuid=\(nobody)", "--regid=\(nobody)", "--clear-groups", try ifmeterBinary(), "usage", "--state", state],
+            allowFailure: true)
     }
 
     @Test func usageReadsWhatItCanAndSaysWhyNotWhenItCannot() throws {

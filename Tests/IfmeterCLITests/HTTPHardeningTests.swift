@@ -57,25 +57,40 @@ struct HTTPSmugglingTests {
         let server = try startServe(in: ns, port: Self.port, ["--listen", "127.0.0.1:\(Self.port)"])
         defer { server.stop() }
         let cases: [(String, String)] = [
-            ("Content-Length and Transfer-Encoding", "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + Self.smuggled),
-            ("Transfer-Encoding and Content-Length", "GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n0\r\n\r\n" + Self.smuggled),
+            (
+                "Content-Length and Transfer-Encoding",
+                "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + Self.smuggled
+            ),
+            (
+                "Transfer-Encoding and Content-Length",
+                "GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n0\r\n\r\n" + Self.smuggled
+            ),
             ("two Content-Length values", "GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 36\r\n\r\n" + Self.smuggled),
             ("a Transfer-Encoding other than chunked", "POST /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n" + Self.smuggled),
-            ("Transfer-Encoding twice", "POST /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + Self.smuggled),
+            (
+                "Transfer-Encoding twice",
+                "POST /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + Self.smuggled
+            ),
             ("Transfer-Encoding in HTTP/1.0", "POST /metrics HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + Self.smuggled),
         ]
         for (what, bytes) in cases {
             let result = try exchange(bytes, port: Self.port, in: ns)
-            #expect(result.statuses == [400] && result.closed, "\(what): \(result.statuses), closed: \(result.closed): \(result.text.prefix(300).debugDescription)")
+            #expect(
+                result.statuses == [400] && result.closed,
+                "\(what): \(result.statuses), closed: \(result.closed): \(result.text.prefix(300).debugDescription)")
             #expect(!result.text.contains("404"), "\(what): the smuggled request was answered")
         }
         // What is not ambiguous is served as before: the same length twice,
         // a chunked body alone, and pipelined requests on one connection.
-        let same = try exchange("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", port: Self.port, in: ns)
+        let same = try exchange(
+            "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", port: Self.port, in: ns)
         #expect(same.statuses == [200], "the same Content-Length twice: \(same.statuses)")
-        let chunked = try exchange("POST /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n", port: Self.port, in: ns)
+        let chunked = try exchange(
+            "POST /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n", port: Self.port,
+            in: ns)
         #expect(chunked.statuses == [405], "a chunked body alone: \(chunked.statuses)")
-        let pipelined = try exchange("GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", port: Self.port, in: ns)
+        let pipelined = try exchange(
+            "GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", port: Self.port, in: ns)
         #expect(pipelined.statuses == [200, 404] && pipelined.closed, "two pipelined requests: \(pipelined.statuses)")
         #expect(server.process.isRunning)
     }
@@ -97,9 +112,10 @@ struct HTTPSlowReaderTests {
         // 2,001 interfaces: a 2.7 MB text exposition.
         let batch = (1...1000).map { "link add p\($0) type veth peer name q\($0)" }.joined(separator: "\n") + "\n"
         _ = try run(["ip", "-n", ns.name, "-batch", "-"], input: batch)
-        let server = try Background([
-            "ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--interval", "1s", "--listen", "127.0.0.1:\(Self.port)",
-        ], name: "serve")
+        let server = try Background(
+            [
+                "ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--interval", "1s", "--listen", "127.0.0.1:\(Self.port)",
+            ], name: "serve")
         defer { server.stop() }
         // (Before the first sample the exposition has no interface.)
         _ = try waitFor("ifmeter serve to answer with 2,001 interfaces", timeout: 20) { () throws -> HTTPResult? in
@@ -147,11 +163,14 @@ struct HTTPSlowReaderTests {
         let took = Date().timeIntervalSince(started)
         // (Within Prometheus's default scrape timeout, 10 s, with room: a
         // debug build on a busy machine renders and inflates 2.7 MB slowly.)
-        #expect(fresh.status == 200 && fresh.body.count > 2_500_000 && took < 5,
-                "a fresh scrape among 1,000 slow readers: \(fresh.status), \(fresh.body.count) bytes in \(String(format: "%.2f", took)) s")
+        #expect(
+            fresh.status == 200 && fresh.body.count > 2_500_000 && took < 5,
+            "a fresh scrape among 1,000 slow readers: \(fresh.status), \(fresh.body.count) bytes in \(String(format: "%.2f", took)) s")
         peak = max(peak, server.residentKiB ?? 0)
         let grown = (peak - before) / 1024
-        print("HTTPSlowReaderTests: \(slow.count) slow readers: RSS \(before / 1024) MiB, peak \(peak / 1024) MiB (+\(grown) MiB); fresh scrape in \(String(format: "%.2f", took)) s")
+        print(
+            "HTTPSlowReaderTests: \(slow.count) slow readers: RSS \(before / 1024) MiB, peak \(peak / 1024) MiB (+\(grown) MiB); fresh scrape in \(String(format: "%.2f", took)) s"
+        )
         // The budget, and room for what it does not charge: the memory of
         // connections closed but not yet cleaned up, and what malloc keeps.
         #expect(grown < 44, "RSS grew by \(grown) MiB with \(slow.count) slow readers (budget 32 MiB; 90 MiB without one)")

@@ -65,7 +65,7 @@ import Testing
         var wanted = IfmeterCLI.rootSpec.options.filter { !$0.hidden }.map {
             "\n       " + CompletionScript.names($0).joined(separator: ", ") + ($0.valueName.map { " " + $0 } ?? "") + "\n"
         }
-        wanted += ["0", "64", "65", "1"].map { "\n       \($0) " }  // EXIT STATUS entries
+        wanted += ["0", "64", "65", "1"].map { "\n       \($0) " } // EXIT STATUS entries
         wanted += ["≥", "not per-app accounting", "protocol overhead", "lower bound", "systemctl enable --now ifmeter-serve"]
         missing += wanted.filter { !root.contains($0) }.map { "ifmeter(1): \($0)" }
         #expect(missing == [])

@@ -21,8 +21,12 @@ struct JSONEnvelopeTests {
         let documents: [(JSONEnvelope, String)] = [
             (.list, try ifmeter(["list", "--format", "json"], in: ns).out),
             (.sample, try ifmeter(["sample", "--format", "json"], in: ns).out),
-            (.interval, String(try ifmeter(["sample", "--count", "1", "--interval", "100ms", "--format", "json"], in: ns).out
-                .split(separator: "\n").last ?? "")),
+            (
+                .interval,
+                String(
+                    try ifmeter(["sample", "--count", "1", "--interval", "100ms", "--format", "json"], in: ns).out
+                        .split(separator: "\n").last ?? "")
+            ),
             (.replay, try ifmeter(["replay", dir["t.jsonl"]]).out),
             (.export, try String(contentsOfFile: dir["r.json"], encoding: .utf8)),
             (.usage, try ifmeter(["usage", "--state", dir["s.db"], "--format", "json"]).out),

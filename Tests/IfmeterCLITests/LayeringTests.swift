@@ -29,8 +29,9 @@ import Testing
     static func layer(of module: String) -> Int? { layers.firstIndex { $0.contains(module) } }
 
     @Test func everyDependencyPointsDown() throws {
-        let dump = try run(["swift", "package", "--scratch-path", NSTemporaryDirectory() + "ifmeter-dump-package", "dump-package"],
-                           allowFailure: true)
+        let dump = try run(
+            ["swift", "package", "--scratch-path", NSTemporaryDirectory() + "ifmeter-dump-package", "dump-package"],
+            allowFailure: true)
         try #require(dump.status == 0, "swift package dump-package: \(dump.err)")
         guard case .array(let targets)? = try JSONParser.parse(dump.out)["targets"] else { throw TestFailure("no targets") }
         var checked = 0
@@ -44,8 +45,9 @@ import Testing
             guard case .array(let dependencies)? = target["dependencies"] else { continue }
             for dependency in dependencies {
                 guard case .object(let kinds) = dependency, let first = kinds.values.first,
-                      case .array(let parts) = first, let other = parts.first?.stringValue else { continue }
-                guard let below = Self.layer(of: other) else { continue }  // a C target
+                    case .array(let parts) = first, let other = parts.first?.stringValue
+                else { continue }
+                guard let below = Self.layer(of: other) else { continue } // a C target
                 #expect(below < own, "\(name) (layer \(own)) depends on \(other) (layer \(below)): the arrow must point down")
                 checked += 1
             }

@@ -13,8 +13,10 @@ struct LiveTerminalTests {
     final class Tmux {
         let socket = "ifmt-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         init(width: Int, height: Int) throws {
-            try runDetached(["tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-s", "live", "-x", "\(width)", "-y", "\(height)",
-                     "env PS1='$ ' TERM=xterm-256color bash --norc --noprofile"])
+            try runDetached([
+                "tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-s", "live", "-x", "\(width)", "-y", "\(height)",
+                "env PS1='$ ' TERM=xterm-256color bash --norc --noprofile",
+            ])
         }
         deinit { try? runDetached(["tmux", "-L", socket, "kill-server"]) }
         func keys(_ keys: String...) throws { try run(["tmux", "-L", socket, "send-keys", "-t", "live"] + keys) }

@@ -42,7 +42,8 @@ struct NamespaceAndEventTests {
         let ns = try TestNamespace()
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-events-\(UUID().uuidString).jsonl").path
         defer { try? FileManager.default.removeItem(atPath: path) }
-        let recorder = try Background(["ip", "netns", "exec", ns.name, try ifmeterBinary(), "record", "--interval", "300ms", "-o", path], name: "record")
+        let recorder = try Background(
+            ["ip", "netns", "exec", ns.name, try ifmeterBinary(), "record", "--interval", "300ms", "-o", path], name: "record")
         Thread.sleep(forTimeInterval: 0.5)
         var sent = 0
         for n in 0..<5 {
@@ -76,10 +77,11 @@ struct NamespaceAndEventTests {
         let json = try ifmeter(["sample", "--format", "json", "--netns", "\(pair.a.name),\(pair.b.name)"])
         #expect(json.status == 0, "\(json.err)")
         guard case .array(let list)? = try JSONParser.parse(json.out)["interfaces"] else { throw TestFailure("no interfaces") }
-        let keys = Set(list.compactMap { i -> String? in
-            guard let name = i["name"]?.stringValue, let netns = i["netns"]?.stringValue else { return nil }
-            return netns + "/" + name
-        })
+        let keys = Set(
+            list.compactMap { i -> String? in
+                guard let name = i["name"]?.stringValue, let netns = i["netns"]?.stringValue else { return nil }
+                return netns + "/" + name
+            })
         #expect(keys == ["\(pair.a.name)/lo", "\(pair.a.name)/vA", "\(pair.b.name)/lo", "\(pair.b.name)/vB"])
         // --include matches NS/NAME too; text output names the namespace.
         let text = try ifmeter(["list", "--netns", pair.a.name, "--netns", pair.b.name, "--include", "\(pair.b.name)/*"])
@@ -110,11 +112,13 @@ struct NamespaceAndEventTests {
         let before = try #require(samples.last { $0 < t }), after = try #require(samples.first { $0 > t })
         #expect(t - before > 0.1 && after - t > 0.1, "timed when read, between the samples (\(before) < \(t) < \(after))")
         #expect(deletion["interface"]?["lower_bound"] == .array([.string("rx_bytes"), .string("rx_packets")]))
-        #expect(deletion["interface"]?["tx_bytes"]?.uint64Value == 20 * VethPair.frameBytes(payload: 500) + (try #require(
-            lines.first { $0["interfaces"] != nil }?["interfaces"].flatMap { list -> UInt64? in
-                guard case .array(let items) = list else { return nil }
-                return items.first { $0["name"]?.stringValue == "vA" }?["tx_bytes"]?.uint64Value
-            })))
+        #expect(
+            deletion["interface"]?["tx_bytes"]?.uint64Value == 20 * VethPair.frameBytes(payload: 500)
+                + (try #require(
+                    lines.first { $0["interfaces"] != nil }?["interfaces"].flatMap { list -> UInt64? in
+                        guard case .array(let items) = list else { return nil }
+                        return items.first { $0["name"]?.stringValue == "vA" }?["tx_bytes"]?.uint64Value
+                    })))
         let report = try JSONParser.parse(try ifmeter(["replay", path, "--include", "vA"]).out)
         guard case .array(let interfaces)? = report["interfaces"] else { throw TestFailure("no report") }
         #expect(interfaces.first?["quality"]?.stringValue == "lower-bound")
@@ -129,8 +133,10 @@ struct NamespaceAndEventTests {
         let host = try TestNamespace()
         let port: UInt16 = 9881
         let server = try Background(
-            ["ip", "netns", "exec", host.name, try ifmeterBinary(), "serve", "--all-netns", "--interval", "200ms",
-             "--listen", "127.0.0.1:\(port)"], name: "serve-all-netns")
+            [
+                "ip", "netns", "exec", host.name, try ifmeterBinary(), "serve", "--all-netns", "--interval", "200ms",
+                "--listen", "127.0.0.1:\(port)",
+            ], name: "serve-all-netns")
         defer { server.stop() }
         _ = try waitFor("serve") { try? RawHTTP.request("/metrics", port: port, in: host.name) }
         var namespaces: [TestNamespace] = []

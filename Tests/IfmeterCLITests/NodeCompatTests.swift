@@ -59,11 +59,11 @@ struct NodeCompatTests {
             let head = line[..<space]
             guard let brace = head.firstIndex(of: "{") else { return (Series(name: String(head), labels: [:]), value) }
             var labels: [String: String] = [:]
-            var rest = head[head.index(after: brace)...].dropLast()  // without the closing brace
+            var rest = head[head.index(after: brace)...].dropLast() // without the closing brace
             while !rest.isEmpty {
                 guard let equals = rest.firstIndex(of: "=") else { throw TestFailure("bad labels in \(line)") }
                 let label = String(rest[..<equals])
-                rest = rest[rest.index(equals, offsetBy: 2)...]  // past ="
+                rest = rest[rest.index(equals, offsetBy: 2)...] // past ="
                 var text = ""
                 var escaped = false
                 while let c = rest.first {
@@ -133,10 +133,11 @@ struct NodeCompatTests {
     }
 
     func nodeExporter(_ ns: TestNamespace) throws -> Background {
-        let exporter = try Background([
-            "ip", "netns", "exec", ns.name, "prometheus-node-exporter", "--collector.disable-defaults", "--collector.netdev",
-            "--collector.netclass", "--web.listen-address=127.0.0.1:9100",
-        ], name: "node-exporter")
+        let exporter = try Background(
+            [
+                "ip", "netns", "exec", ns.name, "prometheus-node-exporter", "--collector.disable-defaults", "--collector.netdev",
+                "--collector.netclass", "--web.listen-address=127.0.0.1:9100",
+            ], name: "node-exporter")
         _ = try waitFor("node_exporter") { try? RawHTTP.request("/metrics", port: 9100, in: ns.name) }
         return exporter
     }
@@ -242,10 +243,11 @@ struct NodeCompatTests {
         try Netns.requireRoot()
         let setup = try Setup()
         let ns = setup.ns
-        let server = try Background([
-            try ifmeterBinary(), "serve", "--interval", "300ms", "--compat", "node", "--netns", ns.name,
-            "--listen", "127.0.0.1:\(Self.outsidePort)",
-        ], name: "serve")
+        let server = try Background(
+            [
+                try ifmeterBinary(), "serve", "--interval", "300ms", "--compat", "node", "--netns", ns.name,
+                "--listen", "127.0.0.1:\(Self.outsidePort)",
+            ], name: "serve")
         defer { server.stop() }
         _ = try waitFor("ifmeter serve") { try? RawHTTP.request("/metrics", port: Self.outsidePort, in: nil) }
         let exporter = try nodeExporter(ns)

@@ -133,7 +133,9 @@ import Glibc
             run.inNamespace = true
             run.stop = .after(0.4)
         case "record":
-            run.arguments = ["record", "-o", "{dir}/t.jsonl"] + without(["--count", "1", "--interval", "1ms"], option, option == "--duration" ? "--count" : "") + tried
+            run.arguments =
+                ["record", "-o", "{dir}/t.jsonl"] + without(["--count", "1", "--interval", "1ms"], option, option == "--duration" ? "--count" : "")
+                + tried
             run.inNamespace = true
             run.stop = .after(0.4)
         case "replay":
@@ -314,20 +316,26 @@ import Glibc
     /// A tree for lo with every file ordinary but `file`, which says `value`.
     static func sysfsJobs(room: FuzzRoom) throws -> [FuzzJob] {
         var random = SplitMix64(seed: seed ^ 0x7379_7366_73)
-        let ordinary = ["speed": "1000", "mtu": "65536", "type": "772", "ifindex": "1", "dev_id": "0x0", "name_assign_type": "0",
-                        "addr_assign_type": "0"]
+        let ordinary = [
+            "speed": "1000", "mtu": "65536", "type": "772", "ifindex": "1", "dev_id": "0x0", "name_assign_type": "0",
+            "addr_assign_type": "0",
+        ]
         var jobs: [FuzzJob] = []
         for file in sysfsFiles {
             let values: [(String, Extreme?)] = Extreme.allCases.map { ($0.rawValue, $0) } + [(String(random.next() >> (random.next() % 64)), nil)]
             for (value, extreme) in values {
                 let tree = room.root + "/sysfs-\(jobs.count)"
                 try FileManager.default.createDirectory(atPath: tree + "/lo", withIntermediateDirectories: true)
-                for (name, text) in ordinary { try ((name == file ? value : text) + "\n").write(toFile: tree + "/lo/" + name, atomically: false, encoding: .utf8) }
+                for (name, text) in ordinary {
+                    try ((name == file ? value : text) + "\n").write(toFile: tree + "/lo/" + name, atomically: false, encoding: .utf8)
+                }
                 var list = FuzzRun(label: "sysfs \(file)=\(value): list", arguments: ["list", "--sysfs-root", tree, "--format", "json"])
                 list.inNamespace = true
                 var export = FuzzRun(
                     label: "sysfs \(file)=\(value): export --compat node",
-                    arguments: ["export", "--compat", "node", "--sysfs-root", tree, "--textfile", "{dir}/m.prom", "--every", "20ms", "--interval", "10ms"])
+                    arguments: [
+                        "export", "--compat", "node", "--sysfs-root", tree, "--textfile", "{dir}/m.prom", "--every", "20ms", "--interval", "10ms",
+                    ])
                 export.inNamespace = true
                 export.stop = .whenFile("{dir}/m.prom", 1.5)
                 for run in [list, export] {
@@ -386,7 +394,8 @@ import Glibc
 
     static func usageReaders(_ modes: [(arguments: [String], statuses: Set<Int32>)] = usageModes) -> [FuzzRun] {
         modes.map { mode in
-            var run = FuzzRun(label: (["usage"] + mode.arguments).joined(separator: " "), arguments: ["usage", "--state", "{dir}/s.db"] + mode.arguments)
+            var run = FuzzRun(
+                label: (["usage"] + mode.arguments).joined(separator: " "), arguments: ["usage", "--state", "{dir}/s.db"] + mode.arguments)
             run.statuses = mode.statuses
             return run
         }
@@ -396,7 +405,9 @@ import Glibc
     static var exportReader: FuzzRun {
         var run = FuzzRun(
             label: "export --state",
-            arguments: ["export", "--state", "{dir}/s.db", "--boot-id-file", "{boot}", "--json", "{dir}/r.json", "--every", "20ms", "--interval", "10ms"])
+            arguments: [
+                "export", "--state", "{dir}/s.db", "--boot-id-file", "{boot}", "--json", "{dir}/r.json", "--every", "20ms", "--interval", "10ms",
+            ])
         run.inNamespace = true
         run.stop = .whenFile("{dir}/r.json", 1.5)
         return run
@@ -406,8 +417,10 @@ import Glibc
     static var serveReader: FuzzRun {
         var run = FuzzRun(
             label: "serve --state",
-            arguments: ["serve", "--state", "{dir}/s.db", "--boot-id-file", "{boot}", "--listen", "127.0.0.1:{port}", "--interval", "10ms",
-                        "--save-every", "10ms"])
+            arguments: [
+                "serve", "--state", "{dir}/s.db", "--boot-id-file", "{boot}", "--listen", "127.0.0.1:{port}", "--interval", "10ms",
+                "--save-every", "10ms",
+            ])
         run.inNamespace = true
         run.stop = .after(0.5)
         return run
@@ -432,13 +445,20 @@ import Glibc
         ]
         for (column, edges, everyMode) in hours {
             for (value, extreme) in columnValues(&random, edges: edges) {
-                jobs.append(stateJob("usage_hours.\(column) = \(value)", sql: "UPDATE usage_hours SET \(column) = \(value) WHERE \(first);",
-                                     extreme: extreme, readers: usageReaders(everyMode ? usageModes : someModes(jobs.count))))
+                jobs.append(
+                    stateJob(
+                        "usage_hours.\(column) = \(value)", sql: "UPDATE usage_hours SET \(column) = \(value) WHERE \(first);",
+                        extreme: extreme, readers: usageReaders(everyMode ? usageModes : someModes(jobs.count))))
             }
         }
         // Totals near 2^64: every hour of a day holds 2^63-1 each way.
-        jobs.append(stateJob("every hour at 2^63-1 bytes", sql: "UPDATE usage_hours SET rx_bytes = 9223372036854775807, tx_bytes = 9223372036854775807;",
-                             extreme: nil, readers: usageReaders().map { var run = $0; run.expect = .accept; return run }))
+        jobs.append(
+            stateJob(
+                "every hour at 2^63-1 bytes", sql: "UPDATE usage_hours SET rx_bytes = 9223372036854775807, tx_bytes = 9223372036854775807;",
+                extreme: nil,
+                readers: usageReaders().map {
+                    var run = $0; run.expect = .accept; return run
+                }))
         let days: [(String, [String])] = [
             ("period", ["'0002-01-01'", "'9998-12-31'", "'0001-12-31'", "'2026-02-30'", "'99999-01-01'", "'-1-01-01'", "'2026-1-1'"]),
             ("rx_bytes", []), ("tx_bytes", []), ("rx_packets", []), ("tx_packets", []), ("quality", []),
@@ -446,8 +466,10 @@ import Glibc
         for (column, edges) in days {
             for (value, extreme) in columnValues(&random, edges: edges) {
                 let text = column == "period" && extreme != nil ? "'\(extreme!.rawValue)-01-01'" : value
-                jobs.append(stateJob("usage.\(column) = \(text)", sql: "UPDATE usage SET \(column) = \(text) WHERE granularity = 'day';", extreme: extreme,
-                                     readers: usageReaders([([], []), (["--monthly", "--format", "json"], [])])))
+                jobs.append(
+                    stateJob(
+                        "usage.\(column) = \(text)", sql: "UPDATE usage SET \(column) = \(text) WHERE granularity = 'day';", extreme: extreme,
+                        readers: usageReaders([([], []), (["--monthly", "--format", "json"], [])])))
             }
         }
         let plans: [(String, [String])] = [("cycle_start_day", ["1", "31", "32"]), ("quota_bytes", ["NULL", "1"])]
@@ -464,8 +486,11 @@ import Glibc
         for key in meta {
             for (value, extreme) in columnValues(&random, edges: ["'1796083200.5'"]) {
                 let text = value.hasPrefix("'") ? value : "'\(value)'"
-                jobs.append(stateJob("meta.\(key) = \(text)", sql: "INSERT OR REPLACE INTO meta VALUES ('\(key)', \(text)); UPDATE meta SET value = '1' WHERE key = 'running';",
-                                     extreme: extreme, readers: usageReaders([([], []), (["--format", "json"], []), (["--check"], [3, 4])])))
+                jobs.append(
+                    stateJob(
+                        "meta.\(key) = \(text)",
+                        sql: "INSERT OR REPLACE INTO meta VALUES ('\(key)', \(text)); UPDATE meta SET value = '1' WHERE key = 'running';",
+                        extreme: extreme, readers: usageReaders([([], []), (["--format", "json"], []), (["--check"], [3, 4])])))
             }
         }
         return jobs
@@ -492,22 +517,27 @@ import Glibc
         columns += counters.flatMap { key in ["last_", "total_", "base_"].map { ($0 + key, ["NULL"]) } }
         for (column, edges) in columns {
             for (value, extreme) in columnValues(&random, edges: edges) {
-                jobs.append(stateJob("interfaces.\(column) = \(value)", sql: "UPDATE interfaces SET \(column) = \(value) WHERE name = 'lo';",
-                                     extreme: extreme, readers: [exportReader]))
+                jobs.append(
+                    stateJob(
+                        "interfaces.\(column) = \(value)", sql: "UPDATE interfaces SET \(column) = \(value) WHERE name = 'lo';",
+                        extreme: extreme, readers: [exportReader]))
             }
         }
         for key in ["saved", "save_every", "stopped", "totals_since", "created", "started"] {
             for (value, extreme) in columnValues(&random, edges: []) {
                 let text = value.hasPrefix("'") ? value : "'\(value)'"
-                jobs.append(stateJob(
-                    "meta.\(key) = \(text)",
-                    sql: "INSERT OR REPLACE INTO meta VALUES ('\(key)', \(text)); UPDATE meta SET value = '1' WHERE key = 'running'; DELETE FROM meta WHERE key = 'totals_since' AND '\(key)' = 'created';",
-                    extreme: extreme, readers: [exportReader]))
+                jobs.append(
+                    stateJob(
+                        "meta.\(key) = \(text)",
+                        sql:
+                            "INSERT OR REPLACE INTO meta VALUES ('\(key)', \(text)); UPDATE meta SET value = '1' WHERE key = 'running'; DELETE FROM meta WHERE key = 'totals_since' AND '\(key)' = 'created';",
+                        extreme: extreme, readers: [exportReader]))
             }
         }
         for column in ["cycle_start_day", "quota_bytes"] {
             for (value, extreme) in columnValues(&random, edges: []) {
-                jobs.append(stateJob("plans.\(column) = \(value)", sql: "UPDATE plans SET \(column) = \(value);", extreme: extreme, readers: [serveReader]))
+                jobs.append(
+                    stateJob("plans.\(column) = \(value)", sql: "UPDATE plans SET \(column) = \(value);", extreme: extreme, readers: [serveReader]))
             }
         }
         return jobs
@@ -555,14 +585,17 @@ import Glibc
         let fuzz = try FuzzRoom()
         try fuzz.makeBaseState()
         let interval = try ifmeter(["sample", "--interval", "9223372036854775807"])
-        #expect(interval.status == 64 && interval.err.contains("'9223372036854775807' for '--interval <duration>'") && interval.err.contains("1ms to 365d"), "\(interval)")
+        #expect(
+            interval.status == 64 && interval.err.contains("'9223372036854775807' for '--interval <duration>'")
+                && interval.err.contains("1ms to 365d"), "\(interval)")
         let size = try ifmeter(["export", "--json-lines", fuzz.root + "/l", "--max-size", "17179869184GiB"])
         #expect(size.status == 64 && size.err.contains("'17179869184GiB' for '--max-size <size>'") && size.err.contains("2^63-1"), "\(size)")
 
         let file = fuzz.root + "/t.jsonl"
         try Self.trace("t", "1e19", width: 64).write(toFile: file, atomically: false, encoding: .utf8)
         let replay = try ifmeter(["replay", "--format", "text", file])
-        #expect(replay.status == 65 && replay.err == "Error: \(file):3: \"t\" must be a number of seconds from -1e12 to 1e12, got 1e19\n", "\(replay)")
+        #expect(
+            replay.status == 65 && replay.err == "Error: \(file):3: \"t\" must be a number of seconds from -1e12 to 1e12, got 1e19\n", "\(replay)")
 
         let state = fuzz.root + "/hostile.db"
         try run(["cp", fuzz.base, state])
@@ -571,12 +604,16 @@ import Glibc
             let usage = try ifmeter(["usage", "--state", state] + mode.map { $0.replacingOccurrences(of: "{dir}", with: fuzz.root) })
             #expect(usage.status == 65, "\(mode): \(usage)")
             #expect(usage.err.hasPrefix("Error: refusing state file \(state): ") && usage.err.split(separator: "\n").count == 1, "\(usage.err)")
-            #expect(usage.err.contains("usage_hours row of 'eth0': start is 9223372036854775807, not a Unix time from -62104060800 to 253370764799"), "\(usage.err)")
+            #expect(
+                usage.err.contains("usage_hours row of 'eth0': start is 9223372036854775807, not a Unix time from -62104060800 to 253370764799"),
+                "\(usage.err)")
         }
         try run(["cp", fuzz.base, state])
         try run(["sqlite3", state, "PRAGMA ignore_check_constraints = ON; UPDATE plans SET cycle_start_day = -9223372036854775808;"])
         let plans = try ifmeter(["plan", "list", "--state", state])
-        #expect(plans.status == 65 && plans.err.contains("plans row 'eth0': cycle_start_day is -9223372036854775808, not a day of the month from 1 to 31"), "\(plans)")
+        #expect(
+            plans.status == 65
+                && plans.err.contains("plans row 'eth0': cycle_start_day is -9223372036854775808, not a day of the month from 1 to 31"), "\(plans)")
     }
 }
 
@@ -681,11 +718,13 @@ final class FuzzRoom: Sendable {
                 firstSeen: monotonic - 60, lastSeen: monotonic - 5, present: true, deletedAt: nil)
             let hour = LocalZone.system.hourStart(Int64(now))
             let hours = (0..<3).map { n in
-                HourUsage(start: hour - 3600 * Int64(2 - n), counters: Counters(rxBytes: 1000, txBytes: 500, rxPackets: 10, txPackets: 5), quality: .exact)
+                HourUsage(
+                    start: hour - 3600 * Int64(2 - n), counters: Counters(rxBytes: 1000, txBytes: 500, rxPackets: 10, txPackets: 5), quality: .exact)
             }
             try store.save(
                 [
-                    DeltaEngine.SavedSeries(totals: lo, last: InterfaceSample(name: "lo", index: 1, classification: loopback, counters: all), lastTime: monotonic - 5),
+                    DeltaEngine.SavedSeries(
+                        totals: lo, last: InterfaceSample(name: "lo", index: 1, classification: loopback, counters: all), lastTime: monotonic - 5),
                     DeltaEngine.SavedSeries(totals: eth0, last: nil, lastTime: monotonic - 50),
                     DeltaEngine.SavedSeries(
                         totals: gone, last: InterfaceSample(name: "gone0", index: 42, classification: ethernet, width: .bits32, counters: all),
@@ -695,7 +734,9 @@ final class FuzzRoom: Sendable {
             try store.setPlan(Plan(pattern: "eth0", cycleStartDay: 1, quotaBytes: 1_000_000_000, direction: .both))
             try store.markStopped(wallTime: now - 60)
         }
-        try IfmeterTestSupport.run(["sqlite3", base, "INSERT INTO usage VALUES ('eth0', 'day', '2026-11-30', 'ethernet', 100, 10, 2, 1, 0); PRAGMA journal_mode = DELETE;"])
+        try IfmeterTestSupport.run([
+            "sqlite3", base, "INSERT INTO usage VALUES ('eth0', 'day', '2026-11-30', 'ethernet', 100, 10, 2, 1, 0); PRAGMA journal_mode = DELETE;",
+        ])
     }
 
     /// Runs the jobs on `workers` threads and records every run that broke
@@ -726,8 +767,9 @@ final class FuzzRoom: Sendable {
         let failed = tally.failures.withLock { $0 }
         let count = tally.runs.withLock { $0 }
         let crashed = failed.filter { $0.contains(": crashed: ") || $0.contains(": trapped: ") }
-        print("numeric fuzz (\(what), seed \(String(NumericFuzzTests.seed, radix: 16))): \(count) runs in \(jobs.count) jobs, "
-              + "\(String(format: "%.1f", Date().timeIntervalSince(started))) s, \(failed.count) failed, \(crashed.count) of them crashes")
+        print(
+            "numeric fuzz (\(what), seed \(String(NumericFuzzTests.seed, radix: 16))): \(count) runs in \(jobs.count) jobs, "
+                + "\(String(format: "%.1f", Date().timeIntervalSince(started))) s, \(failed.count) failed, \(crashed.count) of them crashes")
         // Crashes first: they are what the fuzz is for.
         for failure in (crashed + failed.filter { !crashed.contains($0) }).prefix(60) { Issue.record(Comment(rawValue: failure)) }
         if failed.count > 60 { Issue.record("… and \(failed.count - 60) more") }
@@ -749,7 +791,9 @@ final class FuzzRoom: Sendable {
         }
         var problems: [String] = []
         for (n, run) in job.runs.enumerated() {
-            if let problem = execute(run, arguments: run.arguments.map(fill), stderr: dir + "/stderr-\(n)", fill: fill, binary: binary, namespace: namespace) {
+            if let problem = execute(
+                run, arguments: run.arguments.map(fill), stderr: dir + "/stderr-\(n)", fill: fill, binary: binary, namespace: namespace)
+            {
                 problems.append(problem)
             }
         }
@@ -787,9 +831,12 @@ final class FuzzRoom: Sendable {
         }
         let err = stderr()
         let status = child.terminationStatus
-        let said = "\(line) → \(child.terminationReason == .exit ? "exit \(status)" : "signal \(status)")\(signalled ? " after SIGTERM" : ""); stderr: \(err.suffix(600).debugDescription)"
+        let said =
+            "\(line) → \(child.terminationReason == .exit ? "exit \(status)" : "signal \(status)")\(signalled ? " after SIGTERM" : ""); stderr: \(err.suffix(600).debugDescription)"
         guard child.terminationReason == .exit, status < 128 else { return "\(run.label): crashed: \(said)" }
-        if err.contains("Fatal error") || err.contains("Program crashed") || err.contains("runtime failure") { return "\(run.label): trapped: \(said)" }
+        if err.contains("Fatal error") || err.contains("Program crashed") || err.contains("runtime failure") {
+            return "\(run.label): trapped: \(said)"
+        }
         if signalled, status != 0, status != 64 { return "\(run.label): stopped by SIGTERM, it must exit 0: \(said)" }
         let documented: Set<Int32> = [0, 1, 64, 65]
         guard documented.contains(status) || run.statuses.contains(status) else { return "\(run.label): an exit no command documents: \(said)" }

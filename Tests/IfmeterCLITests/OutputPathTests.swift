@@ -27,8 +27,10 @@ struct OutputPathTests {
 
         /// A file `nobody` makes, mode 0666.
         func foreignFile(_ name: String, contents: String = "") throws -> String {
-            try run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c",
-                     "umask 0; printf '%s' '\(contents)' > '\(self[name])'"])
+            try run([
+                "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c",
+                "umask 0; printf '%s' '\(contents)' > '\(self[name])'",
+            ])
             return self[name]
         }
     }
@@ -37,8 +39,9 @@ struct OutputPathTests {
     func expectRefused(_ arguments: [String], status: Int32, mentioning needle: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
         let result = try ifmeter(arguments)
         #expect(result.status == status, "\(arguments): \(result)", sourceLocation: sourceLocation)
-        #expect(result.err.split(separator: "\n").count == 1 && result.err.hasPrefix("Error: ") && result.err.contains(needle),
-                "\(arguments): \(result.err)", sourceLocation: sourceLocation)
+        #expect(
+            result.err.split(separator: "\n").count == 1 && result.err.hasPrefix("Error: ") && result.err.contains(needle),
+            "\(arguments): \(result.err)", sourceLocation: sourceLocation)
     }
 
     /// Finding 2 of the hardening issue: `mknod /tmp/n c 1 3; ifmeter
@@ -84,7 +87,9 @@ struct OutputPathTests {
         try expectRefused(["export", "--json-lines", open, "--every", "1s"], status: 1, mentioning: "writable by every user")
         // The operator's word: used all the same.
         let allowed = try Scenario.start(ns, "export", ["--json-lines", lines, "--every", "200ms", "--allow-foreign-files"])
-        _ = try waitFor("a report in the foreign file") { ((try? String(contentsOfFile: lines, encoding: .utf8)) ?? "").contains("ifmeter.export") ? true : nil }
+        _ = try waitFor("a report in the foreign file") {
+            ((try? String(contentsOfFile: lines, encoding: .utf8)) ?? "").contains("ifmeter.export") ? true : nil
+        }
         #expect(allowed.stop() == 0)
     }
 
@@ -94,19 +99,20 @@ struct OutputPathTests {
     @Test func aFolderLinkOfAnotherUserIsRefused() throws {
         try Netns.requireRoot()
         let dir = try PublicFolder("foreign-link")
-        let private_ = try ScenarioFolder("root-only")
-        chmod(private_.path, 0o700)
-        try run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "ln", "-s", private_.path, dir["d"]])
-        try expectRefused(["export", "--json", dir["d"] + "/r.json", "--every", "1s"], status: 1, mentioning: "on the way, is a symbolic link owned by uid 65534")
+        let rootOnly = try ScenarioFolder("root-only")
+        chmod(rootOnly.path, 0o700)
+        try run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "ln", "-s", rootOnly.path, dir["d"]])
+        try expectRefused(
+            ["export", "--json", dir["d"] + "/r.json", "--every", "1s"], status: 1, mentioning: "on the way, is a symbolic link owned by uid 65534")
         let stateFolder = try ScenarioFolder("link-state")
         let state = stateFolder["state.db"]
         #expect(try ifmeter(["plan", "set", "eth0", "--state", state, "--cycle-start", "1"]).status == 0)
         try expectRefused(["usage", "--state", state, "--svg", dir["d"] + "/u.svg"], status: 1, mentioning: "on the way")
-        #expect(!FileManager.default.fileExists(atPath: private_["r.json"]))
+        #expect(!FileManager.default.fileExists(atPath: rootOnly["r.json"]))
         // Root's own link on the way is followed.
-        try run(["ln", "-s", private_.path, dir["mine"]])
+        try run(["ln", "-s", rootOnly.path, dir["mine"]])
         let ok = try ifmeter(["record", "--count", "1", "--interval", "100ms", "-o", dir["mine"] + "/t.jsonl"])
-        #expect(ok.status == 0 && FileManager.default.fileExists(atPath: private_["t.jsonl"]), "\(ok.err)")
+        #expect(ok.status == 0 && FileManager.default.fileExists(atPath: rootOnly["t.jsonl"]), "\(ok.err)")
     }
 
     /// Finding 3: hard links at -wal, -shm or the JSON Lines name wrote
@@ -126,7 +132,9 @@ struct OutputPathTests {
         try expectRefused(["record", "-o", dir["t.jsonl"], "--count", "1"], status: 1, mentioning: "hard links")
         link(victim, dir["r.json"])
         let exporter = try Scenario.start(ns, "export", ["--json", dir["r.json"], "--every", "200ms"])
-        _ = try waitFor("the report") { ((try? String(contentsOfFile: dir["r.json"], encoding: .utf8)) ?? "").contains("ifmeter.export") ? true : nil }
+        _ = try waitFor("the report") {
+            ((try? String(contentsOfFile: dir["r.json"], encoding: .utf8)) ?? "").contains("ifmeter.export") ? true : nil
+        }
         #expect(exporter.stop() == 0)
         #expect(try String(contentsOfFile: victim, encoding: .utf8) == "precious\n", "no name of the victim was written")
     }

@@ -22,7 +22,7 @@ struct PrometheusServerTests {
         let json = try JSONParser.parse(response.text)
         guard json["status"]?.stringValue == "success" else { throw TestFailure("query \(promql): \(response.text)") }
         guard case .array(let results)? = json["data"]?["result"], let first = results.first,
-              case .array(let pair)? = first["value"], pair.count == 2
+            case .array(let pair)? = first["value"], pair.count == 2
         else { return nil }
         return pair[1].stringValue.flatMap(Double.init)
     }
@@ -35,20 +35,21 @@ struct PrometheusServerTests {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try """
-            global:
-              scrape_interval: 1s
-              evaluation_interval: 1s
-            scrape_configs:
-              - job_name: ifmeter
-                static_configs:
-                  - targets: ['127.0.0.1:9874']
-            """.write(toFile: dir + "/prometheus.yml", atomically: true, encoding: .utf8)
+        global:
+          scrape_interval: 1s
+          evaluation_interval: 1s
+        scrape_configs:
+          - job_name: ifmeter
+            static_configs:
+              - targets: ['127.0.0.1:9874']
+        """.write(toFile: dir + "/prometheus.yml", atomically: true, encoding: .utf8)
         let serve = try Background(["ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--interval", "500ms"], name: "serve")
         defer { serve.stop() }
-        let prometheus = try Background([
-            "ip", "netns", "exec", ns.name, "prometheus", "--config.file=\(dir)/prometheus.yml",
-            "--storage.tsdb.path=\(dir)/data", "--web.listen-address=127.0.0.1:9090", "--log.level=warn",
-        ], name: "prometheus")
+        let prometheus = try Background(
+            [
+                "ip", "netns", "exec", ns.name, "prometheus", "--config.file=\(dir)/prometheus.yml",
+                "--storage.tsdb.path=\(dir)/data", "--web.listen-address=127.0.0.1:9090", "--log.level=warn",
+            ], name: "prometheus")
         defer { prometheus.stop() }
         _ = try waitFor("Prometheus to scrape ifmeter", timeout: 30) {
             try query(ns, #"ifmeter_transmit_bytes_total{interface="vA"}"#)
@@ -73,7 +74,7 @@ struct PrometheusServerTests {
         }
         let first = try openTun()
         push(first, count: 20, payload: 100)
-        Thread.sleep(forTimeInterval: 2.2)  // sampled and scraped
+        Thread.sleep(forTimeInterval: 2.2) // sampled and scraped
         close(first)
         let second = try openTun()
         defer { close(second) }
@@ -95,8 +96,9 @@ struct PrometheusServerTests {
         #expect(try query(ns, #"ifmeter_interface_recreations_total{interface="tunT"}"#, at: t1) == 1)
         // The deletion notification carried the old instance's final counters.
         #expect(try query(ns, #"ifmeter_interface_deletions_total{interface="tunT"}"#, at: t1) == 1)
-        #expect(try query(ns, #"ifmeter_interface_quality{interface="tunT",quality="exact"}"#, at: t1) == 1,
-                "a recreation with its deletion event is exact")
+        #expect(
+            try query(ns, #"ifmeter_interface_quality{interface="tunT",quality="exact"}"#, at: t1) == 1,
+            "a recreation with its deletion event is exact")
         #expect(try query(ns, #"up{job="ifmeter"}"#, at: t1) == 1)
         let targets = try RawHTTP.request("/api/v1/targets", port: 9090, in: ns.name).text
         #expect(targets.contains(#""health":"up""#) && targets.contains(#""lastError":"""#), "\(targets)")

@@ -154,21 +154,24 @@ struct ReadmeExampleTests {
                 atPath: m.folder + "/Fixtures", withDestinationPath: repositoryRoot.appendingPathComponent("Fixtures").path)
         case "broken-trace":
             try """
-                {"trace": "ifmeter/1", "platform": "linux", "source": "hand-made"}
-                {"t": 0, "interfaces": [{"name": "eth0", "index": 2, "rx_bytes": 100, "tx_bytes": 100, "rx_packets": 1, "tx_packets": 1}]}
-                {"t": 1, "interfaces": [{"name": "eth0", "index": 2, "rx_bytes": 200, "tx_bytes": 150, "rx_packets": 2, "tx_packets": 2}]}
-                {"t": 2, "interfaces": [{"name": "eth0", "index": 2, "rx_bytes": 300, "tx_bytes": 190, "rx_packets": 3, "tx_packets": 3}]}
-                {"t": 3, "interfaces": [{"name": "eth0", "index": 2, "rx_bytes": -4, "tx_bytes": 200, "rx_packets": 4, "tx_packets": 4}]}
+            {"trace": "ifmeter/1", "platform": "linux", "source": "hand-made"}
+            {"t": 0, "interfaces": [{"name": "eth0", "index": 2, "rx_bytes": 100, "tx_bytes": 100, "rx_packets": 1, "tx_packets": 1}]}
+            {"t": 1, "interfaces": [{"name": "eth0", "index": 2, "rx_bytes": 200, "tx_bytes": 150, "rx_packets": 2, "tx_packets": 2}]}
+            {"t": 2, "interfaces": [{"name": "eth0", "index": 2, "rx_bytes": 300, "tx_bytes": 190, "rx_packets": 3, "tx_packets": 3}]}
+            {"t": 3, "interfaces": [{"name": "eth0", "index": 2, "rx_bytes": -4, "tx_bytes": 200, "rx_packets": 4, "tx_packets": 4}]}
 
-                """.write(toFile: m.folder + "/broken.jsonl", atomically: true, encoding: .utf8)
+            """.write(toFile: m.folder + "/broken.jsonl", atomically: true, encoding: .utf8)
         case "usage":
             // export --state ran while 1.24 MB went out of wan0.
             let pair = try VethPair(nameA: "wan0", nameB: "wan0")
             m.keep = [pair]
             m.namespace = pair.a
             let export = try Background(
-                ["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "export", "--state", m.folder + "/state.db", "--json", m.folder + "/r.json",
-                 "--interval", "200ms", "--every", "500ms"], name: "readme-export")
+                [
+                    "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "export", "--state", m.folder + "/state.db", "--json",
+                    m.folder + "/r.json",
+                    "--interval", "200ms", "--every", "500ms",
+                ], name: "readme-export")
             Thread.sleep(forTimeInterval: 0.5)
             try pair.sendUDP(count: 1000, payload: 1200)
             Thread.sleep(forTimeInterval: 0.8)
@@ -233,8 +236,10 @@ struct ReadmeExampleTests {
                     while output.last?.isEmpty == true { output.removeLast() }
                     body += output + expected.reversed().prefix { $0.isEmpty }
                     if !record {
-                        #expect(Self.matches(expected, result.output),
-                                "README line \(block.open + 1), '\(command)' printed:\n\(result.output.joined(separator: "\n"))\nwhere the README shows:\n\(expected.joined(separator: "\n"))")
+                        #expect(
+                            Self.matches(expected, result.output),
+                            "README line \(block.open + 1), '\(command)' printed:\n\(result.output.joined(separator: "\n"))\nwhere the README shows:\n\(expected.joined(separator: "\n"))"
+                        )
                     }
                 }
                 previous = result.status

@@ -8,9 +8,10 @@ import Testing
 /// names laid out first. Checked on .build/release/ifmeter: `make test`
 /// builds it first, so CI (IFMETER_REQUIRE_NETNS=1) requires it; a bare
 /// `swift test` without one skips.
-@Suite(.enabled(
-    if: ReleaseBuild.binary != nil || ReleaseBuild.required,
-    Comment(rawValue: "no release build: `make test` or `make release` makes one")))
+@Suite(
+    .enabled(
+        if: ReleaseBuild.binary != nil || ReleaseBuild.required,
+        Comment(rawValue: "no release build: `make test` or `make release` makes one")))
 struct ReleaseLinkTests {
     private func releaseBinary() throws -> String {
         try #require(ReleaseBuild.binary, "no release build: `make test` builds one before the tests")
@@ -29,15 +30,16 @@ struct ReleaseLinkTests {
 
     @Test func theHotFunctionsComeFirst() throws {
         let binary = try releaseBinary()
-        let listed = Set(try String(contentsOf: repositoryRoot.appendingPathComponent("scripts/hot-functions.txt"), encoding: .utf8)
-            .split(separator: "\n").map(String.init))
+        let listed = Set(
+            try String(contentsOf: repositoryRoot.appendingPathComponent("scripts/hot-functions.txt"), encoding: .utf8)
+                .split(separator: "\n").map(String.init))
         // ifmeter's own functions (each in its own section): every listed
         // one lies before every other one.
         var hot: [UInt64] = [], cold: [UInt64] = []
         for line in try run(["nm", "--defined-only", binary]).out.split(separator: "\n") {
             let fields = line.split(separator: " ", maxSplits: 2)
             guard fields.count == 3, fields[1] == "t" || fields[1] == "T", let address = UInt64(fields[0], radix: 16),
-                  fields[2].hasPrefix("$s"), fields[2].prefix(24).contains("Ifmeter")
+                fields[2].hasPrefix("$s"), fields[2].prefix(24).contains("Ifmeter")
             else { continue }
             if listed.contains(String(fields[2])) { hot.append(address) } else { cold.append(address) }
         }

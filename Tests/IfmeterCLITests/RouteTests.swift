@@ -40,7 +40,9 @@ struct RouteTests {
         // The tunnel's underlay: no default route outside the tunnel now,
         // so it must be named (or found by its endpoint).
         #expect(tunnelEntry(report, tunnel.tunA)?["underlay"] == .null)
-        result = try ifmeter(["route", "--netns", pair.a.name, "--probe", "192.0.2.99", "--endpoint", "\(tunnel.tunA)=\(pair.ipB)", "--format", "json"])
+        result = try ifmeter([
+            "route", "--netns", pair.a.name, "--probe", "192.0.2.99", "--endpoint", "\(tunnel.tunA)=\(pair.ipB)", "--format", "json",
+        ])
         report = try json(result.out)
         #expect(tunnelEntry(report, tunnel.tunA)?["underlay"]?.stringValue == pair.nameA)
         #expect(tunnelEntry(report, tunnel.tunA)?["evidence"]?.stringValue?.contains("endpoint") == true)
@@ -74,9 +76,11 @@ struct RouteTests {
 
         func window(inside: Int, around: Int) throws -> JSONValue {
             let route = try Background(
-                ["ip", "netns", "exec", pair.a.name, binary, "route", "--probe", "192.0.2.99", "--over", "2500ms",
-                 "--underlay", "\(tunnel.tunA)=\(pair.nameA)", "--format", "json"], name: "route-over")
-            Thread.sleep(forTimeInterval: 0.5)  // after the window's first sample
+                [
+                    "ip", "netns", "exec", pair.a.name, binary, "route", "--probe", "192.0.2.99", "--over", "2500ms",
+                    "--underlay", "\(tunnel.tunA)=\(pair.nameA)", "--format", "json",
+                ], name: "route-over")
+            Thread.sleep(forTimeInterval: 0.5) // after the window's first sample
             if inside > 0 { try tunnel.sendUDP(to: tunnel.ipB, port: 9100, count: inside, payload: 700) }
             if around > 0 { try tunnel.sendUDP(to: pair.ipB, port: 9101, count: around, payload: 900) }
             let deadline = Date().addingTimeInterval(10)
@@ -114,8 +118,10 @@ struct RouteTests {
         defer { tunnel.stop() }
         try pair.a.ip("route", "add", "default", "dev", tunnel.tunA)
         let server = try Background(
-            ["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--interval", "300ms", "--listen", "127.0.0.1:9874",
-             "--probe", "192.0.2.99", "--underlay", "\(tunnel.tunA)=\(pair.nameA)"], name: "serve-probe")
+            [
+                "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--interval", "300ms", "--listen", "127.0.0.1:9874",
+                "--probe", "192.0.2.99", "--underlay", "\(tunnel.tunA)=\(pair.nameA)",
+            ], name: "serve-probe")
         func metrics() throws -> String { try RawHTTP.request("/metrics", port: 9874, in: pair.a.name).text }
         let egressTun = #"ifmeter_route_egress_info{interface="tA",kind="tunnel",probe="192.0.2.99"} 1"#
         var text = try waitFor("the probe's route in the exposition") {
@@ -159,8 +165,10 @@ struct RouteTests {
         try pair.a.ip("route", "add", "default", "dev", tunnel.tunA)
         let socket = "ifmt-route-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         defer { _ = try? run(["tmux", "-L", socket, "kill-server"], allowFailure: true) }
-        try runDetached(["tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-s", "live", "-x", "120", "-y", "30",
-                         "TERM=xterm-256color ip netns exec \(pair.a.name) \(try ifmeterBinary()) live --interval 300ms --probe 192.0.2.99 --underlay tA=vA"])
+        try runDetached([
+            "tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-s", "live", "-x", "120", "-y", "30",
+            "TERM=xterm-256color ip netns exec \(pair.a.name) \(try ifmeterBinary()) live --interval 300ms --probe 192.0.2.99 --underlay tA=vA",
+        ])
         func screen(containing text: String) throws -> String {
             try waitFor("'\(text)' on the screen") {
                 let s = try run(["tmux", "-L", socket, "capture-pane", "-p", "-t", "live"]).out
@@ -184,8 +192,10 @@ struct RouteTests {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-route-export-\(UUID().uuidString).jsonl").path
         defer { try? FileManager.default.removeItem(atPath: path) }
         let export = try Background(
-            ["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "export", "--interval", "200ms", "--every", "1s", "--json-lines", path,
-             "--probe", "192.0.2.99", "--underlay", "\(tunnel.tunA)=\(pair.nameA)"], name: "export-route")
+            [
+                "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "export", "--interval", "200ms", "--every", "1s", "--json-lines", path,
+                "--probe", "192.0.2.99", "--underlay", "\(tunnel.tunA)=\(pair.nameA)",
+            ], name: "export-route")
         Thread.sleep(forTimeInterval: 0.5)
         try tunnel.sendUDP(to: pair.ipB, port: 9103, count: 150, payload: 600)
         Thread.sleep(forTimeInterval: 1.6)

@@ -22,7 +22,8 @@ struct RunWithLimitTests {
     /// when swift is not in PATH too), then the command and everything
     /// under it stopped; another test run's process is left alone.
     @Test func pastTheLimitOnlyTheCommandsTreeIsShownAndStopped() throws {
-        let out = try inPIDNamespace("""
+        let out = try inPIDNamespace(
+            """
             bash -c 'exec -a other-run-PackageTests.xctest sleep 60' &
             other=$!
             PATH=/usr/bin:/bin '\(script)' 2 bash -c 'sleep 61 & exec -a this-run-PackageTests.xctest sleep 62' 2>"$0.err"
@@ -46,7 +47,8 @@ struct RunWithLimitTests {
 
     /// Stopped itself (CI cancelled): the command does not run on.
     @Test func aStoppedRunStopsTheCommand() throws {
-        let out = try inPIDNamespace("""
+        let out = try inPIDNamespace(
+            """
             '\(script)' 100 bash -c 'sleep 63 & exec sleep 64' &
             limit=$!
             sleep 1
@@ -64,7 +66,8 @@ struct RunWithLimitTests {
 
     /// Within the limit: the command's own exit status.
     @Test func theCommandsStatusIsTheRunsStatus() throws {
-        let out = try inPIDNamespace("""
+        let out = try inPIDNamespace(
+            """
             '\(script)' 100 sh -c 'exit 3'
             echo "status $?"
             '\(script)' 100 grep SigIgn /proc/self/status
@@ -72,7 +75,9 @@ struct RunWithLimitTests {
         #expect(out.contains("status 3"), "\(out)")
         // Run in the background, the command would ignore SIGINT and
         // SIGQUIT (bash's rule for background commands); ^C must stop it.
-        let ignored = out.split(separator: "\n").first { $0.hasPrefix("SigIgn:") }.flatMap { UInt64($0.dropFirst(7).trimmingCharacters(in: .whitespaces), radix: 16) }
+        let ignored = out.split(separator: "\n").first { $0.hasPrefix("SigIgn:") }.flatMap {
+            UInt64($0.dropFirst(7).trimmingCharacters(in: .whitespaces), radix: 16)
+        }
         #expect(ignored.map { $0 & (1 << (SIGINT - 1) | 1 << (SIGQUIT - 1)) == 0 } == true, "SIGINT and SIGQUIT not ignored: \(out)")
     }
 }

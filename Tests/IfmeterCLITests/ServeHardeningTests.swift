@@ -136,8 +136,12 @@ struct ServeHardeningTests {
         for round in 0..<6 {
             let source = round % 2 == 0 ? "127.0.0.1" : "127.0.0.9"
             let scrape = Self.timedScrape(from: source, in: ns)
-            results.append("\(source): \(scrape.status.map(String.init) ?? "no answer") in \(String(format: "%.2f", scrape.seconds)) s\(scrape.error.map { " (\($0))" } ?? "")")
-            #expect(scrape.status == 200 && scrape.seconds < 1, "scrape \(round) from \(source) among 1,100 slowloris and 1,000 half requests: \(results.last!)")
+            results.append(
+                "\(source): \(scrape.status.map(String.init) ?? "no answer") in \(String(format: "%.2f", scrape.seconds)) s\(scrape.error.map { " (\($0))" } ?? "")"
+            )
+            #expect(
+                scrape.status == 200 && scrape.seconds < 1,
+                "scrape \(round) from \(source) among 1,100 slowloris and 1,000 half requests: \(results.last!)")
             Thread.sleep(forTimeInterval: 0.5)
         }
         print("ServeHardeningTests: \(open) of \(slow.count) slowloris open, fresh scrapes: \(results.joined(separator: "; "))")
@@ -193,11 +197,15 @@ struct ServeHardeningTests {
         for round in 0..<4 {
             let source = round % 2 == 0 ? "127.0.0.1" : "127.0.0.2"
             let scrape = Self.timedScrape(from: source, in: ns)
-            results.append("\(source): \(scrape.status.map(String.init) ?? "no answer") in \(String(format: "%.2f", scrape.seconds)) s\(scrape.error.map { " (\($0))" } ?? "")")
+            results.append(
+                "\(source): \(scrape.status.map(String.init) ?? "no answer") in \(String(format: "%.2f", scrape.seconds)) s\(scrape.error.map { " (\($0))" } ?? "")"
+            )
             #expect(scrape.status == 200 && scrape.seconds < 1, "scrape \(round) with \(open) slowloris connections open: \(results.last!)")
             Thread.sleep(forTimeInterval: 0.3)
         }
-        print("ServeHardeningTests: \(open) of \(slow.count) slowloris open, then: \(results.joined(separator: "; ")); \(Self.stillOpen(slow)) still open")
+        print(
+            "ServeHardeningTests: \(open) of \(slow.count) slowloris open, then: \(results.joined(separator: "; ")); \(Self.stillOpen(slow)) still open"
+        )
         // What was evicted to make room is counted, and served.
         let evicted = try waitFor("the evictions in a scrape") { () -> UInt64? in
             let value = Self.closedCount("evicted", try? RawHTTP.request("/metrics", port: Self.port, in: ns.name).text)
@@ -244,7 +252,9 @@ struct ServeHardeningTests {
             }
             Thread.sleep(forTimeInterval: 0.5)
         }
-        #expect(closedAfter != nil && closedAfter! < 7, "a request still unfinished after \(n) bytes: closed after \(closedAfter.map { String(format: "%.1f s", $0) } ?? "never (12 s)")")
+        #expect(
+            closedAfter != nil && closedAfter! < 7,
+            "a request still unfinished after \(n) bytes: closed after \(closedAfter.map { String(format: "%.1f s", $0) } ?? "never (12 s)")")
         // Counted, and served from the next sample on (nothing was evicted).
         let text = try Self.scrape(in: ns, whenClosed: "deadline", is: 1)
         #expect(Self.closedCount("evicted", text) == 0, "\(text.split(separator: "\n").filter { $0.contains("connections_closed") })")
@@ -293,8 +303,9 @@ struct ServeHardeningTests {
         var started = Date()
         let many = try? RawHTTP.request("/metrics?" + query, port: Self.port, in: ns.name)
         var took = Date().timeIntervalSince(started)
-        #expect(many.map { [414, 400].contains($0.status) } == true && took < 1,
-                "450 query parameters: \(many.map { "HTTP \($0.status)" } ?? "no answer") after \(String(format: "%.1f", took)) s")
+        #expect(
+            many.map { [414, 400].contains($0.status) } == true && took < 1,
+            "450 query parameters: \(many.map { "HTTP \($0.status)" } ?? "no answer") after \(String(format: "%.1f", took)) s")
 
         let long = String(repeating: "a", count: 3000)
         started = Date()
@@ -312,7 +323,9 @@ struct ServeHardeningTests {
         try RawHTTP.send(fd, "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n" + String(repeating: "b", count: 1000))
         let body = try? RawHTTP.read(fd)
         took = Date().timeIntervalSince(started)
-        #expect(body?.status == 413 && took < 1, "a 10 MB body: \(body.map { "HTTP \($0.status)" } ?? "no answer") after \(String(format: "%.1f", took)) s")
+        #expect(
+            body?.status == 413 && took < 1,
+            "a 10 MB body: \(body.map { "HTTP \($0.status)" } ?? "no answer") after \(String(format: "%.1f", took)) s")
         #expect(server.process.isRunning)
     }
 

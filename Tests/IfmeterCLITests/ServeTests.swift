@@ -19,7 +19,8 @@ struct ServeTests {
     }
 
     func metrics(_ ns: TestNamespace, openMetrics: Bool = false) throws -> HTTPResult {
-        let accept = openMetrics
+        let accept =
+            openMetrics
             ? "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
             : "*/*"
         return try RawHTTP.request("/metrics", port: Self.port, in: ns.name, headers: ["Accept": accept])
@@ -36,7 +37,7 @@ struct ServeTests {
     @Test func promtoolAcceptsTheTextFormatAndTheParserOpenMetrics() throws {
         try Netns.requireRoot()
         let pair = try VethPair()
-        try pair.a.ip("tuntap", "add", "mode", "tun", "dev", "tun\"q")  // a quote in a label value
+        try pair.a.ip("tuntap", "add", "mode", "tun", "dev", "tun\"q") // a quote in a label value
         let server = try serve(pair.a, ["--compat", "node"])
         defer { server.stop() }
         Thread.sleep(forTimeInterval: 0.7)
@@ -72,13 +73,14 @@ struct ServeTests {
     @Test func countersContinueTheKernelsAndNodeCompatMatchesNodeExporter() throws {
         try Netns.requireRoot()
         let pair = try VethPair()
-        try pair.sendUDP(count: 10, payload: 100)  // before ifmeter starts
+        try pair.sendUDP(count: 10, payload: 100) // before ifmeter starts
         let server = try serve(pair.a, ["--compat", "node"])
         defer { server.stop() }
-        let exporter = try Background([
-            "ip", "netns", "exec", pair.a.name, "prometheus-node-exporter", "--collector.disable-defaults", "--collector.netdev",
-            "--web.listen-address=127.0.0.1:9100",
-        ], name: "node-exporter")
+        let exporter = try Background(
+            [
+                "ip", "netns", "exec", pair.a.name, "prometheus-node-exporter", "--collector.disable-defaults", "--collector.netdev",
+                "--web.listen-address=127.0.0.1:9100",
+            ], name: "node-exporter")
         defer { exporter.stop() }
         let node = try waitFor("node_exporter") { try? RawHTTP.request("/metrics", port: 9100, in: pair.a.name) }
         Thread.sleep(forTimeInterval: 0.7)
@@ -93,7 +95,11 @@ struct ServeTests {
         #expect(compared == 17, "node_exporter 1.5 has 17 netdev families")
         // ifmeter's own counter starts at the kernel's, so it equals node_exporter's.
         #expect(value(ours, #"ifmeter_transmit_bytes_total{interface="vA",kind="virtual"}"#) == Double(10 * VethPair.frameBytes(payload: 100)))
-        #expect(value(ours, #"ifmeter_interface_info{evidence="link-kind:veth",index=""# + "\(try pair.a.ifindex("vA"))" + #"",interface="vA",kind="virtual",operstate="up",width="64"}"#) == 1)
+        #expect(
+            value(
+                ours,
+                #"ifmeter_interface_info{evidence="link-kind:veth",index=""# + "\(try pair.a.ifindex("vA"))"
+                    + #"",interface="vA",kind="virtual",operstate="up",width="64"}"#) == 1)
         #expect(value(ours, #"ifmeter_interface_quality{interface="vA",kind="virtual",quality="exact"}"#) == 1)
         #expect(value(ours, #"ifmeter_interface_up{interface="vA",kind="virtual"}"#) == 1)
         #expect(value(ours, #"ifmeter_interface_mtu_bytes{interface="vA",kind="virtual"}"#) == 1500)
@@ -141,9 +147,11 @@ struct ServeTests {
     @Test func listenAcceptsPortOnlyNamesAndIPv6() throws {
         try Netns.requireRoot()
         let ns = try TestNamespace()
-        try ns.exec(["sysctl", "-qw", "net.ipv6.conf.lo.disable_ipv6=0"])  // ::1, for [::1] and :PORT
-        for (listen, host) in [(":\(Self.port)", "127.0.0.1"), (":\(Self.port)", "::1"), ("localhost:\(Self.port)", "127.0.0.1"),
-                               ("[::1]:\(Self.port)", "::1")] {
+        try ns.exec(["sysctl", "-qw", "net.ipv6.conf.lo.disable_ipv6=0"]) // ::1, for [::1] and :PORT
+        for (listen, host) in [
+            (":\(Self.port)", "127.0.0.1"), (":\(Self.port)", "::1"), ("localhost:\(Self.port)", "127.0.0.1"),
+            ("[::1]:\(Self.port)", "::1"),
+        ] {
             let server = try Background(["ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--listen", listen], name: "serve-listen")
             let answer = try waitFor("serve --listen \(listen) to answer on \(host)") {
                 guard server.process.isRunning else { throw TestFailure("serve --listen \(listen) exited: \(server.log)") }
@@ -169,8 +177,11 @@ struct ServeTests {
         let name = try ifmeter(["serve", "--listen", "no-such-host.invalid:80"])
         #expect(name.status == 1 && name.err.contains("cannot resolve 'no-such-host.invalid'"), "\(name.err)")
         // libmicrohttpd is loaded when serving starts: a missing one is one clear line.
-        let missing = try run(["env", "IFMETER_LIBMICROHTTPD=/nonexistent/libmicrohttpd.so", "ip", "netns", "exec", ns.name,
-                               try ifmeterBinary(), "serve", "--listen", "127.0.0.1:9875"], allowFailure: true)
+        let missing = try run(
+            [
+                "env", "IFMETER_LIBMICROHTTPD=/nonexistent/libmicrohttpd.so", "ip", "netns", "exec", ns.name,
+                try ifmeterBinary(), "serve", "--listen", "127.0.0.1:9875",
+            ], allowFailure: true)
         #expect(missing.status == 1 && missing.err.contains("cannot load libmicrohttpd"), "\(missing.err)")
         #expect(missing.err.split(separator: "\n").count == 1)
     }
@@ -247,7 +258,9 @@ struct ServeTests {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let path = dir + "/ifmeter.prom"
-        let exporter = try Background(["ip", "netns", "exec", ns.name, try ifmeterBinary(), "export", "--textfile", path, "--every", "200ms", "--interval", "100ms"], name: "export")
+        let exporter = try Background(
+            ["ip", "netns", "exec", ns.name, try ifmeterBinary(), "export", "--textfile", path, "--every", "200ms", "--interval", "100ms"],
+            name: "export")
         _ = try waitFor("the textfile") { FileManager.default.fileExists(atPath: path) ? true : nil }
         // Readers only ever see whole files.
         for _ in 0..<20 {

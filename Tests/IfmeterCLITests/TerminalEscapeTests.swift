@@ -30,8 +30,9 @@ struct TerminalEscapeTests {
     /// screen, its own sequences) in what a command wrote.
     func expectClean(_ output: String, _ what: String, sourceLocation: SourceLocation = #_sourceLocation) {
         let bad = output.unicodeScalars.filter { $0.value < 0x20 && $0 != "\n" || $0.value == 0x7F || (0x80...0x9F).contains($0.value) }
-        #expect(bad.isEmpty, "\(what) wrote control characters \(bad.map { String($0.value, radix: 16) }): \(output.debugDescription)",
-                sourceLocation: sourceLocation)
+        #expect(
+            bad.isEmpty, "\(what) wrote control characters \(bad.map { String($0.value, radix: 16) }): \(output.debugDescription)",
+            sourceLocation: sourceLocation)
     }
 
     @Test func namesNeverReachTheTerminalRaw() throws {
@@ -64,8 +65,11 @@ struct TerminalEscapeTests {
 
         // usage, from a state file export kept.
         let state = folder + "/state.db"
-        let export = try Background(["ip", "netns", "exec", ns.name, try ifmeterBinary(), "export",
-                                     "--state", state, "--json", folder + "/r.json", "--every", "300ms"], name: "export-escape")
+        let export = try Background(
+            [
+                "ip", "netns", "exec", ns.name, try ifmeterBinary(), "export",
+                "--state", state, "--json", folder + "/r.json", "--every", "300ms",
+            ], name: "export-escape")
         Thread.sleep(forTimeInterval: 0.5)
         // Usage rows are made of traffic: some frames out of each end.
         try sendFrames(in: ns.name, interface: Self.clear, count: 10)
@@ -79,8 +83,9 @@ struct TerminalEscapeTests {
         #expect(usage.out.contains(escapedClear), "\(usage.out)")
 
         // live, as plain lines (stdout is not a terminal here).
-        let plain = try run(["timeout", "-s", "INT", "1.2", "ip", "netns", "exec", ns.name, try ifmeterBinary(), "live", "--interval", "200ms"],
-                            allowFailure: true)
+        let plain = try run(
+            ["timeout", "-s", "INT", "1.2", "ip", "netns", "exec", ns.name, try ifmeterBinary(), "live", "--interval", "200ms"],
+            allowFailure: true)
         expectClean(plain.out + plain.err, "live (plain lines)")
         #expect(plain.out.contains(escapedTitle), "\(plain.out)")
     }

@@ -26,9 +26,11 @@ struct UnprivilegedServeTests {
         #expect(chown(folder.path, nobody, nobody) == 0 && chmod(folder.path, 0o700) == 0)
         let state = folder.appendingPathComponent("state.db").path
         let server = try Background(
-            ["ip", "netns", "exec", ns.name, "setpriv", "--reuid=\(nobody)", "--regid=\(nobody)", "--clear-groups",
-             "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs",
-             try ifmeterBinary(), "serve", "--state", state, "--interval", "300ms"],
+            [
+                "ip", "netns", "exec", ns.name, "setpriv", "--reuid=\(nobody)", "--regid=\(nobody)", "--clear-groups",
+                "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs",
+                try ifmeterBinary(), "serve", "--state", state, "--interval", "300ms",
+            ],
             name: "serve-nobody")
         let metrics = try waitFor("serve as nobody to sample lo") { () throws -> String? in
             guard server.process.isRunning else { throw TestFailure("serve exited: \(server.log)") }
@@ -41,10 +43,11 @@ struct UnprivilegedServeTests {
         Thread.sleep(forTimeInterval: 1)
         // The process itself: another user, no capability, no new privileges.
         let status = try String(contentsOfFile: "/proc/\(server.process.processIdentifier)/status", encoding: .utf8)
-        let fields = Dictionary(status.split(separator: "\n").compactMap { line -> (String, String)? in
-            guard let colon = line.firstIndex(of: ":") else { return nil }
-            return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
-        }, uniquingKeysWith: { a, _ in a })
+        let fields = Dictionary(
+            status.split(separator: "\n").compactMap { line -> (String, String)? in
+                guard let colon = line.firstIndex(of: ":") else { return nil }
+                return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+            }, uniquingKeysWith: { a, _ in a })
         #expect(fields["Name"] == "ifmeter")
         #expect(fields["Uid"]?.split(separator: "\t").allSatisfy { $0 == "\(nobody)" } == true, "\(fields["Uid"] ?? "")")
         for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {

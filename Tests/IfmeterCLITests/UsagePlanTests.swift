@@ -21,8 +21,9 @@ struct UsagePlanTests {
     func periods(_ json: String, _ name: String) throws -> [JSONValue] {
         let table = try JSONParser.parse(json)
         guard case .array(let list)? = table["interfaces"],
-              let mine = list.first(where: { $0["name"]?.stringValue == name }),
-              case .array(let periods)? = mine["periods"] else { return [] }
+            let mine = list.first(where: { $0["name"]?.stringValue == name }),
+            case .array(let periods)? = mine["periods"]
+        else { return [] }
         return periods
     }
 
@@ -125,8 +126,10 @@ struct UsagePlanTests {
     func expectRendered(_ svg: String, in dir: String) throws {
         let png = dir + "/shot.png"
         let shot = try run(
-            ["chromium", "--headless", "--disable-gpu", "--no-sandbox", "--user-data-dir=\(dir)/chromium", "--screenshot=\(png)",
-             "--window-size=900,500", "file://" + svg], allowFailure: true)
+            [
+                "chromium", "--headless", "--disable-gpu", "--no-sandbox", "--user-data-dir=\(dir)/chromium", "--screenshot=\(png)",
+                "--window-size=900,500", "file://" + svg,
+            ], allowFailure: true)
         #expect(shot.status == 0, "chromium: \(shot.err)")
         let stats = try run(["python3", "-c", Self.pngStats, png], allowFailure: true)
         #expect(stats.status == 0, "\(stats.err)")
@@ -196,7 +199,9 @@ struct UsagePlanTests {
         defer { server.stop() }
         let text = try waitFor("serve to show the plan") { () -> String? in
             guard server.process.isRunning else { throw TestFailure("serve exited: \(server.log)") }
-            guard let r = try? RawHTTP.request("/metrics", port: 9874, in: pair.a.name), r.text.contains("ifmeter_plan_used_bytes{") else { return nil }
+            guard let r = try? RawHTTP.request("/metrics", port: 9874, in: pair.a.name), r.text.contains("ifmeter_plan_used_bytes{") else {
+                return nil
+            }
             return r.text
         }
         let labels = #"{direction="tx",interface="vA",kind="virtual"}"#
@@ -293,7 +298,7 @@ struct UsagePlanTests {
         #expect(try ifmeter(["plan", "set", "eth0", "--state", state, "--cycle-start", "25"]).status == 0)
         // Every UTC hour from 2026-10-24 22:00 to 2026-10-26 00:00 (Berlin
         // 2026-10-25 00:00+02:00 to 2026-10-26 01:00+01:00), 1000 B each.
-        let first = 1_792_879_200  // 2026-10-24T22:00:00Z
+        let first = 1_792_879_200 // 2026-10-24T22:00:00Z
         var sql = "BEGIN;"
         for h in 0..<26 { sql += "INSERT INTO usage_hours VALUES ('eth0', \(first + h * 3600), 3600, 'ethernet', 1000, 0, 1, 0, 0);" }
         sql += "COMMIT;"
@@ -318,8 +323,9 @@ struct UsagePlanTests {
     func periods(_ json: String, _ name: String) throws -> [JSONValue] {
         let table = try JSONParser.parse(json)
         guard case .array(let list)? = table["interfaces"],
-              let mine = list.first(where: { $0["name"]?.stringValue == name }),
-              case .array(let periods)? = mine["periods"] else { return [] }
+            let mine = list.first(where: { $0["name"]?.stringValue == name }),
+            case .array(let periods)? = mine["periods"]
+        else { return [] }
         return periods
     }
 

@@ -26,14 +26,21 @@ final class TestPKI {
         }
         try "subjectAltName=IP:127.0.0.1\n".write(toFile: dir + "/san.ext", atomically: true, encoding: .utf8)
         for ca in ["ca", "other-ca"] {
-            try openssl(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(dir)/\(ca).key", "-out", "\(dir)/\(ca).crt",
-                         "-days", "2", "-subj", "/CN=ifmeter test \(ca)"])
+            try openssl([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(dir)/\(ca).key", "-out", "\(dir)/\(ca).crt",
+                "-days", "2", "-subj", "/CN=ifmeter test \(ca)",
+            ])
         }
         for (name, ca, ext) in [("server", "ca", true), ("client", "ca", false), ("stranger", "other-ca", false)] {
-            try openssl(["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(dir)/\(name).key", "-out", "\(dir)/\(name).csr",
-                         "-subj", "/CN=\(name == "server" ? "127.0.0.1" : name)"])
-            try openssl(["x509", "-req", "-in", "\(dir)/\(name).csr", "-CA", "\(dir)/\(ca).crt", "-CAkey", "\(dir)/\(ca).key",
-                         "-CAcreateserial", "-out", "\(dir)/\(name).crt", "-days", "2"] + (ext ? ["-extfile", "\(dir)/san.ext"] : []))
+            try openssl([
+                "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(dir)/\(name).key", "-out", "\(dir)/\(name).csr",
+                "-subj", "/CN=\(name == "server" ? "127.0.0.1" : name)",
+            ])
+            try openssl(
+                [
+                    "x509", "-req", "-in", "\(dir)/\(name).csr", "-CA", "\(dir)/\(ca).crt", "-CAkey", "\(dir)/\(ca).key",
+                    "-CAcreateserial", "-out", "\(dir)/\(name).crt", "-days", "2",
+                ] + (ext ? ["-extfile", "\(dir)/san.ext"] : []))
         }
         let line = try run(["htpasswd", "-nbBC", "10", user, password]).out.trimmingCharacters(in: .whitespacesAndNewlines)
         hash = String(line.split(separator: ":", maxSplits: 1)[1])
@@ -53,7 +60,8 @@ final class TestPKI {
 @Suite(.serialized)
 struct WebConfigParsingTests {
     @Test func theExporterToolkitFormatParses() throws {
-        let config = try WebConfig.parse("""
+        let config = try WebConfig.parse(
+            """
             ---
             # exporter-toolkit's example, with comments and quotes
             basic_auth_users:
@@ -79,14 +87,23 @@ struct WebConfigParsingTests {
             ("tls_server_config:\n  cipher_suites: x\n", 2, "'cipher_suites' is not supported by ifmeter; remove it"),
             ("basic_auth_users:\n  alice: '$2y$10$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi'\n  alice: x\n", 3, "'alice' is given twice"),
             ("basic_auth_users:\n  alice: 'unterminated\n", 2, "without its closing"),
-            ("tls_server_config:\n  cert_file: /nonexistent/server.crt\n  key_file: /nonexistent/server.key\n", 2, "cannot read cert_file '/nonexistent/server.crt'"),
+            (
+                "tls_server_config:\n  cert_file: /nonexistent/server.crt\n  key_file: /nonexistent/server.key\n", 2,
+                "cannot read cert_file '/nonexistent/server.crt'"
+            ),
             ("tls_server_config:\n  key_file: k\n", 1, "needs cert_file and key_file"),
             ("basic_auth_users:\n  alice: x\n   bob: y\n", 3, "'alice' has a value and nested keys"),
             ("basic_auth_users:\n    alice: x\n  bob: y\n", 3, "indentation does not match"),
             // Costs libxcrypt cannot check (3: no password ever matches) or
             // that would take a core for minutes (17 and up; 31: days).
-            ("basic_auth_users:\n  alice: '$2y$03$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi'\n", 2, "the bcrypt cost of 'alice' is 3, outside the 4 to 16"),
-            ("basic_auth_users:\n  alice: '$2y$17$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi'\n", 2, "the bcrypt cost of 'alice' is 17, outside the 4 to 16"),
+            (
+                "basic_auth_users:\n  alice: '$2y$03$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi'\n", 2,
+                "the bcrypt cost of 'alice' is 3, outside the 4 to 16"
+            ),
+            (
+                "basic_auth_users:\n  alice: '$2y$17$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi'\n", 2,
+                "the bcrypt cost of 'alice' is 17, outside the 4 to 16"
+            ),
             ("basic_auth_users:\n  bob: '$2b$31$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi'\n", 2, "the bcrypt cost of 'bob' is 31"),
             ("basic_auth_users:\n  alice: '$2y$1x$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi'\n", 2, "not a bcrypt hash"),
             // Asking for auth or TLS and naming nothing must not serve without them.
@@ -99,7 +116,9 @@ struct WebConfigParsingTests {
                 _ = try WebConfig.parse(text, folder: "/nonexistent")
                 Issue.record("accepted: \(text.debugDescription)")
             } catch {
-                #expect(error.line == line && error.message.contains(message), "\(text.debugDescription): line \(error.line.map(String.init) ?? "-"): \(error.message)")
+                #expect(
+                    error.line == line && error.message.contains(message),
+                    "\(text.debugDescription): line \(error.line.map(String.init) ?? "-"): \(error.message)")
             }
         }
     }
@@ -116,19 +135,26 @@ struct WebConfigParsingTests {
         // A key that does not belong to the certificate: GnuTLS says so, before serving.
         let mismatched = try pki.write("mismatch.yml", "tls_server_config:\n  cert_file: server.crt\n  key_file: client.key\n")
         result = try ifmeter(["serve", "--web-config", mismatched] + listen)
-        #expect(result.status == 65 && result.err.hasPrefix("Error: web config \(mismatched): tls_server_config: cert_file and key_file:"), "\(result.err)")
+        #expect(
+            result.status == 65 && result.err.hasPrefix("Error: web config \(mismatched): tls_server_config: cert_file and key_file:"),
+            "\(result.err)")
         #expect(result.err.split(separator: "\n").count == 1 && !result.err.contains("listening"))
 
         let caWithoutAuth = try pki.write("ca.yml", "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  client_ca_file: ca.crt\n")
         result = try ifmeter(["serve", "--web-config", caWithoutAuth] + listen)
-        #expect(result.status == 65 && result.err.contains("\(caWithoutAuth):4: client_ca_file is set but client_auth_type is NoClientCert"), "\(result.err)")
+        #expect(
+            result.status == 65 && result.err.contains("\(caWithoutAuth):4: client_ca_file is set but client_auth_type is NoClientCert"),
+            "\(result.err)")
 
         result = try ifmeter(["serve", "--web-config", pki.dir + "/missing.yml"] + listen)
-        #expect(result.status == 64 && result.err.contains("cannot read the web config") && result.err.contains("See 'ifmeter serve --help'"), "\(result.err)")
+        #expect(
+            result.status == 64 && result.err.contains("cannot read the web config") && result.err.contains("See 'ifmeter serve --help'"),
+            "\(result.err)")
     }
 
     @Test func costsFourToSixteenAreAccepted() throws {
-        let config = try WebConfig.parse("""
+        let config = try WebConfig.parse(
+            """
             basic_auth_users:
               low: '$2y$04$1UsdL5z3DmGrn0i6IXoxWeliFjC3y6EHR8msuVyv/Y23nO9muo3v2'
               high: '$2y$16$9IyA068dxYhXirPzQUDhXuYT7GrmSpwygsoCLYoF89NHZTihY89Qu'
@@ -158,8 +184,9 @@ struct WebConfigServeTests {
     func serveOnce(_ config: String) throws -> (err: String, status: Int32, seconds: Double) {
         let ns = try TestNamespace()
         let started = Date()
-        let result = try run(["ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:9872", "--web-config", config],
-                             allowFailure: true, timeout: 10)
+        let result = try run(
+            ["ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:9872", "--web-config", config],
+            allowFailure: true, timeout: 10)
         return (result.err, result.status, Date().timeIntervalSince(started))
     }
 
@@ -169,7 +196,10 @@ struct WebConfigServeTests {
         let expensive = try fixture.config()
         var result = try serveOnce(expensive)
         #expect(result.status == 65, "\(result)")
-        #expect(result.err == "Error: web config \(expensive):2: the bcrypt cost of 'prometheus' is 31, outside the 4 to 16 ifmeter accepts; make a new hash with 'htpasswd -nBC 10 prometheus'\n")
+        #expect(
+            result.err
+                == "Error: web config \(expensive):2: the bcrypt cost of 'prometheus' is 31, outside the 4 to 16 ifmeter accepts; make a new hash with 'htpasswd -nBC 10 prometheus'\n"
+        )
         let none = try fixture.write("none.yml", "# who may scrape\nbasic_auth_users:\n")
         result = try serveOnce(none)
         #expect(result.status == 65 && result.err.hasPrefix("Error: web config \(none):2: basic_auth_users names no user;"), "\(result)")
@@ -186,7 +216,10 @@ struct WebConfigServeTests {
         #expect(mkfifo(fifo, 0o600) == 0)
         var result = try serveOnce(fifo)
         #expect(result.status == 64 && result.seconds < 3, "\(result)")
-        #expect(result.err == "Error: cannot read the web config '\(fifo)': not a regular file (a FIFO); name a readable YAML file with '--web-config'. See 'ifmeter serve --help'.\n")
+        #expect(
+            result.err
+                == "Error: cannot read the web config '\(fifo)': not a regular file (a FIFO); name a readable YAML file with '--web-config'. See 'ifmeter serve --help'.\n"
+        )
         result = try serveOnce(fixture.dir)
         #expect(result.status == 64 && result.err.contains("not a regular file (a folder)"), "\(result)")
 
@@ -197,8 +230,13 @@ struct WebConfigServeTests {
         let cert = try fixture.write("cert.yml", "tls_server_config:\n  cert_file: cert.fifo\n  key_file: server.key\n")
         result = try serveOnce(cert)
         #expect(result.status == 65 && result.seconds < 3, "\(result)")
-        #expect(result.err == "Error: web config \(cert):2: cannot read cert_file '\(fixture.dir)/cert.fifo': not a regular file (a FIFO); fix the path (relative paths start at the config's folder)\n")
-        let ca = try fixture.write("ca.yml", """
+        #expect(
+            result.err
+                == "Error: web config \(cert):2: cannot read cert_file '\(fixture.dir)/cert.fifo': not a regular file (a FIFO); fix the path (relative paths start at the config's folder)\n"
+        )
+        let ca = try fixture.write(
+            "ca.yml",
+            """
             tls_server_config:
               cert_file: server.crt
               key_file: server.key
@@ -220,13 +258,15 @@ struct WebConfigServeTests {
             let server = try startServe(in: ns, port: 9873, ["--listen", "127.0.0.1:9873", "--web-config", config])
             defer { server.stop() }
             #expect(try RawHTTP.request("/metrics", port: 9873, in: ns.name).status == 200)
-            let warning = "Warning: the web config \(config) names neither tls_server_config nor basic_auth_users: serving plain HTTP without authentication, as without --web-config."
+            let warning =
+                "Warning: the web config \(config) names neither tls_server_config nor basic_auth_users: serving plain HTTP without authentication, as without --web-config."
             #expect(server.log.split(separator: "\n").first.map(String.init) == warning, "\(name): \(server.log)")
         }
     }
 
     func serve(_ ns: TestNamespace, config: String) throws -> Background {
-        let server = try Background(["ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--interval", "500ms", "--web-config", config], name: "serve")
+        let server = try Background(
+            ["ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--interval", "500ms", "--web-config", config], name: "serve")
         _ = try waitFor("ifmeter serve to listen") { () throws -> Bool? in
             guard server.process.isRunning else { throw TestFailure("serve exited: \(server.log)") }
             return server.log.contains("listening on https://") ? true : nil
@@ -235,8 +275,12 @@ struct WebConfigServeTests {
     }
 
     /// curl inside the namespace: the HTTP status (0 when no response) and curl's exit code.
-    func curl(_ ns: TestNamespace, _ pki: TestPKI, _ extra: [String], url: String = "https://127.0.0.1:9874/metrics") throws -> (status: Int, exit: Int32, headers: String) {
-        let result = try ns.exec(["curl", "-sS", "-o", "/dev/null", "-D", "-", "-w", "\n%{http_code}", "--max-time", "5", "--cacert", pki.dir + "/ca.crt"] + extra + [url], allowFailure: true)
+    func curl(_ ns: TestNamespace, _ pki: TestPKI, _ extra: [String], url: String = "https://127.0.0.1:9874/metrics") throws -> (
+        status: Int, exit: Int32, headers: String
+    ) {
+        let result = try ns.exec(
+            ["curl", "-sS", "-o", "/dev/null", "-D", "-", "-w", "\n%{http_code}", "--max-time", "5", "--cacert", pki.dir + "/ca.crt"] + extra + [url],
+            allowFailure: true)
         let status = Int(result.out.split(separator: "\n").last ?? "") ?? 0
         return (status, result.status, result.out)
     }
@@ -245,7 +289,9 @@ struct WebConfigServeTests {
         try Netns.requireRoot()
         let pki = try TestPKI()
         let ns = try TestNamespace()
-        let config = try pki.write("web.yml", """
+        let config = try pki.write(
+            "web.yml",
+            """
             tls_server_config:
               cert_file: server.crt
               key_file: server.key
@@ -282,7 +328,9 @@ struct WebConfigServeTests {
         try Netns.requireRoot()
         let pki = try TestPKI()
         let ns = try TestNamespace()
-        let config = try pki.write("optional.yml", """
+        let config = try pki.write(
+            "optional.yml",
+            """
             tls_server_config:
               cert_file: server.crt
               key_file: server.key
@@ -313,7 +361,9 @@ struct WebConfigServeTests {
         try Netns.requireRoot()
         let pki = try TestPKI()
         let ns = try TestNamespace()
-        let config = try pki.write("web.yml", """
+        let config = try pki.write(
+            "web.yml",
+            """
             tls_server_config:
               cert_file: server.crt
               key_file: server.key
@@ -324,7 +374,9 @@ struct WebConfigServeTests {
         let server = try serve(ns, config: config)
         defer { server.stop() }
         _ = try pki.write("password", pki.password)
-        _ = try pki.write("prometheus.yml", """
+        _ = try pki.write(
+            "prometheus.yml",
+            """
             global:
               scrape_interval: 1s
             scrape_configs:
@@ -347,10 +399,11 @@ struct WebConfigServeTests {
                 static_configs:
                   - targets: ['127.0.0.1:9874']
             """)
-        let prometheus = try Background([
-            "ip", "netns", "exec", ns.name, "prometheus", "--config.file=\(pki.dir)/prometheus.yml",
-            "--storage.tsdb.path=\(pki.dir)/data", "--web.listen-address=127.0.0.1:9090", "--log.level=warn",
-        ], name: "prometheus")
+        let prometheus = try Background(
+            [
+                "ip", "netns", "exec", ns.name, "prometheus", "--config.file=\(pki.dir)/prometheus.yml",
+                "--storage.tsdb.path=\(pki.dir)/data", "--web.listen-address=127.0.0.1:9090", "--log.level=warn",
+            ], name: "prometheus")
         defer { prometheus.stop() }
         let targets = try waitFor("Prometheus to scrape both jobs", timeout: 30) { () -> String? in
             let text = try? RawHTTP.request("/api/v1/targets", port: 9090, in: ns.name).text

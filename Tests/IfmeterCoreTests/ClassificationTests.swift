@@ -28,25 +28,26 @@ import Testing
 
     @Test func kernelFactsComeBeforeNames() {
         // A tun named like Ethernet is a tunnel.
-        #expect(Classifier.classify(name: "eth9", facts: KernelFacts(linkKind: "tun")) ==
-                Classification(kind: .tunnel, evidence: "link-kind:tun"))
-        #expect(Classifier.classify(name: "wg-home", facts: KernelFacts(linkKind: "wireguard", arphrdType: 65534)).evidence ==
-                "link-kind:wireguard")
+        #expect(Classifier.classify(name: "eth9", facts: KernelFacts(linkKind: "tun")) == Classification(kind: .tunnel, evidence: "link-kind:tun"))
+        #expect(Classifier.classify(name: "wg-home", facts: KernelFacts(linkKind: "wireguard", arphrdType: 65534)).evidence == "link-kind:wireguard")
         #expect(Classifier.classify(name: "x", facts: KernelFacts(linkKind: "veth", arphrdType: 1)).kind == .virtual)
-        #expect(Classifier.classify(name: "x", facts: KernelFacts(arphrdType: 772)) ==
-                Classification(kind: .loopback, evidence: "arphrd:loopback(772)"))
+        #expect(
+            Classifier.classify(name: "x", facts: KernelFacts(arphrdType: 772)) == Classification(kind: .loopback, evidence: "arphrd:loopback(772)"))
         #expect(Classifier.classify(name: "x", facts: KernelFacts(arphrdType: 519)).kind == .cellular)
         #expect(Classifier.classify(name: "x", facts: KernelFacts(arphrdType: 65534)).kind == .tunnel)
         #expect(Classifier.classify(name: "ppp0", facts: KernelFacts(arphrdType: 512)).evidence == "arphrd:ppp(512)")
-        #expect(Classifier.classify(name: "eth1", facts: KernelFacts(arphrdType: 1, sysfsPhy80211: true, hasDevice: true)) ==
-                Classification(kind: .wifi, evidence: "sysfs:phy80211"))
+        #expect(
+            Classifier.classify(name: "eth1", facts: KernelFacts(arphrdType: 1, sysfsPhy80211: true, hasDevice: true))
+                == Classification(kind: .wifi, evidence: "sysfs:phy80211"))
         #expect(Classifier.classify(name: "x", facts: KernelFacts(arphrdType: 1, devtype: "wwan", hasDevice: true)).kind == .cellular)
-        #expect(Classifier.classify(name: "x", facts: KernelFacts(arphrdType: 1, hasDevice: true)) ==
-                Classification(kind: .ethernet, evidence: "sysfs:device"))
+        #expect(
+            Classifier.classify(name: "x", facts: KernelFacts(arphrdType: 1, hasDevice: true))
+                == Classification(kind: .ethernet, evidence: "sysfs:device"))
         #expect(Classifier.classify(name: "x", facts: KernelFacts(arphrdType: 1, hasDevice: true, driver: "qmi_wwan")).kind == .cellular)
         // Unknown link kinds are software links, not names.
-        #expect(Classifier.classify(name: "eth5", facts: KernelFacts(linkKind: "somethingnew", arphrdType: 1)) ==
-                Classification(kind: .virtual, evidence: "link-kind:somethingnew"))
+        #expect(
+            Classifier.classify(name: "eth5", facts: KernelFacts(linkKind: "somethingnew", arphrdType: 1))
+                == Classification(kind: .virtual, evidence: "link-kind:somethingnew"))
         // Nothing decisive: the name rules.
         #expect(Classifier.classify(name: "wwan0", facts: KernelFacts(arphrdType: 1)).evidence == "name:wwan*")
     }

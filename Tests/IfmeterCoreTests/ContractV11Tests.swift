@@ -17,7 +17,8 @@ import Testing
 
     func i(_ name: String, _ index: Int?, rx: UInt64, tx: UInt64 = 0, extra: String = "") -> String {
         let indexPart = index.map { #""index": \#($0), "# } ?? ""
-        return #"{"name": "\#(name)", \#(indexPart)"rx_bytes": \#(rx), "tx_bytes": \#(tx), "rx_packets": \#(rx / 100), "tx_packets": \#(tx / 100)\#(extra)}"#
+        return
+            #"{"name": "\#(name)", \#(indexPart)"rx_bytes": \#(rx), "tx_bytes": \#(tx), "rx_packets": \#(rx / 100), "tx_packets": \#(tx / 100)\#(extra)}"#
     }
 
     func e(_ t: Double, _ interface: String) -> String {
@@ -119,8 +120,12 @@ import Testing
 
     @Test func namespacesKeySeriesAndEventsApplyWithinTheirOwn() throws {
         let engine = try engine([
-            s(0, i("eth0", 2, rx: 100), #"{"name": "eth0", "netns": "ctr-1", "index": 2, "rx_bytes": 1000, "tx_bytes": 0, "rx_packets": 10, "tx_packets": 0}"#),
-            s(1, i("eth0", 2, rx: 150), #"{"name": "eth0", "netns": "ctr-1", "index": 2, "rx_bytes": 1300, "tx_bytes": 0, "rx_packets": 13, "tx_packets": 0}"#),
+            s(
+                0, i("eth0", 2, rx: 100),
+                #"{"name": "eth0", "netns": "ctr-1", "index": 2, "rx_bytes": 1000, "tx_bytes": 0, "rx_packets": 10, "tx_packets": 0}"#),
+            s(
+                1, i("eth0", 2, rx: 150),
+                #"{"name": "eth0", "netns": "ctr-1", "index": 2, "rx_bytes": 1300, "tx_bytes": 0, "rx_packets": 13, "tx_packets": 0}"#),
             e(1.5, #"{"name": "eth0", "netns": "ctr-1", "index": 2, "rx_bytes": 1400, "tx_bytes": 0, "rx_packets": 14, "tx_packets": 0}"#),
             s(2, i("eth0", 2, rx: 170)),
         ])
@@ -234,7 +239,10 @@ import Testing
 
     @Test func eventsAreNeverTimedAfterTheirSample() {
         var events = LinkEvents(
-            deleted: [DeletionEvent(time: 5.2, interface: InterfaceSample(name: "tun0", counters: Counters(rxBytes: 1, txBytes: 1, rxPackets: 1, txPackets: 1)))],
+            deleted: [
+                DeletionEvent(
+                    time: 5.2, interface: InterfaceSample(name: "tun0", counters: Counters(rxBytes: 1, txBytes: 1, rxPackets: 1, txPackets: 1)))
+            ],
             renamed: [RenameEvent(time: 4.0, index: 3, from: "a", to: "b")])
         events.clamp(to: 5.0)
         #expect(events.deleted[0].time == 5.0 && events.renamed[0].time == 4.0)

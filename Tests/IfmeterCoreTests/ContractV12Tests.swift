@@ -18,7 +18,8 @@ import Testing
     ) -> String {
         let indexPart = index.map { #""index": \#($0), "# } ?? ""
         let speedPart = speed.map { #""speed_bps": \#($0), "# } ?? ""
-        return #"{"name": "\#(name)", \#(indexPart)"width": \#(width), \#(speedPart)"rx_bytes": \#(rx), "tx_bytes": \#(tx), "rx_packets": \#(rxp), "tx_packets": \#(txp)\#(extra)}"#
+        return
+            #"{"name": "\#(name)", \#(indexPart)"width": \#(width), \#(speedPart)"rx_bytes": \#(rx), "tx_bytes": \#(tx), "rx_packets": \#(rxp), "tx_packets": \#(txp)\#(extra)}"#
     }
 
     func e(_ t: Double, _ interface: String) -> String {
@@ -124,11 +125,13 @@ import Testing
 
     /// A 32-bit `eth1` sampled at 0 and at `dt`, its counters rising by
     /// 4000 bytes and 4 packets; the last delta.
-    func gap(_ dt: Double, width: Int = 32, speed: UInt64? = nil, configuration: EngineConfiguration = EngineConfiguration()) throws -> InterfaceDelta {
-        let (_, deltas) = try run([
-            s(0, i("eth1", 2, width: width, speed: speed, rx: 1000, tx: 1000, rxp: 1, txp: 1)),
-            s(dt, i("eth1", 2, width: width, speed: speed, rx: 5000, tx: 1000, rxp: 5, txp: 1)),
-        ], configuration: configuration)
+    func gap(_ dt: Double, width: Int = 32, speed: UInt64? = nil, configuration: EngineConfiguration = EngineConfiguration()) throws -> InterfaceDelta
+    {
+        let (_, deltas) = try run(
+            [
+                s(0, i("eth1", 2, width: width, speed: speed, rx: 1000, tx: 1000, rxp: 1, txp: 1)),
+                s(dt, i("eth1", 2, width: width, speed: speed, rx: 5000, tx: 1000, rxp: 5, txp: 1)),
+            ], configuration: configuration)
         return try #require(deltas.first)
     }
 

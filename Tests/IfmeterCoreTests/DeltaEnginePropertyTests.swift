@@ -8,15 +8,15 @@ import Testing
 /// traffic; a lower bound is never above it; the quality is the one the
 /// contract (v1.2) gives.
 @Suite struct DeltaEnginePropertyTests {
-    static let ceiling = 1.25e9  // the engine's default R, bytes per second
+    static let ceiling = 1.25e9 // the engine's default R, bytes per second
 
     /// One simulated interface: the kernel's counters and the truth.
     struct SimInterface {
         var name: String
         var index: Int
         var width: CounterWidth
-        var kernel: [UInt64]  // rx_bytes, tx_bytes, rx_packets, tx_packets as the kernel shows them
-        var truth: [UInt64] = [0, 0, 0, 0]  // traffic since the window began
+        var kernel: [UInt64] // rx_bytes, tx_bytes, rx_packets, tx_packets as the kernel shows them
+        var truth: [UInt64] = [0, 0, 0, 0] // traffic since the window began
         var lastSampled: [UInt64]?
         /// The index the engine last saw in a sample. What happens to an
         /// instance no sample ever showed is invisible to anyone: the
@@ -108,7 +108,8 @@ import Testing
         var sims: [SimInterface] = (0..<6).map { n in
             let width: CounterWidth = n % 2 == 0 ? .bits32 : .bits64
             let start: [UInt64] = (0..<4).map { _ in
-                width == .bits32 ? UInt64.random(in: 3_000_000_000...4_294_967_295, using: &rng)
+                width == .bits32
+                    ? UInt64.random(in: 3_000_000_000...4_294_967_295, using: &rng)
                     : UInt64.random(in: 0...1 << 40, using: &rng)
             }
             return SimInterface(name: "if\(n)", index: n + 1, width: width, kernel: start)
@@ -132,8 +133,9 @@ import Testing
                 }
                 if final {
                     if sim.alive { #expect(settled) }
-                    #expect(interface.quality == sim.expectedQuality,
-                            "seed \(seed): \(sim.name) is \(interface.quality.name), the simulation says \(sim.expectedQuality.name)")
+                    #expect(
+                        interface.quality == sim.expectedQuality,
+                        "seed \(seed): \(sim.name) is \(interface.quality.name), the simulation says \(sim.expectedQuality.name)")
                 }
             }
         }
@@ -171,8 +173,11 @@ import Testing
                     // Recreated with a deletion event carrying the final counters.
                     sims[i].push(first, counted: true)
                     sims[i].deleted()
-                    engine.apply(DeletionEvent(time: eventTime, interface: InterfaceSample(
-                        name: sims[i].name, index: sims[i].index, width: sims[i].width, counters: sims[i].counters)))
+                    engine.apply(
+                        DeletionEvent(
+                            time: eventTime,
+                            interface: InterfaceSample(
+                                name: sims[i].name, index: sims[i].index, width: sims[i].width, counters: sims[i].counters)))
                     sims[i].index = nextIndex
                     nextIndex += 1
                     sims[i].kernel = [0, 0, 0, 0]
@@ -205,8 +210,11 @@ import Testing
                     // Deleted for good, with its final counters.
                     sims[i].push(first, counted: true)
                     sims[i].deleted()
-                    engine.apply(DeletionEvent(time: eventTime, interface: InterfaceSample(
-                        name: sims[i].name, index: sims[i].index, width: sims[i].width, counters: sims[i].counters)))
+                    engine.apply(
+                        DeletionEvent(
+                            time: eventTime,
+                            interface: InterfaceSample(
+                                name: sims[i].name, index: sims[i].index, width: sims[i].width, counters: sims[i].counters)))
                     sims[i].alive = false
                 } else {
                     sims[i].push(first, counted: true)

@@ -68,9 +68,9 @@ import Testing
     @Test func maxRateChangesTheVerdict() throws {
         // At 8000 bit/s of default ceiling, eth1's 1000 bytes/s wrap is implausible.
         let (engine, _) = try replay(fixture("wrap.jsonl"), configuration: EngineConfiguration(defaultMaxBytesPerSecond: 1000))
-        #expect(engine.totals(for: "eth1")?.quality == .wrapCorrected)  // 1000 <= 1000 * 1 * 1.25
+        #expect(engine.totals(for: "eth1")?.quality == .wrapCorrected) // 1000 <= 1000 * 1 * 1.25
         let (strict, _) = try replay(fixture("wrap.jsonl"), configuration: EngineConfiguration(defaultMaxBytesPerSecond: 700))
-        #expect(strict.totals(for: "eth1")?.quality == .lowerBound)  // 1000 > 875
+        #expect(strict.totals(for: "eth1")?.quality == .lowerBound) // 1000 > 875
         // A reset: rx (which went down) counts cur, 704, the others their
         // rise (v1.2; v1 counted every counter in full); then +1000 rx.
         #expect(totals(strict, "eth1") == [1704, 100, 2, 1])
@@ -101,10 +101,11 @@ import Testing
         let (engine, header) = try replay(fixture("darwin.jsonl"))
         #expect(header.platform == .darwin)
         let kinds = Dictionary(uniqueKeysWithValues: engine.interfaces.map { ($0.name, $0.classification.kind) })
-        #expect(kinds == [
-            "lo0": .loopback, "en0": .wifi, "en5": .ethernet, "pdp_ip0": .cellular, "utun3": .tunnel,
-            "awdl0": .virtual, "gif0": .other,
-        ])
+        #expect(
+            kinds == [
+                "lo0": .loopback, "en0": .wifi, "en5": .ethernet, "pdp_ip0": .cellular, "utun3": .tunnel,
+                "awdl0": .virtual, "gif0": .other,
+            ])
         #expect(totals(engine, "en0") == [2000, 1000, 2, 1])
     }
 
@@ -130,7 +131,7 @@ import Testing
         }
         engine.apply(Sample(time: 1, interfaces: [s(4_294_967_290)]))
         let d = engine.apply(Sample(time: 1, interfaces: [s(5)]))
-        #expect(d[0].change == .reset)  // dt = 0: no wrap is plausible
+        #expect(d[0].change == .reset) // dt = 0: no wrap is plausible
     }
 
     @Test func prometheusStyleCounterNeverGoesDown() throws {
@@ -146,7 +147,8 @@ import Testing
         engine.zeroTotals()
         #expect(totals(engine, "eth1") == [0, 0, 0, 0])
         #expect(engine.totals(for: "eth2")?.quality == .exact)
-        let next = InterfaceSample(name: "eth1", index: 2, width: .bits32, counters: Counters(rxBytes: 1804, txBytes: 200, rxPackets: 12, txPackets: 11))
+        let next = InterfaceSample(
+            name: "eth1", index: 2, width: .bits32, counters: Counters(rxBytes: 1804, txBytes: 200, rxPackets: 12, txPackets: 11))
         engine.apply(Sample(time: 13, interfaces: [next]))
         #expect(totals(engine, "eth1") == [100, 0, 0, 0])
     }

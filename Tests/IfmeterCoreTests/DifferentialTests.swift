@@ -46,7 +46,8 @@ import Testing
                     let replayed = try readTrace(text).1
                     let why = Self.difference(
                         engine: Self.engineOutcomes(replayed, configuration), reference: Self.referenceOutcomes(replayed, configuration))
-                    disagreements.append("""
+                    disagreements.append(
+                        """
                         seed \(seed) (\(records.count) records, shrunk to \(small.count)), default ceiling \(configuration.defaultMaxBytesPerSecond) B/s:
                         \(why ?? "(the printed trace does not replay to it) \(difference)")
                         \(text)
@@ -87,7 +88,10 @@ import Testing
                 untruths.append("seed \(seed): the generator named \(key), the report lacks it")
             }
         }
-        #expect(disagreements.count == 0, "\(disagreements.count) of \(Self.traceCount) traces: the engine and the reference disagree\n\(disagreements.prefix(3).joined(separator: "\n\n"))")
+        #expect(
+            disagreements.count == 0,
+            "\(disagreements.count) of \(Self.traceCount) traces: the engine and the reference disagree\n\(disagreements.prefix(3).joined(separator: "\n\n"))"
+        )
         #expect(untruths.count == 0, "\(untruths.count) figures against the truth\n\(untruths.prefix(3).joined(separator: "\n\n"))")
         // The traces must cover what they are meant to.
         for feature in TraceGenerator.Feature.allCases {
@@ -175,7 +179,9 @@ import Testing
     static func difference(engine: [Key: Outcome], reference: [Key: Outcome]) -> String? {
         var lines: [String] = []
         for key in Set(engine.keys).union(reference.keys).sorted() where engine[key] != reference[key] {
-            lines.append("\(key): engine \(engine[key].map(String.init(describing:)) ?? "absent"), reference \(reference[key].map(String.init(describing:)) ?? "absent")")
+            lines.append(
+                "\(key): engine \(engine[key].map(String.init(describing:)) ?? "absent"), reference \(reference[key].map(String.init(describing:)) ?? "absent")"
+            )
         }
         return lines.isEmpty ? nil : lines.joined(separator: "\n")
     }
@@ -293,7 +299,9 @@ struct ReferenceMeter {
         }
 
         var description: String {
-            let name = String(decoding: self.name, as: UTF8.self).unicodeScalars.map { $0.isASCII ? String($0) : "\\u{\(String($0.value, radix: 16))}" }.joined()
+            let name = String(decoding: self.name, as: UTF8.self).unicodeScalars.map {
+                $0.isASCII ? String($0) : "\\u{\(String($0.value, radix: 16))}"
+            }.joined()
             return netns.isEmpty ? name : String(decoding: netns, as: UTF8.self) + "/" + name
         }
     }
@@ -451,18 +459,18 @@ struct ReferenceMeter {
         for key in CounterKey.allCases {
             guard let new = cur[key] else { continue }
             guard let old = prev[key] else {
-                delta[key] = 0  // nothing to compare with
+                delta[key] = 0 // nothing to compare with
                 continue
             }
             if new < old { wentDown.append(key) } else { delta[key] = new - old }
         }
         var quality = Quality.exact
         if !wentDown.isEmpty {
-            var allWrap = reading.width == .bits32  // a 64-bit counter never wraps
+            var allWrap = reading.width == .bits32 // a 64-bit counter never wraps
             for key in wentDown {
                 let old = prev[key]!, new = cur[key]!
                 if old >= top || new >= top {
-                    allWrap = false  // cannot wrap at 32 bits
+                    allWrap = false // cannot wrap at 32 bits
                     continue
                 }
                 let wrapped = new + top - old
@@ -546,7 +554,7 @@ struct ReferenceMeter {
             Self.add(delta, to: &s, quality: .lowerBound)
             s.replacedCounters = nil
         } else if s.ended, !s.renewed, same(s.endedIndex, final.index) {
-            return  // a repeat
+            return // a repeat
         } else if s.ended || s.last == nil {
             // Another instance born and gone between samples, in full.
             if s.ended { s.recreations += 1 }

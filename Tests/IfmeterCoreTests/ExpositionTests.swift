@@ -68,16 +68,20 @@ import Testing
         #expect(only.contains("ifmeter_samples_total 5"))
     }
 
-    @Test(arguments: [
-        ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1", true),
-        ("application/openmetrics-text; version=1.0.0", true),
-        ("text/plain;version=0.0.4", false),
-        ("*/*", false),
-        (nil, false),
-        ("application/openmetrics-text;version=2.0.0", false),
-        ("text/plain;q=1, application/openmetrics-text;q=0.5", false),
-        ("application/openmetrics-text;q=0", false),
-    ] as [(String?, Bool)])
+    @Test(
+        arguments: [
+            (
+                "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+                true
+            ),
+            ("application/openmetrics-text; version=1.0.0", true),
+            ("text/plain;version=0.0.4", false),
+            ("*/*", false),
+            (nil, false),
+            ("application/openmetrics-text;version=2.0.0", false),
+            ("text/plain;q=1, application/openmetrics-text;q=0.5", false),
+            ("application/openmetrics-text;q=0", false),
+        ] as [(String?, Bool)])
     func negotiation(accept: String?, openMetrics: Bool) {
         #expect(ExpositionNegotiation.prefersOpenMetrics(accept: accept) == openMetrics)
     }

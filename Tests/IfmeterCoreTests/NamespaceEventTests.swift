@@ -53,8 +53,14 @@ import Testing
         // Zeroed totals start after the loss: exact again.
         var zeroed = engine
         zeroed.zeroTotals()
-        zeroed.apply(.sample(Sample(time: 3, interfaces: [InterfaceSample(
-            name: "sc2", netns: "n", index: 4, counters: Counters(rxBytes: 0, txBytes: 9, rxPackets: 0, txPackets: 0))])))
+        zeroed.apply(
+            .sample(
+                Sample(
+                    time: 3,
+                    interfaces: [
+                        InterfaceSample(
+                            name: "sc2", netns: "n", index: 4, counters: Counters(rxBytes: 0, txBytes: 9, rxPackets: 0, txPackets: 0))
+                    ])))
         #expect(zeroed.totals(for: SeriesKey(netns: "n", name: "sc2"))?.quality == .exact)
     }
 
@@ -73,8 +79,10 @@ import Testing
     /// Events of one reading in time order, a namespace entered before the
     /// deletions in it at a tie.
     @Test func aReadingListsEventsInTimeOrder() {
-        let gone = DeletionEvent(time: 1, interface: InterfaceSample(
-            name: "sc0", netns: "n", index: 2, counters: Counters(rxBytes: 0, txBytes: 1, rxPackets: 0, txPackets: 0)))
+        let gone = DeletionEvent(
+            time: 1,
+            interface: InterfaceSample(
+                name: "sc0", netns: "n", index: 2, counters: Counters(rxBytes: 0, txBytes: 1, rxPackets: 0, txPackets: 0)))
         var events = LinkEvents(
             deleted: [gone], renamed: [RenameEvent(time: 2, index: 3, from: "a", to: "b")],
             namespaces: [NamespaceEvent(time: 1, netns: "n", kind: .entered)])

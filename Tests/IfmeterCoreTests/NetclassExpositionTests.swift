@@ -44,15 +44,19 @@ import Testing
 
     /// A tun that is down: no address, no carrier, no sysfs readings.
     var tun: InterfaceSample {
-        link("tun0", index: 9, operstate: "down", mtu: 1500, type: 65534,
-             facts: NetclassFacts(flags: 0x1090, linkFlags: 0x1090, transmitQueueLength: 500, ifaceLink: 9, carrier: 0))
+        link(
+            "tun0", index: 9, operstate: "down", mtu: 1500, type: 65534,
+            facts: NetclassFacts(flags: 0x1090, linkFlags: 0x1090, transmitQueueLength: 500, ifaceLink: 9, carrier: 0))
     }
 
     @Test func valuesAndOmissionsFollowNodeExporter() {
         let out = render([eth, tun], .ifmeterAndNode)
         // Unknown speed: node_exporter multiplies -1 Mbit/s too.
         #expect(out.contains(#"node_network_speed_bytes{device="eth0"} -125000"#))
-        #expect(out.contains(#"node_network_info{address="02:00:00:00:ab:01",broadcast="ff:ff:ff:ff:ff:ff",device="eth0",duplex="unknown",ifalias="a \"q\"",operstate="up"} 1"#))
+        #expect(
+            out.contains(
+                #"node_network_info{address="02:00:00:00:ab:01",broadcast="ff:ff:ff:ff:ff:ff",device="eth0",duplex="unknown",ifalias="a \"q\"",operstate="up"} 1"#
+            ))
         #expect(out.contains(#"node_network_info{address="",broadcast="",device="tun0",duplex="",ifalias="",operstate="down"} 1"#))
         #expect(out.contains(#"node_network_flags{device="eth0"} 4099"#))
         #expect(out.contains(#"node_network_dormant{device="eth0"} 0"#))
@@ -66,13 +70,17 @@ import Testing
         for family in ["carrier", "dormant", "speed_bytes", "device_id", "name_assign_type", "address_assign_type"] {
             #expect(!out.contains("node_network_\(family){device=\"tun0\"}"), "\(family)")
         }
-        #expect(out.contains("# HELP node_network_carrier_changes_total Network device property: carrier_changes_total\n# TYPE node_network_carrier_changes_total counter\n"))
+        #expect(
+            out.contains(
+                "# HELP node_network_carrier_changes_total Network device property: carrier_changes_total\n# TYPE node_network_carrier_changes_total counter\n"
+            ))
         #expect(out.contains("# TYPE node_network_info gauge\n"))
         // Families in name order, each once.
-        let netdev = Set(["receive", "transmit"].flatMap { direction in
-            ["bytes", "compressed", "drop", "errs", "fifo", "frame", "multicast", "nohandler", "packets", "carrier", "colls"]
-                .map { "node_network_\(direction)_\($0)_total" }
-        })
+        let netdev = Set(
+            ["receive", "transmit"].flatMap { direction in
+                ["bytes", "compressed", "drop", "errs", "fifo", "frame", "multicast", "nohandler", "packets", "carrier", "colls"]
+                    .map { "node_network_\(direction)_\($0)_total" }
+            })
         let families = out.split(separator: "\n").filter { $0.hasPrefix("# TYPE node_network_") }
             .map { String($0.split(separator: " ")[2]) }.filter { !netdev.contains($0) }
         #expect(families == families.sorted() && families.count == 19, "\(families)")
@@ -82,14 +90,18 @@ import Testing
         var far = eth
         far.netns = "blue"
         let out = render([far], .nodeOnly)
-        #expect(out.contains(#"node_network_info{address="02:00:00:00:ab:01",broadcast="ff:ff:ff:ff:ff:ff",device="eth0",duplex="unknown",ifalias="a \"q\"",netns="blue",operstate="up"} 1"#))
+        #expect(
+            out.contains(
+                #"node_network_info{address="02:00:00:00:ab:01",broadcast="ff:ff:ff:ff:ff:ff",device="eth0",duplex="unknown",ifalias="a \"q\"",netns="blue",operstate="up"} 1"#
+            ))
         #expect(out.contains(#"node_network_mtu_bytes{device="eth0",netns="blue"} 9000"#))
         #expect(!out.contains("ifmeter_receive_bytes"))
     }
 
     @Test func loopbackHasNetclassButNoNetdevFamilies() {
-        let lo = link("lo", index: 1, operstate: "unknown", mtu: 65536, type: 772,
-                      facts: NetclassFacts(address: [0, 0, 0, 0, 0, 0], broadcast: [0, 0, 0, 0, 0, 0], flags: 9, linkFlags: 0x10049, ifaceLink: 1, carrier: 1))
+        let lo = link(
+            "lo", index: 1, operstate: "unknown", mtu: 65536, type: 772,
+            facts: NetclassFacts(address: [0, 0, 0, 0, 0, 0], broadcast: [0, 0, 0, 0, 0, 0], flags: 9, linkFlags: 0x10049, ifaceLink: 1, carrier: 1))
         let out = render([lo], .ifmeterAndNode)
         #expect(out.contains(#"node_network_iface_id{device="lo"} 1"#))
         #expect(!out.contains(#"node_network_receive_bytes_total{device="lo"}"#))

@@ -144,8 +144,9 @@ import Testing
         let autumnSlices = try checkEveryByteLandsOnce(from: at(2026, 10, 24, 23), to: at(2026, 10, 26, 0, 40), cycleDay: 25, seed: 4)
         let autumnHours = calendar.group(autumnSlices.filter { $0.start >= autumn.start && $0.start < autumn.end }, by: .hour)
         #expect(autumnHours.count == 25)
-        #expect(autumnHours.filter { $0.period.label.hasPrefix("2026-10-25 02:00") }.map(\.period.label)
-            == ["2026-10-25 02:00+02:00", "2026-10-25 02:00+01:00"], "02:00 happens twice, told apart by its offset")
+        #expect(
+            autumnHours.filter { $0.period.label.hasPrefix("2026-10-25 02:00") }.map(\.period.label)
+                == ["2026-10-25 02:00+02:00", "2026-10-25 02:00+01:00"], "02:00 happens twice, told apart by its offset")
         #expect(berlin.rfc3339(autumn.start) == "2026-10-25T00:00:00+02:00")
         #expect(berlin.rfc3339(autumn.end) == "2026-10-26T00:00:00+01:00")
     }

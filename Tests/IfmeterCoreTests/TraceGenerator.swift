@@ -132,10 +132,13 @@ struct TraceGenerator {
         configuration = EngineConfiguration(defaultMaxBytesPerSecond: ceilings[Int.random(in: 0..<ceilings.count, using: &r)], platform: platform)
         let spaces = Int.random(in: 0..<10, using: &r)
         namespaces = spaces < 6 ? [""] : spaces < 9 ? ["", "ctr-1"] : ["", "ctr-1", "ctr-2"]
-        names = platform == .darwin
+        names =
+            platform == .darwin
             ? ["en0", "en5", "lo0", "utun3", "utun4", "pdp_ip0", "awdl0", "gif0", "bridge0"]
-            : ["eth0", "eth1", "enp3s0", "wlan0", "wlp2s0", "tun0", "tun1", "wg0", "veth1", "wwan0", "lo", "docker0",
-               "br-lan", "usb0", "tun\u{e9}", "tune\u{301}"]
+            : [
+                "eth0", "eth1", "enp3s0", "wlan0", "wlp2s0", "tun0", "tun1", "wg0", "veth1", "wwan0", "lo", "docker0",
+                "br-lan", "usb0", "tun\u{e9}", "tune\u{301}",
+            ]
         rng = r
     }
 
@@ -192,15 +195,17 @@ struct TraceGenerator {
             index = nextIndex[netns] ?? int(1...40)
             nextIndex[netns] = index + int(1...3)
         }
-        var x = Instance(id: instances.count, netns: netns, name: name, index: index, indexMode: mode, width: width, speed: speed,
-                         kind: kind, keys: keys)
+        var x = Instance(
+            id: instances.count, netns: netns, name: name, index: index, indexMode: mode, width: width, speed: speed,
+            kind: kind, keys: keys)
         for key in keys {
             let n = key.rawValue
             switch start {
             case .initial:
                 if key.countsBytes || CounterKey.required.contains(key) {
                     if width == .bits32 {
-                        x.kernel[n] = chance(0.5) ? UInt64(UInt32.max) - u64(0...(key.countsBytes ? 3_000_000_000 : 2_000_000)) : u64(0...UInt64(UInt32.max))
+                        x.kernel[n] =
+                            chance(0.5) ? UInt64(UInt32.max) - u64(0...(key.countsBytes ? 3_000_000_000 : 2_000_000)) : u64(0...UInt64(UInt32.max))
                     } else {
                         x.kernel[n] = chance(0.06) ? UInt64.max - u64(0...5_000_000_000) : u64(0...(1 << 40))
                     }
@@ -330,7 +335,8 @@ struct TraceGenerator {
             }
             features.insert(.finalListedLowerBound)
         } else if let last = x.lastSample, chance(0.08),
-                  let key = x.keys.filter({ (last[$0] ?? 0) > 0 }).first {
+            let key = x.keys.filter({ (last[$0] ?? 0) > 0 }).first
+        {
             values[key.rawValue] = u64(0...(last[key]! - 1))
             modified.insert(key)
             features.insert(.finalBelowPrev)
@@ -387,12 +393,14 @@ struct TraceGenerator {
         let x = instances[id]
         let from = x.key
         guard started, x.lastSample != nil, x.lastSampleTime == lastSampleTime, x.pending.allSatisfy({ $0 == 0 }),
-              let state = keys[from], state.lastSampled == id, !state.ended, truth[from]?.known != false,
-              let target = freeName(in: x.netns, known: chance(0.5)), target != x.name
+            let state = keys[from], state.lastSampled == id, !state.ended, truth[from]?.known != false,
+            let target = freeName(in: x.netns, known: chance(0.5)), target != x.name
         else { return }
         let to = Key(netns: x.netns, name: target)
-        records.append(.renamed(RenameEvent(
-            time: time, netns: x.netns, index: readingIndex(x, hidden: chance(0.5)), from: x.name, to: target)))
+        records.append(
+            .renamed(
+                RenameEvent(
+                    time: time, netns: x.netns, index: readingIndex(x, hidden: chance(0.5)), from: x.name, to: target)))
         features.insert(.rename)
         if var other = keys[to] {
             // An earlier series under the new name goes on with this instance.
@@ -420,7 +428,7 @@ struct TraceGenerator {
 
     func fullCountIsTrue(_ x: Instance, listed: CounterKeySet = []) -> Bool {
         if x.observed { return false }
-        if !listed.isEmpty { return true }  // a lower bound: never above the truth
+        if !listed.isEmpty { return true } // a lower bound: never above the truth
         return x.keys.allSatisfy { x.kernel[$0.rawValue] == x.cumulative[$0.rawValue] }
     }
 
@@ -461,9 +469,13 @@ struct TraceGenerator {
             var counters = Counters()
             for key in x.keys where key != x.omitNext { counters[key] = x.kernel[key.rawValue] }
             if x.omitNext != nil { features.insert(.omittedExtra) }
-            list.append((id, InterfaceSample(
-                name: x.name, netns: x.netns, index: index, classification: x.kind.map { Classification(kind: $0, evidence: "trace:kind") },
-                width: x.width, speedBps: x.speed, counters: counters)))
+            list.append(
+                (
+                    id,
+                    InterfaceSample(
+                        name: x.name, netns: x.netns, index: index, classification: x.kind.map { Classification(kind: $0, evidence: "trace:kind") },
+                        width: x.width, speedBps: x.speed, counters: counters)
+                ))
         }
         if list.count > 1, chance(0.2) {
             list.shuffle(using: &rng)
@@ -503,7 +515,7 @@ struct TraceGenerator {
             state.replacedDone = false
             features.insert(.recreationWithoutEvent)
         } else {
-            unknown(key)  // another instance, and nothing to tell it by
+            unknown(key) // another instance, and nothing to tell it by
         }
         if cur.count != x.keys.count { truth[key, default: Truth()].extrasKnown = false }
         commit(id, to: key)
@@ -537,7 +549,7 @@ struct TraceGenerator {
     func endIsTrue(_ e: PendingEvent, _ x: Instance) -> Bool {
         guard x.resetKeys.isEmpty, let prev = x.lastSample else { return false }
         for key in x.keys where !e.listed.contains(key) && !e.modified.contains(key) {
-            guard let old = prev[key] else { continue }  // extras already unknown
+            guard let old = prev[key] else { continue } // extras already unknown
             let final = x.kernel[key.rawValue]
             if final >= old, final - old != x.sinceSample[key.rawValue] { return false }
         }
@@ -618,10 +630,10 @@ struct TraceGenerator {
     mutating func gapTicks() -> Int {
         switch int(0...99) {
         case 0..<3: 0
-        case 3..<48: int(1...16)  // up to 2 s
-        case 48..<60: int(20...24)  // 2.5 to 3 s: about the 2.75 s of the default ceiling
+        case 3..<48: int(1...16) // up to 2 s
+        case 48..<60: int(20...24) // 2.5 to 3 s: about the 2.75 s of the default ceiling
         case 60..<80: int(24...480)
-        case 80..<92: int(480...3200)  // 60 to 400 s: about 100 Mbit/s's 275 s
+        case 80..<92: int(480...3200) // 60 to 400 s: about 100 Mbit/s's 275 s
         default: int(3200...40_000)
         }
     }
@@ -629,7 +641,7 @@ struct TraceGenerator {
     // MARK: - A trace
 
     mutating func generate() -> Trace {
-        var tick = int(0...800)  // eighths of a second: exact in JSON
+        var tick = int(0...800) // eighths of a second: exact in JSON
         if platform == .darwin { features.insert(.darwin) }
         if chance(0.2) {
             // Instances deleted before the first sample.

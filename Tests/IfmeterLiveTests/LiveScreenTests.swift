@@ -14,11 +14,14 @@ func scenario() -> LiveModel {
     var engine = DeltaEngine()
     var model = LiveModel(host: "testhost", source: "netlink", interval: 1)
     var packets: UInt64 = 0
-    func s(_ name: String, _ index: Int, _ kind: InterfaceKind, _ rx: UInt64, _ tx: UInt64, width: CounterWidth = .bits64,
-           evidence: String = "link-kind:x") -> InterfaceSample {
-        InterfaceSample(name: name, index: index, classification: Classification(kind: kind, evidence: evidence), width: width,
-                        counters: Counters(rxBytes: rx, txBytes: tx, rxPackets: min(rx, packets), txPackets: min(tx, packets)),
-                        attributes: LinkAttributes(operstate: "up", mtu: 1500, reportedSpeedBps: kind == .wifi ? 866_000_000 : nil))
+    func s(
+        _ name: String, _ index: Int, _ kind: InterfaceKind, _ rx: UInt64, _ tx: UInt64, width: CounterWidth = .bits64,
+        evidence: String = "link-kind:x"
+    ) -> InterfaceSample {
+        InterfaceSample(
+            name: name, index: index, classification: Classification(kind: kind, evidence: evidence), width: width,
+            counters: Counters(rxBytes: rx, txBytes: tx, rxPackets: min(rx, packets), txPackets: min(tx, packets)),
+            attributes: LinkAttributes(operstate: "up", mtu: 1500, reportedSpeedBps: kind == .wifi ? 866_000_000 : nil))
     }
     let t0 = 1_795_000_000.0
     var rxWifi: UInt64 = 1_000_000, rxCell: UInt64 = 4_294_000_000, rxTun: UInt64 = 500_000, rxEth: UInt64 = 9_000_000
@@ -36,9 +39,9 @@ func scenario() -> LiveModel {
         packets += 100
         model.feed(deltas, from: &engine, time: t0 + t)
         rxWifi += 250_000 * UInt64(step % 4 + 1)
-        rxCell = (rxCell + 300_000) & 0xFFFF_FFFF  // wraps at 4 GiB
-        rxTun = step == 5 ? 1000 : rxTun + 120_000  // recreated after step 5
-        rxEth = step == 9 ? 10 : rxEth + 1_000_000  // reset after step 9
+        rxCell = (rxCell + 300_000) & 0xFFFF_FFFF // wraps at 4 GiB
+        rxTun = step == 5 ? 1000 : rxTun + 120_000 // recreated after step 5
+        rxEth = step == 9 ? 10 : rxEth + 1_000_000 // reset after step 9
     }
     return model
 }
@@ -54,26 +57,38 @@ extension LiveModel {
 @Suite struct LiveScreenTests {
     static let cases: [(name: String, width: Int, height: Int, color: Bool, prepare: @Sendable (inout LiveModel) -> Void)] = [
         ("overview-100x30", 100, 30, false, { _ in }),
-        ("detail-100x34", 100, 34, false, { m in
-            _ = m.handle(.down)
-            _ = m.handle(.enter)
-        }),
+        (
+            "detail-100x34", 100, 34, false,
+            { m in
+                _ = m.handle(.down)
+                _ = m.handle(.enter)
+            }
+        ),
         ("narrow-40x15", 40, 15, false, { _ in }),
         ("wide-bits-140x24", 140, 24, false, { m in _ = m.handle(.character("b")) }),
-        ("packets-120x24", 120, 24, false, { m in
-            _ = m.handle(.character("b"))
-            _ = m.handle(.character("b"))
-        }),
-        ("sorted-by-name-filtered-80x20", 80, 20, false, { m in
-            _ = m.handle(.character("s"))
-            _ = m.handle(.character("s"))
-            for key: LiveKey in [.character("f"), .character("w"), .enter] { _ = m.handle(key) }
-        }),
-        ("kinds-hidden-editing-filter-80x20", 80, 20, false, { m in
-            _ = m.handle(.character("3"))  // tunnel
-            _ = m.handle(.character("5"))  // loopback
-            for key: LiveKey in [.character("/"), .character("e"), .character("n")] { _ = m.handle(key) }
-        }),
+        (
+            "packets-120x24", 120, 24, false,
+            { m in
+                _ = m.handle(.character("b"))
+                _ = m.handle(.character("b"))
+            }
+        ),
+        (
+            "sorted-by-name-filtered-80x20", 80, 20, false,
+            { m in
+                _ = m.handle(.character("s"))
+                _ = m.handle(.character("s"))
+                for key: LiveKey in [.character("f"), .character("w"), .enter] { _ = m.handle(key) }
+            }
+        ),
+        (
+            "kinds-hidden-editing-filter-80x20", 80, 20, false,
+            { m in
+                _ = m.handle(.character("3")) // tunnel
+                _ = m.handle(.character("5")) // loopback
+                for key: LiveKey in [.character("/"), .character("e"), .character("n")] { _ = m.handle(key) }
+            }
+        ),
         ("help-80x24", 80, 24, false, { m in _ = m.handle(.character("?")) }),
         ("colour-100x30", 100, 30, true, { m in _ = m.handle(.down) }),
         ("too-small-30x6", 30, 6, false, { _ in }),

@@ -4,8 +4,10 @@ import Testing
 
 /// A model fed `steps` one-second samples of interfaces sending at fixed
 /// byte rates (rx, tx), starting at Unix time `t0`.
-func steadyModel(_ rates: [(name: String, rx: UInt64, tx: UInt64)], steps: Int = 20, t0: Double = 1_795_000_000,
-                 extras: Bool = false) -> LiveModel {
+func steadyModel(
+    _ rates: [(name: String, rx: UInt64, tx: UInt64)], steps: Int = 20, t0: Double = 1_795_000_000,
+    extras: Bool = false
+) -> LiveModel {
     var engine = DeltaEngine()
     var model = LiveModel(host: "h", source: "netlink", interval: 1)
     for step in 0..<steps {
@@ -14,8 +16,9 @@ func steadyModel(_ rates: [(name: String, rx: UInt64, tx: UInt64)], steps: Int =
             InterfaceSample(
                 name: r.name, index: i + 1, classification: Classification(kind: .virtual, evidence: "link-kind:veth"), width: .bits64,
                 counters: extras
-                    ? Counters(rxBytes: r.rx * n, txBytes: r.tx * n, rxPackets: 10 * n, txPackets: 20 * n, rxErrors: 3 * n, txErrors: 0,
-                               rxDropped: 0, txDropped: 7 * n)
+                    ? Counters(
+                        rxBytes: r.rx * n, txBytes: r.tx * n, rxPackets: 10 * n, txPackets: 20 * n, rxErrors: 3 * n, txErrors: 0,
+                        rxDropped: 0, txDropped: 7 * n)
                     : Counters(rxBytes: r.rx * n, txBytes: r.tx * n, rxPackets: 10 * n, txPackets: 20 * n),
                 attributes: LinkAttributes(operstate: "up", mtu: 9000))
         }
@@ -151,7 +154,7 @@ func visibleText(_ lines: [String]) -> [String] { lines.map { $0.replacing(/\u{1
         #expect(lines.contains { $0.hasSuffix("now") && $0.contains("-30s") && $0.contains("-1m") }, "a time axis")
         #expect(lines.filter { $0.contains("┤") || $0.contains("│") }.count == 12, "six rows a graph at 40 lines")
         // What PgDn moves by is what the list shows beside the detail.
-        let list = lines.firstIndex { $0.hasPrefix("physical") }! - 2  // after the header and titles
+        let list = lines.firstIndex { $0.hasPrefix("physical") }! - 2 // after the header and titles
         #expect(LiveRenderer(color: false).listRows(model, width: 120, height: 40) == list)
     }
 
@@ -159,7 +162,7 @@ func visibleText(_ lines: [String]) -> [String] { lines.map { $0.replacing(/\u{1
         // 100 B/s for 200 s, then 300 B/s for 200 s, one sample a second.
         var engine = DeltaEngine()
         var model = LiveModel(host: "h", source: "netlink", interval: 1)
-        let t0 = 1_795_000_000.0  // a multiple of 40 and of 900
+        let t0 = 1_795_000_000.0 // a multiple of 40 and of 900
         var bytes: UInt64 = 0
         for step in 0...400 {
             if step > 0 { bytes += step <= 200 ? 100 : 300 }
@@ -192,7 +195,7 @@ func visibleText(_ lines: [String]) -> [String] { lines.map { $0.replacing(/\u{1
         var history = BucketHistory(bucketSeconds: 10, capacity: 5)
         history.add(rx: 50, tx: 5, seconds: 1, at: 1000)
         history.add(rx: 70, tx: 5, seconds: 1, at: 1005)
-        history.add(rx: 10, tx: 1, seconds: 1, at: 1031)  // 1010 and 1020 saw nothing
+        history.add(rx: 10, tx: 1, seconds: 1, at: 1031) // 1010 and 1020 saw nothing
         let rx = history.suffix(10, tx: false)
         #expect(rx.count == 4 && rx[0] == 60 && rx[1].isNaN && rx[2].isNaN && rx[3] == 10, "\(rx)")
         for t in stride(from: 1041.0, to: 1200, by: 10) { history.add(rx: 1, tx: 1, seconds: 1, at: t) }
@@ -205,7 +208,7 @@ func visibleText(_ lines: [String]) -> [String] { lines.map { $0.replacing(/\u{1
         let names = (1...300).map { (name: "v\($0)", rx: UInt64(0), tx: UInt64(0)) }
         var model = steadyModel(names, steps: 2)
         _ = model.handle(.character("s"))
-        _ = model.handle(.character("s"))  // by name
+        _ = model.handle(.character("s")) // by name
         let renderer = LiveRenderer(color: false)
         model.pageSize = renderer.listRows(model, width: 100, height: 30)
         #expect(model.pageSize == 30 - 2 - 1 - 2, "header, titles, summary and footer aside")
@@ -247,10 +250,12 @@ func visibleText(_ lines: [String]) -> [String] { lines.map { $0.replacing(/\u{1
             let n = UInt64(step)
             let kind = Classification(kind: .virtual, evidence: "link-kind:veth")
             let interfaces = [
-                InterfaceSample(name: "bulk", index: 1, classification: kind,
-                                counters: Counters(rxBytes: 1_000_000 * n, txBytes: 0, rxPackets: 700 * n, txPackets: 0)),
-                InterfaceSample(name: "chatty", index: 2, classification: kind,
-                                counters: Counters(rxBytes: 100_000 * n, txBytes: 0, rxPackets: 1_500 * n, txPackets: 0)),
+                InterfaceSample(
+                    name: "bulk", index: 1, classification: kind,
+                    counters: Counters(rxBytes: 1_000_000 * n, txBytes: 0, rxPackets: 700 * n, txPackets: 0)),
+                InterfaceSample(
+                    name: "chatty", index: 2, classification: kind,
+                    counters: Counters(rxBytes: 100_000 * n, txBytes: 0, rxPackets: 1_500 * n, txPackets: 0)),
             ]
             model.feed(engine.apply(Sample(time: Double(step), interfaces: interfaces)), from: &engine, time: 1_795_000_000 + Double(step))
         }

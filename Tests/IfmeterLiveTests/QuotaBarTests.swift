@@ -19,7 +19,9 @@ import Testing
 
     @Test func aBarPerQuotaWithItsShareAndLowerBounds() {
         let screen = LiveRenderer(color: false).render(
-            model([gauge("eth0", used: 250, quota: 1000), gauge("wwan0", used: 1500, quota: 1000, lowerBound: true), gauge("wg0", used: 5, quota: nil)]),
+            model([
+                gauge("eth0", used: 250, quota: 1000), gauge("wwan0", used: 1500, quota: 1000, lowerBound: true), gauge("wg0", used: 5, quota: nil),
+            ]),
             width: 120, height: 30)
         let bars = screen.filter { $0.hasPrefix("quota ") }
         #expect(bars.count == 2, "interfaces without a quota get no bar: \(bars)")
@@ -35,7 +37,8 @@ import Testing
 
     @Test func noPlansNoBarsAndSmallScreensSkipThem() {
         #expect(!LiveRenderer(color: false).render(model([]), width: 100, height: 30).contains { $0.hasPrefix("quota ") })
-        #expect(!LiveRenderer(color: false).render(model([gauge("eth0", used: 1, quota: 2)]), width: 60, height: 12)
-            .contains { $0.hasPrefix("quota ") })
+        #expect(
+            !LiveRenderer(color: false).render(model([gauge("eth0", used: 1, quota: 2)]), width: 60, height: 12)
+                .contains { $0.hasPrefix("quota ") })
     }
 }

@@ -6,7 +6,7 @@ import Testing
 /// What the pipeline keeps for the usage tables between saves: deltas put
 /// in the local hours their wall-clock intervals span.
 @Suite struct HourlyUsageTests {
-    let midnight = 1_796_083_200.0  // 2026-12-01 00:00 UTC
+    let midnight = 1_796_083_200.0 // 2026-12-01 00:00 UTC
 
     func delta(_ rx: UInt64, seconds: Double?, at time: Double, change: DeltaChange = .steady, quality: Quality = .exact) -> InterfaceDelta {
         InterfaceDelta(

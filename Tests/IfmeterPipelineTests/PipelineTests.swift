@@ -59,13 +59,14 @@ func temporaryFolder() throws -> String {
 
 @Suite struct PipelineTests {
     @Test func aFailedSamplePublishesNoDeltasAndSamplingGoesOn() throws {
-        let (p, c) = pipeline([
-            .sample(0, [("eth0", 2, 1000, 500)]),
-            .sample(1, [("eth0", 2, 1600, 700)]),
-            .failed("netlink went away"),
-            .failed(),
-            .sample(4, [("eth0", 2, 2000, 900)]),
-        ], limit: 3)
+        let (p, c) = pipeline(
+            [
+                .sample(0, [("eth0", 2, 1000, 500)]),
+                .sample(1, [("eth0", 2, 1600, 700)]),
+                .failed("netlink went away"),
+                .failed(),
+                .sample(4, [("eth0", 2, 2000, 900)]),
+            ], limit: 3)
         var waiter = CountingWaiter(waits: 100)
         p.run(&waiter)
         #expect(c.updates.count == 5)
@@ -98,10 +99,11 @@ func temporaryFolder() throws -> String {
 
     @Test func deletionsApplyBeforeTheirSample() throws {
         // tun0 deleted with its final counters, recreated before the sample.
-        let (p, c) = pipeline([
-            .sample(0, [("tun0", 7, 100, 100)]),
-            .sample(1, [("tun0", 9, 30, 10)], deleted: [scriptedDeletion(0.5, "tun0", 7, 150, 120)]),
-        ], limit: 2)
+        let (p, c) = pipeline(
+            [
+                .sample(0, [("tun0", 7, 100, 100)]),
+                .sample(1, [("tun0", 9, 30, 10)], deleted: [scriptedDeletion(0.5, "tun0", 7, 150, 120)]),
+            ], limit: 2)
         var waiter = CountingWaiter(waits: 10)
         p.run(&waiter)
         let update = c.updates[1]
@@ -113,11 +115,12 @@ func temporaryFolder() throws -> String {
     }
 
     @Test func anOverrunMakesWhatWentAwayALowerBound() throws {
-        let (p, _) = pipeline([
-            .sample(0, [("eth0", 2, 100, 100), ("veth1", 5, 100, 100)]),
-            // veth1 went away while notifications were lost.
-            .sample(1, [("eth0", 2, 200, 200)], overruns: 1),
-        ], limit: 2)
+        let (p, _) = pipeline(
+            [
+                .sample(0, [("eth0", 2, 100, 100), ("veth1", 5, 100, 100)]),
+                // veth1 went away while notifications were lost.
+                .sample(1, [("eth0", 2, 200, 200)], overruns: 1),
+            ], limit: 2)
         var waiter = CountingWaiter(waits: 10)
         p.run(&waiter)
         #expect(p.health.overruns == 1)
@@ -128,12 +131,13 @@ func temporaryFolder() throws -> String {
     @Test func publishingCostsWhatChanged() {
         let idle = (0..<50).map { ("v\($0)", $0 + 10, UInt64(1000), UInt64(1000)) }
         let busy = [("eth0", 2, UInt64(5000), UInt64(5000))]
-        let (p, c) = pipeline([
-            .sample(0, idle + busy),
-            .sample(1, idle + busy),
-            .sample(2, idle + [("eth0", 2, 6000, 5000)]),
-            .sample(3, Array(idle.dropLast()) + [("eth0", 2, 6000, 5000)]),
-        ], limit: 4)
+        let (p, c) = pipeline(
+            [
+                .sample(0, idle + busy),
+                .sample(1, idle + busy),
+                .sample(2, idle + [("eth0", 2, 6000, 5000)]),
+                .sample(3, Array(idle.dropLast()) + [("eth0", 2, 6000, 5000)]),
+            ], limit: 4)
         let keeper = ViewKeeper()
         p.add(sink: keeper)
         var waiter = CountingWaiter(waits: 10)
@@ -200,10 +204,11 @@ func temporaryFolder() throws -> String {
             counters: Counters(rxBytes: 1, txBytes: 1, rxPackets: 1, txPackets: 1))
         let named = scriptedInterface("wlan9", 5, 1, 1, kind: .ethernet)
         let gone = DeletionEvent(time: 0.5, interface: scriptedInterface("wlp1", 6, 9, 9, kind: .ethernet))
-        let (p, c) = pipeline([
-            .reading(SourceReading(sample: Sample(time: 0, interfaces: [wifi, named]))),
-            .reading(SourceReading(events: LinkEvents(deleted: [gone]), sample: Sample(time: 1, interfaces: [wifi, named]))),
-        ], filter: InterfaceFilter(kinds: [.wifi]), limit: 2)
+        let (p, c) = pipeline(
+            [
+                .reading(SourceReading(sample: Sample(time: 0, interfaces: [wifi, named]))),
+                .reading(SourceReading(events: LinkEvents(deleted: [gone]), sample: Sample(time: 1, interfaces: [wifi, named]))),
+            ], filter: InterfaceFilter(kinds: [.wifi]), limit: 2)
         var waiter = CountingWaiter(waits: 10)
         p.run(&waiter)
         #expect(c.updates.allSatisfy { $0.reading?.sample.interfaces.map(\.name) == ["eth9"] })
@@ -338,8 +343,9 @@ final class FlakyStore: StateSaving {
         let path = dir + "/state.db"
         // eth1 goes away while ifmeter is dead: its traffic after the last
         // save is unknown. eth0 goes on: its counters show everything.
-        try run(path, [.sample(0, [("eth0", 2, 1000, 10), ("eth1", 3, 500, 5)]), .sample(1, [("eth0", 2, 2000, 10), ("eth1", 3, 900, 5)])],
-                finish: false)
+        try run(
+            path, [.sample(0, [("eth0", 2, 1000, 10), ("eth1", 3, 500, 5)]), .sample(1, [("eth0", 2, 2000, 10), ("eth1", 3, 900, 5)])],
+            finish: false)
         var totals = try run(path, [.sample(5, [("eth0", 2, 4000, 10)])], finish: true)
         #expect(totals[SeriesKey(name: "eth0")]?.quality == .exact && totals[SeriesKey(name: "eth0")]?.totals.rxBytes == 3000)
         #expect(totals[SeriesKey(name: "eth1")]?.quality == .lowerBound, "eth1's last traffic may be missing")
@@ -386,7 +392,8 @@ final class FlakyStore: StateSaving {
             p.step()
             let engine = p.totals
             if keeper.view.sorted().map(\.key) != engine.map(\.key)
-                || zip(keeper.view.sorted(), engine).contains(where: { $0.totals != $1.totals || $0.present != $1.present }) {
+                || zip(keeper.view.sorted(), engine).contains(where: { $0.totals != $1.totals || $0.present != $1.present })
+            {
                 mismatches += 1
             }
         }

@@ -55,7 +55,7 @@ import Testing
         let dir = try temporaryFolder()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let path = dir + "/state.db"
-        let midnight = 1_796_083_200.0  // 2026-12-01 00:00 UTC
+        let midnight = 1_796_083_200.0 // 2026-12-01 00:00 UTC
         try run(path, wall: midnight - 120, [.sample(0, [("eth1", 3, 500, 5)]), .sample(1, [("eth1", 3, 900, 5)])], finish: true)
         // Saved at 23:59, then 700 more bytes on eth1, then kill -9.
         try run(path, wall: midnight - 60, [.sample(2, [("eth1", 3, 1300, 5)]), .sample(3, [("eth1", 3, 2000, 5)])], finish: false)

@@ -37,7 +37,7 @@ struct LinkEventTests {
         var open = try tun(ns, count: 3, payload: 50, sent: &sent)
         let first = try sampler.read()
         _ = engine.apply(first)
-        sent = 0  // the baseline counts nothing
+        sent = 0 // the baseline counts nothing
         try tunWrite(open, count: 2, payload: 60, sent: &sent)
         for round in 0..<4 {
             // Several instances come and go between two samples; the last

@@ -39,8 +39,11 @@ struct LinkKindFinalsTests {
             try up("xa")
             // Received: what the descriptor writes. Sent: what the stack
             // routes or sends out of it.
-            let packet = kind == "tun" ? ipv4Packet(payload: 200) : [UInt8](repeating: 0xFF, count: 6) + [0x02, 0, 0, 0, 0x88, 0x02, 0x88, 0xB5]
-                + [UInt8](repeating: 0x5A, count: 200)
+            let packet =
+                kind == "tun"
+                ? ipv4Packet(payload: 200)
+                : [UInt8](repeating: 0xFF, count: 6) + [0x02, 0, 0, 0, 0x88, 0x02, 0x88, 0xB5]
+                    + [UInt8](repeating: 0x5A, count: 200)
             for _ in 0..<30 { _ = write(fd, packet, packet.count) }
             if kind == "tap" { try sendFrames(in: ns.name, interface: "xa", count: 20) }
             // Closing the descriptor deletes the device.
@@ -109,11 +112,11 @@ struct LinkKindFinalsTests {
         }
         let event = try #require(events.first { $0.interface.name == "xa" }, "\(kind): no deletion event")
         for key in CounterKey.allCases {
-            let said = event.interface.counters.value(key), true_ = truth.value(key)
+            let said = event.interface.counters.value(key), sysfsValue = truth.value(key)
             if event.lowerBound.contains(key) {
-                #expect(said <= true_, "\(kind) \(key.jsonKey): a lower bound above the truth (\(said) > \(true_))")
+                #expect(said <= sysfsValue, "\(kind) \(key.jsonKey): a lower bound above the truth (\(said) > \(sysfsValue))")
             } else {
-                #expect(said == true_, "\(kind) \(key.jsonKey): the event says \(said), sysfs \(true_), and it is not listed")
+                #expect(said == sysfsValue, "\(kind) \(key.jsonKey): the event says \(said), sysfs \(sysfsValue), and it is not listed")
             }
         }
         if kind == "veth" {

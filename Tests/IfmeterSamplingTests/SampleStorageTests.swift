@@ -55,7 +55,7 @@ struct SampleStorageTests {
         var address: UnsafeRawPointer?, before: UInt64 = 0, version: UInt64 = 0
         var engine = DeltaEngine()
         do {
-            _ = try sampler.read()  // the slow path: the templates are made
+            _ = try sampler.read() // the slow path: the templates are made
             let sample = try sampler.read().sample
             engine.apply(sample)
             address = storage(sample)
@@ -100,14 +100,14 @@ struct SampleStorageTests {
         var table = LinkTable()
         for index in [7, 3, 12, 1, 40] { table[index] = entry(index, "if\(index)") }
         #expect(table.count == 5)
-        table.removeValue(forKey: 3)  // from the middle: 40 moves into its place
-        table.removeValue(forKey: 40)  // the moved one
-        table.removeValue(forKey: 99)  // never there
+        table.removeValue(forKey: 3) // from the middle: 40 moves into its place
+        table.removeValue(forKey: 40) // the moved one
+        table.removeValue(forKey: 99) // never there
         #expect(table.count == 3)
         #expect(table[3] == nil && table[40] == nil)
         for index in [7, 12, 1] { #expect(table[index]?.name == "if\(index)") }
         table[12] = entry(12, "renamed")
-        table[5] = entry(999, "if5")  // the key wins over the entry's index
+        table[5] = entry(999, "if5") // the key wins over the entry's index
         table[7] = nil
         #expect(table.count == 3)
         #expect(table[12]?.name == "renamed" && table[5]?.index == 5 && table[7] == nil)

@@ -84,8 +84,10 @@ struct SamplerIntegrationTests {
         try Netns.requireRoot()
         let pair = try VethPair()
         let (stats, link) = try NetworkNamespace.perform(in: pair.a.name) {
-            (try NetlinkSampler(options: SamplerOptions(sysfs: nil)),
-             try NetlinkSampler(options: SamplerOptions(sysfs: nil, forceLinkDump: true)))
+            (
+                try NetlinkSampler(options: SamplerOptions(sysfs: nil)),
+                try NetlinkSampler(options: SamplerOptions(sysfs: nil, forceLinkDump: true))
+            )
         }
         try pair.sendUDP(count: 20, payload: 100)
         let s = try stats.read().sample, l = try link.read().sample
@@ -114,7 +116,7 @@ struct SamplerIntegrationTests {
         var engine = DeltaEngine()
         let first = try openTun()
         let firstIndex = try ns.ifindex("tunT")
-        engine.apply(try sampler.read().sample)  // before tunT has traffic
+        engine.apply(try sampler.read().sample) // before tunT has traffic
         try push(first, count: 10, payload: 100)
         let s1 = try sampler.read().sample
         engine.apply(s1)

@@ -8,7 +8,7 @@ import Testing
 /// day rows kept.
 @Suite struct PlanStoreTests {
     let dir: String
-    let noon = 1_796_040_000.0  // 2026-11-30 12:00 UTC
+    let noon = 1_796_040_000.0 // 2026-11-30 12:00 UTC
 
     init() throws {
         dir = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-plans-\(UUID().uuidString)").path
@@ -40,8 +40,9 @@ import Testing
         let slices = try StateStore.slices(path: dir + "/state.db", zone: .utc)
         #expect(slices.map(\.start) == [hour - 3600, hour])
         #expect(slices.map(\.counters.rxBytes) == [10, 20] && slices.map(\.quality) == [.exact, .lowerBound])
-        #expect(try StateStore.plans(path: dir + "/state.db")
-            == [Plan(pattern: "eth*", cycleStartDay: 31, quotaBytes: 20_000_000_000, direction: .rx)])
+        #expect(
+            try StateStore.plans(path: dir + "/state.db")
+                == [Plan(pattern: "eth*", cycleStartDay: 31, quotaBytes: 20_000_000_000, direction: .rx)])
         #expect(Plan.find(for: "eth0", in: try StateStore.plans(path: dir + "/state.db"))?.quotaBytes == 20_000_000_000)
         #expect(Plan.find(for: "ns1/eth0", in: try StateStore.plans(path: dir + "/state.db")) != nil, "a bare glob matches in any namespace")
     }
@@ -49,7 +50,8 @@ import Testing
     @Test func aSchema1FileIsMigratedAndItsDaysKept() throws {
         do { _ = try open() }
         // Made schema 1 again: no hours, no plans, day and month rows.
-        try sqlite("""
+        try sqlite(
+            """
             DROP TABLE usage_hours; DROP TABLE plans; UPDATE meta SET value = '1' WHERE key = 'schema_version';
             INSERT INTO usage VALUES ('eth0', 'day', '2026-03-01', 'ethernet', 100, 10, 2, 1, 0);
             INSERT INTO usage VALUES ('eth0', 'month', '2026-03', 'ethernet', 100, 10, 2, 1, 0);
@@ -59,10 +61,14 @@ import Testing
         #expect(slices.count == 1 && slices.first?.seconds == 86400 && slices.first?.counters.rxBytes == 100)
         #expect(try StateStore.plans(path: dir + "/state.db").isEmpty)
         do {
-            let store = try open()  // migrates
+            let store = try open() // migrates
             try store.setPlan(Plan(pattern: "eth0", cycleStartDay: 1, quotaBytes: 1000, direction: .both))
-            try store.save([], usage: [SeriesKey(name: "eth0"): UsageEntry(
-                kind: .ethernet, counters: Counters(rxBytes: 5, txBytes: 0, rxPackets: 1, txPackets: 0), quality: .exact)],
+            try store.save(
+                [],
+                usage: [
+                    SeriesKey(name: "eth0"): UsageEntry(
+                        kind: .ethernet, counters: Counters(rxBytes: 5, txBytes: 0, rxPackets: 1, txPackets: 0), quality: .exact)
+                ],
                 wallTime: noon)
         }
         slices = try StateStore.slices(path: dir + "/state.db", zone: .utc)

@@ -7,7 +7,7 @@ import Testing
 /// The state file on temporary files: what it keeps, and what it refuses.
 @Suite struct StateStoreTests {
     let dir: String
-    let noon = 1_796_040_000.0  // 2026-11-30 12:00 UTC
+    let noon = 1_796_040_000.0 // 2026-11-30 12:00 UTC
 
     init() throws {
         dir = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-store-\(UUID().uuidString)").path
@@ -95,8 +95,10 @@ import Testing
             let store = try open()
             #expect(store.isNew && store.restored.isEmpty && store.sameBoot)
             try store.save(
-                [saved("tun0", rx: 1000, last: 5000), saved("eth0", netns: "ctr-1", rx: UInt64.max - 1, last: UInt64.max),
-                 saved("wg0", rx: 7, last: nil, quality: .lowerBound)],
+                [
+                    saved("tun0", rx: 1000, last: 5000), saved("eth0", netns: "ctr-1", rx: UInt64.max - 1, last: UInt64.max),
+                    saved("wg0", rx: 7, last: nil, quality: .lowerBound),
+                ],
                 usage: [:], wallTime: noon)
         }
         let again = try open()
@@ -164,7 +166,8 @@ import Testing
     @Test func missingThingsAreSaidByCase() throws {
         #expect(failure { _ = try StateStore.usage(path: dir + "/none.db", granularity: .day) } == .missing(path: dir + "/none.db"))
         let path = dir + "/no/such/folder/state.db"
-        #expect(failure { _ = try StateStore(path: path, host: "h", bootID: "b", now: noon) } == .noFolder(path: path, folder: dir + "/no/such/folder"))
+        #expect(
+            failure { _ = try StateStore(path: path, host: "h", bootID: "b", now: noon) } == .noFolder(path: path, folder: dir + "/no/such/folder"))
     }
 
     @Test func anotherNameForTheSameFileIsInUse() throws {
@@ -180,8 +183,12 @@ import Testing
     @Test func usageRefusesANewerSchemaAndDamage() throws {
         do {
             let store = try open()
-            try store.save([saved("tun0", rx: 1, last: 1)], usage: [SeriesKey(name: "tun0"): UsageEntry(
-                kind: .tunnel, counters: Counters(rxBytes: 5, txBytes: 5, rxPackets: 1, txPackets: 1), quality: .exact)],
+            try store.save(
+                [saved("tun0", rx: 1, last: 1)],
+                usage: [
+                    SeriesKey(name: "tun0"): UsageEntry(
+                        kind: .tunnel, counters: Counters(rxBytes: 5, txBytes: 5, rxPackets: 1, txPackets: 1), quality: .exact)
+                ],
                 wallTime: noon)
         }
         #expect(try StateStore.usage(path: dir + "/state.db", granularity: .day).count == 1)
@@ -189,8 +196,9 @@ import Testing
         #expect(sides.isEmpty, "reading usage leaves no side files: \(sides)")
         try FileManager.default.copyItem(atPath: dir + "/state.db", toPath: dir + "/newer.db")
         try sqlite(dir + "/newer.db", "UPDATE meta SET value = '99' WHERE key = 'schema_version';")
-        #expect(failure { _ = try StateStore.usage(path: dir + "/newer.db", granularity: .day) }
-            == .newerSchema(path: dir + "/newer.db", version: 99, known: StateStore.schemaVersion))
+        #expect(
+            failure { _ = try StateStore.usage(path: dir + "/newer.db", granularity: .day) }
+                == .newerSchema(path: dir + "/newer.db", version: 99, known: StateStore.schemaVersion))
         #expect(failure { _ = try StateStore.usage(path: dir, granularity: .day) } == .notRegularFile(path: dir))
     }
 

@@ -175,7 +175,8 @@ struct ArticleExampleTests {
         }
     }
 
-    static let estimate = "Estimates from interface counters: they include protocol overhead (headers, retransmissions) and are not per-app accounting."
+    static let estimate =
+        "Estimates from interface counters: they include protocol overhead (headers, retransmissions) and are not per-app accounting."
 
     @Test func theArticleCountsWhatWasSentAndSaysWhatHappened() throws {
         try Netns.requireRoot()
@@ -186,11 +187,12 @@ struct ArticleExampleTests {
 
         let baseline = try setup.inside { try meter.sample() }
         #expect(baseline.secondsSinceLastSample == nil)
-        #expect(statusLines(baseline) == [
-            "en0 (virtual): 0 B in, 0 B out; since start 0 B in, 0 B out [baseline]",
-            "utun0 (tunnel): 0 B in, 0 B out; since start 0 B in, 0 B out [baseline]",
-            Self.estimate,
-        ])
+        #expect(
+            statusLines(baseline) == [
+                "en0 (virtual): 0 B in, 0 B out; since start 0 B in, 0 B out [baseline]",
+                "utun0 (tunnel): 0 B in, 0 B out; since start 0 B in, 0 B out [baseline]",
+                Self.estimate,
+            ])
         // On Linux the kinds are the kernel's: a veth named en0 is no Wi-Fi.
         let en0 = try #require(baseline["en0"])
         #expect(en0.kind == .virtual && en0.kindEvidence == "link-kind:veth" && en0.counterBits == 32)
@@ -200,11 +202,12 @@ struct ArticleExampleTests {
         let received = try setup.receiveOnUtun0(count: 10, payload: 100)
         #expect(sent == 200 * 1042 && received == 10 * 128)
         let second = try setup.inside { try meter.sample() }
-        #expect(statusLines(second) == [
-            "en0 (virtual): 0 B in, \(sent) B out; since start 0 B in, \(sent) B out",
-            "utun0 (tunnel): \(received) B in, 0 B out; since start \(received) B in, 0 B out",
-            Self.estimate,
-        ])
+        #expect(
+            statusLines(second) == [
+                "en0 (virtual): 0 B in, \(sent) B out; since start 0 B in, \(sent) B out",
+                "utun0 (tunnel): \(received) B in, 0 B out; since start \(received) B in, 0 B out",
+                Self.estimate,
+            ])
         #expect(second["en0"]?.sinceLastSample.sentPackets == 200)
         #expect(second["en0"]?.change == .steady && second["en0"]?.mayHaveMissedWrap == false)
         #expect(second["utun0"]?.sinceLastSample.receivedPackets == 10)
@@ -215,14 +218,15 @@ struct ArticleExampleTests {
         try setup.recreateTun()
         let afterRecreation = try setup.receiveOnUtun0(count: 3, payload: 50)
         let third = try setup.inside { try meter.sample() }
-        #expect(statusLines(third) == [
-            "en0 (virtual): 0 B in, 0 B out; since start 0 B in, \(sent) B out",
-            "utun0 (tunnel): ≥ \(afterRecreation) B in, ≥ 0 B out; since start ≥ \(received + afterRecreation) B in, ≥ 0 B out [recreated]",
-            Self.estimate,
-            "≥ marks a lower bound: some traffic could not be seen (a counter reset, or an interface recreated without a deletion event); the true value is at least the figure.",
-            "≥ also marks 32-bit counters read so long after the reading before that a whole wrap (4 GiB) could have passed unseen.",
-            "Figures without a mark are exact readings of the counters.",
-        ])
+        #expect(
+            statusLines(third) == [
+                "en0 (virtual): 0 B in, 0 B out; since start 0 B in, \(sent) B out",
+                "utun0 (tunnel): ≥ \(afterRecreation) B in, ≥ 0 B out; since start ≥ \(received + afterRecreation) B in, ≥ 0 B out [recreated]",
+                Self.estimate,
+                "≥ marks a lower bound: some traffic could not be seen (a counter reset, or an interface recreated without a deletion event); the true value is at least the figure.",
+                "≥ also marks 32-bit counters read so long after the reading before that a whole wrap (4 GiB) could have passed unseen.",
+                "Figures without a mark are exact readings of the counters.",
+            ])
         let utun0 = try #require(third["utun0"])
         #expect(utun0.change == .recreated && utun0.events.recreations == 1 && utun0.events.summary == "1 recreation")
         #expect(utun0.sinceLastSample.quality == .lowerBound && utun0.mayHaveMissedWrap == false)
@@ -259,7 +263,9 @@ struct ArticleExampleTests {
         #expect(en0.change == .steady && en0.mayHaveMissedWrap && en0.sinceLastSample.quality == .lowerBound)
         #expect(en0.sinceStart.quality == .lowerBound && en0.events.summary == "-", "nothing was seen to happen")
         #expect(statusLines(a).first == "en0 (virtual): ≥ 0 B in, ≥ \(sent) B out; since start ≥ 0 B in, ≥ \(sent) B out")
-        #expect(a.caveats.contains("≥ also marks 32-bit counters read so long after the reading before that a whole wrap (4 GiB) could have passed unseen."))
+        #expect(
+            a.caveats.contains(
+                "≥ also marks 32-bit counters read so long after the reading before that a whole wrap (4 GiB) could have passed unseen."))
         #expect(wide.counterBits == 64 && !wide.mayHaveMissedWrap && wide.sinceLastSample.quality == .exact)
         #expect(b.caveats == [Self.estimate])
 
@@ -316,6 +322,8 @@ struct ArticleExampleTests {
         #expect(utun0.sinceLastSample.receivedBytes == last + after && utun0.sinceLastSample.quality == .exact)
         #expect(utun0.sinceStart.receivedBytes == before + last + after && utun0.sinceStart.quality == .exact)
         #expect(utun0.events.summary == "1 recreation, 1 deletion")
-        #expect(statusLines(reading).contains("utun0 (tunnel): \(last + after) B in, 0 B out; since start \(before + last + after) B in, 0 B out [recreated]"))
+        #expect(
+            statusLines(reading).contains(
+                "utun0 (tunnel): \(last + after) B in, 0 B out; since start \(before + last + after) B in, 0 B out [recreated]"))
     }
 }

@@ -42,7 +42,8 @@ import Testing
     /// (`copies` times).
     static func handMade(boot: String, copies: Int = 1) -> String {
         let counters = #"{"rx_bytes":100,"rx_packets":3,"tx_bytes":200,"tx_packets":4}"#
-        let entry = #"{"baseline":{"rx_bytes":0,"rx_packets":0,"tx_bytes":0,"tx_packets":0},"deleted_at":null,"events":{"deletions":0,"recreations":1,"resets":0,"wraps":0},"evidence":"name:en0","first_seen":0.5,"index":4,"kind":"wifi","last":\#(counters),"last_seen":1.0,"last_time":1.0,"name":"en0","quality":"exact","speed_bps":null,"totals":{"rx_bytes":10,"rx_packets":1,"tx_bytes":20,"tx_packets":2},"width":32}"#
+        let entry =
+            #"{"baseline":{"rx_bytes":0,"rx_packets":0,"tx_bytes":0,"tx_packets":0},"deleted_at":null,"events":{"deletions":0,"recreations":1,"resets":0,"wraps":0},"evidence":"name:en0","first_seen":0.5,"index":4,"kind":"wifi","last":\#(counters),"last_seen":1.0,"last_time":1.0,"name":"en0","quality":"exact","speed_bps":null,"totals":{"rx_bytes":10,"rx_packets":1,"tx_bytes":20,"tx_packets":2},"width":32}"#
         let entries = Array(repeating: entry, count: copies).joined(separator: ",")
         return #"{"boot":"\#(boot)","format":"ifmeter-meter-state/1","interfaces":[\#(entries)],"saved_at":1.0,"source":"getifaddrs"}"#
     }
@@ -60,7 +61,9 @@ import Testing
         #expect(en0.events.recreations == 1)
         // Saved again after a sample: written as it was read.
         let again = meter.savedState()
-        #expect(again.contains(#""name":"en0","quality":"exact","speed_bps":null,"totals":{"rx_bytes":10,"rx_packets":1,"tx_bytes":20,"tx_packets":2},"width":32}"#))
+        #expect(
+            again.contains(
+                #""name":"en0","quality":"exact","speed_bps":null,"totals":{"rx_bytes":10,"rx_packets":1,"tx_bytes":20,"tx_packets":2},"width":32}"#))
     }
 
     @Test func whatRestoreRefusesLeavesTheMeterFresh() throws {
@@ -75,22 +78,34 @@ import Testing
         let cases: [(String, MeterError)] = [
             ("", .invalidState("not JSON: unexpected end of JSON at byte 1")),
             ("[]", .invalidState("not a meter's saved state (\"format\" is not \"ifmeter-meter-state/1\")")),
-            (changed("\"source\":\"getifaddrs\"", "\"source\":\"netlink\""),
-             .invalidState("saved by the netlink source; this meter reads getifaddrs")),
+            (
+                changed("\"source\":\"getifaddrs\"", "\"source\":\"netlink\""),
+                .invalidState("saved by the netlink source; this meter reads getifaddrs")
+            ),
             (changed("\"boot\":\"\(boot)\"", "\"boot\":null"), .unknownBoot),
-            (changed("\"quality\":\"exact\"", "\"quality\":\"good\""),
-             .invalidState(at + "\"quality\" must be exact, wrap-corrected or lower-bound")),
+            (
+                changed("\"quality\":\"exact\"", "\"quality\":\"good\""),
+                .invalidState(at + "\"quality\" must be exact, wrap-corrected or lower-bound")
+            ),
             (changed("\"width\":32", "\"width\":16"), .invalidState(at + "\"width\" must be 32 or 64")),
-            (changed("\"index\":4", "\"index\":2147483648"),
-             .invalidState(at + "\"index\" must be an interface index from 0 to 2147483647 or null")),
-            (changed("\"recreations\":1", "\"recreations\":4294967296"),
-             .invalidState(at + "events \"recreations\" must be a count from 0 to 4294967295")),
-            (changed("\"totals\":{\"rx_bytes\":10", "\"totals\":{\"rx_bytes\":-4"),
-             .invalidState(at + "totals: \"rx_bytes\" must be an unsigned integer up to 2^64-1")),
+            (
+                changed("\"index\":4", "\"index\":2147483648"),
+                .invalidState(at + "\"index\" must be an interface index from 0 to 2147483647 or null")
+            ),
+            (
+                changed("\"recreations\":1", "\"recreations\":4294967296"),
+                .invalidState(at + "events \"recreations\" must be a count from 0 to 4294967295")
+            ),
+            (
+                changed("\"totals\":{\"rx_bytes\":10", "\"totals\":{\"rx_bytes\":-4"),
+                .invalidState(at + "totals: \"rx_bytes\" must be an unsigned integer up to 2^64-1")
+            ),
             (changed("\"last_time\":1.0", "\"last_time\":1e13"), .invalidState(at + "last_time must be a time in seconds within ±1e12")),
             (Self.handMade(boot: boot, copies: 2), .invalidState("interfaces[1]: \"en0\" is saved twice")),
-            (changed("\"saved_at\":1.0", "\"saved_at\":1e11"),
-             .invalidState("saved at 100000000000.0 s of this boot, which is later than now")),
+            (
+                changed("\"saved_at\":1.0", "\"saved_at\":1e11"),
+                .invalidState("saved at 100000000000.0 s of this boot, which is later than now")
+            ),
         ]
         for (text, expected) in cases {
             let error = refusal(meter, text)

@@ -20,8 +20,10 @@ struct PlanAndStateScenarios {
     func exportTraffic(_ pair: VethPair, _ dir: ScenarioFolder, count: Int) throws -> String {
         let exporter = try Scenario.start(
             pair.a, "export",
-            ["--interval", "100ms", "--every", "200ms", "--json", dir["r.json"], "--state", dir["state.db"],
-             "--boot-id-file", try dir.bootFile()])
+            [
+                "--interval", "100ms", "--every", "200ms", "--json", dir["r.json"], "--state", dir["state.db"],
+                "--boot-id-file", try dir.bootFile(),
+            ])
         _ = try waitFor("the first report") { FileManager.default.fileExists(atPath: dir["r.json"]) ? true : nil }
         if count > 0 { try pair.sendUDP(count: count, payload: Self.payload) }
         Thread.sleep(forTimeInterval: 0.5)

@@ -21,8 +21,9 @@ struct ShortLivedNamespaceScenarios {
     /// after its traffic.
     static func live(_ ns: TestNamespace, host: TestNamespace, peer: String, subnet: Int, life: Double) throws {
         let inside = "10.91.\(subnet).1", outside = "10.91.\(subnet).2"
-        try ns.ip("link", "add", "sc0", "address", "02:00:00:91:\(String(format: "%02x", subnet)):01", "type", "veth",
-                  "peer", "name", peer, "address", "02:00:00:91:\(String(format: "%02x", subnet)):02", "netns", host.name)
+        try ns.ip(
+            "link", "add", "sc0", "address", "02:00:00:91:\(String(format: "%02x", subnet)):01", "type", "veth",
+            "peer", "name", peer, "address", "02:00:00:91:\(String(format: "%02x", subnet)):02", "netns", host.name)
         try ns.ip("addr", "add", inside + "/30", "dev", "sc0")
         try host.ip("addr", "add", outside + "/30", "dev", peer)
         try ns.ip("neigh", "add", outside, "lladdr", "02:00:00:91:\(String(format: "%02x", subnet)):02", "dev", "sc0", "nud", "permanent")
@@ -100,7 +101,8 @@ struct ShortLivedNamespaceScenarios {
         #expect(mine?.tx == 8 * 50 * Self.frame && mine?.quality == "exact", "\(String(describing: mine))")
         let report = try JSONParser.parse(replay.out)
         guard case .array(let list)? = report["interfaces"],
-              let entry = list.first(where: { $0["netns"]?.stringValue == name && $0["name"]?.stringValue == "sc0" }) else {
+            let entry = list.first(where: { $0["netns"]?.stringValue == name && $0["name"]?.stringValue == "sc0" })
+        else {
             throw TestFailure("no \(name)/sc0 in the replay")
         }
         let events = (try String(contentsOfFile: trace, encoding: .utf8)).split(separator: "\n").filter { $0.contains("\"event\"") }

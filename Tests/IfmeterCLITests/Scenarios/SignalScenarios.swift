@@ -19,7 +19,7 @@ struct SignalScenarios {
     static func stops(_ signal: Int32, _ mode: Mode) -> Bool {
         switch signal {
         case SIGPIPE: false
-        case SIGUSR1: mode == .livePlain || mode == .liveTerminal  // serve and export reopen their files
+        case SIGUSR1: mode == .livePlain || mode == .liveTerminal // serve and export reopen their files
         default: true
         }
     }
@@ -47,7 +47,8 @@ struct SignalScenarios {
             switch mode {
             case .liveTerminal:
                 let tmux = try LiveTerminalTests.Tmux(width: 100, height: 30)
-                try tmux.keys("ip netns exec \(ns.name) \(try ifmeterBinary()) live --interval 200ms \(common.joined(separator: " ")); echo EXITED $?", "Enter")
+                try tmux.keys(
+                    "ip netns exec \(ns.name) \(try ifmeterBinary()) live --interval 200ms \(common.joined(separator: " ")); echo EXITED $?", "Enter")
                 _ = try tmux.waitFor("ifmeter ·")
                 let pid = try waitFor("the live view's pid") { () -> Int32? in
                     let out = try run(["pgrep", "-f", "live --interval 200ms --state \(state)"], allowFailure: true).out
@@ -70,15 +71,17 @@ struct SignalScenarios {
                 let process: Background
                 switch mode {
                 case .serve: process = try startServe(in: ns, common)
-                case .export: process = try Scenario.start(ns, "export", common + ["--interval", "200ms", "--every", "300ms", "--json-lines", dir["r.jsonl"]])
+                case .export:
+                    process = try Scenario.start(ns, "export", common + ["--interval", "200ms", "--every", "300ms", "--json-lines", dir["r.jsonl"]])
                 default: process = try Scenario.start(ns, "live", common + ["--interval", "200ms"])
                 }
                 _ = try waitFor("the first save") { try writer(state) == "running" ? true : nil }
                 process.process.signal(signal)
                 if Self.stops(signal, mode) {
                     #expect(process.process.wait(timeout: 5), "\(mode) \(name): stopped")
-                    #expect(process.process.terminationReason == .exit && process.process.terminationStatus == 0,
-                            "\(mode) \(name): exit \(process.process.terminationStatus)\n\(process.log)")
+                    #expect(
+                        process.process.terminationReason == .exit && process.process.terminationStatus == 0,
+                        "\(mode) \(name): exit \(process.process.terminationStatus)\n\(process.log)")
                     #expect(try writer(state) == "stopped", "\(mode) \(name): saved and marked stopped")
                 } else {
                     Thread.sleep(forTimeInterval: 0.6)
