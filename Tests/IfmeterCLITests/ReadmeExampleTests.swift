@@ -7,17 +7,19 @@ import Testing
 import Glibc
 #endif
 
-/// Every example in the README is run: each code block with `$ ifmeter`
-/// lines carries a `<!-- example: SETUP -->` line before it, naming the
+/// Every example in the README and in `docs/*.md` is run: each code block
+/// with `$ ifmeter` lines carries a `<!-- example: SETUP -->` line before it, naming the
 /// machine it ran on (namespaces, interfaces, traffic, files), which this
 /// test builds; then each command runs there and its output must read as
 /// the README shows it. Figures move from run to run, so numbers and units
 /// are compared as "a number" and "a unit"; every word, column, row and
-/// mark must match. A `...` line in the README stands for any lines.
+/// mark must match. A `...` line in the README stands for any lines. A
+/// command ending in ` &` runs in the background until the block ends.
 ///
 /// To re-record the blocks from a run on purpose:
 /// `IFMETER_RECORD_README=1 swift test --filter ReadmeExampleTests` (the
-/// test then fails, so a re-recording is always looked at).
+/// test then fails, so a re-recording is always looked at); it rewrites
+/// every file that holds examples.
 @Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
 struct ReadmeExampleTests {
     struct Block {
@@ -27,9 +29,16 @@ struct ReadmeExampleTests {
         var commands: [(command: String, expected: [String])]
     }
 
-    static var readmePath: String { repositoryRoot.appendingPathComponent("README.md").path }
+    /// The files whose examples run, relative to the repository: the
+    /// README, then every `docs/*.md`.
+    static func exampleFiles() throws -> [String] {
+        let docs = try FileManager.default.contentsOfDirectory(atPath: repositoryRoot.appendingPathComponent("docs").path)
+        return ["README.md"] + docs.filter { $0.hasSuffix(".md") }.sorted().map { "docs/" + $0 }
+    }
 
-    static func blocks(_ lines: [String]) throws -> [Block] {
+    static func path(_ file: String) -> String { repositoryRoot.appendingPathComponent(file).path }
+
+    static func blocks(_ lines: [String], file: String = "README.md") throws -> [Block] {
         var blocks: [Block] = []
         var i = 0
         while i < lines.count {
@@ -42,10 +51,13 @@ struct ReadmeExampleTests {
             while close < lines.count, !lines[close].hasPrefix("```") { close += 1 }
             let body = Array(lines[(open + 1)..<min(close, lines.count)])
             i = close + 1
-            guard body.contains(where: { $0.hasPrefix("$ ifmeter") }) else { continue }
+            // A block with a `$ ifmeter` line must be marked; a marked block
+            // runs whatever its `$` lines are (`$ timeout 2 ifmeter ...`).
             let marker = open > 0 ? lines[open - 1] : ""
-            guard marker.hasPrefix("<!-- example: "), marker.hasSuffix(" -->") else {
-                throw TestFailure("README line \(open + 1): an example block without '<!-- example: SETUP -->' before it, so no test runs it")
+            let marked = marker.hasPrefix("<!-- example: ") && marker.hasSuffix(" -->")
+            guard body.contains(where: { $0.hasPrefix("$ ifmeter") }) || (marked && body.contains(where: { $0.hasPrefix("$ ") })) else { continue }
+            guard marked else {
+                throw TestFailure("\(file) line \(open + 1): an example block without '<!-- example: SETUP -->' before it, so no test runs it")
             }
             var block = Block(setup: String(marker.dropFirst("<!-- example: ".count).dropLast(" -->".count)), open: open, close: close, commands: [])
             for line in body {
@@ -61,11 +73,16 @@ struct ReadmeExampleTests {
     }
 
     /// Numbers become `#`, byte units `U`, runs of spaces one space, this
-    /// machine's name `HOST`.
+    /// machine's name `HOST`. The `T` of an RFC 3339 time is set apart
+    /// from its hour first, so that `T09:` and `T21:` read alike.
     static func normalized(_ line: String) -> String {
         var s = line
         let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? ""
-        if !host.isEmpty { s = s.replacingOccurrences(of: "host \(host)", with: "host HOST") }
+        if !host.isEmpty {
+            s = s.replacingOccurrences(of: "host \(host)", with: "host HOST")
+            s = s.replacingOccurrences(of: "\"host\": \"\(host)\"", with: "\"host\": \"HOST\"")
+        }
+        s = s.replacingOccurrences(of: #"(?<=[0-9])T(?=[0-9]{2}:)"#, with: "T ", options: .regularExpression)
         s = s.replacingOccurrences(of: #"(?<![A-Za-z_])[0-9]+([.,:][0-9]+)*"#, with: "#", options: .regularExpression)
         s = s.replacingOccurrences(of: #"#( ?)(B|KiB|MiB|GiB|TiB)\b"#, with: "#$1U", options: .regularExpression)
         // Durations: an interval of 999 ms or 1 s.
@@ -95,6 +112,8 @@ struct ReadmeExampleTests {
         var namespace: TestNamespace?
         let folder: String
         var keep: [AnyObject] = []
+        /// What the block's ` &` commands started, stopped when it ends.
+        var background: [(command: String, process: Background)] = []
         var traffic: (@Sendable () throws -> Void)?
         private let stopping = Atomic<Bool>(false)
         private let running = Atomic<Bool>(false)
@@ -121,6 +140,25 @@ struct ReadmeExampleTests {
         func stopTraffic() {
             stopping.store(true, ordering: .relaxed)
             while running.load(ordering: .relaxed) { Thread.sleep(forTimeInterval: 0.01) }
+        }
+
+        /// A command ending in ` &`: started in the machine, in the block's
+        /// folder, and left running until `stopBackground`.
+        func start(_ command: String, binary: String) throws {
+            let line = String(command.dropLast(2)).replacingOccurrences(of: "ifmeter ", with: binary + " ")
+            let shell = ["sh", "-c", "cd '\(folder)' && exec \(line)"]
+            background.append(
+                (command, try Background((namespace.map { ["ip", "netns", "exec", $0.name] } ?? []) + shell, name: "readme-background")))
+        }
+
+        /// Stops what `start` started (SIGTERM), and returns what did not
+        /// stop cleanly, with its log.
+        func stopBackground() -> [String] {
+            defer { background = [] }
+            return background.compactMap { command, process in
+                let status = process.stop()
+                return status == 0 ? nil : "'\(command)' exited \(status): \(process.log)"
+            }
         }
 
         func run(_ command: String, binary: String) throws -> (output: [String], status: Int32) {
@@ -193,7 +231,7 @@ struct ReadmeExampleTests {
                 try pair.a.ip("route", "add", "default", "via", pair.ipB, "dev", "eth0")
             }
         default:
-            throw TestFailure("README: unknown example setup '\(setup)'")
+            throw TestFailure("unknown example setup '\(setup)'")
         }
         return m
     }
@@ -206,11 +244,31 @@ struct ReadmeExampleTests {
 
     @Test func everyExampleRunsAsShown() throws {
         try Netns.requireRoot()
-        var lines = try String(contentsOfFile: Self.readmePath, encoding: .utf8).components(separatedBy: "\n")
-        let blocks = try Self.blocks(lines)
-        #expect(blocks.count >= 7, "the README's examples were found")
         let binary = try ifmeterBinary()
         let record = ProcessInfo.processInfo.environment["IFMETER_RECORD_README"] == "1"
+        var count = 0, rewritten: [String] = []
+        for file in try Self.exampleFiles() {
+            var lines = try String(contentsOfFile: Self.path(file), encoding: .utf8).components(separatedBy: "\n")
+            let blocks = try Self.blocks(lines, file: file)
+            count += blocks.count
+            let recorded = try run(blocks, file: file, binary: binary, record: record)
+            if record, !recorded.isEmpty {
+                for (block, body) in recorded.reversed() {
+                    lines.replaceSubrange((block.open + 1)..<block.close, with: body)
+                }
+                try lines.joined(separator: "\n").write(toFile: Self.path(file), atomically: true, encoding: .utf8)
+                rewritten.append(file)
+            }
+        }
+        #expect(count >= 7, "the examples were found")
+        if record {
+            Issue.record(
+                "re-recorded the examples of \(rewritten.joined(separator: ", ")); review the diff, then run again without IFMETER_RECORD_README")
+        }
+    }
+
+    /// Runs one file's blocks; returns each block with the body a run printed.
+    func run(_ blocks: [Block], file: String, binary: String, record: Bool) throws -> [(Block, [String])] {
         var recorded: [(Block, [String])] = []
         for block in blocks {
             let m = try machine(block.setup)
@@ -222,6 +280,9 @@ struct ReadmeExampleTests {
                 var result: (output: [String], status: Int32)
                 if command == "echo $?" {
                     result = (["\(previous)"], 0)
+                } else if command.hasSuffix(" &") {
+                    try m.start(command, binary: binary)
+                    result = ([], 0)
                 } else {
                     result = try m.run(command, binary: binary)
                 }
@@ -229,7 +290,7 @@ struct ReadmeExampleTests {
                 // A command with a trailing comment and nothing shown: only
                 // that it works.
                 if expected.isEmpty, command.contains("  #") {
-                    #expect(result.status == 0, "README: '\(command)' failed: \(result.output.joined(separator: "\n"))")
+                    #expect(result.status == 0, "\(file) line \(block.open + 1): '\(command)' failed: \(result.output.joined(separator: "\n"))")
                 } else {
                     // The blank lines the README leaves between commands.
                     var output = result.output
@@ -238,21 +299,18 @@ struct ReadmeExampleTests {
                     if !record {
                         #expect(
                             Self.matches(expected, result.output),
-                            "README line \(block.open + 1), '\(command)' printed:\n\(result.output.joined(separator: "\n"))\nwhere the README shows:\n\(expected.joined(separator: "\n"))"
+                            "\(file) line \(block.open + 1), '\(command)' printed:\n\(result.output.joined(separator: "\n"))\nwhere \(file) shows:\n\(expected.joined(separator: "\n"))"
                         )
                     }
                 }
                 previous = result.status
             }
+            for failure in m.stopBackground() {
+                Issue.record("\(file) line \(block.open + 1): \(failure)")
+            }
             recorded.append((block, body))
         }
-        if record {
-            for (block, body) in recorded.reversed() {
-                lines.replaceSubrange((block.open + 1)..<block.close, with: body)
-            }
-            try lines.joined(separator: "\n").write(toFile: Self.readmePath, atomically: true, encoding: .utf8)
-            Issue.record("re-recorded the README's examples; review the diff, then run again without IFMETER_RECORD_README")
-        }
+        return recorded
     }
 
     @Test func normalizingKeepsWordsAndMarks() {
@@ -261,5 +319,7 @@ struct ReadmeExampleTests {
         #expect(Self.matches(["a 1", "...", "z"], ["a 7", "b", "c", "z"]))
         #expect(!Self.matches(["a 1", "z"], ["a 7", "b", "z"]))
         #expect(!Self.matches(["≥ 1 B"], ["1 B"]), "a mark is a word")
+        #expect(Self.normalized("saved 2026-12-01T09:07:07+00:00") == Self.normalized("saved 2026-12-02T21:17:08+00:00"), "any time of day")
+        #expect(Self.normalized("veth0 tun10") != Self.normalized("veth1 tun1"), "names keep their digits")
     }
 }

@@ -3,10 +3,10 @@ import IfmeterCore
 import IfmeterTestSupport
 import Testing
 
-/// The README's state and plan workflows, in every order a user can take
-/// them, checked against the bytes sent: a plan set before the first
-/// sample or after it, then export, serve and live on one state file in
-/// turn.
+/// The state and plan workflows of docs/state-and-usage.md, in every
+/// order a user can take them, checked against the bytes sent: a plan set
+/// before the first sample or after it, then export, serve and live on one
+/// state file in turn.
 @Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
 struct PlanAndStateScenarios {
     static let payload = 700

@@ -41,7 +41,7 @@ struct ShortLivedNamespaceScenarios {
     /// 521,000 sent and said exact; churned series were short by 17-48%,
     /// all exact. And finding 7: the veth ends left in the host namespace,
     /// whose peers went with their namespace, were lower bounds, though the
-    /// README says both ends of a watched pair stay exact.
+    /// docs/namespaces-and-events.md says both ends of a watched pair stay exact.
     @Test(arguments: [0.3, 1.0, 3.0])
     func namespacesThatLiveBrieflyAreCountedExactly(life: Double) throws {
         try Netns.requireRoot()
