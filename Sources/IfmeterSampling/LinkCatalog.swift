@@ -186,6 +186,10 @@ final class LinkCatalog {
                     reportedSpeed = fromSysfs.speedBps
                 }
             }
+            // sysfs shows another namespace (`list --netns`): the driver
+            // says the speed sysfs would, through the socket in the link's
+            // namespace (while the link runs, as sysfs).
+            if hardware == nil { reportedSpeed = ethtoolSpeedBps(link.name, running: link.flags & 0x40 != 0 /* IFF_RUNNING */) }
             classification = Classifier.classify(name: link.name, facts: facts, platform: .linux)
         }
         var attributes = LinkAttributes(
@@ -228,6 +232,13 @@ final class LinkCatalog {
         }
         facts.sysfs = read
         return facts
+    }
+
+    /// The driver's speed in bit/s, as sysfs's `speed` gives it.
+    private func ethtoolSpeedBps(_ name: String, running: Bool) -> UInt64? {
+        var speed: Int32 = 0, duplex: UInt8 = 0
+        guard running, cifm_ethtool_link(socket.fd, name, &speed, &duplex) == 0 else { return nil }
+        return SysfsReader.bitsPerSecond(Int(speed))
     }
 
     /// Speed and duplex from the driver, while the link is up (sysfs
