@@ -73,13 +73,14 @@ public struct SnapshotRenderer: Sendable {
             let c = i.counters
             table.add([
                 i.key.display, i.index.map(String.init) ?? "-", i.kind?.rawValue ?? "-",
-                "≈ " + size(c.rxBytes), "≈ " + size(c.txBytes),
+                size(c.rxBytes), size(c.txBytes),
                 Units.grouped(c.rxPackets), Units.grouped(c.txPackets), "\(i.width.rawValue)-bit",
             ])
         }
         var lines = table.lines()
         lines.append("")
         lines.append("Counters since each interface was created, read by \(source). A 32-bit counter wraps at 4 GiB.")
+        if !bits { lines.append("Sizes from 1 KiB up are rounded; --format json gives every counter exactly.") }
         lines.append(Caveat.estimate)
         return lines.joined(separator: "\n") + "\n"
     }
