@@ -90,11 +90,18 @@ public struct PositionalSpec: Sendable {
     public var name: String
     public var help: String
     public var optional: Bool
+    /// The words it takes (`set`, `list`, `remove`), for completions; empty
+    /// when it takes any.
+    public var choices: [String]
+    /// It names an interface or a glob of names (completions offer them).
+    public var isInterface: Bool
 
-    public init(_ name: String, help: String, optional: Bool = false) {
+    public init(_ name: String, help: String, optional: Bool = false, choices: [String] = [], isInterface: Bool = false) {
         self.name = name
         self.help = help
         self.optional = optional
+        self.choices = choices
+        self.isInterface = isInterface
     }
 }
 

@@ -168,7 +168,7 @@ struct CompletionScript {
                 if [[ $prev == -* ]] && _ifmeter_value "$prev" "$cur"; then
                     return 0
                 fi
-                local options= positional=
+                local options= positional= words=
                 case $_ifmeter_command in
 
             """
@@ -176,7 +176,11 @@ struct CompletionScript {
             let name = spec.name == root.name ? "''" : Self.subcommand(spec)
             let options = Self.visible(spec).flatMap(Self.names).joined(separator: " ")
             s += "        \(name))\n            options='\(options)'"
-            if let positional = spec.positionals.first {
+            if let positional = spec.positionals.first, !positional.choices.isEmpty {
+                // A word first (`plan set`), then what follows it.
+                s += "\n            words='\(positional.choices.joined(separator: " "))'"
+                s += "\n            positional=\(spec.positionals.dropFirst().first?.isInterface == true ? "word-interface" : "word")"
+            } else if let positional = spec.positionals.first {
                 s += "\n            positional=\(positional.valueCompletion == .file ? "file" : "any")"
             } else if spec.name == root.name {
                 s += "\n            positional=command"
@@ -187,6 +191,23 @@ struct CompletionScript {
                 esac
                 if [[ $cur == -* ]]; then
                     COMPREPLY=($(compgen -W "$options" -- "$cur"))
+                    return 0
+                fi
+                if [[ $positional == word* ]]; then
+                    # Is the word already given, after the command?
+                    local given= j
+                    for (( j = i + 1; j < COMP_CWORD; j++ )); do
+                        [[ " $words " == *" ${COMP_WORDS[j]} "* ]] && given=${COMP_WORDS[j]}
+                    done
+                    if [[ -z $given ]]; then
+                        COMPREPLY=($(compgen -W "$words" -- "$cur"))
+                        return 0
+                    fi
+                    if [[ $positional == word-interface ]]; then
+                        COMPREPLY=($(compgen -W "$(_ifmeter_interfaces) $options" -- "$cur"))
+                    else
+                        COMPREPLY=($(compgen -W "$options" -- "$cur"))
+                    fi
                     return 0
                 fi
                 case $positional in
@@ -251,7 +272,10 @@ struct CompletionScript {
             }
         }
         for (i, positional) in spec.positionals.enumerated() {
-            let action = positional.valueCompletion == .file ? "_files" : " "
+            let action =
+                !positional.choices.isEmpty
+                ? "(\(positional.choices.joined(separator: " ")))"
+                : positional.isInterface ? "_ifmeter_interfaces" : positional.valueCompletion == .file ? "_files" : " "
             lines.append("'\(positional.optional ? ":" : "")\(i + 1):\(zshDescription(positional.name)):\(action)'")
         }
         return lines
@@ -389,6 +413,18 @@ struct CompletionScript {
             for option in Self.visible(spec) { s += Self.fishLine(option, condition: condition) }
             if spec.positionals.contains(where: { $0.valueCompletion == .file }) {
                 s += "complete -c ifmeter -n \(Self.fishQuote(condition)) -F\n"
+            }
+            if let first = spec.positionals.first, !first.choices.isEmpty {
+                // The word first (`plan set`), then an interface if one follows.
+                let words = first.choices.joined(separator: " ")
+                let before = condition + "; and not __fish_seen_subcommand_from " + words
+                for word in first.choices {
+                    s += "complete -c ifmeter -n \(Self.fishQuote(before)) -a \(word) -d \(Self.fishQuote(first.help))\n"
+                }
+                if spec.positionals.dropFirst().first?.isInterface == true {
+                    let after = condition + "; and __fish_seen_subcommand_from " + words
+                    s += "complete -c ifmeter -n \(Self.fishQuote(after)) -a '(__ifmeter_interfaces)'\n"
+                }
             }
         }
         return s

@@ -35,8 +35,8 @@ struct PlanCommand: Command {
             CommandLinePath.allowForeignSpec,
         ],
         positionals: [
-            PositionalSpec("action", help: "set, list or remove."),
-            PositionalSpec("name", help: "The interface name or glob (set, remove).", optional: true),
+            PositionalSpec("action", help: "set, list or remove.", choices: ["set", "list", "remove"]),
+            PositionalSpec("name", help: "The interface name or glob (set, remove).", optional: true, isInterface: true),
         ])
 
     enum Action {
@@ -126,7 +126,7 @@ struct PlanCommand: Command {
                     plan.quotaBytes.map { "\(Units.bytes($0)) (\($0) B)" } ?? "none", plan.direction.rawValue,
                 ])
             }
-            try Output.put(table.lines().joined(separator: "\n") + "\n")
+            try Output.put(Output.forPeople(table.lines().joined(separator: "\n") + "\n"))
         case .set(let plan):
             let store = try open(create: true)
             let names: [String]

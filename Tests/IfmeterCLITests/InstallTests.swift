@@ -115,6 +115,12 @@ import Testing
         let pages = try FileManager.default.contentsOfDirectory(atPath: folder).map { folder + "/" + $0 }.sorted()
         #expect(try complete(["ifmeter", "serve", "--state", folder + "/ifmeter"]).sorted() == pages)
         #expect(try complete(["ifmeter", "replay", folder + "/ifmeter"]).sorted() == pages)
+        // plan's action first, then (set, remove) an interface or an option.
+        #expect(try complete(["ifmeter", "plan", ""]) == ["set", "list", "remove"])
+        #expect(try complete(["ifmeter", "plan", "r"]) == ["remove"])
+        #expect(try complete(["ifmeter", "plan", "--state", "x.db", ""]) == ["set", "list", "remove"])
+        #expect(try complete(["ifmeter", "plan", "set", "lo"]) == ["lo"])
+        #expect(try complete(["ifmeter", "plan", "set", "lo", "--cy"]) == ["--cycle-start"])
     }
 
     @Test func zshAndFishAcceptTheirScripts() throws {
@@ -135,6 +141,9 @@ import Testing
         #expect(try complete("ifmeter se") == ["serve"])
         #expect(try complete("ifmeter serve --li") == ["--listen"])
         #expect(try complete("ifmeter serve --kind ") == InterfaceKind.allCases.map(\.rawValue).sorted())
+        #expect(try complete("ifmeter plan ") == ["list", "remove", "set"])
+        #expect(try complete("ifmeter plan set lo").contains("lo"))
+        #expect(try complete("ifmeter plan set --cy") == ["--cycle-start"])
     }
 
     @Test func unitVerifiesAndScoresOK() throws {
