@@ -31,7 +31,7 @@ struct ExportCommand: Command {
             OptionSpec("--textfile", value: "path", help: "Write the Prometheus text exposition here."),
             OptionSpec("--every", value: "duration", help: "Length of a period: time between writes.", default: "15s"),
             CompatOption.spec,
-        ] + RouteOptions.specs + CommonOptions.monitoring)
+        ] + RouteOptions.specsWithoutDefaultProbes + CommonOptions.monitoring)
 
     var textfile: String?
     var json: String?

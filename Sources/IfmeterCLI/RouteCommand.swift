@@ -73,7 +73,8 @@ struct RouteCommand: Command {
         } catch {
             throw .runtime(error.description)
         }
-        try Output.put(json ? JSONWriter(indent: 2).string(report.json(window: window != nil)) + "\n" : report.text(window: window != nil))
+        try Output.put(
+            json ? JSONWriter(indent: 2).string(report.json(window: window != nil)) + "\n" : Output.forPeople(report.text(window: window != nil)))
         if report.leaksOutside { throw .status(3) }
         #else
         throw .runtime("'route' needs Linux's netlink")
@@ -116,20 +117,29 @@ final class RouteCollector: PipelineSink {
 enum RouteOptions {
     static let defaultProbes = ["8.8.8.8", "2001:4860:4860::8888"]
 
-    static let specs: [OptionSpec] = [
-        OptionSpec(
-            "--probe", value: "address",
-            help:
-                "An address to ask the kernel's routing about (repeatable; no packet is sent). Default: \(defaultProbes.joined(separator: " and ")).",
-            repeatable: true),
-        OptionSpec("--underlay", value: "tun=if", help: "The interface that carries a tunnel (repeatable).", repeatable: true),
-        OptionSpec(
-            "--endpoint", value: "tun=address", help: "A tunnel's remote endpoint: its underlay is the route to it (repeatable).",
-            repeatable: true),
-        OptionSpec(
-            "--overhead", value: "tun=bytes", help: "Bytes the underlay counts per tunnel packet beyond the tunnel's count (repeatable).",
-            repeatable: true),
-    ]
+    /// route and live ask about the default probes without --probe.
+    static let specs = specs(probesByDefault: true)
+
+    /// serve and export report routes only for the --probe addresses given.
+    static let specsWithoutDefaultProbes = specs(probesByDefault: false)
+
+    static func specs(probesByDefault: Bool) -> [OptionSpec] {
+        [
+            OptionSpec(
+                "--probe", value: "address",
+                help: probesByDefault
+                    ? "An address to ask the kernel's routing about (repeatable; no packet is sent). Default: \(defaultProbes.joined(separator: " and "))."
+                    : "An address to ask the kernel's routing about (repeatable; no packet is sent). Without it, no route figures.",
+                repeatable: true),
+            OptionSpec("--underlay", value: "tun=if", help: "The interface that carries a tunnel (repeatable).", repeatable: true),
+            OptionSpec(
+                "--endpoint", value: "tun=address", help: "A tunnel's remote endpoint: its underlay is the route to it (repeatable).",
+                repeatable: true),
+            OptionSpec(
+                "--overhead", value: "tun=bytes", help: "Bytes the underlay counts per tunnel packet beyond the tunnel's count (repeatable).",
+                repeatable: true),
+        ]
+    }
 
     /// The settings a command's options give.
     static func settings(_ p: ParsedArguments, command: String) throws(CLIError) -> RouteSettings {

@@ -72,7 +72,7 @@ struct ServeCommand: Command {
                 "--max-connections", value: "n", help: "Open connections; past it the oldest one still waiting for its request is closed.",
                 default: "1024"),
             OptionSpec("--web-config", value: "file", help: "TLS and basic auth, in Prometheus exporter-toolkit's web config format (see above)."),
-        ] + RouteOptions.specs + CommonOptions.monitoring)
+        ] + RouteOptions.specsWithoutDefaultProbes + CommonOptions.monitoring)
 
     let address: ListenAddress
     let families: ExpositionFamilies
