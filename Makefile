@@ -95,7 +95,8 @@ test:
 	$(SWIFT) build
 	SWIFT=$(SWIFT) scripts/library docs
 	SWIFT=$(SWIFT) scripts/library api-check
-	scripts/run-with-limit $(TEST_TIME_LIMIT) $(SWIFT) test
+	# Text outputs are compared in UTF-8; tests that want another locale set it.
+	LC_ALL=C.UTF-8 scripts/run-with-limit $(TEST_TIME_LIMIT) $(SWIFT) test
 
 # One style (.swift-format: 4-space indents, 150 columns), which make test
 # checks with the toolchain's swift-format; this rewrites the tree in it.

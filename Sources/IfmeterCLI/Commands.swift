@@ -57,10 +57,10 @@ public enum IfmeterCLI {
         if try Generate.run(arguments) { return }
         guard let first = arguments.first, !first.hasPrefix("-") else {
             let root = try ParsedArguments.parse(arguments, spec: rootSpec)
-            if root.wantsHelp { return try Output.put(rootSpec.help) }
+            if root.wantsHelp { return try Output.put(Output.forPeople(rootSpec.help)) }
             if root.flag("--version") { return try Output.put("ifmeter \(version)\n") }
             // No command: the main job on a terminal; help elsewhere.
-            guard Output.isTerminal(1) else { return try Output.put(rootSpec.help) }
+            guard Output.isTerminal(1) else { return try Output.put(Output.forPeople(rootSpec.help)) }
             return try LiveCommand(ParsedArguments.parse([], spec: LiveCommand.spec)).run()
         }
         guard let command = commands.first(where: { $0.spec.name == "ifmeter " + first }) else {
@@ -69,7 +69,7 @@ public enum IfmeterCLI {
             throw .usage("unknown subcommand '\(first)'\(hint)", command: "ifmeter")
         }
         let parsed = try ParsedArguments.parse(Array(arguments.dropFirst()), spec: command.spec)
-        if parsed.wantsHelp { return try Output.put(command.spec.help) }
+        if parsed.wantsHelp { return try Output.put(Output.forPeople(command.spec.help)) }
         CommandLinePath.allowForeign = parsed.flag(CommandLinePath.allowForeignSpec.long)
         try command.init(parsed).run()
     }
@@ -98,7 +98,7 @@ struct ListCommand: Command {
             guard let sample = update.reading?.sample else { return nil }
             return json
                 ? JSONWriter(indent: 2).string(renderer.json(sample, source: source)) + "\n"
-                : renderer.text(sample, source: source)
+                : Output.forPeople(renderer.text(sample, source: source))
         }
         pipeline.add(sink: printer)
         var waiter = SignalWaiter()
@@ -155,7 +155,7 @@ struct SampleCommand: Command {
                 guard let sample = update.reading?.sample else { return nil }
                 return json
                     ? JSONWriter().string(renderer.json(sample, source: source)) + "\n"
-                    : renderer.text(sample, source: source)
+                    : Output.forPeople(renderer.text(sample, source: source))
             }
         } else {
             let renderer = IntervalRenderer(bits: bits)
@@ -169,13 +169,16 @@ struct SampleCommand: Command {
                             deltas: update.deltas, totals: { totals[$0] }, time: update.time, seconds: update.seconds,
                             wallTime: LocalZone.system.rfc3339(milliseconds: update.wallTime))) + "\n"
                 }
-                return renderer.text(
-                    deltas: update.deltas, totals: { totals[$0] }, time: update.time, seconds: update.seconds,
-                    heading: localTimeLabel(update.wallTime),
-                    wide: wide, shown: &shown.value) + "\n"
+                return Output.forPeople(
+                    renderer.text(
+                        deltas: update.deltas, totals: { totals[$0] }, time: update.time, seconds: update.seconds,
+                        heading: localTimeLabel(update.wallTime),
+                        wide: wide, shown: &shown.value) + "\n")
             }
             if !json, !watch || Output.isTerminal(1) {
-                try Output.put("Sampling \(source) every \(Units.duration(setup.configuration.interval)); figures are estimates (see the end).\n\n")
+                try Output.put(
+                    Output.forPeople(
+                        "Sampling \(source) every \(Units.duration(setup.configuration.interval)); figures are estimates (see the end).\n\n"))
             }
         }
         pipeline.add(sink: printer)
@@ -183,7 +186,7 @@ struct SampleCommand: Command {
         var waiter = SignalWaiter(stop: { printer.failure != nil })
         pipeline.run(&waiter)
         try printer.check()
-        if !json, count != nil || watch { try Output.put(Caveat.legend(shown: shown.value).joined(separator: "\n") + "\n") }
+        if !json, count != nil || watch { try Output.put(Output.forPeople(Caveat.legend(shown: shown.value).joined(separator: "\n") + "\n")) }
     }
 }
 
@@ -284,6 +287,7 @@ struct ReplayCommand: Command {
 
     let path: String
     let renderer: any ReportRenderer
+    let format: String
     let bits: Bool
     let filter: InterfaceFilter
     let arguments: ParsedArguments
@@ -292,7 +296,7 @@ struct ReplayCommand: Command {
         arguments = p
         path = p.positionals[0]
         bits = p.flag("--bits")
-        let format = try CommonOptions.format(p, allowed: ReportFormats.names, default: "json")
+        format = try CommonOptions.format(p, allowed: ReportFormats.names, default: "json")
         renderer = ReportFormats.renderer(format, bits: bits) ?? JSONReportRenderer()
         var filter = try CommonOptions.filter(p)
         filter.namespaces = try CommonOptions.namespaceNames(p).map(Set.init)
@@ -346,7 +350,8 @@ struct ReplayCommand: Command {
         }
         unmatched.warn(what: "the trace")
         let report = Report(engine: engine ?? DeltaEngine(), header: reader.header)
-        try Output.put(renderer.render(report))
+        let text = renderer.render(report)
+        try Output.put(format == "text" ? Output.forPeople(text) : text)
     }
 }
 

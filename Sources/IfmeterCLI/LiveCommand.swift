@@ -53,7 +53,7 @@ struct LiveCommand: Command {
             pipeline.run(&waiter)
         } else {
             let lines = PlainLines(source: pipeline.source.sourceName, interval: setup.configuration.interval, bits: bits)
-            try Output.put(lines.header)
+            try Output.put(Output.forPeople(lines.header))
             pipeline.add(sink: lines)
             StopSignal.install(hangupStops: true)
             var waiter = SignalWaiter(stop: { lines.failure != nil })

@@ -252,7 +252,7 @@ struct ManPages {
         }
         s += """
             .PP
-            Every command takes \\fB\\-\\-help\\fR. Filters work on every command: \\fB\\-\\-include\\fR and \\fB\\-\\-exclude\\fR glob patterns on the name, \\fB\\-\\-kind\\fR on the kind.
+            Every command takes \\fB\\-\\-help\\fR. Filters work on every command that reports interfaces (all but \\fBroute\\fR and \\fBplan\\fR): \\fB\\-\\-include\\fR and \\fB\\-\\-exclude\\fR glob patterns on the name, \\fB\\-\\-kind\\fR on the kind.
             Durations read as 500ms, 0.5s, 2m or plain seconds.
             .SH OPTIONS
 
@@ -271,12 +271,18 @@ struct ManPages {
             .B IFMETER_LIBMICROHTTPD
             The libmicrohttpd library that \\fBserve\\fR loads when it starts (default: libmicrohttpd.so.12).
             .TP
+            .B LC_ALL\\fR, \\fBLC_CTYPE\\fR, \\fBLANG
+            The first one set decides the character set: without UTF-8 (\\fBLANG=C\\fR, or none set), text output, messages and the live view use ASCII (\\fB>=\\fR for a lower bound, \\fB#\\fR and \\fB\\-\\fR for bars); JSON, CSV and traces stay UTF-8.
+            .TP
+            .B IFMETER_STATE
+            The state file that \\fBusage\\fR and \\fBplan\\fR read without \\fB\\-\\-state\\fR (else /var/lib/ifmeter/state.db for root, else $XDG_STATE_HOME/ifmeter/state.db or ~/.local/state/ifmeter/state.db).
+            .TP
             .B SOURCE_DATE_EPOCH
             The date (seconds since 1970) that \\fB\\-\\-generate\\-manpage\\fR writes in the pages' headers; without it, none.
             .SH FILES
             .TP
             .I /var/lib/ifmeter/state.db
-            The state file of \\fBifmeter\\-serve.service\\fR (SQLite): totals, their quality and the daily and monthly usage tables, kept across restarts and reboots.
+            The state file of \\fBifmeter\\-serve.service\\fR (SQLite): totals, their quality, the usage per local hour (from which the daily, monthly, yearly and cycle tables are summed) and the plans, kept across restarts and reboots.
             With \\fBDynamicUser=yes\\fR, systemd keeps it in \\fI/var/lib/private/ifmeter\\fR and makes \\fI/var/lib/ifmeter\\fR a link to it.
             Read it with \\fBifmeter usage \\-\\-state /var/lib/ifmeter/state.db\\fR.
             .TP

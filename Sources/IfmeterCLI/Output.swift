@@ -24,8 +24,16 @@ enum Output {
 
     /// stderr: one line, errors ignored (there is nowhere else to report).
     static func error(_ line: String) {
-        try? put(line + "\n", to: 2)
+        try? put(forPeople(line) + "\n", to: 2)
     }
+
+    /// The locale takes UTF-8 (LC_ALL, LC_CTYPE, LANG); read once.
+    static let utf8 = localeUsesUTF8()
+
+    /// Text for people (tables, reports, help, messages) as the locale can
+    /// show it: with ASCII stand-ins (`>=` for `≥`) unless it takes UTF-8.
+    /// Data (JSON, CSV, traces, completions) is written as it is.
+    static func forPeople(_ text: String) -> String { utf8 ? text : ASCIIText.folded(text) }
 
     static func isTerminal(_ fd: Int32) -> Bool { IfmeterSystem.isTerminal(fd) }
 }

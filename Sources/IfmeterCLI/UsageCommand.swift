@@ -118,7 +118,7 @@ struct UsageCommand: Command {
         if format != "text", !check, let warning = snapshot.saves.warning(now: wall, zone: .system) { Output.error(warning) }
         if check {
             let result = table.check(plans: plans)
-            try Output.put(result.lines.joined(separator: "\n") + "\n" + Caveat.sentence + "\n")
+            try Output.put(Output.forPeople(result.lines.joined(separator: "\n") + "\n" + Caveat.sentence + "\n"))
             if result.exitCode != 0 { throw .status(result.exitCode) }
             return
         }
@@ -133,7 +133,7 @@ struct UsageCommand: Command {
         switch format {
         case "json": try Output.put(JSONWriter(indent: 2).string(table.json()) + "\n")
         case "csv": try Output.put(table.csv())
-        default: try Output.put(table.text(path: path))
+        default: try Output.put(Output.forPeople(table.text(path: path)))
         }
     }
 }

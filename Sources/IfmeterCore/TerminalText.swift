@@ -70,3 +70,50 @@ extension SeriesKey {
     /// `NAME` or `NS/NAME`, safe for a terminal (see `TerminalText`).
     public var display: String { TerminalText.escaped(description) }
 }
+
+/// Text for a terminal whose locale is not UTF-8 (`LANG=C`): every
+/// character ifmeter draws outside ASCII has an ASCII stand-in. `≥` becomes
+/// `>=`, taking a space of padding before it when there are two (so a
+/// right-aligned column keeps its width); `~` stays; bars become `#` (high)
+/// and `-` (low), `·` a `-` between words and `.` in a bar. Other text
+/// outside ASCII (a name from the kernel) is left as it is.
+public enum ASCIIText {
+    public static func folded(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: { !$0.isASCII }) else { return text }
+        var out = String.UnicodeScalarView()
+        let scalars = Array(text.unicodeScalars)
+        for (i, scalar) in scalars.enumerated() {
+            let before = i > 0 ? scalars[i - 1] : " ", after = i + 1 < scalars.count ? scalars[i + 1] : " "
+            func put(_ s: String) { out.append(contentsOf: s.unicodeScalars) }
+            switch scalar {
+            case "≥":
+                let count = out.count
+                if count >= 2, out[out.index(out.endIndex, offsetBy: -1)] == " ", out[out.index(out.endIndex, offsetBy: -2)] == " " {
+                    out.removeLast()
+                }
+                put(">=")
+            case "≤": put("<=")
+            case "≈": put("~")
+            case "·": put(before == " " && after == " " ? "-" : ".")
+            case "▁", "▂", "▃", "▄": put("-")
+            case "▅", "▆", "▇", "█": put("#")
+            case "░": put(".")
+            case "▏", "│": put("|")
+            case "┤": put("+")
+            case "─", "—", "–": put("-")
+            case "›": put(">")
+            case "↓": put("v")
+            case "↑": put("^")
+            case "→": put("->")
+            case "←": put("<-")
+            case "…": put("...")
+            case "±": put("+/-")
+            case "×": put("x")
+            case "∞": put("inf")
+            case "§": put("S")
+            default: out.append(scalar)
+            }
+        }
+        return String(out)
+    }
+}

@@ -185,6 +185,10 @@ public struct LiveModel: Sendable {
     public var source: String
     public var interval: Double
     public var selected: SeriesKey?
+    /// The selection is the top row, whichever interface that is, until
+    /// the user moves it elsewhere: so the busiest stays in view at start,
+    /// when the first sample (all rates zero) ranks rows by name only.
+    public var selectionFollowsTop = true
     public var sort: LiveSort = .rate
     public var unit: LiveRateUnit = .bytes
     /// Byte rates are shown in bits per second.
@@ -465,8 +469,9 @@ public struct LiveModel: Sendable {
     func slot(of key: SeriesKey) -> Int? { slotOf[key] }
 
     mutating func keepSelectionValid() {
-        if let selected, let row = row(for: selected), isVisible(row) { return }
+        if !selectionFollowsTop, let selected, let row = row(for: selected), isVisible(row) { return }
         selected = visibleSlots().first.map { rows[$0].key }
+        if selectionFollowsTop { scroll = 0 }
     }
 
     // MARK: keys
@@ -526,7 +531,11 @@ public struct LiveModel: Sendable {
             return .quit
         case .backspace:
             if !filterDraft.isEmpty { filterDraft.removeLast() }
-        case .character(let c) where !c.isNewline:
+        case .character("\u{15}"):
+            // Ctrl-U, as in a shell: the draft is cleared.
+            filterDraft = ""
+        case .character(let c)
+        where !c.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0.properties.generalCategory == .format }):
             filterDraft.append(c)
         default: return .none
         }
@@ -541,6 +550,8 @@ public struct LiveModel: Sendable {
         let current = rows.firstIndex { $0 == selected } ?? 0
         let target = max(0, min(rows.count - 1, current.addingReportingOverflow(step).overflow ? (step < 0 ? 0 : rows.count - 1) : current + step))
         selected = rows[target]
+        // Back on the top row, it follows the top again.
+        selectionFollowsTop = target == 0
         let room = max(1, pageSize)
         if page { scroll += step }
         scroll = max(0, min(scroll, rows.count - room))

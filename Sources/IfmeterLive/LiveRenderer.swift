@@ -8,8 +8,13 @@ import IfmeterSystem
 public struct LiveRenderer: Sendable {
     /// ANSI colours; off for NO_COLOR and dumb terminals.
     public var color: Bool
+    /// ASCII stand-ins for every drawn character (a locale without UTF-8).
+    public var ascii: Bool
 
-    public init(color: Bool) { self.color = color }
+    public init(color: Bool, ascii: Bool = false) {
+        self.color = color
+        self.ascii = ascii
+    }
 
     public static let minimumWidth = 40
     public static let minimumHeight = 8
@@ -67,11 +72,12 @@ public struct LiveRenderer: Sendable {
         let footer = footerLines(model, width: width, marks: marks)
         if rows.isEmpty {
             lines.append(
-                Line(width: width).text(model.isEmpty ? "  waiting for the first interval…" : "  no interface matches the filter or kinds shown", dim)
+                Line(width: width, ascii: ascii).text(
+                    model.isEmpty ? "  waiting for the first interval…" : "  no interface matches the filter or kinds shown", dim)
             )
         }
         while lines.count < height - Self.footerHeight - detail.count - (detail.isEmpty ? 0 : 1) - summary.count {
-            lines.append(Line(width: width))
+            lines.append(Line(width: width, ascii: ascii))
         }
         lines += summary
         if !detail.isEmpty {
@@ -80,7 +86,7 @@ public struct LiveRenderer: Sendable {
             let rule =
                 "── graphs: \(Self.spanText(model, columns: Self.graphWidth(width), resolution: resolution)) · t: "
                 + (model.span == .day ? "back to recent " : "longer ")
-            lines.append(Line(width: width).text(rule + String(repeating: "─", count: max(0, width - rule.unicodeScalars.count)), dim))
+            lines.append(Line(width: width, ascii: ascii).text(rule + String(repeating: "─", count: max(0, width - rule.unicodeScalars.count)), dim))
             lines += detail
         }
         lines += footer
@@ -106,7 +112,7 @@ public struct LiveRenderer: Sendable {
     // MARK: parts
 
     func header(_ model: LiveModel, width: Int, sharedTop: Double? = nil) -> Line {
-        var line = Line(width: width)
+        var line = Line(width: width, ascii: ascii)
         line = line.text("ifmeter", bold)
         if width >= 60 {
             line = line.text(" · \(model.host) · \(model.source) · every \(Units.duration(model.interval)) · by \(model.sort.rawValue)")
@@ -138,7 +144,7 @@ public struct LiveRenderer: Sendable {
         let summary = model.summary
         let (physicalRx, physicalTx, tunnelRx, tunnelTx) = (summary.physicalRx, summary.physicalTx, summary.tunnelRx, summary.tunnelTx)
         let r = { (v: Double) in Units.rate(bytesPerSecond: v, bits: model.bits) }
-        let physical = Line(width: width).text("physical ", bold).text("↓\(r(physicalRx)) ↑\(r(physicalTx))")
+        let physical = Line(width: width, ascii: ascii).text("physical ", bold).text("↓\(r(physicalRx)) ↑\(r(physicalTx))")
         var routeLines: [Line] = []
         if let route = model.route { routeLines.append(self.routeLine(route, width: width, rate: r)) }
         if width >= 72 {
@@ -147,7 +153,9 @@ public struct LiveRenderer: Sendable {
             return [line] + routeLines
         }
         return [
-            physical, Line(width: width).text("tunnel   ", bold).text("↓\(r(tunnelRx)) ↑\(r(tunnelTx))").text(" " + TrafficSummary.narrowNote, dim),
+            physical,
+            Line(width: width, ascii: ascii).text("tunnel   ", bold).text("↓\(r(tunnelRx)) ↑\(r(tunnelTx))").text(
+                " " + TrafficSummary.narrowNote, dim),
         ]
             + routeLines
     }
@@ -155,7 +163,7 @@ public struct LiveRenderer: Sendable {
     /// `route 8.8.8.8 → tun0 (tunnel)  outside ↓.. ↑..`: the kernel's routing
     /// decision for the probe, and what went around the tunnels.
     func routeLine(_ route: RouteSummary, width: Int, rate: (Double) -> String) -> Line {
-        var line = Line(width: width).text("route ", bold)
+        var line = Line(width: width, ascii: ascii).text("route ", bold)
         if let interface = route.interface {
             let alarm = route.tunnels && !route.viaTunnel
             line = line.text("\(route.probe) → ").text(TerminalText.escaped(interface), alarm ? warning : bold)
@@ -175,7 +183,7 @@ public struct LiveRenderer: Sendable {
     }
 
     func footerLines(_ model: LiveModel, width: Int, marks: MarksShown = MarksShown()) -> [Line] {
-        var status = Line(width: width)
+        var status = Line(width: width, ascii: ascii)
         if model.editingFilter {
             status = status.text("filter: ", bold).text(model.filterDraft + "▏").text("  Enter apply · Esc cancel", dim)
         } else if let note = model.note, model.now - note.time < 5 {
@@ -190,7 +198,7 @@ public struct LiveRenderer: Sendable {
                             ? "q quit · jk select · Enter detail · t span · a scale · s sort · b · f · 1-7 · p · r · ?"
                             : "q jk Enter t a s b f 1-7 p r, ? help", dim)
         }
-        return [status, Line(width: width).text(Self.caveat(fitting: width, marks: marks), dim)]
+        return [status, Line(width: width, ascii: ascii).text(Self.caveat(fitting: width, marks: marks), dim)]
     }
 
     /// What the figures are, and the marks on screen (only those): an
@@ -204,7 +212,7 @@ public struct LiveRenderer: Sendable {
     func detailLines(_ row: LiveInterface, model: LiveModel, width: Int, height: Int) -> [Line] {
         let graphHeight = Self.graphHeight(height)
         var lines: [Line] = []
-        var title = Line(width: width).text(row.key.display, bold).text(" ").text(row.kind.rawValue, kindStyle(row.kind))
+        var title = Line(width: width, ascii: ascii).text(row.key.display, bold).text(" ").text(row.kind.rawValue, kindStyle(row.kind))
         title = title.text("  \(row.classification.evidence) · \(row.width.rawValue)-bit counters")
         if let index = row.index { title = title.text(" · index \(index)") }
         title = title.text(" · ").text(row.operstate ?? "state unknown", row.operstate == "up" || row.operstate == "unknown" ? plain : warning)
@@ -218,7 +226,7 @@ public struct LiveRenderer: Sendable {
         } else {
             speed += "unknown"
         }
-        lines.append(Line(width: width).text(speed))
+        lines.append(Line(width: width, ascii: ascii).text(speed))
         lines.append(addressLine(row, model: model, width: width))
         lines.append(countersLine(row, width: width))
         let r = { (v: Double) in Units.rate(bytesPerSecond: v, bits: model.bits) }
@@ -237,7 +245,7 @@ public struct LiveRenderer: Sendable {
             let axis = Axis(peak: peak, bits: model.bits)
             let now = tx ? row.txRate : row.rxRate
             let packets = row.intervalRate(tx ? .txPackets : .rxPackets)
-            var head = Line(width: width).text(tx ? "tx" : "rx", bold)
+            var head = Line(width: width, ascii: ascii).text(tx ? "tx" : "rx", bold)
             head = head.text("  now \(now.map { row.rateQuality.liveMark + r($0) } ?? "-")")
             if let packets { head = head.text(" (\(Units.perSecond(packets).dropLast(2)) pkt/s)") }
             head = head.text(" · peak \(r(peak)) · avg \(r(known > 0 ? sum / Double(known) : 0))")
@@ -246,14 +254,17 @@ public struct LiveRenderer: Sendable {
             let graph = Graph.blocks(values, width: graphWidth, height: graphHeight, top: axis.top)
             for (n, text) in graph.enumerated() {
                 let label = axis.label(row: n, of: graphHeight)
-                var line = Line(width: width).text(padLeft(label ?? "", labelWidth - 1) + (label == nil ? " │" : " ┤"), dim)
+                var line = Line(width: width, ascii: ascii).text(padLeft(label ?? "", labelWidth - 1) + (label == nil ? " │" : " ┤"), dim)
                 line = line.text(text, tx ? txStyle : rxStyle)
                 lines.append(line)
             }
         }
-        lines.append(Line(width: width).text(Self.timeAxis(columns: graphWidth, resolution: resolution, labelWidth: labelWidth + 1), dim))
+        let covered = min(graphWidth, model.span.capacity)
+        lines.append(
+            Line(width: width, ascii: ascii).text(
+                Self.timeAxis(columns: graphWidth, resolution: resolution, labelWidth: labelWidth + 1, covered: covered), dim))
         let events = row.recentEvents.suffix(3).reversed()
-        var eventLine = Line(width: width).text("events: ", bold)
+        var eventLine = Line(width: width, ascii: ascii).text("events: ", bold)
         if events.isEmpty {
             eventLine = eventLine.text("none", dim)
         } else {
@@ -273,7 +284,7 @@ public struct LiveRenderer: Sendable {
 
     /// `MAC … · IPv4 … · IPv6 …`, from what the driver read for this row.
     func addressLine(_ row: LiveInterface, model: LiveModel, width: Int) -> Line {
-        var line = Line(width: width)
+        var line = Line(width: width, ascii: ascii)
         guard let addresses = model.addresses, addresses.key == row.key else {
             return line.text("addresses: ", bold).text("reading…", dim)
         }
@@ -289,7 +300,7 @@ public struct LiveRenderer: Sendable {
     func countersLine(_ row: LiveInterface, width: Int) -> Line {
         let mark = row.quality.liveMark
         func total(_ key: CounterKey) -> String { row.totals.has(key) ? mark + Units.grouped(row.totals.value(key)) : "-" }
-        var line = Line(width: width).text("packets ", bold)
+        var line = Line(width: width, ascii: ascii).text("packets ", bold)
         let rxp = row.intervalRate(.rxPackets), txp = row.intervalRate(.txPackets)
         line = line.text("↓\(rxp.map(Units.perSecond) ?? "-") ↑\(txp.map(Units.perSecond) ?? "-")")
         for (name, rx, tx) in [("errors", CounterKey.rxErrors, CounterKey.txErrors), ("drops", .rxDropped, .txDropped)] {
@@ -310,15 +321,18 @@ public struct LiveRenderer: Sendable {
     }
 
     /// A time axis under a graph `columns` wide whose newest column is
-    /// `now`: `-30s`, `-1m`, ... right-aligned to their columns.
-    static func timeAxis(columns: Int, resolution: Double, labelWidth: Int) -> String {
+    /// `now`: `-30s`, `-1m`, ... right-aligned to their columns, and none
+    /// past the `covered` newest columns, the ones the span holds data for
+    /// (a graph wider than the span's history is blank on the left).
+    static func timeAxis(columns: Int, resolution: Double, labelWidth: Int, covered: Int? = nil) -> String {
+        let oldest = Double(covered ?? columns) * resolution
         let ticks: [Double] = [5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 14400, 21600, 43200, 86400]
         let tick = ticks.first { $0 / resolution >= 18 } ?? 86400
         var cells = [Character](repeating: " ", count: labelWidth + columns)
         let nowLabel = Array("now")
         for (k, c) in nowLabel.enumerated() { cells[cells.count - nowLabel.count + k] = c }
         var age = tick
-        while true {
+        while age <= oldest + 1e-9 {
             let column = columns - 1 - Int((age / resolution).rounded())
             if column < 0 { break }
             let label = Array("-" + shortDuration(age))
@@ -362,8 +376,8 @@ public struct LiveRenderer: Sendable {
             ] + wordWrap(Self.helpCaveat, width: 72) + [
                 "", "Any key closes this help.",
             ]
-        var lines = text.prefix(height).map { Line(width: width).text($0, $0 == text[0] ? bold : plain).finish() }
-        while lines.count < height { lines.append(Line(width: width).finish()) }
+        var lines = text.prefix(height).map { Line(width: width, ascii: ascii).text($0, $0 == text[0] ? bold : plain).finish() }
+        while lines.count < height { lines.append(Line(width: width, ascii: ascii).finish()) }
         return lines
     }
 
@@ -473,7 +487,7 @@ struct Layout {
     }
 
     func titles(style: LiveRenderer, packets: Bool) -> Line {
-        var line = Line(width: width).text("  " + pad("NAME", nameWidth) + " " + pad("KIND", kindWidth) + " ")
+        var line = Line(width: width, ascii: style.ascii).text("  " + pad("NAME", nameWidth) + " " + pad("KIND", kindWidth) + " ")
         line = line.text(padLeft(packets ? "RX pkt/s" : "RX/s", rateWidth) + " " + padLeft(packets ? "TX pkt/s" : "TX/s", rateWidth))
         if sparkWidth > 0 {
             line = line.text(" " + pad(rxSparkWidth >= 9 ? "RECENT RX" : "RX", rxSparkWidth))
@@ -486,7 +500,7 @@ struct Layout {
 
     func row(_ row: LiveInterface, model: LiveModel, selected: Bool, style: LiveRenderer) -> Line {
         let gone = !row.present
-        var line = Line(width: width)
+        var line = Line(width: width, ascii: style.ascii)
         line = line.text(selected ? "› " : "  ", selected ? style.bold : style.plain)
         line = line.text(pad(truncate(row.key.display, nameWidth), nameWidth) + " ", gone ? style.dim : style.plain)
         let kind = shortKinds ? Self.shortKind(row.kind) : row.kind.rawValue
@@ -634,11 +648,16 @@ struct Axis {
 /// A screen line being built: text in styles, cut or padded to `width`.
 struct Line {
     let width: Int
+    /// Pieces are folded to ASCII (ASCIIText) before they are measured.
+    let ascii: Bool
     private var content = ""
     private var used = 0
     private var lineStyle = ""
 
-    init(width: Int) { self.width = width }
+    init(width: Int, ascii: Bool = false) {
+        self.width = width
+        self.ascii = ascii
+    }
 
     /// Appends a piece. Consuming: the line's text is appended to in place,
     /// not copied for every piece.
@@ -649,9 +668,9 @@ struct Line {
         // Whatever a piece holds (a name in an event or a note included),
         // no control character reaches the terminal: the line's own styles
         // are the only escape sequences written.
-        var piece = TerminalText.escaped(s)
+        var piece = TerminalText.escaped(copy.ascii ? ASCIIText.folded(s) : s)
         if piece.unicodeScalars.count > room {
-            piece = String(String.UnicodeScalarView(piece.unicodeScalars.prefix(max(0, room - 1)))) + "…"
+            piece = String(String.UnicodeScalarView(piece.unicodeScalars.prefix(max(0, room - 1)))) + (copy.ascii ? "." : "…")
         }
         copy.used += piece.unicodeScalars.count
         copy.content += style.codes.isEmpty ? piece : "\u{1B}[\(style.codes)m" + piece + "\u{1B}[0m" + copy.lineStyleCode

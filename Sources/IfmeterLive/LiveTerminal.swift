@@ -8,13 +8,16 @@ import IfmeterSystem
 public final class PlainLines: PipelineSink {
     public let header: String
     let bits: Bool
+    /// Lines in ASCII (a locale without UTF-8: `>=` for `≥`).
+    let ascii: Bool
     /// The write that failed, which ends the run.
     public private(set) var failure: SystemError?
     /// Every interface's totals, kept from the updates' changes.
     private var totals = TotalsView<InterfaceTotals> { $0 }
 
-    public init(source: String, interval: Double, bits: Bool) {
+    public init(source: String, interval: Double, bits: Bool, ascii: Bool = !localeUsesUTF8()) {
         self.bits = bits
+        self.ascii = ascii
         header = "# ifmeter live: \(source) every \(Units.duration(interval)), one line per interface per interval. \(Caveat.inline)\n"
     }
 
@@ -35,7 +38,7 @@ public final class PlainLines: PipelineSink {
             text += "\n"
         }
         do throws(SystemError) {
-            try writeAll(Array(TerminalText.escaped(text, keeping: "\n").utf8), to: 1)
+            try writeAll(Array(TerminalText.escaped(ascii ? ASCIIText.folded(text) : text, keeping: "\n").utf8), to: 1)
         } catch {
             failure = error
         }
@@ -53,7 +56,7 @@ public final class LiveScreen: PipelineSink {
         model.unit = bits ? .bits : .bytes
         let noColor = (environment("NO_COLOR") ?? "").isEmpty == false
         let dumb = environment("TERM") == "dumb"
-        renderer = LiveRenderer(color: !noColor && !dumb)
+        renderer = LiveRenderer(color: !noColor && !dumb, ascii: !localeUsesUTF8())
     }
 
     public func receive(_ update: borrowing PipelineUpdate) {

@@ -20,7 +20,7 @@ extension LiveRenderer {
                 width >= 90 ? " · cycle ends \(end)" + (n == 0 && planned.count > shown.count ? " · +\(planned.count - shown.count) more" : "") : ""
             let barWidth = max(6, min(30, width - 10 - name.count - figures.count - tail.count))
             let filled = min(barWidth, Int((min(ratio, 1) * Double(barWidth)).rounded(.down)))
-            var line = Line(width: width).text("quota ", bold).text(pad(name, 16)).text(" [")
+            var line = Line(width: width, ascii: ascii).text("quota ", bold).text(pad(name, 16)).text(" [")
             line = line.text(String(repeating: "█", count: filled), ratio > 1 ? danger : (ratio > 0.9 ? warning : rxStyle))
             line = line.text(String(repeating: "░", count: barWidth - filled), dim).text("]")
             line = line.text(figures, ratio > 1 ? danger : plain)

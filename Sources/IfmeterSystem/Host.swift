@@ -24,3 +24,16 @@ public func hostName() -> String {
     guard gethostname(&buffer, buffer.count - 1) == 0 else { return "unknown" }
     return buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
 }
+
+/// Whether text for people may use UTF-8: the locale's character set, by
+/// POSIX's order (`LC_ALL`, then `LC_CTYPE`, then `LANG`; the first set and
+/// not empty decides). None set is the C locale: ASCII.
+public func localeUsesUTF8(_ lookup: (String) -> String? = environment) -> Bool {
+    for name in ["LC_ALL", "LC_CTYPE", "LANG"] {
+        guard let value = lookup(name), !value.isEmpty else { continue }
+        let charset = value.split(separator: ".", maxSplits: 1).dropFirst().first.map { $0.split(separator: "@").first ?? "" } ?? ""
+        let normal = charset.lowercased().filter { $0 != "-" && $0 != "_" }
+        return normal == "utf8"
+    }
+    return false
+}
