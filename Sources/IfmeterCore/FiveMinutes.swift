@@ -78,7 +78,8 @@ extension PeriodCalendar {
         let p = LocalZone.pad
         let sign = off < 0 ? "-" : "+"
         return UsagePeriod(
-            label: "\(p(c.year, 4))-\(p(c.month, 2))-\(p(c.day, 2)) \(p(c.hour, 2)):\(p(c.minute, 2))\(sign)\(p(abs(off) / 3600, 2)):\(p(abs(off) % 3600 / 60, 2))",
+            label:
+                "\(p(c.year, 4))-\(p(c.month, 2))-\(p(c.day, 2)) \(p(c.hour, 2)):\(p(c.minute, 2))\(sign)\(p(abs(off) / 3600, 2)):\(p(abs(off) % 3600 / 60, 2))",
             start: start, end: start + FiveMinuteSplit.seconds)
     }
 }

@@ -79,7 +79,7 @@ public struct UsageChart: Sendable {
         // stacked rx + tx bars under a tx quota's line would tell a false story.
         let only: Plan.Direction? = quota != nil && i.plan?.direction != .both ? i.plan?.direction : nil
         let peak = max(rows.map { only?.used($0.counters) ?? $0.totalBytes }.max() ?? 0, quota ?? 0, 1)
-        let axis = Self.axis(peak.saturatingAdd(peak / 20))  // headroom above the tallest bar
+        let axis = Self.axis(peak.saturatingAdd(peak / 20)) // headroom above the tallest bar
         func yOf(_ v: UInt64) -> Double {
             Double(plotBottom) - Double(v) / axis.top * Double(plotBottom - plotTop)
         }

@@ -43,7 +43,8 @@ public struct UsageOneLine: Sendable {
             }
             let first = mine.map(\.start).min().map { calendar.period(.day, containing: $0).label } ?? ""
             let kind = mine.last?.kind ?? kinds[name]
-            return ([String(Self.version), Self.field(name), kind?.rawValue ?? "unknown", today.label] + group(today) + [month.label]
+            return
+                ([String(Self.version), Self.field(name), kind?.rawValue ?? "unknown", today.label] + group(today) + [month.label]
                 + group(month) + [first] + group(nil)).joined(separator: ";")
         }
     }

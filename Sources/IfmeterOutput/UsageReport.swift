@@ -194,7 +194,8 @@ public struct UsageTable: Sendable {
                     lines.append("UNKNOWN \(name): at least \(used) used of \(of), \(when): a lower bound under the limit cannot prove it is under.")
                 } else if staleWarning != nil {
                     verdict = max(verdict, .unknown)
-                    lines.append("UNKNOWN \(name): \(used) used of \(of) as of the last save, \(when): nothing saved since, so under cannot be proven.")
+                    lines.append(
+                        "UNKNOWN \(name): \(used) used of \(of) as of the last save, \(when): nothing saved since, so under cannot be proven.")
                 } else {
                     lines.append("under \(name): \(used) used of \(of), \(when).")
                 }
@@ -340,7 +341,8 @@ public struct UsageTable: Sendable {
             out += "\n"
         }
         if granularity == .fiveMinutes {
-            out += "Periods are local time (five-minute slots, kept \(FiveMinuteSplit.keptHours) hours; traffic is split at slot boundaries by time).\n"
+            out +=
+                "Periods are local time (five-minute slots, kept \(FiveMinuteSplit.keptHours) hours; traffic is split at slot boundaries by time).\n"
         } else {
             out += "Periods are local time (\(granularity == .hour ? "hours" : "hours summed"); traffic is split at hour boundaries by time).\n"
         }

@@ -16,7 +16,7 @@ public struct UsageSummaryChart: Sendable {
 
     static let width = 900
     static let panelHeight = 290
-    static let top = 50
+    static let top = 58
 
     public init(slices: [UsageSlice], plans: [Plan], names: [String] = [], kinds: [String: InterfaceKind] = [:], zone: LocalZone, now: Int64) {
         self.slices = slices
@@ -48,7 +48,7 @@ public struct UsageSummaryChart: Sendable {
             <defs><pattern id="lower" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#ffffff" fill-opacity="0"/><line x1="0" y1="0" x2="0" y2="6" stroke="#222222" stroke-width="2" stroke-opacity="0.55"/></pattern></defs>
             <rect x="0" y="0" width="\(w)" height="\(height)" fill="#ffffff"/>
             <text x="24" y="26" font-size="16" font-weight="bold">Traffic summary (estimates), as of \(UsageChart.xml(zone.rfc3339(now)))</text>
-            <g font-size="11"><rect x="560" y="15" width="12" height="12" fill="#3b7dd8"/><text x="576" y="25">received (rx)</text><rect x="660" y="15" width="12" height="12" fill="#f28e2b"/><text x="676" y="25">sent (tx)</text><rect x="750" y="15" width="12" height="12" fill="url(#lower)" stroke="#222222"/><text x="766" y="25">≥ lower bound</text></g>
+            <g font-size="11"><rect x="560" y="36" width="12" height="12" fill="#3b7dd8"/><text x="576" y="46">received (rx)</text><rect x="660" y="36" width="12" height="12" fill="#f28e2b"/><text x="676" y="46">sent (tx)</text><rect x="750" y="36" width="12" height="12" fill="url(#lower)" stroke="#222222"/><text x="766" y="46">≥ lower bound</text></g>
 
             """
         if ordered.isEmpty { s += "<text x=\"24\" y=\"\(Self.top + 40)\">No usage recorded yet.</text>\n" }
@@ -107,7 +107,7 @@ public struct UsageSummaryChart: Sendable {
             s += "<rect x=\"\(x)\" y=\"\(y + 30)\" width=\"276\" height=\"78\" rx=\"6\" fill=\"#f4f6fa\" stroke=\"#c8cfdc\"/>"
             s += "<text x=\"\(x + 10)\" y=\"\(y + 48)\" font-size=\"12\" font-weight=\"bold\">\(UsageChart.xml(f.title))</text>"
             s +=
-                "<text x=\"\(x + 10)\" y=\"\(y + 68)\"><tspan fill=\"#1f5fb4\">rx \(UsageChart.xml(q.marked(Units.bytes(c.rxBytes))))</tspan>  <tspan fill=\"#b35806\">tx \(UsageChart.xml(q.marked(Units.bytes(c.txBytes))))</tspan></text>"
+                "<text x=\"\(x + 10)\" y=\"\(y + 68)\"><tspan fill=\"#1f5fb4\">rx \(UsageChart.xml(q.marked(Units.bytes(c.rxBytes))))</tspan><tspan dx=\"14\" fill=\"#b35806\">tx \(UsageChart.xml(q.marked(Units.bytes(c.txBytes))))</tspan></text>"
             s +=
                 "<text x=\"\(x + 10)\" y=\"\(y + 94)\" font-size=\"16\" font-weight=\"bold\">\(UsageChart.xml(q.marked(Units.bytes(total))))</text>"
             s += "<text x=\"\(x + 266)\" y=\"\(y + 94)\" text-anchor=\"end\" font-size=\"11\" fill=\"#555555\">total, \(q.name)</text></g>\n"
@@ -156,7 +156,8 @@ public struct UsageSummaryChart: Sendable {
             if r.quality == .lowerBound {
                 s +=
                     "<rect x=\"\(UsageChart.f(x))\" y=\"\(UsageChart.f(totalTop))\" width=\"\(UsageChart.f(barWidth))\" height=\"\(UsageChart.f(Double(plotBottom) - totalTop))\" fill=\"url(#lower)\"/>"
-                s += "<text x=\"\(UsageChart.f(x + barWidth / 2))\" y=\"\(UsageChart.f(totalTop - 3))\" text-anchor=\"middle\" font-size=\"10\">≥</text>"
+                s +=
+                    "<text x=\"\(UsageChart.f(x + barWidth / 2))\" y=\"\(UsageChart.f(totalTop - 3))\" text-anchor=\"middle\" font-size=\"10\">≥</text>"
             }
             s += "</g>"
             if n % 3 == 0 || n == rows.count - 1 {

@@ -119,7 +119,7 @@ struct VnstatTablesTests {
         let shot = try run(
             [
                 "chromium", "--headless", "--disable-gpu", "--no-sandbox", "--user-data-dir=\(dir)/chromium", "--screenshot=/tmp/ifmtab-summary.png",
-                "--window-size=900,380", "file://" + svg,
+                "--window-size=900,388", "file://" + svg,
             ], allowFailure: true)
         #expect(shot.status == 0, "chromium: \(shot.err)")
     }

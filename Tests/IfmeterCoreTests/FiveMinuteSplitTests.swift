@@ -11,9 +11,14 @@ import Testing
         #expect(shares.map(\.counters.rxBytes) == [200, 500, 300])
         #expect(shares.map(\.counters.txBytes).reduce(0, +) == 10 && shares.map(\.counters.txPackets).reduce(0, +) == 1)
         // An end exactly on a boundary belongs to the slot before it.
-        #expect(FiveMinuteSplit.split(Counters(rxBytes: 1, txBytes: 0, rxPackets: 1, txPackets: 0), from: 1_796_040_000, to: 1_796_040_300).map(\.start) == [1_796_040_000])
+        #expect(
+            FiveMinuteSplit.split(Counters(rxBytes: 1, txBytes: 0, rxPackets: 1, txPackets: 0), from: 1_796_040_000, to: 1_796_040_300).map(\.start)
+                == [1_796_040_000])
         // Bad times: everything in the end's slot.
-        #expect(FiveMinuteSplit.split(Counters(rxBytes: 9, txBytes: 0, rxPackets: 1, txPackets: 0), from: .nan, to: 1_796_040_299).map(\.start) == [1_796_040_000])
+        #expect(
+            FiveMinuteSplit.split(Counters(rxBytes: 9, txBytes: 0, rxPackets: 1, txPackets: 0), from: .nan, to: 1_796_040_299).map(\.start) == [
+                1_796_040_000
+            ])
         #expect(FiveMinuteSplit.slotStart(-1) == -300)
     }
 

@@ -6,7 +6,7 @@ import Testing
 /// Rough edge 10: the chart's axis is round (1-2-5 steps in one unit, never
 /// "1000 MiB"), and a quota of one direction is drawn against that direction.
 @Suite struct UsageChartAxisTests {
-    static let noon: Int64 = 1_796_040_000  // 2026-12-01T12:00:00Z
+    static let noon: Int64 = 1_796_040_000 // 2026-12-01T12:00:00Z
 
     func table(_ rx: [UInt64], _ tx: [UInt64], plan: Plan? = nil, granularity: UsagePeriodKind = .day) -> UsageTable {
         let slices = zip(rx, tx).enumerated().map { n, pair in

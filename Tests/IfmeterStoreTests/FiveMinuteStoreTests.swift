@@ -8,7 +8,7 @@ import Testing
 /// schema 2 file brought forward without loss.
 @Suite struct FiveMinuteStoreTests {
     let dir: String
-    let noon = 1_796_040_000.0  // 2026-11-30 12:00 UTC
+    let noon = 1_796_040_000.0 // 2026-11-30 12:00 UTC
 
     init() throws {
         dir = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-five-\(UUID().uuidString)").path
