@@ -13,12 +13,17 @@ struct PlanCommand: Command {
             ACTIONS:
               set NAME     Add or replace the plan of NAME (an interface name or a
                            glob like 'wlan*'; NS/NAME for another namespace's).
-                           Needs --cycle-start; --quota and --direction are optional.
+                           Needs --cycle-start or --limit; --quota, --limit and
+                           --direction are optional.
               list         Print the plans.
               remove NAME  Remove the plan of NAME.
 
             The day a cycle starts is clamped to short months (31 is the last day
-            of every month). 'usage --cycle' and 'usage --check' use the plans;
+            of every month). --limit PERIOD=SIZE adds a limit per local hour,
+            day, month or year (vnStat's --alert), counted in --direction:
+            '--limit day=2GB --limit month=50GB'; 'usage --check' checks each in
+            the period holding now (the cycle defaults to day 1 with limits
+            alone). 'usage --cycle' and 'usage --check' use the plans;
             serve and live show them when they have --state. set and remove
             change the state file, so they refuse one in use by serve, live or
             export (stop it, or set the plan first).
@@ -30,6 +35,8 @@ struct PlanCommand: Command {
             OptionSpec("--state", value: "path", help: "The state file."),
             OptionSpec("--cycle-start", value: "day", help: "The day of the month a cycle starts, 1-31."),
             OptionSpec("--quota", value: "size", help: "The quota per cycle, like 20GB, 20GiB or 500MB."),
+            OptionSpec(
+                "--limit", value: "period=size", help: "A limit per hour, day, month or year, like day=2GB (set).", repeatable: true),
             OptionSpec("--direction", value: "direction", help: "What counts against the quota: rx, tx or both.", default: "both"),
             OptionSpec("--format", value: "format", help: "text or json (list).", default: "text"),
             CommandLinePath.allowForeignSpec,
@@ -55,7 +62,22 @@ struct PlanCommand: Command {
         case "set":
             guard let name, !name.isEmpty else { throw p.usage("'plan set' needs the interface name or glob") }
             try Self.checkName(name, p)
-            guard let dayText = p.value("--cycle-start") else { throw p.usage("'plan set' needs --cycle-start DAY (1-31)") }
+            var limits: [PeriodLimit] = []
+            for text in p.list("--limit") {
+                guard let limit = PeriodLimit.parse(text) else {
+                    throw p.usage(
+                        "invalid value '\(TerminalText.escaped(text))' for '--limit <period=size>': expected hour, day, month or year, '=', and a size from 1B to 9223372036854775807B, like day=2GB"
+                    )
+                }
+                if limits.contains(where: { $0.period == limit.period }) {
+                    throw p.usage("'--limit \(limit.period.rawValue)=...' is given twice: one limit per period")
+                }
+                limits.append(limit)
+            }
+            if p.has("--limit"), limits.isEmpty { throw p.usage("'--limit' needs PERIOD=SIZE, like day=2GB") }
+            guard let dayText = p.value("--cycle-start") ?? (limits.isEmpty ? nil : "1") else {
+                throw p.usage("'plan set' needs --cycle-start DAY (1-31) or --limit PERIOD=SIZE")
+            }
             guard let day = Int(dayText), (1...31).contains(day) else {
                 throw p.usage("invalid value '\(dayText)' for '--cycle-start <day>': expected a day of the month, 1-31 (clamped to short months)")
             }
@@ -72,7 +94,9 @@ struct PlanCommand: Command {
             guard let direction = Plan.Direction(rawValue: directionText) else {
                 throw p.usage("invalid value '\(directionText)' for '--direction <direction>': expected rx, tx or both")
             }
-            action = .set(Plan(pattern: name, cycleStartDay: day, quotaBytes: quota, direction: direction))
+            var plan = Plan(pattern: name, cycleStartDay: day, quotaBytes: quota, direction: direction)
+            plan.limits = limits.sorted { $0.period < $1.period }
+            action = .set(plan)
         case "list":
             if let name { throw p.usage("unexpected argument '\(name)': 'plan list' takes no name") }
             try Self.onlyFor(p, "list", allowed: ["--format"])
@@ -89,9 +113,14 @@ struct PlanCommand: Command {
     }
 
     static func onlyFor(_ p: ParsedArguments, _ verb: String, allowed: [String]) throws(CLIError) {
-        for option in ["--cycle-start", "--quota", "--direction", "--format"] where p.has(option) && !allowed.contains(option) {
+        for option in ["--cycle-start", "--quota", "--limit", "--direction", "--format"] where p.has(option) && !allowed.contains(option) {
             throw p.usage("'\(option)' is for 'plan set', not 'plan \(verb)'")
         }
+    }
+
+    /// `day 1.86 GiB (2000000000 B), month ...`
+    static func limitsText(_ limits: [PeriodLimit]) -> String {
+        limits.isEmpty ? "none" : limits.map { "\($0.period.rawValue) \(Units.bytes($0.bytes)) (\($0.bytes) B)" }.joined(separator: ", ")
     }
 
     static func checkName(_ name: String, _ p: ParsedArguments) throws(CLIError) {
@@ -111,20 +140,28 @@ struct PlanCommand: Command {
             }
             if json {
                 let list: [JSONValue] = plans.map { plan in
-                    .object([
+                    var o: [String: JSONValue] = [
                         "name": .string(plan.pattern), "cycle_start_day": .number(plan.cycleStartDay),
                         "quota_bytes": plan.quotaBytes.map { .number($0) } ?? .null, "direction": .string(plan.direction.rawValue),
-                    ])
+                    ]
+                    // Only plans with limits carry the key: other plans list as before.
+                    if !plan.limits.isEmpty {
+                        o["limits"] = .object(Dictionary(uniqueKeysWithValues: plan.limits.map { ($0.period.rawValue, JSONValue.number($0.bytes)) }))
+                    }
+                    return .object(o)
                 }
                 return try Output.put(JSONWriter(indent: 2).string(JSONEnvelope.plans.document(["plans": .array(list)])) + "\n")
             }
             if plans.isEmpty { return try Output.put("No plans in \(TerminalText.escaped(path)).\n") }
-            var table = TextTable(headers: ["NAME", "CYCLE START", "QUOTA", "DIRECTION"], rightAligned: [1, 2])
+            // The LIMITS column only when a plan has limits: other lists print as before.
+            let withLimits = plans.contains { !$0.limits.isEmpty }
+            var table = TextTable(headers: ["NAME", "CYCLE START", "QUOTA", "DIRECTION"] + (withLimits ? ["LIMITS"] : []), rightAligned: [1, 2])
             for plan in plans {
-                table.add([
-                    TerminalText.escaped(plan.pattern), "day \(plan.cycleStartDay)",
-                    plan.quotaBytes.map { "\(Units.bytes($0)) (\($0) B)" } ?? "none", plan.direction.rawValue,
-                ])
+                table.add(
+                    [
+                        TerminalText.escaped(plan.pattern), "day \(plan.cycleStartDay)",
+                        plan.quotaBytes.map { "\(Units.bytes($0)) (\($0) B)" } ?? "none", plan.direction.rawValue,
+                    ] + (withLimits ? [Self.limitsText(plan.limits)] : []))
             }
             try Output.put(Output.forPeople(table.lines().joined(separator: "\n") + "\n"))
         case .set(let plan):
@@ -138,7 +175,8 @@ struct PlanCommand: Command {
             }
             try Output.put(
                 "Plan for '\(TerminalText.escaped(plan.pattern))': cycle from day \(plan.cycleStartDay)"
-                    + (plan.quotaBytes.map { ", quota \(Units.bytes($0)) (\($0) B) \(plan.direction.rawValue)" } ?? ", no quota") + ".\n")
+                    + (plan.quotaBytes.map { ", quota \(Units.bytes($0)) (\($0) B) \(plan.direction.rawValue)" } ?? ", no quota")
+                    + (plan.limits.isEmpty ? "" : ", limits \(Self.limitsText(plan.limits)) \(plan.direction.rawValue)") + ".\n")
             if !names.contains(where: { plan.matches($0) }) {
                 Output.error(
                     "warning: '\(TerminalText.escaped(plan.pattern))' matches no interface in \(TerminalText.escaped(path)) yet; the plan applies once one is seen."

@@ -18,7 +18,23 @@ struct UsageCommand: Command {
             'ifmeter plan'; the calendar month without one). --check exits 0 when
             every planned interface is under its quota, 3 when one is over (a
             lower bound over the quota is over for certain), 4 when a lower bound
-            is under its quota (under cannot be proven).
+            is under its quota (under cannot be proven); the same for each plan's
+            limits per hour, day, month or year ('plan set --limit'), in the
+            period holding now. --fiveminutes shows five-minute slots, which
+            serve, live and export keep for 48 hours (vnStat's 5MinuteHours).
+            --oneline prints one line per interface, fields separated by ';':
+              1;NAME;KIND;DAY;RX;TX;TOTAL;QUALITY;MONTH;RX;TX;TOTAL;QUALITY;
+              SINCE;RX;TX;TOTAL;QUALITY
+            1 is the format's version; NAME the stored name (NS/NAME for another
+            namespace's); KIND its kind or 'unknown'; DAY today (local
+            YYYY-MM-DD), then today's rx, tx and total bytes; MONTH this month
+            (YYYY-MM) and its bytes; SINCE the first day with usage (empty with
+            none) and all time's bytes. Every figure is a whole number of bytes;
+            each group ends with its QUALITY: exact, wrap-corrected, or
+            lower-bound (the true figure is at least the one given). A ';' or
+            control character in a name is written \\xHH.
+            --summary with --svg draws one picture (vnstati -s): per interface
+            today, this cycle, all time and the last 24 hours by hour.
             Without --state: $IFMETER_STATE, else /var/lib/ifmeter/state.db for
             root, else $XDG_STATE_HOME/ifmeter/state.db or
             ~/.local/state/ifmeter/state.db.
@@ -31,6 +47,9 @@ struct UsageCommand: Command {
             OptionSpec("--yearly", help: "One row per year."),
             OptionSpec("--cycle", help: "One row per billing cycle, by each interface's plan."),
             OptionSpec("--top", value: "n", help: "The N days with the most traffic (rx + tx)."),
+            OptionSpec("--fiveminutes", help: "One row per five minutes (kept 48 hours)."),
+            OptionSpec("--oneline", help: "One line per interface for scripts and status bars (fields above)."),
+            OptionSpec("--summary", help: "With --svg: today, this cycle, all time and the last 24 hours in one picture."),
             OptionSpec("--check", help: "Check every plan's quota in its current cycle; exit 0 under, 3 over, 4 unknown."),
             OptionSpec("--svg", value: "file", help: "Also draw the periods as an SVG bar chart in this file."),
             OptionSpec("--format", value: "format", help: "text, json or csv.", default: "text", choices: ["text", "json", "csv"]),
@@ -44,13 +63,15 @@ struct UsageCommand: Command {
     let format: String
     let check: Bool
     let svg: String?
+    let oneline: Bool
+    let summary: Bool
     let filter: InterfaceFilter
 
     init(_ p: ParsedArguments) throws(CLIError) {
         if p.flag("--bits") {
             throw p.usage("'--bits' does not apply to usage: its figures are byte totals, not rates")
         }
-        let chosen = ["--hourly", "--daily", "--monthly", "--yearly", "--cycle", "--top"].filter { p.has($0) }
+        let chosen = ["--hourly", "--daily", "--monthly", "--yearly", "--cycle", "--top", "--fiveminutes", "--oneline"].filter { p.has($0) }
         if chosen.count > 1 {
             throw p.usage("'\(chosen[0])' and '\(chosen[1])' cannot be used together")
         }
@@ -62,6 +83,7 @@ struct UsageCommand: Command {
             case "--yearly": .year
             case "--cycle": .cycle
             case "--top": .top
+            case "--fiveminutes": .fiveMinutes
             default: .day
             }
         format = try CommonOptions.format(p, allowed: ["text", "json", "csv"], default: "text")
@@ -76,6 +98,13 @@ struct UsageCommand: Command {
             throw p.usage("invalid value '\(svg)' for '--svg <file>': expected a file name")
         }
         svg = p.value("--svg")
+        oneline = p.flag("--oneline")
+        summary = p.flag("--summary")
+        if oneline, p.has("--format") || p.has("--svg") {
+            throw p.usage("'--oneline' is its own format; leave out '--format' and '--svg'")
+        }
+        if summary, svg == nil { throw p.usage("'--summary' draws a picture: it needs '--svg FILE'") }
+        if summary, let other = chosen.first { throw p.usage("'--summary' shows its own periods; it cannot be used with '\(other)'") }
         var filter = try CommonOptions.filter(p)
         filter.namespaces = try CommonOptions.namespaceNames(p).map(Set.init)
         self.filter = filter
@@ -93,7 +122,9 @@ struct UsageCommand: Command {
         } catch {
             throw CLIError.reading(error, command: Self.spec.name)
         }
-        let slices = snapshot.slices.filter { filter.admits(StateStore.key($0.name), kind: $0.kind) }
+        let admitted = { (s: UsageSlice) in filter.admits(StateStore.key(s.name), kind: s.kind) }
+        let hourSlices = snapshot.slices.filter(admitted)
+        let slices = granularity == .fiveMinutes ? snapshot.fiveMinutes.filter(admitted) : hourSlices
         // Names without usage: their kind from the interfaces table; one
         // not known there is kept only without --kind.
         let names = snapshot.names.filter { name in
@@ -103,6 +134,8 @@ struct UsageCommand: Command {
         var unmatched = UnmatchedPatterns(filter)
         unmatched.see(snapshot.names.map(StateStore.key) + snapshot.slices.map { StateStore.key($0.name) })
         unmatched.warn(what: path)
+        let note = UsageFilterNote(filter: filter, snapshot: snapshot)
+        note.warnKinds(what: path)
         let plans = snapshot.plans
         let wall = wallClock()
         let now = Int64(wall.rounded(.down))
@@ -112,18 +145,31 @@ struct UsageCommand: Command {
         table.saves = snapshot.saves
         table.path = path
         table.wallTime = wall
+        if table.interfaces.isEmpty { table.emptyNote = note.text(path: path) }
         // Output a script parses (JSON, CSV) keeps its format; a stale
         // file's warning goes to stderr beside it (text and --check put it
         // first in their own output).
         if format != "text", !check, let warning = snapshot.saves.warning(now: wall, zone: .system) { Output.error(warning) }
+        if oneline {
+            if let warning = snapshot.saves.warning(now: wall, zone: .system) { Output.error(warning) }
+            let lines = UsageOneLine(slices: hourSlices, names: names, kinds: snapshot.kinds, zone: .system, now: now)
+            if lines.lines.isEmpty { Output.error(table.emptyNote ?? "No usage recorded yet in \(TerminalText.escaped(path)).") }
+            return try Output.put(lines.text)
+        }
         if check {
-            let result = table.check(plans: plans)
-            try Output.put(Output.forPeople(result.lines.joined(separator: "\n") + "\n" + Caveat.sentence + "\n"))
+            let result = table.check(plans: plans, slices: hourSlices)
+            try Output.put(Output.forPeople(result.lines.joined(separator: "
+") + "
+" + Caveat.sentence + "
+"))
             if result.exitCode != 0 { throw .status(result.exitCode) }
             return
         }
         if let svg {
-            let chart = UsageChart(table: table).svg()
+            let chart =
+                summary
+                ? UsageSummaryChart(slices: hourSlices, plans: plans, names: names, kinds: snapshot.kinds, zone: .system, now: now).svg()
+                : UsageChart(table: table).svg()
             do {
                 try AtomicFile.write(Array(chart.utf8), to: svg)
             } catch {

@@ -214,6 +214,7 @@ extension Counters {
 /// The periods usage is shown by.
 public enum UsagePeriodKind: String, Sendable, CaseIterable {
     case hour, day, month, year, cycle, top
+    case fiveMinutes = "five-minutes"
 }
 
 /// A period: its label, start and end (Unix times).
@@ -243,6 +244,8 @@ public struct PeriodCalendar: Sendable {
         let c = zone.civil(t)
         let p = LocalZone.pad
         switch kind {
+        case .fiveMinutes:
+            return fiveMinutes(containing: t)
         case .hour:
             let start = zone.hourStart(t)
             let off = zone.offset(start)

@@ -19,6 +19,9 @@ public struct Plan: Sendable, Hashable {
     public var cycleStartDay: Int
     public var quotaBytes: UInt64?
     public var direction: Direction
+    /// Limits per local hour, day, month or year (besides the cycle's
+    /// quota), counted in `direction`; at most one per period.
+    public var limits: [PeriodLimit] = []
 
     public init(pattern: String, cycleStartDay: Int, quotaBytes: UInt64?, direction: Direction) {
         self.pattern = pattern

@@ -20,6 +20,9 @@ public struct JSONEnvelope: Sendable, Hashable {
     public static let export = JSONEnvelope(schema: "ifmeter.export", version: 1)
     /// `usage --format json` (`schemas/ifmeter-usage.v3.schema.json`).
     public static let usage = JSONEnvelope(schema: "ifmeter.usage", version: 3)
+    /// `usage --fiveminutes --format json` (`schemas/ifmeter-usage.v4.schema.json`:
+    /// version 4 adds the five-minute granularity; other tables stay version 3).
+    public static let usageFiveMinutes = JSONEnvelope(schema: "ifmeter.usage", version: 4)
     /// `sample --format json`: one snapshot of the counters.
     public static let sample = JSONEnvelope(schema: "ifmeter.sample", version: 1)
     /// `sample --count N --format json`: one line per interval.

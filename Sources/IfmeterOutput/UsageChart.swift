@@ -60,6 +60,7 @@ public struct UsageChart: Sendable {
 
     static func title(_ kind: UsagePeriodKind) -> String {
         switch kind {
+        case .fiveMinutes: "five minutes"
         case .hour: "hour"
         case .day: "day"
         case .month: "month"
@@ -74,11 +75,13 @@ public struct UsageChart: Sendable {
         let plotTop = y + 30, plotBottom = y + Self.panelHeight - 70
         let plotLeft = Self.left, plotRight = Self.width - Self.right
         let quota = table.granularity == .cycle ? i.plan?.quotaBytes : nil
-        let peak = max(rows.map(\.totalBytes).max() ?? 0, quota ?? 0, 1)
-        let (step, ticks) = Self.scale(peak.saturatingAdd(peak / 20)) // headroom above the tallest bar
-        let top = step * UInt64(ticks) // `scale` keeps it within UInt64
+        // A quota of one direction is compared with bars of that direction:
+        // stacked rx + tx bars under a tx quota's line would tell a false story.
+        let only: Plan.Direction? = quota != nil && i.plan?.direction != .both ? i.plan?.direction : nil
+        let peak = max(rows.map { only?.used($0.counters) ?? $0.totalBytes }.max() ?? 0, quota ?? 0, 1)
+        let axis = Self.axis(peak.saturatingAdd(peak / 20)) // headroom above the tallest bar
         func yOf(_ v: UInt64) -> Double {
-            Double(plotBottom) - Double(v) / Double(top) * Double(plotBottom - plotTop)
+            Double(plotBottom) - Double(v) / axis.top * Double(plotBottom - plotTop)
         }
         var s = "<g>\n"
         var title = TerminalText.escaped(i.stored) + " (" + i.kindText + ")"
@@ -88,30 +91,39 @@ public struct UsageChart: Sendable {
         }
         if i.rows.count > rows.count { title += " — the last \(rows.count) of \(i.rows.count)" }
         s += "<text x=\"\(plotLeft)\" y=\"\(y + 18)\" font-size=\"13\" font-weight=\"bold\">\(Self.xml(title))</text>\n"
+        if let only {
+            let other = only == .tx ? "received (rx)" : "sent (tx)"
+            s +=
+                "<text x=\"\(plotRight)\" y=\"\(y + 18)\" text-anchor=\"end\" font-size=\"11\">Bars: \(Self.directionWords(only)) only, what the quota counts (\(other) not drawn)</text>\n"
+        }
         // Y axis, grid and labels.
-        for t in 0...ticks {
-            let v = step * UInt64(t)
-            let yy = Self.f(yOf(v))
+        for t in 0...axis.ticks {
+            let yy = Self.f(Double(plotBottom) - Double(t) / Double(axis.ticks) * Double(plotBottom - plotTop))
             s += "<line x1=\"\(plotLeft)\" y1=\"\(yy)\" x2=\"\(plotRight)\" y2=\"\(yy)\" stroke=\"#dddddd\"/>"
-            s += "<text x=\"\(plotLeft - 6)\" y=\"\(yy)\" dy=\"4\" text-anchor=\"end\" font-size=\"11\">\(Self.xml(Units.bytes(v)))</text>\n"
+            s += "<text x=\"\(plotLeft - 6)\" y=\"\(yy)\" dy=\"4\" text-anchor=\"end\" font-size=\"11\">\(Self.xml(axis.label(t)))</text>\n"
         }
         s += "<line x1=\"\(plotLeft)\" y1=\"\(plotTop)\" x2=\"\(plotLeft)\" y2=\"\(plotBottom)\" stroke=\"#000000\"/>"
         s += "<line x1=\"\(plotLeft)\" y1=\"\(plotBottom)\" x2=\"\(plotRight)\" y2=\"\(plotBottom)\" stroke=\"#000000\"/>\n"
+        let axisTitle = only.map { "bytes \(Self.directionWords($0))" } ?? "bytes (rx + tx)"
         s +=
-            "<text transform=\"translate(\(plotLeft - 70) \((plotTop + plotBottom) / 2)) rotate(-90)\" text-anchor=\"middle\" font-size=\"11\">bytes (rx + tx)</text>\n"
+            "<text transform=\"translate(\(plotLeft - 70) \((plotTop + plotBottom) / 2)) rotate(-90)\" text-anchor=\"middle\" font-size=\"11\">\(axisTitle)</text>\n"
         // Bars.
         let slot = Double(plotRight - plotLeft) / Double(max(rows.count, 1))
         let barWidth = min(60, max(2, slot * 0.7))
         let labelEvery = max(1, Int((Double(rows.count) * 60 / Double(plotRight - plotLeft)).rounded(.up)))
         for (n, r) in rows.enumerated() {
             let x = Double(plotLeft) + slot * Double(n) + (slot - barWidth) / 2
-            let rxTop = yOf(r.counters.rxBytes), totalTop = yOf(r.totalBytes)
+            // One direction's bar (a one-direction quota) is drawn as the rx part alone.
+            let bottomPart = only.map { $0.used(r.counters) } ?? r.counters.rxBytes
+            let rxTop = yOf(bottomPart), totalTop = only == nil ? yOf(r.totalBytes) : rxTop
             let tip = "\(r.period.label): rx \(Units.bytes(r.counters.rxBytes)), tx \(Units.bytes(r.counters.txBytes)), \(r.quality.name)"
             s += "<g><title>\(Self.xml(tip))</title>"
             s +=
-                "<rect x=\"\(Self.f(x))\" y=\"\(Self.f(rxTop))\" width=\"\(Self.f(barWidth))\" height=\"\(Self.f(Double(plotBottom) - rxTop))\" fill=\"#3b7dd8\"/>"
-            s +=
-                "<rect x=\"\(Self.f(x))\" y=\"\(Self.f(totalTop))\" width=\"\(Self.f(barWidth))\" height=\"\(Self.f(rxTop - totalTop))\" fill=\"#f28e2b\"/>"
+                "<rect x=\"\(Self.f(x))\" y=\"\(Self.f(rxTop))\" width=\"\(Self.f(barWidth))\" height=\"\(Self.f(Double(plotBottom) - rxTop))\" fill=\"\(only == .tx ? "#f28e2b" : "#3b7dd8")\"/>"
+            if only == nil {
+                s +=
+                    "<rect x=\"\(Self.f(x))\" y=\"\(Self.f(totalTop))\" width=\"\(Self.f(barWidth))\" height=\"\(Self.f(rxTop - totalTop))\" fill=\"#f28e2b\"/>"
+            }
             if r.quality == .lowerBound {
                 s +=
                     "<rect x=\"\(Self.f(x))\" y=\"\(Self.f(totalTop))\" width=\"\(Self.f(barWidth))\" height=\"\(Self.f(Double(plotBottom) - totalTop))\" fill=\"url(#lower)\" stroke=\"#222222\"/>"
@@ -165,6 +177,62 @@ public struct UsageChart: Sendable {
             }
         }
         return (max(peak, 1), 1)
+    }
+
+    static func directionWords(_ d: Plan.Direction) -> String {
+        switch d {
+        case .rx: "received (rx)"
+        case .tx: "sent (tx)"
+        case .both: "(rx + tx)"
+        }
+    }
+
+    /// A y axis: `ticks` steps of `step` bytes, labelled in one binary unit
+    /// (B, KiB, ..., EiB) with a 1, 2 or 5 step (0.1 to 500 of the unit),
+    /// every label under 1000 of its unit (900 MiB tops out at 1.0 GiB,
+    /// never "1000 MiB"). Computed in `Double`, so any peak up to 2^64-1
+    /// has an axis.
+    public struct Axis: Sendable, Hashable {
+        public var step: Double
+        public var ticks: Int
+        /// The unit's index in B, KiB, MiB, ...
+        public var unit: Int
+        /// The step in that unit (0.1 to 500).
+        public var stepInUnit: Double
+        public var decimals: Int
+
+        public var top: Double { step * Double(ticks) }
+
+        /// The label of tick `t` (0 is "0").
+        public func label(_ t: Int) -> String {
+            t == 0 ? "0" : Units.fixed(stepInUnit * Double(t), decimals) + " " + UsageChart.units[unit]
+        }
+    }
+
+    static let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+
+    /// The finest round axis with at most five ticks covering `peak`.
+    public static func axis(_ peak: UInt64) -> Axis {
+        let peak = Double(max(peak, 1))
+        var best: Axis?
+        var size = 1.0
+        for unit in 0..<units.count {
+            defer { size *= 1024 }
+            for (e, power) in [(-1, 0.1), (0, 1.0), (1, 10.0), (2, 100.0)] where unit > 0 || e >= 0 {
+                for m in [1.0, 2, 5] {
+                    let inUnit = m * power
+                    let step = inUnit * size
+                    let needed = (peak / step - 1e-9).rounded(.up)
+                    guard needed <= 5 else { continue }
+                    let ticks = max(1, Int(needed))
+                    guard inUnit * Double(ticks) < 999.5 else { continue }
+                    if best.map({ step < $0.step }) ?? true {
+                        best = Axis(step: step, ticks: ticks, unit: unit, stepInUnit: inUnit, decimals: e < 0 ? 1 : 0)
+                    }
+                }
+            }
+        }
+        return best ?? Axis(step: peak, ticks: 1, unit: 0, stepInUnit: peak, decimals: 0)
     }
 
     static func f(_ v: Double) -> String { Units.fixed(v, 1) }

@@ -59,6 +59,9 @@ public struct UsageTable: Sendable {
     /// Unix time now, to the fraction (`now` is whole seconds): how old the
     /// last save is.
     public var wallTime: Double
+    /// Said instead of "No usage recorded yet" when there are no
+    /// interfaces (a filter that matched none of the file's).
+    public var emptyNote: String?
 
     /// Groups stored slices into periods. `top` keeps each interface's N
     /// biggest days (by total). For cycles, a planned interface's cycle
@@ -139,7 +142,10 @@ public struct UsageTable: Sendable {
     /// Every planned interface's current cycle against its quota: over (3)
     /// when any is over (a lower bound over the quota is over for certain),
     /// else unknown (4) when a lower bound is under its quota, else under (0).
-    public func check(plans: [Plan]) -> Check {
+    /// `slices`: the stored usage, for the limits per hour, day, month or
+    /// year (`Plan.limits`), each checked in the period holding `now` with
+    /// the cycle quota's rules.
+    public func check(plans: [Plan], slices: [UsageSlice] = []) -> Check {
         var verdict = Check.Verdict.under
         var lines: [String] = []
         // A stale file's figures are as of its last save: the use now is
@@ -166,6 +172,35 @@ public struct UsageTable: Sendable {
                 lines.append("under \(name): \(used) used of \(limit), \(cycle).")
             }
         }
+        let calendar = PeriodCalendar(zone: zone)
+        let byName = Dictionary(grouping: slices, by: \.name)
+        for i in interfaces {
+            guard let plan = i.plan, !plan.limits.isEmpty else { continue }
+            for limit in plan.limits {
+                let period = calendar.period(limit.period.kind, containing: now)
+                let mine = (byName[i.stored] ?? []).filter { period.start <= $0.start && $0.start < period.end }
+                let usage = calendar.group(mine, by: limit.period.kind).first
+                let quality = usage?.quality ?? .exact
+                let usedBytes = plan.direction.used(usage?.counters ?? .zero)
+                let used = "\(Units.bytes(usedBytes)) (\(usedBytes) B, \(plan.direction.rawValue))"
+                let of = "\(Units.bytes(limit.bytes)) (\(limit.bytes) B)"
+                let name = TerminalText.escaped(i.stored) + " \(limit.period.rawValue) limit"
+                let when = "\(limit.period.rawValue) \(period.label)"
+                if usedBytes > limit.bytes {
+                    verdict = max(verdict, .over)
+                    lines.append("OVER \(name): \(quality == .lowerBound ? "at least " : "")\(used) used of \(of), \(when).")
+                } else if quality == .lowerBound {
+                    verdict = max(verdict, .unknown)
+                    lines.append("UNKNOWN \(name): at least \(used) used of \(of), \(when): a lower bound under the limit cannot prove it is under.")
+                } else if staleWarning != nil {
+                    verdict = max(verdict, .unknown)
+                    lines.append(
+                        "UNKNOWN \(name): \(used) used of \(of) as of the last save, \(when): nothing saved since, so under cannot be proven.")
+                } else {
+                    lines.append("under \(name): \(used) used of \(of), \(when).")
+                }
+            }
+        }
         let stored = interfaces.map(\.stored)
         for plan in plans.sorted(by: { $0.pattern < $1.pattern }) where !stored.contains(where: { plan.matches($0) }) {
             lines.append("note: plan '\(TerminalText.escaped(plan.pattern))' matches no interface with usage in this state file.")
@@ -188,7 +223,7 @@ public struct UsageTable: Sendable {
         }
         var o: [String: JSONValue] = ["granularity": .string(granularity.rawValue), "interfaces": .array(interfaces)]
         if let saves { o["state"] = saves.json(now: wallTime, zone: zone, path: path) }
-        return JSONEnvelope.usage.document(o)
+        return (granularity == .fiveMinutes ? JSONEnvelope.usageFiveMinutes : JSONEnvelope.usage).document(o)
     }
 
     func json(_ row: Row) -> JSONValue {
@@ -257,9 +292,10 @@ public struct UsageTable: Sendable {
             // First, where it cannot be missed: how current the figures are.
             out += (saves.warning(now: wallTime, zone: zone) ?? saves.sentence(now: wallTime, zone: zone)) + "\n\n"
         }
-        if interfaces.isEmpty { out += "No usage recorded yet in \(TerminalText.escaped(path)).\n" }
+        if interfaces.isEmpty { out += (emptyNote ?? "No usage recorded yet in \(TerminalText.escaped(path)).") + "\n" }
         let header: String =
             switch granularity {
+            case .fiveMinutes: "5 MINUTES"
             case .hour: "HOUR"
             case .day: "DAY"
             case .month: "MONTH"
@@ -304,7 +340,12 @@ public struct UsageTable: Sendable {
             }
             out += "\n"
         }
-        out += "Periods are local time (\(granularity == .hour ? "hours" : "hours summed"); traffic is split at hour boundaries by time).\n"
+        if granularity == .fiveMinutes {
+            out +=
+                "Periods are local time (five-minute slots, kept \(FiveMinuteSplit.keptHours) hours; traffic is split at slot boundaries by time).\n"
+        } else {
+            out += "Periods are local time (\(granularity == .hour ? "hours" : "hours summed"); traffic is split at hour boundaries by time).\n"
+        }
         out += Caveat.legend(shown: shown).joined(separator: "\n") + "\n"
         return out
     }

@@ -19,8 +19,20 @@ public struct HourlyUsage: Sendable {
             if d.isIdle { continue }
             let end = wallTime - (sampleTime - d.time)
             let start = end - max(0, d.seconds ?? 0)
+            // Five-minute slots only for the hours the table keeps (an
+            // interval of days after a long pause splits into hours alone).
+            let kept = Double(FiveMinuteSplit.oldestKept(now: LocalZone.second(end) ?? 0))
             for share in HourSplit.split(d.counters, from: start, to: end, zone: zone) {
-                add(d.key, HourUsage(start: share.hourStart, counters: share.counters, quality: d.quality))
+                var hour = HourUsage(start: share.hourStart, counters: share.counters, quality: d.quality)
+                let until = Double(zone.nextHour(share.hourStart))
+                if until > kept {
+                    // The part of the interval in this hour, split by slot.
+                    let from = start.isFinite ? max(start, Double(share.hourStart)) : start
+                    hour.fiveMinutes = FiveMinuteSplit.split(share.counters, from: from, to: min(end, until)).map {
+                        FiveMinuteUsage(start: $0.start, counters: $0.counters, quality: d.quality)
+                    }
+                }
+                add(d.key, hour)
             }
         }
     }
@@ -34,7 +46,12 @@ public struct HourlyUsage: Sendable {
         guard let second = LocalZone.second(wallTime) else { return }
         let start = zone.hourStart(second)
         guard UsageSlice.startRange.contains(start) else { return }
-        add(key, HourUsage(start: start, counters: Counters(rxBytes: 0, txBytes: 0, rxPackets: 0, txPackets: 0), quality: .lowerBound))
+        let zero = Counters(rxBytes: 0, txBytes: 0, rxPackets: 0, txPackets: 0)
+        add(
+            key,
+            HourUsage(
+                start: start, counters: zero, quality: .lowerBound,
+                fiveMinutes: [FiveMinuteUsage(start: FiveMinuteSplit.slotStart(second), counters: zero, quality: .lowerBound)]))
     }
 
     mutating func add(_ key: SeriesKey, _ h: HourUsage) {
@@ -42,6 +59,14 @@ public struct HourlyUsage: Sendable {
         if var old = mine[h.start] {
             old.counters.add(h.counters)
             old.quality = max(old.quality, h.quality)
+            for slot in h.fiveMinutes {
+                if let i = old.fiveMinutes.firstIndex(where: { $0.start == slot.start }) {
+                    old.fiveMinutes[i].counters.add(slot.counters)
+                    old.fiveMinutes[i].quality = max(old.fiveMinutes[i].quality, slot.quality)
+                } else {
+                    old.fiveMinutes.append(slot)
+                }
+            }
             mine[h.start] = old
         } else {
             mine[h.start] = h

@@ -7,11 +7,15 @@ public struct HourUsage: Sendable, Hashable {
     public var start: Int64
     public var counters: Counters
     public var quality: Quality
+    /// The same traffic by five-minute slot within the hour (schema 3);
+    /// empty for an hour older than the five-minute table keeps.
+    public var fiveMinutes: [FiveMinuteUsage]
 
-    public init(start: Int64, counters: Counters, quality: Quality) {
+    public init(start: Int64, counters: Counters, quality: Quality, fiveMinutes: [FiveMinuteUsage] = []) {
         self.start = start
         self.counters = counters
         self.quality = quality
+        self.fiveMinutes = fiveMinutes
     }
 }
 
@@ -38,7 +42,7 @@ extension StateStore {
         }
         guard version < schemaVersion else { return }
         try db.transaction { () throws(StoreError) in
-            try db.execute(schemaV2)
+            try db.execute(schemaV2 + schemaV3)
             try db.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)").run([.text(String(schemaVersion))])
         }
     }
@@ -63,12 +67,14 @@ extension StateStore {
     /// Adds usage to its hours (inside the save's transaction).
     func addHours(_ usage: [SeriesKey: UsageEntry], wallTime: Double, zone: LocalZone = .system) throws(StoreError) {
         let add = try database.prepare(Self.hourSQL)
+        var slots: [(key: SeriesKey, kind: InterfaceKind, slot: FiveMinuteUsage)] = []
         for (key, entry) in usage.sorted(by: { $0.key < $1.key }) {
             let hours =
                 entry.hours.isEmpty
                 ? [HourUsage(start: zone.hourStart(Int64(wallTime.rounded(.down))), counters: entry.counters, quality: entry.quality)]
                 : entry.hours
             for h in hours.sorted(by: { $0.start < $1.start }) {
+                slots += h.fiveMinutes.sorted { $0.start < $1.start }.map { (key, entry.kind, $0) }
                 let c = h.counters
                 try add.run([
                     .text(key.description), .integer(h.start), .text(entry.kind.rawValue),
@@ -78,6 +84,7 @@ extension StateStore {
                 ])
             }
         }
+        try addFiveMinutes(slots, wallTime: wallTime)
     }
 
     static func hasTable(_ db: Database, _ name: String) throws(StoreError) -> Bool {
@@ -180,6 +187,7 @@ extension StateStore {
     /// table's CHECK says so too, but a file may have been made without
     /// it); a direction this version does not know reads as both.
     static func readPlans(_ db: Database) throws(StoreError) -> [Plan] {
+        let limits = try readLimits(db)
         var plans: [Plan] = []
         try db.prepare("SELECT pattern, cycle_start_day, quota_bytes, direction FROM plans ORDER BY pattern").query { row throws(StoreError) in
             let check = RowCheck(row: row, path: db.path, what: "plans row \(RowCheck.quoted(row.text(0)))")
@@ -189,6 +197,7 @@ extension StateStore {
                     pattern: row.text(0) ?? "", cycleStartDay: Int(day),
                     quotaBytes: row.isNull(2) ? nil : try check.count(2, "quota_bytes"),
                     direction: Plan.Direction(rawValue: row.text(3) ?? "") ?? .both))
+            plans[plans.count - 1].limits = limits[row.text(0) ?? ""] ?? []
         }
         return plans
     }
@@ -243,6 +252,7 @@ extension StateStore {
                 .text(plan.pattern), .integer(Int64(plan.cycleStartDay)),
                 plan.quotaBytes.map { .integer(Int64(clamping: $0)) } ?? .null, .text(plan.direction.rawValue),
             ])
+            try writeLimits(plan)
         }
     }
 
@@ -252,6 +262,7 @@ extension StateStore {
         guard existed else { return false }
         try database.transaction { () throws(StoreError) in
             try database.prepare("DELETE FROM plans WHERE pattern = ?").run([.text(pattern)])
+            try database.prepare("DELETE FROM plan_limits WHERE pattern = ?").run([.text(pattern)])
         }
         return true
     }

@@ -14,7 +14,7 @@ import IfmeterSystem
 /// table's `running` says whether the last writer stopped cleanly; a
 /// writer holds flock on the file's inode for as long as it runs.
 public final class StateStore {
-    public static let schemaVersion = 2
+    public static let schemaVersion = 3
 
     public let path: String
     public let host: String
@@ -225,6 +225,7 @@ public final class StateStore {
                 kind TEXT NOT NULL, rx_bytes INTEGER NOT NULL, tx_bytes INTEGER NOT NULL, rx_packets INTEGER NOT NULL,
                 tx_packets INTEGER NOT NULL, quality INTEGER NOT NULL, PRIMARY KEY (name, granularity, period));
             \(schemaV2)
+            \(schemaV3)
             """
     }
 

@@ -7,6 +7,8 @@ import IfmeterSystem
 /// saves, whether one writes it now).
 public struct UsageSnapshot: Sendable {
     public var slices: [UsageSlice]
+    /// The five-minute rows (schema 3; the last 48 hours a writer kept).
+    public var fiveMinutes: [UsageSlice] = []
     public var plans: [Plan]
     /// Names with totals or usage, sorted.
     public var names: [String]
@@ -32,8 +34,10 @@ extension StateStore {
                 try db.prepare("SELECT key, value FROM meta").query { row throws(StoreError) in
                     if let key = row.text(0), let value = row.text(1) { meta[key] = value }
                 }
-                return UsageSnapshot(
+                var snapshot = UsageSnapshot(
                     slices: slices, plans: plans, names: try names(db), kinds: kinds, saves: saveStatus(meta, written: written))
+                snapshot.fiveMinutes = try fiveMinuteSlices(db)
+                return snapshot
             } catch {
                 throw StoreError.tableFailure(error, path: path)
             }

@@ -1,0 +1,126 @@
+import Foundation
+import IfmeterCore
+import IfmeterTestSupport
+import Testing
+
+/// vnStat's tables against known traffic: five-minute rows, --oneline,
+/// limits per period checked by --check, and the summary picture, all from
+/// a state file export fills with datagrams sent in test namespaces.
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+struct VnstatTablesTests {
+    func periods(_ json: String, _ name: String) throws -> [JSONValue] {
+        let table = try JSONParser.parse(json)
+        guard case .array(let list)? = table["interfaces"], let mine = list.first(where: { $0["name"]?.stringValue == name }),
+            case .array(let periods)? = mine["periods"]
+        else { return [] }
+        return periods
+    }
+
+    func sum(_ periods: [JSONValue], _ key: String) -> UInt64 { periods.reduce(0) { $0 + ($1[key]?.uint64Value ?? 0) } }
+
+    /// `data-KEY="..."` of the element with `marker` in the summary SVG.
+    func attributes(_ svg: String, _ marker: String) -> [[String: String]] {
+        svg.components(separatedBy: "<g ").dropFirst().filter { $0.hasPrefix(marker) }.map { element in
+            var found: [String: String] = [:]
+            let head = element.prefix { $0 != ">" }
+            for part in head.components(separatedBy: "\" ") {
+                let kv = part.components(separatedBy: "=\"")
+                if kv.count == 2, kv[0].hasPrefix("data-") { found[String(kv[0].dropFirst(5))] = kv[1].replacingOccurrences(of: "\"", with: "") }
+            }
+            return found
+        }
+    }
+
+    @Test func fiveMinutesOnelineLimitsAndSummaryHoldTheBytesSent() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-tables-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let state = dir + "/state.db"
+        let exporter = try Background(
+            [
+                "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "export", "--interval", "100ms", "--json", dir + "/r.json",
+                "--every", "200ms", "--state", state,
+            ], name: "export")
+        Thread.sleep(forTimeInterval: 0.4)
+        try pair.sendUDP(count: 30, payload: 900)
+        Thread.sleep(forTimeInterval: 0.6)
+        #expect(exporter.stop() == 0)
+        let sent = 30 * VethPair.frameBytes(payload: 900)
+
+        // Five-minute rows: every byte once, on five-minute boundaries, schema 4.
+        let five = try ifmeter(["usage", "--state", state, "--fiveminutes", "--format", "json", "--include", "vA"])
+        #expect(five.status == 0, "\(five.err)")
+        let slots = try periods(five.out, "vA")
+        #expect(sum(slots, "tx_bytes") == sent, "the five-minute rows hold every byte sent: \(five.out.prefix(600))")
+        #expect(!slots.isEmpty && slots.count <= 2)
+        for s in slots {
+            #expect(s["start"]?.stringValue?.range(of: #"T\d\d:[0-5][05]:00[+-]"#, options: .regularExpression) != nil, "\(s)")
+            #expect(s["quality"]?.stringValue == "exact")
+        }
+        #expect(try JSONParser.parse(five.out)["schema_version"]?.uint64Value == 4)
+        #expect(try JSONParser.parse(five.out)["granularity"]?.stringValue == "five-minutes")
+        try five.out.write(toFile: dir + "/five.json", atomically: true, encoding: .utf8)
+        let schema = try checkJSONSchema([dir + "/five.json"], schema: "ifmeter-usage.v4.schema.json")
+        #expect(schema.ok, "\(schema.output)")
+        let fiveText = try ifmeter(["usage", "--state", state, "--fiveminutes", "--include", "vA"])
+        #expect(fiveText.out.contains("5 MINUTES") && fiveText.out.contains("kept 48 hours"), "\(fiveText.out)")
+        let fiveCSV = try ifmeter(["usage", "--state", state, "--fiveminutes", "--format", "csv", "--include", "vA"])
+        #expect(fiveCSV.out.split(separator: "\n").dropFirst().allSatisfy { $0.contains(",five-minutes,") }, "\(fiveCSV.out)")
+        // The daily JSON of v3 is unchanged.
+        let daily = try ifmeter(["usage", "--state", state, "--format", "json", "--include", "vA"])
+        #expect(try JSONParser.parse(daily.out)["schema_version"]?.uint64Value == 3)
+
+        // --oneline: 18 fields, all time's tx is every byte sent, exact.
+        let one = try ifmeter(["usage", "--state", state, "--oneline", "--include", "vA"])
+        #expect(one.status == 0, "\(one.err)")
+        let fields = one.out.trimmingCharacters(in: .newlines).components(separatedBy: ";")
+        #expect(fields.count == 18 && fields[0] == "1" && fields[1] == "vA", "\(one.out)")
+        if fields.count == 18 {
+            #expect(UInt64(fields[15]) == sent && fields[17] == "exact", "\(one.out)")
+            #expect(fields[3] == (try periods(daily.out, "vA").last?["period"]?.stringValue), "today")
+            #expect(UInt64(fields[5]) == (try periods(daily.out, "vA").last?["tx_bytes"]?.uint64Value))
+        }
+
+        // Limits per period: over (3), then under as of a stale save (4).
+        let set = try ifmeter(["plan", "set", "vA", "--state", state, "--limit", "day=\(sent - 1)B", "--limit", "hour=1GiB", "--direction", "tx"])
+        #expect(set.status == 0 && set.out.contains("limits hour 1.00 GiB"), "\(set)")
+        let list = try ifmeter(["plan", "list", "--state", state])
+        #expect(list.out.contains("LIMITS") && list.out.contains("day "), "\(list.out)")
+        var check = try ifmeter(["usage", "--state", state, "--check"])
+        #expect(check.status == 3 && check.out.contains("OVER vA day limit"), "\(check)")
+        _ = try ifmeter(["plan", "set", "vA", "--state", state, "--limit", "day=1GiB", "--direction", "tx"])
+        check = try ifmeter(["usage", "--state", state, "--check"])
+        #expect(check.status == 4 && check.out.contains("UNKNOWN vA day limit"), "stale, so not provably under: \(check)")
+        let bad = try ifmeter(["plan", "set", "vA", "--state", state, "--limit", "week=1GB"])
+        #expect(bad.status == 64 && bad.err.hasPrefix("Error: "), "\(bad)")
+
+        // The summary picture: its numbers are the JSON's.
+        let svg = dir + "/summary.svg"
+        let drawn = try ifmeter(["usage", "--state", state, "--svg", svg, "--summary", "--include", "vA"])
+        #expect(drawn.status == 0, "\(drawn.err)")
+        let text = try String(contentsOfFile: svg, encoding: .utf8)
+        let figures = Dictionary(uniqueKeysWithValues: attributes(text, "class=\"figure\"").map { ($0["period"] ?? "?", $0) })
+        let today = try periods(daily.out, "vA").last
+        #expect(figures["today"]?["tx"] == today?["tx_bytes"]?.uint64Value.map(String.init), "\(figures)")
+        #expect(figures["all"]?["tx"] == String(sent))
+        let cycle = try periods(try ifmeter(["usage", "--state", state, "--cycle", "--format", "json", "--include", "vA"]).out, "vA").last
+        #expect(figures["cycle"]?["tx"] == cycle?["tx_bytes"]?.uint64Value.map(String.init))
+        let hours = attributes(text, "class=\"hour\"")
+        #expect(hours.count == 24)
+        let hourly = try periods(try ifmeter(["usage", "--state", state, "--hourly", "--format", "json", "--include", "vA"]).out, "vA")
+        for h in hourly {
+            let drawnHour = hours.first { $0["start"] == h["start"]?.stringValue }
+            #expect(drawnHour?["tx"] == h["tx_bytes"]?.uint64Value.map(String.init), "hour \(h)")
+        }
+        #expect(hours.compactMap { UInt64($0["tx"] ?? "") }.reduce(0, +) == sent)
+        #expect(try run(["xmllint", "--noout", svg], allowFailure: true).status == 0)
+        let shot = try run(
+            [
+                "chromium", "--headless", "--disable-gpu", "--no-sandbox", "--user-data-dir=\(dir)/chromium", "--screenshot=/tmp/ifmtab-summary.png",
+                "--window-size=900,388", "file://" + svg,
+            ], allowFailure: true)
+        #expect(shot.status == 0, "chromium: \(shot.err)")
+    }
+}
