@@ -158,10 +158,7 @@ struct UsageCommand: Command {
         }
         if check {
             let result = table.check(plans: plans, slices: hourSlices)
-            try Output.put(Output.forPeople(result.lines.joined(separator: "
-") + "
-" + Caveat.sentence + "
-"))
+            try Output.put(Output.forPeople(result.lines.joined(separator: "\n") + "\n" + Caveat.sentence + "\n"))
             if result.exitCode != 0 { throw .status(result.exitCode) }
             return
         }
