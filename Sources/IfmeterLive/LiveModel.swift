@@ -184,11 +184,21 @@ public struct LiveModel: Sendable {
     public var host: String
     public var source: String
     public var interval: Double
-    public var selected: SeriesKey?
+    /// The selected interface: the top row while the selection follows
+    /// the top, else the one the user moved to.
+    public var selected: SeriesKey? {
+        get { selectionFollowsTop ? visibleSlots().first.map { rows[$0].key } : pick }
+        set {
+            pick = newValue
+            selectionFollowsTop = false
+        }
+    }
     /// The selection is the top row, whichever interface that is, until
     /// the user moves it elsewhere: so the busiest stays in view at start,
     /// when the first sample (all rates zero) ranks rows by name only.
+    /// Followed, it costs nothing per update: the top is found when drawn.
     public var selectionFollowsTop = true
+    private var pick: SeriesKey?
     public var sort: LiveSort = .rate
     public var unit: LiveRateUnit = .bytes
     /// Byte rates are shown in bits per second.
@@ -469,9 +479,14 @@ public struct LiveModel: Sendable {
     func slot(of key: SeriesKey) -> Int? { slotOf[key] }
 
     mutating func keepSelectionValid() {
-        if !selectionFollowsTop, let selected, let row = row(for: selected), isVisible(row) { return }
-        selected = visibleSlots().first.map { rows[$0].key }
-        if selectionFollowsTop { scroll = 0 }
+        if selectionFollowsTop {
+            scroll = 0
+            return
+        }
+        if let pick, let row = row(for: pick), isVisible(row) { return }
+        // The picked interface went away or is hidden: the top again.
+        selectionFollowsTop = true
+        scroll = 0
     }
 
     // MARK: keys
@@ -549,7 +564,7 @@ public struct LiveModel: Sendable {
         guard !rows.isEmpty else { return }
         let current = rows.firstIndex { $0 == selected } ?? 0
         let target = max(0, min(rows.count - 1, current.addingReportingOverflow(step).overflow ? (step < 0 ? 0 : rows.count - 1) : current + step))
-        selected = rows[target]
+        pick = rows[target]
         // Back on the top row, it follows the top again.
         selectionFollowsTop = target == 0
         let room = max(1, pageSize)

@@ -40,10 +40,13 @@ public struct LiveRenderer: Sendable {
         }
         lines.append(header(model, width: width, sharedTop: layout.sparkWidth > 0 ? layout.sharedTop : nil))
         lines.append(layout.titles(style: self, packets: model.packets))
-        let selectedSlot = model.selected.flatMap(model.slot(of:))
+        // The rows are ranked already: the top row is the selection while
+        // it follows the top.
+        let selectedSlot = model.selectionFollowsTop ? rows.first : model.selected.flatMap(model.slot(of:))
+        let selectedKey = selectedSlot.map { model.row(at: $0).key }
         let summary = summaryLines(model, width: width) + quotaLines(model, width: width, height: height)
         var detail: [Line] = []
-        if model.detailOpen, let key = model.selected, let selected = model.row(for: key) {
+        if model.detailOpen, let key = selectedKey, let selected = model.row(for: key) {
             detail = detailLines(selected, model: model, width: width, height: height)
         }
         // Rows get what the fixed parts leave (at least one).
@@ -65,7 +68,7 @@ public struct LiveRenderer: Sendable {
             if layout.showTotals > 0 { marks.add(row.quality) }
             lines.append(layout.row(row, model: model, selected: slot == selectedSlot, style: self))
         }
-        if model.detailOpen, let key = model.selected, let selected = model.row(for: key) { marks.add(selected.quality) }
+        if model.detailOpen, let key = selectedKey, let selected = model.row(for: key) { marks.add(selected.quality) }
         if let route = model.route, route.outsideRx != nil, route.outsideTx != nil {
             if route.uncertain { marks.uncertain = true } else { marks.derived = true }
         }
