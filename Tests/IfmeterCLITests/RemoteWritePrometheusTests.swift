@@ -150,17 +150,17 @@ struct RemoteWritePrometheusTests {
         defer { _ = serve.stop() }
         func metric(_ name: String) throws -> Double? {
             guard let text = try? RawHTTP.request("/metrics", port: 49591, in: ns.name).text else { return nil }
-            return text.split(separator: "\n").first { $0.hasPrefix(name + "{") || $0.hasPrefix(name + " ") }
+            return text.split(separator: "\n").first { $0.hasPrefix(name) }
                 .flatMap { $0.split(separator: " ").last.flatMap { Double($0) } }
         }
         let dropped = try waitFor("drops for room", timeout: 120) { () -> Double? in
             guard let d = try metric(#"ifmeter_remote_write_samples_dropped_total{reason="queue_full""#), d > 0 else { return nil }
             return d
         }
-        let queueBytes = try #require(try metric("ifmeter_remote_write_queue_bytes"))
+        let queueBytes = try #require(try metric("ifmeter_remote_write_queue_bytes{"))
         #expect(queueBytes <= 1024 * 1024 && queueBytes > 512 * 1024, "\(queueBytes) bytes queued")
-        #expect(try metric("ifmeter_remote_write_samples_retried_total").map { $0 > 0 } == true)
-        #expect(try metric("ifmeter_remote_write_samples_sent_total") == 0)
+        #expect(try metric("ifmeter_remote_write_samples_retried_total{").map { $0 > 0 } == true)
+        #expect(try metric("ifmeter_remote_write_samples_sent_total{") == 0)
         // A receiver appears: what it gets starts after the dropped samples.
         let prometheus = try Receiver(dir: dir, ns: ns).start(port: port)
         defer { _ = prometheus.stop() }
