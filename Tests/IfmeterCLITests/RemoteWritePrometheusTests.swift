@@ -36,8 +36,8 @@ struct RemoteWritePrometheusTests {
     func encode(_ promql: String) -> String { promql.addingPercentEncoding(withAllowedCharacters: .alphanumerics)! }
 
     /// The raw samples of one series over `range` seconds up to `time`.
-    func samples(_ ns: TestNamespace, _ selector: String, range: Int, at time: Double) throws -> [(Double, Double)] {
-        let data = try get(ns, "/api/v1/query?query=\(encode("\(selector)[\(range)s]"))&time=\(String(format: "%.3f", time))")
+    func samples(_ ns: TestNamespace, _ selector: String, range: Int, at time: Double, port: UInt16 = prometheusPort) throws -> [(Double, Double)] {
+        let data = try get(ns, "/api/v1/query?query=\(encode("\(selector)[\(range)s]"))&time=\(String(format: "%.3f", time))", port: port)
         guard case .array(let results)? = data?["result"], let first = results.first, case .array(let values)? = first["values"] else { return [] }
         return values.compactMap { pair in
             guard case .array(let p) = pair, p.count == 2, let t = p[0].doubleValue, let v = p[1].stringValue.flatMap(Double.init) else { return nil }
@@ -165,7 +165,7 @@ struct RemoteWritePrometheusTests {
         let prometheus = try Receiver(dir: dir, ns: ns).start(port: port)
         defer { _ = prometheus.stop() }
         let start = try waitFor("the queue to reach the receiver", timeout: 60) { () -> Double? in
-            try samples(ns, "ifmeter_samples_total", range: 600, at: Date().timeIntervalSince1970).first?.1
+            try samples(ns, "ifmeter_samples_total", range: 600, at: Date().timeIntervalSince1970, port: port).first?.1
         }
         #expect(start > 1, "the oldest samples (ifmeter_samples_total from 1) went first: the earliest received is \(start)")
         print(
