@@ -3,7 +3,7 @@
 # needs nothing else.
 
 SWIFT ?= $(shell command -v swift 2>/dev/null || echo /opt/swift/usr/bin/swift)
-BUILD_PACKAGES := pkg-config libnl-3-dev libmicrohttpd-dev libcrypt-dev zlib1g-dev libsqlite3-dev iproute2 \
+BUILD_PACKAGES := pkg-config libnl-3-dev libmicrohttpd-dev libcrypt-dev zlib1g-dev libsqlite3-dev iproute2 libcurl4-openssl-dev libsnappy-dev \
 	libstdc++-12-dev
 # promtool and a real Prometheus server, node_exporter to compare with,
 # the reference OpenMetrics parser (prometheus_client, for /usr/bin/python3);
@@ -15,7 +15,7 @@ BUILD_PACKAGES := pkg-config libnl-3-dev libmicrohttpd-dev libcrypt-dev zlib1g-d
 # readelf and nm (binutils) check how the release binary is linked.
 TEST_PACKAGES := $(BUILD_PACKAGES) prometheus prometheus-node-exporter gzip python3-prometheus-client python3-venv \
 	tmux procps sqlite3 util-linux curl openssl apache2-utils man-db groff bash-completion zsh fish systemd \
-	libxml2-utils chromium elfutils binutils
+	libxml2-utils chromium elfutils binutils protobuf-compiler
 BENCH_PACKAGES := $(BUILD_PACKAGES) wrk prometheus-node-exporter tmux time
 RUN_ARGS ?= live
 # The release build, linked for a small resident set (issue 9: serve's peak

@@ -35,6 +35,15 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // C shims for libmicrohttpd's variadic start and zlib's macros.
         .target(name: "CIfmeterHTTP", dependencies: ["CMicroHTTPD", "CZlib"]),
+        // libcurl and libsnappy for remote write: headers only (apt
+        // providers, no pkg-config -l flags). ifmeter loads both with dlopen
+        // when remote write starts, as serve loads libmicrohttpd.
+        .target(name: "CIfmeterRemoteWrite", cSettings: [.define("_GNU_SOURCE")]),
+        // serve --remote-write: the queue on disk, the protobuf encoder, the
+        // sender and its retries.
+        .target(
+            name: "IfmeterRemoteWrite",
+            dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterServe", "CIfmeterRemoteWrite"]),
         // serve: the scrape cache, the HTTP server (the one place that calls
         // libmicrohttpd), basic auth and the web config.
         .target(
@@ -96,7 +105,7 @@ let package = Package(
             name: "IfmeterCLI",
             dependencies: [
                 "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterSampling", "IfmeterPipeline", "IfmeterServe", "IfmeterRoute",
-                "IfmeterExport", "IfmeterLive", "IfmeterStore",
+                "IfmeterExport", "IfmeterLive", "IfmeterStore", "IfmeterRemoteWrite",
             ]
         ),
         .executableTarget(
@@ -121,6 +130,7 @@ let package = Package(
             name: "IfmeterCLITests",
             dependencies: [
                 "IfmeterOutput", "IfmeterSystem", "IfmeterCLI", "IfmeterCore", "IfmeterServe", "IfmeterPipeline", "IfmeterLive", "IfmeterTestSupport",
+                "IfmeterRemoteWrite",
             ]),
         .testTarget(
             name: "IfmeterLiveTests",

@@ -2,6 +2,7 @@ import IfmeterCore
 import IfmeterOutput
 import IfmeterServe
 import IfmeterPipeline
+import IfmeterRemoteWrite
 import IfmeterRoute
 import IfmeterSampling
 import Synchronization
@@ -65,16 +66,20 @@ struct ServeCommand: Command {
             """,
         options: [
             OptionSpec(
-                "--listen", value: "address", help: "Address and port: 127.0.0.1:9874, localhost:9874, [::1]:9874, or :9874 for every address.",
+                "--listen", value: "address",
+                help:
+                    "Address and port: 127.0.0.1:9874, localhost:9874, [::1]:9874, :9874 for every address, or none (with --remote-write: push only).",
                 default: "127.0.0.1:\(defaultServePort)"),
             CompatOption.spec,
             OptionSpec(
                 "--max-connections", value: "n", help: "Open connections; past it the oldest one still waiting for its request is closed.",
                 default: "1024"),
             OptionSpec("--web-config", value: "file", help: "TLS and basic auth, in Prometheus exporter-toolkit's web config format (see above)."),
-        ] + RouteOptions.specsWithoutDefaultProbes + CommonOptions.monitoring)
+        ] + RemoteWriteOptions.specs + RouteOptions.specsWithoutDefaultProbes + CommonOptions.monitoring)
 
-    let address: ListenAddress
+    /// Nil with `--listen none` (push only).
+    let address: ListenAddress?
+    let remoteWrite: RemoteWriteOptions?
     let families: ExpositionFamilies
     let setup: SamplingSetup
     let limits: HTTPLimits
@@ -85,7 +90,8 @@ struct ServeCommand: Command {
 
     init(_ p: ParsedArguments) throws(CLIError) {
         let listen = p.value("--listen") ?? "127.0.0.1:\(defaultServePort)"
-        guard let address = ListenAddress(parsing: listen) else {
+        let address = listen == "none" ? nil : ListenAddress(parsing: listen)
+        guard address != nil || listen == "none" else {
             throw p.usage(
                 "invalid value '\(listen)' for '--listen <address>': expected HOST:PORT, [IPv6]:PORT or :PORT, like 127.0.0.1:9874, localhost:9874, [::1]:9874 or :9874"
             )
@@ -93,6 +99,8 @@ struct ServeCommand: Command {
         self.address = address
         families = try CompatOption.families(p)
         setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: 10, idleDeltas: false)
+        remoteWrite = try RemoteWriteOptions(p, statePath: setup.state?.path)
+        if address == nil, remoteWrite == nil { throw p.usage("'--listen none' serves nothing; add '--remote-write URL' to push instead") }
         var limits = HTTPLimits()
         // Any whole number from 1 up; past 2^20 it is 2^20 (file descriptors).
         if let n = try CommonOptions.positiveInt(p, "--max-connections") {
@@ -152,9 +160,13 @@ struct ServeCommand: Command {
         #endif
         let scheme = webConfig?.tls == nil ? "http" : "https"
         let auth = (webConfig?.users.isEmpty ?? true) ? "" : ", basic auth"
-        let announce =
-            "ifmeter serve: listening on \(scheme)://\(address)/metrics\(auth) (source \(pipeline.source.sourceName), every \(Units.duration(interval)))"
+        let pushing = remoteWrite.map { " and pushing to " + $0.urls.map(RemoteWriter.withoutCredentials).joined(separator: ", ") } ?? ""
+        let target = address.map { "listening on \(scheme)://\($0)/metrics\(auth)" + pushing } ?? "pushing only, to " + pushing.dropFirst(16)
+        let announce = "ifmeter serve: \(target) (source \(pipeline.source.sourceName), every \(Units.duration(interval)))"
         pipeline.add(sink: ScrapeFeed(cache: cache) { Output.error(announce) })
+        let log = RateLimitedLog(prefix: "ifmeter serve: ", every: 10)
+        let writers = try remoteWrite?.start(pipeline: pipeline, cache: cache) { log.write($0) } ?? []
+        defer { for writer in writers { writer.stop() } }
         // The family is there from the first render, before any update.
         cache.setHTTPClosed(HTTPConnectionCounts(deadline: 0, idle: 0, evicted: 0))
         let users = webConfig?.users ?? [:]
@@ -165,28 +177,29 @@ struct ServeCommand: Command {
             pipeline.persistence?.abandon()
             throw .runtime("cannot set up basic auth: \(error.description)")
         }
-        let server: HTTPServer
-        do {
-            let log = RateLimitedLog(prefix: "ifmeter serve: ", every: 10)
-            server = try HTTPServer(
-                address: address, limits: limits, tls: webConfig?.tls,
-                authenticator: authenticator,
-                logger: { line in log.write(line) }
-            ) { request in
-                Self.respond(to: request, cache: cache)
+        var server: HTTPServer?
+        if let address {
+            do {
+                server = try HTTPServer(
+                    address: address, limits: limits, tls: webConfig?.tls,
+                    authenticator: authenticator,
+                    logger: { line in log.write(line) }
+                ) { request in
+                    Self.respond(to: request, cache: cache)
+                }
+            } catch {
+                // A failed start leaves no state file of its own behind.
+                pipeline.persistence?.abandon()
+                throw .runtime("cannot listen on \(address): \(error.message). Choose another with --listen.")
             }
-        } catch {
-            // A failed start leaves no state file of its own behind.
-            pipeline.persistence?.abandon()
-            throw .runtime("cannot listen on \(address): \(error.message). Choose another with --listen.")
         }
-        pipeline.add(enricher: HTTPClosedFeed(server: server, cache: cache))
+        if let server { pipeline.add(enricher: HTTPClosedFeed(server: server, cache: cache)) }
         // The server's threads have the signals blocked; this one takes
         // them. SIGHUP saves the state and serve goes on.
         StopSignal.install(hangup: true)
         var waiter = SignalWaiter()
         pipeline.run(&waiter)
-        server.stop()
+        server?.stop()
         Output.error("ifmeter serve: stopped")
     }
 

@@ -85,6 +85,8 @@ public struct ExporterHealth: Sendable, Hashable {
     public var intervalSeconds: Double
     /// serve's HTTP endpoint: connections it closed to protect itself.
     public var httpClosed: HTTPConnectionCounts?
+    /// serve --remote-write: each receiver's queue and counts.
+    public var remoteWrite: [RemoteWriteStatus] = []
 
     public init(
         version: String, source: String, samples: UInt64 = 0, sampleErrors: UInt64 = 0, overruns: UInt64 = 0,
@@ -455,6 +457,7 @@ struct ExpositionWriter {
             labeledSample("ifmeter_http_connections_closed_total", [("reason", "evicted")], String(closed.evicted))
             labeledSample("ifmeter_http_connections_closed_total", [("reason", "idle")], String(closed.idle))
         }
+        writeRemoteWrite(health.remoteWrite)
         if let seconds = health.lastSampleSeconds {
             header("ifmeter_last_sample_duration_seconds", .gauge, unit: "seconds", help: "How long the last sample took. \(note)")
             plain("ifmeter_last_sample_duration_seconds", Self.number(seconds))

@@ -40,6 +40,8 @@ public final class ScrapeCache: Sendable {
     private let rendering = Mutex<Void>(())
     /// What the HTTP endpoint closed to protect itself, as of the last update.
     private let httpClosed = Mutex<HTTPConnectionCounts?>(nil)
+    /// serve --remote-write: each receiver's status, as of the last update.
+    private let remoteWrite = Mutex<[RemoteWriteStatus]>([])
     /// Planned interfaces' cycles, and a count of their changes.
     private let plans = Mutex<(gauges: [PlanGauge], changes: Int)>(([], 0))
 
@@ -73,6 +75,26 @@ public final class ScrapeCache: Sendable {
         httpClosed.withLock { $0 = counts }
     }
 
+    /// Sets what remote write shows (on the pipeline's thread, before the
+    /// update's render).
+    public func setRemoteWrite(_ statuses: [RemoteWriteStatus]) {
+        remoteWrite.withLock { $0 = statuses }
+    }
+
+    /// The latest generation's text exposition (the series a scrape gets),
+    /// in pieces: remote write sends the same series.
+    public func renderText(chunk: Int, into sink: (UnsafeRawBufferPointer) -> Void) {
+        let planned = plans.withLock { $0.gauges }
+        snapshot.withLock { current in
+            var input = Self.input(current.view.sorted(), health: current.health, families: families, version: version, interval: interval)
+            input.routes = current.routes
+            input.plans = planned
+            input.health.httpClosed = httpClosed.withLock { $0 }
+            input.health.remoteWrite = remoteWrite.withLock { $0 }
+            PrometheusTextRenderer().render(input, chunk: chunk, into: sink)
+        }
+    }
+
     /// Replaces the plans' gauges (read from the state file after a save);
     /// the next scrape renders afresh.
     public func setPlans(_ gauges: [PlanGauge]) {
@@ -97,6 +119,7 @@ public final class ScrapeCache: Sendable {
                 input.routes = current.routes
                 input.plans = planned.gauges
                 input.health.httpClosed = httpClosed.withLock { $0 }
+                input.health.remoteWrite = remoteWrite.withLock { $0 }
                 let renderer: any ExpositionRenderer = openMetrics ? OpenMetricsRenderer() : PrometheusTextRenderer()
                 // Room for about the last render's size at once (the other
                 // format's, the first time: they differ by a few percent).

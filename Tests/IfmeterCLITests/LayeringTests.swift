@@ -18,7 +18,7 @@ import Testing
         ["IfmeterStore", "Ifmeter"],
         ["IfmeterPipeline"],
         ["IfmeterServe", "IfmeterRoute", "IfmeterLive"],
-        ["IfmeterExport"],
+        ["IfmeterExport", "IfmeterRemoteWrite"],
         ["IfmeterCLI"],
         ["ifmeter"],
     ]

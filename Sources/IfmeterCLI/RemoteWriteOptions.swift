@@ -1,0 +1,130 @@
+import IfmeterCore
+import IfmeterOutput
+import IfmeterPipeline
+import IfmeterRemoteWrite
+import IfmeterServe
+import IfmeterSystem
+
+/// `serve --remote-write`: push the scrape's series to Prometheus
+/// Remote-Write 1.0 receivers (docs/metrics.md, "Remote write").
+struct RemoteWriteOptions {
+    static let specs: [OptionSpec] = [
+        OptionSpec(
+            "--remote-write", value: "url",
+            help: "Also push every sample's series to this Prometheus Remote-Write 1.0 receiver (such as http://prometheus:9090/api/v1/write).",
+            repeatable: true),
+        OptionSpec(
+            "--remote-write-queue", value: "dir",
+            help: "Where unsent samples wait on disk, a folder per receiver (default: beside --state, STATE.remote-write)."),
+        OptionSpec(
+            "--remote-write-queue-max", value: "size", help: "Unsent samples kept per receiver; past it the oldest are dropped (counted).",
+            default: "64MiB"),
+        OptionSpec(
+            "--remote-write-config", value: "file",
+            help: "The receivers' basic auth, bearer token file and TLS (YAML, see docs/metrics.md); their external labels too."),
+        OptionSpec(
+            "--external-label", value: "name=value", help: "A label added to every pushed series (never replacing one of its own).",
+            repeatable: true),
+    ]
+
+    var urls: [String]
+    var queueFolder: String
+    var queueMax: UInt64
+    var settings: RemoteWriteClientSettings
+
+    /// Nil without --remote-write (its other options are then an error).
+    init?(_ p: ParsedArguments, statePath: String?) throws(CLIError) {
+        let urls = p.list("--remote-write")
+        guard !urls.isEmpty else {
+            for option in ["--remote-write-queue", "--remote-write-queue-max", "--remote-write-config", "--external-label"] where p.has(option) {
+                throw p.usage("'\(option)' needs '--remote-write URL'")
+            }
+            return nil
+        }
+        for url in urls where !(url.hasPrefix("http://") || url.hasPrefix("https://")) {
+            throw p.usage(
+                "invalid value '\(url)' for '--remote-write <url>': expected an http:// or https:// URL, like http://prometheus:9090/api/v1/write")
+        }
+        self.urls = urls
+        guard let folder = p.value("--remote-write-queue") ?? statePath.map({ $0 + ".remote-write" }) else {
+            throw p.usage(
+                "'--remote-write' keeps unsent samples on disk: give '--state FILE' (the queue goes beside it) or '--remote-write-queue DIR'")
+        }
+        queueFolder = folder
+        queueMax = try CommonOptions.size(p, "--remote-write-queue-max", 64 * 1024...(1 << 40), "64KiB to 1TiB") ?? 64 << 20
+        settings = RemoteWriteClientSettings()
+        if let path = p.value("--remote-write-config") {
+            do throws(RemoteWriteConfig.LoadError) {
+                let config = try RemoteWriteConfig.load(path)
+                settings.username = config.username
+                settings.password = config.password
+                settings.bearerTokenFile = config.bearerTokenFile
+                settings.caFile = config.caFile
+                settings.certFile = config.certFile
+                settings.keyFile = config.keyFile
+                settings.insecureSkipVerify = config.insecureSkipVerify
+                if let timeout = config.timeoutSeconds { settings.timeoutSeconds = timeout }
+                settings.externalLabels = config.externalLabels
+            } catch {
+                switch error {
+                case .unreadable(let cause):
+                    throw p.usage(
+                        "cannot read the remote write config '\(path)': \(cause.message); name a readable YAML file with '--remote-write-config'")
+                case .invalid(let location, let message):
+                    throw .data("remote write config \(location): \(message)")
+                }
+            }
+        }
+        for item in p.list("--external-label") {
+            guard let eq = item.firstIndex(of: "="), let name = Optional(String(item[..<eq])), RemoteWriteConfig.validLabelName(name),
+                !name.hasPrefix("__")
+            else {
+                throw p.usage(
+                    "invalid value '\(item)' for '--external-label <name=value>': expected a label name ([a-zA-Z_][a-zA-Z0-9_]*, not __*) = a value, like host=gw1"
+                )
+            }
+            settings.externalLabels.removeAll { $0.0 == name }
+            settings.externalLabels.append((name, String(item[item.index(after: eq)...])))
+        }
+    }
+
+    /// Opens each receiver's queue, starts its sender and adds the feed to
+    /// the pipeline (after the scrape feed: it renders the same series).
+    func start(pipeline: Pipeline, cache: ScrapeCache, log: @escaping @Sendable (String) -> Void) throws(CLIError) -> [RemoteWriter] {
+        do throws(SystemError) {
+            try RemoteWriteLibraries.load()
+        } catch {
+            throw .runtime("remote write: \(error.message)")
+        }
+        if cifmMakeFolder(queueFolder) != 0 {
+            throw .runtime("cannot create the remote write queue folder \(queueFolder). Choose another with --remote-write-queue.")
+        }
+        var writers: [RemoteWriter] = []
+        for url in urls {
+            let folder = queueFolder + "/" + Self.folderName(url)
+            do throws(SystemError) {
+                let queue = try DiskQueue(folder: folder, maxBytes: Int64(queueMax))
+                let transport = try CurlTransport(url: url, settings: settings, userAgent: "ifmeter/\(IfmeterCLI.version)")
+                let writer = RemoteWriter(url: url, queue: queue, transport: transport, log: log)
+                try writer.start()
+                writers.append(writer)
+            } catch {
+                throw .runtime("cannot start remote write to \(RemoteWriter.withoutCredentials(url)) (queue \(folder)): \(error.message)")
+            }
+        }
+        let feed = RemoteWriteFeed(cache: cache, writers: writers, externalLabels: settings.externalLabels)
+        pipeline.add(enricher: feed)
+        pipeline.add(sink: feed)
+        return writers
+    }
+
+    /// A receiver's queue folder: a hash of its URL (FNV-1a, 64 bits).
+    static func folderName(_ url: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in url.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+}
+
+private func cifmMakeFolder(_ path: String) -> Int32 { DiskQueue.makeFolder(path) }

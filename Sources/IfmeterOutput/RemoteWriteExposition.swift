@@ -1,0 +1,54 @@
+import IfmeterCore
+
+/// What `serve --remote-write` shows of one receiver: its queue on disk and
+/// what became of the samples (docs/metrics.md, "Remote write").
+public struct RemoteWriteStatus: Sendable, Hashable {
+    /// The receiver's URL, without credentials.
+    public var url: String
+    /// Bytes of samples waiting in the queue, and how many samples.
+    public var queueBytes: UInt64 = 0
+    public var queueSamples: UInt64 = 0
+    public var sent: UInt64 = 0
+    /// Samples in requests that failed and were tried again (each try counts).
+    public var retried: UInt64 = 0
+    /// Dropped because the queue was full (its oldest went first).
+    public var droppedQueueFull: UInt64 = 0
+    /// Dropped because the receiver refused them (a 4xx other than 429).
+    public var droppedRejected: UInt64 = 0
+    /// Unix time of the last accepted request.
+    public var lastSuccess: Double?
+
+    public init(url: String) { self.url = url }
+}
+
+extension ExpositionWriter {
+    mutating func writeRemoteWrite(_ statuses: [RemoteWriteStatus]) {
+        guard !statuses.isEmpty else { return }
+        let note = Caveat.health
+        header("ifmeter_remote_write_queue_bytes", .gauge, unit: "bytes", help: "Bytes of samples waiting in the remote write queue on disk. \(note)")
+        for s in statuses { labeledSample("ifmeter_remote_write_queue_bytes", [("url", s.url)], String(s.queueBytes)) }
+        header("ifmeter_remote_write_queue_samples", .gauge, help: "Samples waiting in the remote write queue on disk. \(note)")
+        for s in statuses { labeledSample("ifmeter_remote_write_queue_samples", [("url", s.url)], String(s.queueSamples)) }
+        header("ifmeter_remote_write_samples_sent", .counter, help: "Samples the receiver accepted. \(note)")
+        for s in statuses { labeledSample("ifmeter_remote_write_samples_sent_total", [("url", s.url)], String(s.sent)) }
+        header(
+            "ifmeter_remote_write_samples_retried", .counter,
+            help: "Samples in requests tried again after a 5xx, a 429 or a network error (each try counts). \(note)")
+        for s in statuses { labeledSample("ifmeter_remote_write_samples_retried_total", [("url", s.url)], String(s.retried)) }
+        header(
+            "ifmeter_remote_write_samples_dropped", .counter,
+            help:
+                "Samples never sent: reason queue_full (the queue was at its bound: the oldest went) or rejected (the receiver answered 4xx). \(note)"
+        )
+        for s in statuses {
+            labeledSample("ifmeter_remote_write_samples_dropped_total", [("reason", "queue_full"), ("url", s.url)], String(s.droppedQueueFull))
+            labeledSample("ifmeter_remote_write_samples_dropped_total", [("reason", "rejected"), ("url", s.url)], String(s.droppedRejected))
+        }
+        header(
+            "ifmeter_remote_write_last_success_timestamp_seconds", .gauge, unit: "seconds",
+            help: "Unix time of the last request the receiver accepted (0: none yet). \(note)")
+        for s in statuses {
+            labeledSample("ifmeter_remote_write_last_success_timestamp_seconds", [("url", s.url)], Self.number(s.lastSuccess ?? 0))
+        }
+    }
+}

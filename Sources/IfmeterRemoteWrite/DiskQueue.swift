@@ -1,0 +1,303 @@
+import CIfmeterRemoteWrite
+import IfmeterCore
+import IfmeterSystem
+import Synchronization
+
+/// Samples waiting to be sent, on disk, oldest first (docs/metrics.md,
+/// "Remote write").
+///
+/// A folder of segments, `NNNNNNNNNNNNNNNNNNNN.seg`, each a run of records
+/// appended and fdatasync()ed one at a time. A record is a 16-byte header
+/// (magic `IFQ1`, payload length, sample count, CRC-32 of count and
+/// payload; little-endian) and its payload: encoded WriteRequest
+/// `timeseries` entries, so the payloads of consecutive records are a
+/// request's body. `ack` (written atomically) names the segment and offset
+/// of the first record not yet sent. Opening reads every segment and cuts
+/// each at its first record that is short or fails its CRC: a record half
+/// written when ifmeter was killed is never read back as data.
+///
+/// Bounded: past `maxBytes` of unsent records the oldest go (whole segments
+/// while there are several), counted in `droppedFull`.
+public final class DiskQueue: Sendable {
+    struct Record: Sendable {
+        var offset: Int64
+        var length: Int64
+        var samples: UInt64
+    }
+
+    struct Segment: Sendable {
+        var sequence: UInt64
+        var size: Int64
+        /// The records not yet sent.
+        var records: [Record]
+    }
+
+    struct State: Sendable {
+        var segments: [Segment] = []
+        var ackSequence: UInt64 = 1
+        var ackOffset: Int64 = 0
+        var activeFD: Int32 = -1
+        var droppedFull: UInt64 = 0
+    }
+
+    /// Consecutive records of one segment, their payloads joined.
+    public struct Batch: Sendable {
+        public var payload: [UInt8]
+        public var samples: UInt64
+        let sequence: UInt64
+        let end: Int64
+    }
+
+    public static let headerBytes = 16
+    static let magic: [UInt8] = Array("IFQ1".utf8)
+
+    public let folder: String
+    public let maxBytes: Int64
+    let segmentBytes: Int64
+    private let state = Mutex(State())
+
+    /// Opens (creating) the queue in `folder`, keeping every whole record.
+    public init(folder: String, maxBytes: Int64) throws(SystemError) {
+        self.folder = folder
+        self.maxBytes = maxBytes
+        segmentBytes = max(16 * 1024, min(4 * 1024 * 1024, maxBytes / 16))
+        guard cifm_rw_mkdir(folder) == 0 else { throw .system("mkdir \(folder)", code: cifm_rw_errno()) }
+        var s = State()
+        var ackKnown = false
+        if let text = readSmallFile(folder + "/ack") {
+            let parts = text.split(whereSeparator: { $0 == " " || $0 == "\n" })
+            if parts.count == 2, let sequence = UInt64(parts[0]), let offset = Int64(parts[1]) {
+                s.ackSequence = sequence
+                s.ackOffset = offset
+                ackKnown = true
+            }
+        }
+        let sequences = listDirectory(folder).compactMap { name -> UInt64? in
+            guard name.hasSuffix(".seg") else { return nil }
+            return UInt64(name.dropLast(4))
+        }.sorted()
+        if !ackKnown, let first = sequences.first { s.ackSequence = first }
+        for sequence in sequences {
+            let path = Self.path(folder, sequence)
+            if sequence < s.ackSequence {
+                _ = cifm_rw_unlink(path)
+                continue
+            }
+            let (records, valid, size) = try Self.scan(path)
+            if valid < size, cifm_rw_truncate(path, valid) != 0 {
+                throw .system("truncate \(path)", code: cifm_rw_errno())
+            }
+            let from = sequence == s.ackSequence ? s.ackOffset : 0
+            s.segments.append(Segment(sequence: sequence, size: valid, records: records.filter { $0.offset >= from }))
+        }
+        if s.segments.isEmpty, ackKnown { s.ackOffset = 0 }
+        state.withLock { $0 = s }
+    }
+
+    deinit {
+        state.withLock { if $0.activeFD >= 0 { _ = cifm_rw_close($0.activeFD) } }
+    }
+
+    static func path(_ folder: String, _ sequence: UInt64) -> String {
+        let digits = String(sequence)
+        return folder + "/" + String(repeating: "0", count: max(0, 20 - digits.count)) + digits + ".seg"
+    }
+
+    /// A segment's whole records, where they end, and its size.
+    static func scan(_ path: String) throws(SystemError) -> ([Record], Int64, Int64) {
+        let size = cifm_rw_file_size(path)
+        guard size >= 0 else { throw .system("stat \(path)", code: cifm_rw_errno()) }
+        var bytes = [UInt8](repeating: 0, count: Int(size))
+        let got = bytes.withUnsafeMutableBytes { cifm_rw_read(path, 0, $0.baseAddress, $0.count) }
+        guard got >= 0 else { throw .system("read \(path)", code: cifm_rw_errno()) }
+        var records: [Record] = []
+        var at = 0
+        let end = Int(got)
+        while at + headerBytes <= end {
+            guard Array(bytes[at..<at + 4]) == magic else { break }
+            let length = Int(Self.u32(bytes, at + 4))
+            let samples = Self.u32(bytes, at + 8)
+            let crc = Self.u32(bytes, at + 12)
+            guard at + headerBytes + length <= end, CRC32.of(bytes[at + 8..<at + 12], bytes[at + headerBytes..<at + headerBytes + length]) == crc
+            else {
+                break
+            }
+            records.append(Record(offset: Int64(at), length: Int64(headerBytes + length), samples: UInt64(samples)))
+            at += headerBytes + length
+        }
+        return (records, Int64(at), Int64(size))
+    }
+
+    static func u32(_ b: [UInt8], _ at: Int) -> UInt32 {
+        UInt32(b[at]) | UInt32(b[at + 1]) << 8 | UInt32(b[at + 2]) << 16 | UInt32(b[at + 3]) << 24
+    }
+
+    static func put32(_ v: UInt32, _ out: inout [UInt8]) {
+        for shift in [0, 8, 16, 24] as [UInt32] { out.append(UInt8(truncatingIfNeeded: v >> shift)) }
+    }
+
+    /// The record's bytes: header and payload.
+    public static func record(payload: [UInt8], samples: UInt32) -> [UInt8] {
+        var out = magic
+        put32(UInt32(payload.count), &out)
+        var count: [UInt8] = []
+        put32(samples, &count)
+        out += count
+        put32(CRC32.of(count[...], payload[...]), &out)
+        return out + payload
+    }
+
+    /// Unsent bytes and samples, and the samples dropped for room.
+    public var counts: (bytes: UInt64, samples: UInt64, droppedFull: UInt64) {
+        state.withLock { s in
+            var bytes: Int64 = 0
+            var samples: UInt64 = 0
+            for segment in s.segments {
+                for r in segment.records {
+                    bytes += r.length
+                    samples += r.samples
+                }
+            }
+            return (UInt64(bytes), samples, s.droppedFull)
+        }
+    }
+
+    /// Appends one record and syncs it; then drops the oldest records
+    /// while the unsent ones are over the bound.
+    public func append(payload: [UInt8], samples: UInt32) throws(SystemError) {
+        let bytes = Self.record(payload: payload, samples: samples)
+        try state.withLock { (s: inout State) throws(SystemError) in
+            if s.activeFD < 0 || (s.segments.last?.size ?? 0) + Int64(bytes.count) > segmentBytes {
+                if s.activeFD >= 0 { _ = cifm_rw_close(s.activeFD) }
+                s.activeFD = -1
+                let sequence = (s.segments.last?.sequence ?? s.ackSequence - 1) + 1
+                let path = Self.path(folder, sequence)
+                let fd = cifm_rw_open_append(path)
+                guard fd >= 0 else { throw .system("open \(path)", code: cifm_rw_errno()) }
+                _ = cifm_rw_sync_dir(folder)
+                s.activeFD = fd
+                let size = max(0, cifm_rw_file_size(path))
+                s.segments.append(Segment(sequence: sequence, size: size, records: []))
+                if s.segments.count == 1 { (s.ackSequence, s.ackOffset) = (sequence, size) }
+            }
+            let last = s.segments.count - 1
+            let offset = s.segments[last].size
+            let rc = bytes.withUnsafeBytes { cifm_rw_write_sync(s.activeFD, $0.baseAddress, $0.count) }
+            guard rc == 0 else {
+                let code = cifm_rw_errno()
+                // Nothing half written stays before the next record.
+                _ = cifm_rw_truncate(Self.path(folder, s.segments[last].sequence), offset)
+                throw .system("write \(folder)", code: code)
+            }
+            s.segments[last].size += Int64(bytes.count)
+            s.segments[last].records.append(Record(offset: offset, length: Int64(bytes.count), samples: UInt64(samples)))
+            try enforceBound(&s)
+        }
+    }
+
+    private func enforceBound(_ s: inout State) throws(SystemError) {
+        func unsent() -> Int64 { s.segments.reduce(0) { $0 + $1.records.reduce(0) { $0 + $1.length } } }
+        var total = unsent()
+        var moved = false
+        while total > maxBytes, !s.segments.isEmpty {
+            if s.segments.count > 1 {
+                let oldest = s.segments.removeFirst()
+                for r in oldest.records {
+                    s.droppedFull += r.samples
+                    total -= r.length
+                }
+                _ = cifm_rw_unlink(Self.path(folder, oldest.sequence))
+                (s.ackSequence, s.ackOffset) = (s.segments[0].sequence, s.segments[0].records.first?.offset ?? s.segments[0].size)
+            } else if !s.segments[0].records.isEmpty {
+                let r = s.segments[0].records.removeFirst()
+                s.droppedFull += r.samples
+                total -= r.length
+                (s.ackSequence, s.ackOffset) = (s.segments[0].sequence, r.offset + r.length)
+            } else {
+                break
+            }
+            moved = true
+        }
+        if moved { try writeAck(s) }
+    }
+
+    private func writeAck(_ s: State) throws(SystemError) {
+        try AtomicFile.write(Array("\(s.ackSequence) \(s.ackOffset)\n".utf8), to: folder + "/ack")
+    }
+
+    /// The oldest unsent records of one segment, up to about `maxBytes`
+    /// (at least one record).
+    public func peek(maxBytes: Int) -> Batch? {
+        let picked = state.withLock { s -> (UInt64, [Record])? in
+            guard let segment = s.segments.first(where: { !$0.records.isEmpty }) else { return nil }
+            var records: [Record] = []
+            var bytes: Int64 = 0
+            for r in segment.records {
+                if !records.isEmpty && bytes + r.length > Int64(maxBytes) { break }
+                records.append(r)
+                bytes += r.length
+            }
+            return (segment.sequence, records)
+        }
+        guard let (sequence, records) = picked, let first = records.first, let last = records.last else { return nil }
+        let end = last.offset + last.length
+        var raw = [UInt8](repeating: 0, count: Int(end - first.offset))
+        let path = Self.path(folder, sequence)
+        let got = raw.withUnsafeMutableBytes { cifm_rw_read(path, first.offset, $0.baseAddress, $0.count) }
+        // Dropped for room meanwhile: the next peek finds what is left.
+        guard got == Int64(raw.count) else { return nil }
+        var payload: [UInt8] = []
+        payload.reserveCapacity(raw.count)
+        var samples: UInt64 = 0
+        for r in records {
+            let from = Int(r.offset - first.offset) + Self.headerBytes
+            payload += raw[from..<Int(r.offset - first.offset + r.length)]
+            samples += r.samples
+        }
+        return Batch(payload: payload, samples: samples, sequence: sequence, end: end)
+    }
+
+    /// Marks a batch sent (or refused): its records are not read again, and
+    /// a segment left with none is deleted. False when the bound dropped
+    /// them first.
+    @discardableResult
+    public func commit(_ batch: Batch) throws(SystemError) -> Bool {
+        try state.withLock { (s: inout State) throws(SystemError) -> Bool in
+            guard let index = s.segments.firstIndex(where: { $0.sequence == batch.sequence }) else { return false }
+            let before = s.segments[index].records.count
+            s.segments[index].records.removeAll { $0.offset < batch.end }
+            guard s.segments[index].records.count < before else { return false }
+            (s.ackSequence, s.ackOffset) = (batch.sequence, batch.end)
+            // Whole segments behind the acknowledged point go.
+            while let first = s.segments.first, first.records.isEmpty, s.segments.count > 1 {
+                _ = cifm_rw_unlink(Self.path(folder, first.sequence))
+                s.segments.removeFirst()
+                (s.ackSequence, s.ackOffset) = (s.segments[0].sequence, s.segments[0].records.first?.offset ?? s.segments[0].size)
+            }
+            try writeAck(s)
+            return true
+        }
+    }
+}
+
+/// CRC-32 (IEEE 802.3, zlib's).
+enum CRC32 {
+    static let table: [UInt32] = (0..<256).map { n -> UInt32 in
+        var c = UInt32(n)
+        for _ in 0..<8 { c = c & 1 != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
+        return c
+    }
+
+    static func of(_ parts: ArraySlice<UInt8>...) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        for part in parts {
+            for byte in part { crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
+        }
+        return crc ^ 0xFFFF_FFFF
+    }
+}
+
+extension DiskQueue {
+    /// mkdir (0700); 0 when it exists already.
+    public static func makeFolder(_ path: String) -> Int32 { cifm_rw_mkdir(path) }
+}

@@ -1,0 +1,236 @@
+import CIfmeterRemoteWrite
+import IfmeterCore
+import IfmeterOutput
+import IfmeterPipeline
+import IfmeterServe
+import IfmeterSystem
+import Synchronization
+
+/// A wake-up for the sender thread.
+final class WakeEvent: @unchecked Sendable {
+    // pthread's mutex and condition: safe from any thread.
+    private let event: OpaquePointer
+
+    init() { event = cifm_rw_event_new() }
+    deinit { cifm_rw_event_free(event) }
+    func signal() { cifm_rw_event_signal(event) }
+    @discardableResult func wait(_ seconds: Double) -> Bool { cifm_rw_event_wait(event, seconds) != 0 }
+}
+
+/// One receiver: its queue on disk and the thread that sends it, oldest
+/// first, retrying per Remote-Write 1.0.
+public final class RemoteWriter: Sendable {
+    /// The URL without credentials: the `url` label.
+    public let label: String
+    public let queue: DiskQueue
+    let transport: any RemoteWriteTransport
+    let log: @Sendable (String) -> Void
+    /// Bytes of queued records per request (before compression).
+    let batchBytes: Int
+    let minBackoff: Double
+    let maxBackoff: Double
+    private let wake = WakeEvent()
+    private let stopping = Atomic<Bool>(false)
+    private let running = Atomic<Bool>(false)
+
+    struct Counts: Sendable {
+        var sent: UInt64 = 0
+        var retried: UInt64 = 0
+        var rejected: UInt64 = 0
+        var lastSuccess: Double?
+    }
+
+    private let counts = Mutex(Counts())
+
+    public init(
+        url: String, queue: DiskQueue, transport: any RemoteWriteTransport, batchBytes: Int = 4 << 20, minBackoff: Double = 0.1,
+        maxBackoff: Double = 5, log: @escaping @Sendable (String) -> Void
+    ) {
+        label = Self.withoutCredentials(url)
+        self.queue = queue
+        self.transport = transport
+        self.batchBytes = batchBytes
+        self.minBackoff = minBackoff
+        self.maxBackoff = maxBackoff
+        self.log = log
+    }
+
+    /// `scheme://user:pass@host/...` without `user:pass@`.
+    public static func withoutCredentials(_ url: String) -> String {
+        let parts = url.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false)
+        // scheme:, "", authority, path
+        guard parts.count >= 3, parts[0].hasSuffix(":"), parts[1].isEmpty, let at = parts[2].lastIndex(of: "@") else { return url }
+        var clean = parts
+        clean[2] = parts[2][parts[2].index(after: at)...]
+        return clean.joined(separator: "/")
+    }
+
+    public var status: RemoteWriteStatus {
+        var status = RemoteWriteStatus(url: label)
+        let q = queue.counts
+        status.queueBytes = q.bytes
+        status.queueSamples = q.samples
+        status.droppedQueueFull = q.droppedFull
+        counts.withLock { c in
+            status.sent = c.sent
+            status.retried = c.retried
+            status.droppedRejected = c.rejected
+            status.lastSuccess = c.lastSuccess
+        }
+        return status
+    }
+
+    /// Queues one sample's series (synced to disk before it returns) and
+    /// wakes the sender.
+    public func enqueue(payload: [UInt8], samples: UInt32) {
+        do throws(SystemError) {
+            try queue.append(payload: payload, samples: samples)
+        } catch {
+            log("remote write \(label): cannot queue \(samples) samples: \(error.message)")
+        }
+        wake.signal()
+    }
+
+    /// Starts the sender thread.
+    public func start() throws(SystemError) {
+        guard !running.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let context = Unmanaged.passRetained(self).toOpaque()
+        let rc = cifm_rw_thread(
+            { context in
+                let writer = Unmanaged<RemoteWriter>.fromOpaque(context!).takeRetainedValue()
+                writer.run()
+            }, context)
+        guard rc == 0 else {
+            Unmanaged<RemoteWriter>.fromOpaque(context).release()
+            running.store(false, ordering: .releasing)
+            throw .system("pthread_create", code: cifm_rw_errno())
+        }
+    }
+
+    /// Stops the sender after its request in flight; what is queued stays.
+    public func stop() {
+        stopping.store(true, ordering: .releasing)
+        wake.signal()
+    }
+
+    var stopped: Bool { stopping.load(ordering: .acquiring) }
+
+    func run() {
+        var attempt = 0
+        var failingSince: Double?
+        while !stopped {
+            switch sendOnce() {
+            case nil:
+                wake.wait(1)
+            case .sent?, .drop?:
+                if let since = failingSince {
+                    log("remote write \(label): sending again after \(Units.duration(monotonicSeconds() - since)) of failures")
+                }
+                attempt = 0
+                failingSince = nil
+            case .retry(let retryAfter)?:
+                attempt += 1
+                if failingSince == nil { failingSince = monotonicSeconds() }
+                var remaining = RetryPolicy.delay(attempt: attempt, retryAfter: retryAfter, minimum: minBackoff, maximum: maxBackoff)
+                while remaining > 0 && !stopped {
+                    let slice = min(remaining, 0.25)
+                    sleepSeconds(slice)
+                    remaining -= slice
+                }
+            }
+        }
+        running.store(false, ordering: .releasing)
+    }
+
+    public enum Attempt: Sendable, Equatable {
+        case sent
+        case drop
+        case retry(retryAfter: Double?)
+    }
+
+    /// Sends the oldest batch once; nil when nothing waits.
+    public func sendOnce() -> Attempt? {
+        guard let batch = queue.peek(maxBytes: batchBytes) else { return nil }
+        guard let body = RemoteWriteLibraries.compress(batch.payload) else {
+            log("remote write \(label): snappy failed")
+            return .retry(retryAfter: nil)
+        }
+        let outcome = transport.post(body)
+        switch RetryPolicy.classify(outcome) {
+        case .sent:
+            commit(batch)
+            counts.withLock {
+                $0.sent += batch.samples
+                $0.lastSuccess = wallClock()
+            }
+            return .sent
+        case .drop:
+            commit(batch)
+            counts.withLock { $0.rejected += batch.samples }
+            log(
+                "remote write \(label): the receiver refused \(batch.samples) samples (HTTP \(outcome.status): \(Self.oneLine(outcome.message))); dropped"
+            )
+            return .drop
+        case .retry:
+            counts.withLock { $0.retried += batch.samples }
+            let what = outcome.status == 0 ? outcome.message : "HTTP \(outcome.status): \(Self.oneLine(outcome.message))"
+            log("remote write \(label): \(what); retrying")
+            return .retry(retryAfter: outcome.retryAfter)
+        }
+    }
+
+    private func commit(_ batch: DiskQueue.Batch) {
+        do throws(SystemError) {
+            try queue.commit(batch)
+        } catch {
+            log("remote write \(label): cannot record progress: \(error.message)")
+        }
+    }
+
+    static func oneLine(_ text: String) -> String {
+        String(text.prefix(200).map { $0 == "\n" || $0 == "\r" ? " " : $0 })
+    }
+}
+
+/// Pushes every sample's series (those a scrape of the cache gets) to each
+/// writer's queue. Add it as an enricher (it shows the writers' status in
+/// the exposition) and as a sink after the scrape feed.
+public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
+    let cache: ScrapeCache
+    public let writers: [RemoteWriter]
+    let externalLabels: [(String, String)]
+
+    public init(cache: ScrapeCache, writers: [RemoteWriter], externalLabels: [(String, String)]) {
+        self.cache = cache
+        self.writers = writers
+        self.externalLabels = externalLabels
+        cache.setRemoteWrite(writers.map(\.status))
+    }
+
+    public func enrich(_ update: borrowing PipelineUpdate) {
+        cache.setRemoteWrite(writers.map(\.status))
+    }
+
+    public func receive(_ update: borrowing PipelineUpdate) {
+        guard case .sampled = update.outcome else { return }
+        let (payload, count) = encode(timestampMs: Int64((update.wallTime * 1000).rounded()))
+        for writer in writers { writer.enqueue(payload: payload, samples: count) }
+    }
+
+    /// The cache's series as WriteRequest entries, stamped `timestampMs`.
+    public func encode(timestampMs: Int64) -> ([UInt8], UInt32) {
+        var text: [UInt8] = []
+        cache.renderText(chunk: 64 * 1024) { text.append(contentsOf: $0) }
+        let series = ExpositionSeries.parse(text)
+        var out = ProtobufWriter()
+        out.bytes.reserveCapacity(text.count * 2)
+        for s in series {
+            var labels = s.labels.map { ($0.name, $0.value) }
+            // External labels never replace a series' own (as Prometheus's).
+            for (name, value) in externalLabels where !labels.contains(where: { $0.0 == name }) { labels.append((name, value)) }
+            if !externalLabels.isEmpty { labels.sort { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) } }
+            RemoteWriteEncoding.appendTimeSeries(to: &out, labels: labels, value: s.value, timestampMs: timestampMs)
+        }
+        return (out.bytes, UInt32(series.count))
+    }
+}

@@ -1,0 +1,144 @@
+import CIfmeterRemoteWrite
+import IfmeterCore
+import IfmeterSystem
+
+/// What one POST came back with.
+public struct PostOutcome: Sendable, Equatable {
+    /// The HTTP status; 0 when no response came (a network error).
+    public var status: Int
+    /// Retry-After, in seconds, when the response had one.
+    public var retryAfter: Double?
+    /// The error, or the start of the response body.
+    public var message: String
+
+    public init(status: Int, retryAfter: Double? = nil, message: String = "") {
+        self.status = status
+        self.retryAfter = retryAfter
+        self.message = message
+    }
+}
+
+/// Sends a request body (snappy-compressed protobuf) to one receiver; used
+/// from one thread at a time.
+public protocol RemoteWriteTransport: Sendable {
+    func post(_ body: [UInt8]) -> PostOutcome
+}
+
+/// How a client authenticates and checks the receiver.
+public struct RemoteWriteClientSettings: Sendable, Equatable {
+    public var username: String?
+    public var password: String?
+    /// Read before every request, so a rotated token is picked up.
+    public var bearerTokenFile: String?
+    public var caFile: String?
+    public var certFile: String?
+    public var keyFile: String?
+    public var insecureSkipVerify = false
+    public var timeoutSeconds: Double = 30
+    public var externalLabels: [(String, String)] = []
+
+    public init() {}
+
+    public static func == (a: Self, b: Self) -> Bool {
+        a.username == b.username && a.password == b.password && a.bearerTokenFile == b.bearerTokenFile && a.caFile == b.caFile
+            && a.certFile == b.certFile && a.keyFile == b.keyFile && a.insecureSkipVerify == b.insecureSkipVerify
+            && a.timeoutSeconds == b.timeoutSeconds && a.externalLabels.elementsEqual(b.externalLabels, by: { $0 == $1 })
+    }
+}
+
+/// libcurl and libsnappy, loaded once, when remote write starts.
+public enum RemoteWriteLibraries {
+    public static func load() throws(SystemError) {
+        var error = [CChar](repeating: 0, count: 512)
+        guard cifm_rw_load(&error, error.count) == 0 else {
+            throw .system(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self), code: 0)
+        }
+    }
+
+    /// Snappy's block format (the libraries must be loaded).
+    public static func compress(_ input: [UInt8]) -> [UInt8]? {
+        var out = [UInt8](repeating: 0, count: cifm_rw_snappy_max_compressed(input.count))
+        var length = out.count
+        let rc = input.withUnsafeBytes { i in out.withUnsafeMutableBytes { cifm_rw_snappy_compress(i.baseAddress, i.count, $0.baseAddress, &length) }
+        }
+        guard rc == 0 else { return nil }
+        out.removeSubrange(length...)
+        return out
+    }
+
+    public static func uncompress(_ input: [UInt8]) -> [UInt8]? {
+        var length = 0
+        guard input.withUnsafeBytes({ cifm_rw_snappy_uncompressed_length($0.baseAddress, $0.count, &length) }) == 0 else { return nil }
+        var out = [UInt8](repeating: 0, count: length)
+        let rc = input.withUnsafeBytes { i in
+            out.withUnsafeMutableBytes { cifm_rw_snappy_uncompress(i.baseAddress, i.count, $0.baseAddress, &length) }
+        }
+        return rc == 0 ? out : nil
+    }
+}
+
+/// HTTP through libcurl, with the remote write headers.
+public final class CurlTransport: RemoteWriteTransport, @unchecked Sendable {
+    // One handle, used by the one sender thread that owns the transport.
+    private let client: OpaquePointer
+    let url: String
+    let settings: RemoteWriteClientSettings
+    let userAgent: String
+
+    public init(url: String, settings: RemoteWriteClientSettings, userAgent: String) throws(SystemError) {
+        try RemoteWriteLibraries.load()
+        guard let client = cifm_rw_client_new() else { throw .system("curl_easy_init", code: 0) }
+        self.client = client
+        self.url = url
+        self.settings = settings
+        self.userAgent = userAgent
+    }
+
+    deinit { cifm_rw_client_free(client) }
+
+    public func post(_ body: [UInt8]) -> PostOutcome {
+        var token: String?
+        if let file = settings.bearerTokenFile {
+            guard let text = readSmallFile(file, limit: 4000) else {
+                return PostOutcome(status: 0, message: "cannot read the bearer token file \(file)")
+            }
+            token = String(text.filter { $0 != "\n" && $0 != "\r" })
+        }
+        var result = cifm_rw_result()
+        let timeout = Int(settings.timeoutSeconds * 1000)
+        _ = body.withUnsafeBytes { raw in
+            url.withCString { url in
+                userAgent.withCString { agent in
+                    withOptional(settings.username) { user in
+                        withOptional(settings.password) { password in
+                            withOptional(token) { token in
+                                withOptional(settings.caFile) { ca in
+                                    withOptional(settings.certFile) { cert in
+                                        withOptional(settings.keyFile) { key in
+                                            var request = cifm_rw_request(
+                                                url: url, body: raw.baseAddress, body_len: raw.count, user_agent: agent, username: user,
+                                                password: password, bearer_token: token, ca_file: ca, cert_file: cert, key_file: key,
+                                                insecure_skip_verify: settings.insecureSkipVerify ? 1 : 0, timeout_ms: timeout)
+                                            return cifm_rw_post(client, &request, &result)
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let message = result.status == 0 ? Self.string(result.error) : Self.string(result.body)
+        return PostOutcome(status: Int(result.status), retryAfter: result.retry_after >= 0 ? result.retry_after : nil, message: message)
+    }
+
+    static func string<T>(_ tuple: T) -> String {
+        withUnsafeBytes(of: tuple) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
+    }
+}
+
+private func withOptional<R>(_ s: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
+    guard let s else { return body(nil) }
+    return s.withCString { body($0) }
+}

@@ -1,0 +1,141 @@
+import IfmeterCore
+import IfmeterSystem
+
+/// `serve --remote-write-config`: the receivers' client settings, in the
+/// shape of Prometheus's remote_write entries (the same small YAML as the
+/// web config):
+///
+///     basic_auth: {username, password | password_file}
+///     bearer_token_file: token       # read before every request
+///     tls_config: {ca_file, cert_file, key_file, insecure_skip_verify}
+///     remote_timeout: 30s
+///     external_labels: {host: gw1}
+///
+/// Relative file names are relative to the file's folder.
+public struct RemoteWriteConfig: Sendable {
+    public var username: String?
+    public var password: String?
+    public var bearerTokenFile: String?
+    public var caFile: String?
+    public var certFile: String?
+    public var keyFile: String?
+    public var insecureSkipVerify = false
+    public var timeoutSeconds: Double?
+    public var externalLabels: [(String, String)] = []
+
+    public enum LoadError: Error, Sendable {
+        case unreadable(SystemError)
+        case invalid(location: String, message: String)
+    }
+
+    public static func validLabelName(_ name: String) -> Bool {
+        guard let first = name.utf8.first, first == UInt8(ascii: "_") || (first | 0x20 >= UInt8(ascii: "a") && first | 0x20 <= UInt8(ascii: "z"))
+        else { return false }
+        return name.utf8.allSatisfy { c in
+            c == UInt8(ascii: "_") || (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9"))
+                || (c | 0x20 >= UInt8(ascii: "a") && c | 0x20 <= UInt8(ascii: "z"))
+        }
+    }
+
+    public static func load(_ path: String) throws(LoadError) -> RemoteWriteConfig {
+        let text: String
+        do throws(SystemError) {
+            text = try readTextFile(path)
+        } catch {
+            throw .unreadable(error)
+        }
+        let folder = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
+        do {
+            return try parse(text, folder: folder)
+        } catch {
+            throw .invalid(location: error.line.map { "\(path):\($0)" } ?? path, message: error.message)
+        }
+    }
+
+    public static func parse(_ text: String, folder: String) throws(WebConfigError) -> RemoteWriteConfig {
+        var config = RemoteWriteConfig()
+        func file(_ entry: MiniYAML.Entry) throws(WebConfigError) -> String {
+            let name = try scalar(entry)
+            guard !name.isEmpty else { throw WebConfigError(line: entry.line, message: "'\(entry.key)' names no file") }
+            return name.hasPrefix("/") ? name : folder + "/" + name
+        }
+        for entry in try MiniYAML.parse(text) {
+            switch entry.key {
+            case "basic_auth":
+                for e in try mapping(entry) {
+                    switch e.key {
+                    case "username": config.username = try scalar(e)
+                    case "password": config.password = try scalar(e)
+                    case "password_file":
+                        let path = try file(e)
+                        guard let text = readSmallFile(path, limit: 4096) else {
+                            throw WebConfigError(line: e.line, message: "cannot read the password file \(path)")
+                        }
+                        config.password = String(text.filter { $0 != "\n" && $0 != "\r" })
+                    default: throw WebConfigError(line: e.line, message: "unknown key '\(e.key)'; expected username, password or password_file")
+                    }
+                }
+                if config.username == nil { throw WebConfigError(line: entry.line, message: "basic_auth needs a username") }
+            case "bearer_token_file":
+                config.bearerTokenFile = try file(entry)
+            case "tls_config":
+                for e in try mapping(entry) {
+                    switch e.key {
+                    case "ca_file": config.caFile = try file(e)
+                    case "cert_file": config.certFile = try file(e)
+                    case "key_file": config.keyFile = try file(e)
+                    case "insecure_skip_verify":
+                        let value = try scalar(e)
+                        guard value == "true" || value == "false" else {
+                            throw WebConfigError(line: e.line, message: "insecure_skip_verify is true or false, not '\(value)'")
+                        }
+                        config.insecureSkipVerify = value == "true"
+                    default:
+                        throw WebConfigError(
+                            line: e.line, message: "unknown key '\(e.key)'; expected ca_file, cert_file, key_file or insecure_skip_verify")
+                    }
+                }
+                if (config.certFile == nil) != (config.keyFile == nil) {
+                    throw WebConfigError(line: entry.line, message: "tls_config needs both cert_file and key_file, or neither")
+                }
+            case "remote_timeout":
+                let value = try scalar(entry)
+                guard value.hasSuffix("s"), let seconds = Double(value.dropLast()), seconds > 0 else {
+                    throw WebConfigError(line: entry.line, message: "remote_timeout is seconds, like 30s, not '\(value)'")
+                }
+                config.timeoutSeconds = seconds
+            case "external_labels":
+                for e in try mapping(entry) {
+                    guard validLabelName(e.key), !e.key.hasPrefix("__") else {
+                        throw WebConfigError(line: e.line, message: "'\(e.key)' is not a label name ([a-zA-Z_][a-zA-Z0-9_]*, not __*)")
+                    }
+                    config.externalLabels.append((e.key, try scalar(e)))
+                }
+            default:
+                throw WebConfigError(
+                    line: entry.line,
+                    message: "unknown key '\(entry.key)'; expected basic_auth, bearer_token_file, tls_config, remote_timeout or external_labels")
+            }
+        }
+        if config.username != nil && config.bearerTokenFile != nil {
+            throw WebConfigError(line: nil, message: "basic_auth and bearer_token_file together; keep one")
+        }
+        return config
+    }
+
+    private static func mapping(_ entry: MiniYAML.Entry) throws(WebConfigError) -> [MiniYAML.Entry] {
+        switch entry.value {
+        case .mapping(let entries, _): return entries
+        case .empty: return []
+        case .scalar: throw WebConfigError(line: entry.line, message: "'\(entry.key)' must be a mapping (nested 'key: value' lines), not a value")
+        }
+    }
+
+    private static func scalar(_ entry: MiniYAML.Entry) throws(WebConfigError) -> String {
+        switch entry.value {
+        case .scalar(let text, _): return text
+        case .empty: return ""
+        case .mapping: throw WebConfigError(line: entry.line, message: "'\(entry.key)' must be a value, not a mapping")
+        }
+    }
+}

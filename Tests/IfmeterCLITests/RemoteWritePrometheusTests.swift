@@ -1,0 +1,175 @@
+import Foundation
+import IfmeterCore
+import IfmeterTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `serve --remote-write` against a real Prometheus receiver, both in the
+/// test's namespace: an outage of the receiver with a kill -9 of ifmeter
+/// in it loses no sample; an unreachable receiver fills a bounded queue,
+/// whose oldest samples go.
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+struct RemoteWritePrometheusTests {
+    static let prometheusPort: UInt16 = 49590
+
+    struct Receiver {
+        let dir: String
+        let ns: TestNamespace
+        func start(port: UInt16 = RemoteWritePrometheusTests.prometheusPort) throws -> Background {
+            try Background(
+                [
+                    "ip", "netns", "exec", ns.name, "prometheus", "--config.file=\(dir)/prometheus.yml", "--storage.tsdb.path=\(dir)/data",
+                    "--web.listen-address=127.0.0.1:\(port)", "--web.enable-remote-write-receiver", "--log.level=warn",
+                ], name: "prometheus")
+        }
+    }
+
+    func get(_ ns: TestNamespace, _ path: String, port: UInt16 = prometheusPort) throws -> JSONValue? {
+        guard let response = try? RawHTTP.request(path, port: port, in: ns.name), response.status == 200 else { return nil }
+        let json = try JSONParser.parse(response.text)
+        return json["status"]?.stringValue == "success" ? json["data"] : nil
+    }
+
+    func encode(_ promql: String) -> String { promql.addingPercentEncoding(withAllowedCharacters: .alphanumerics)! }
+
+    /// The raw samples of one series over `range` seconds up to `time`.
+    func samples(_ ns: TestNamespace, _ selector: String, range: Int, at time: Double, port: UInt16 = prometheusPort) throws -> [(Double, Double)] {
+        let data = try get(ns, "/api/v1/query?query=\(encode("\(selector)[\(range)s]"))&time=\(String(format: "%.3f", time))", port: port)
+        guard case .array(let results)? = data?["result"], let first = results.first, case .array(let values)? = first["values"] else { return [] }
+        return values.compactMap { pair in
+            guard case .array(let p) = pair, p.count == 2, let t = p[0].doubleValue, let v = p[1].stringValue.flatMap(Double.init) else { return nil }
+            return (t, v)
+        }
+    }
+
+    func scalar(_ ns: TestNamespace, _ promql: String, at time: Double) throws -> Double? {
+        let data = try get(ns, "/api/v1/query?query=\(encode(promql))&time=\(String(format: "%.3f", time))")
+        guard case .array(let results)? = data?["result"], let first = results.first, case .array(let pair)? = first["value"], pair.count == 2 else {
+            return nil
+        }
+        return pair[1].stringValue.flatMap(Double.init)
+    }
+
+    func folder() throws -> String {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-rw-prom-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        try "global:\n  scrape_interval: 15s\n".write(toFile: dir + "/prometheus.yml", atomically: true, encoding: .utf8)
+        return dir
+    }
+
+    @Test func anOutageAndAKillLoseNoSample() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let ns = pair.a
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let receiver = Receiver(dir: dir, ns: ns)
+        var prometheus: Background? = try receiver.start()
+        defer { _ = prometheus?.stop() }
+        let serveArguments = [
+            "ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--listen", "none", "--interval", "1s", "--state", dir + "/state.db",
+            "--remote-write", "http://127.0.0.1:\(Self.prometheusPort)/api/v1/write", "--external-label", "host=test1",
+        ]
+        var serve = try Background(serveArguments, name: "serve")
+        defer { _ = serve.stop() }
+        let selector = #"ifmeter_transmit_bytes_total{interface="vA",host="test1"}"#
+        _ = try waitFor("Prometheus to receive ifmeter's samples", timeout: 40) {
+            try scalar(ns, selector, at: Date().timeIntervalSince1970)
+        }
+        Thread.sleep(forTimeInterval: 2.5)
+        let t0 = Date().timeIntervalSince1970
+        Thread.sleep(forTimeInterval: 1.5)
+        var sent = 0.0
+        func traffic(_ count: Int) throws {
+            try pair.sendUDP(count: count, payload: 1000)
+            sent += Double(count) * Double(VethPair.frameBytes(payload: 1000))
+        }
+        try traffic(100)
+        Thread.sleep(forTimeInterval: 2)
+        // The receiver goes away for 60 s.
+        _ = prometheus?.stop()
+        prometheus = nil
+        let outage = Date()
+        try traffic(200)
+        Thread.sleep(forTimeInterval: 12) // past a state save (every 10 s)
+        try traffic(300)
+        Thread.sleep(forTimeInterval: 3)
+        // kill -9 in the outage, then the same --state (and queue) again.
+        serve.process.signal(SIGKILL)
+        _ = serve.process.wait(timeout: 10)
+        let killedAt = Date().timeIntervalSince1970
+        serve = try Background(serveArguments, name: "serve")
+        try traffic(400)
+        Thread.sleep(forTimeInterval: max(0, 60 - Date().timeIntervalSince(outage)))
+        prometheus = try receiver.start()
+        try traffic(50)
+        // Drained when the receiver's newest sample is recent.
+        _ = try waitFor("the queue to drain", timeout: 60) { () -> Bool? in
+            let now = Date().timeIntervalSince1970
+            guard let last = try samples(ns, selector, range: 10, at: now).last else { return nil }
+            return now - last.0 < 3 ? true : nil
+        }
+        Thread.sleep(forTimeInterval: 2)
+        let t1 = Date().timeIntervalSince1970
+        let window = Int((t1 - t0).rounded(.up))
+        let series = try samples(ns, selector, range: window, at: t1)
+        let first = try #require(series.first), last = try #require(series.last)
+        #expect(last.1 - first.1 == sent, "the counter over the window, \(last.1 - first.1), equals the bytes sent, \(sent)")
+        let gaps = zip(series, series.dropFirst()).map { $1.0 - $0.0 }
+        let largest = gaps.max() ?? 0
+        // One gap is allowed where ifmeter was dead: the kill to its first sample.
+        let restartGaps = zip(series, series.dropFirst()).filter { $1.0 - $0.0 > 1.5 }.map { ($0.0, $1.0 - $0.0) }
+        #expect(restartGaps.count <= 1, "gaps over 1.5 s: \(restartGaps)")
+        if let gap = restartGaps.first { #expect(gap.1 < 4 && abs(gap.0 - killedAt) < 3, "the one gap is the restart: \(gap) killed at \(killedAt)") }
+        #expect(series.count >= window - 5, "\(series.count) samples in \(window) s")
+        let increase = try #require(try scalar(ns, "increase(\(selector)[\(window)s])", at: t1))
+        #expect(increase >= sent * 0.99 && increase <= sent * 1.3, "increase() \(increase) for \(sent) sent (it extrapolates)")
+        #expect(try scalar(ns, "resets(\(selector)[\(window)s])", at: t1) == 0)
+        #expect(try scalar(ns, #"ifmeter_remote_write_samples_retried_total{host="test1"}"#, at: t1).map { $0 > 0 } == true)
+        print(
+            "remote write outage: sent \(sent) bytes, raw difference \(last.1 - first.1), increase() \(increase), \(series.count) samples over \(window) s, largest gap \(largest) s, restart gaps \(restartGaps)"
+        )
+    }
+
+    @Test func anUnreachableReceiverFillsTheQueueAndTheOldestGo() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let ns = pair.a
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let port: UInt16 = 49592
+        let serve = try Background(
+            [
+                "ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:49591", "--interval", "100ms",
+                "--remote-write-queue", dir + "/queue", "--remote-write-queue-max", "1MiB",
+                "--remote-write", "http://127.0.0.1:\(port)/api/v1/write",
+            ], name: "serve")
+        defer { _ = serve.stop() }
+        func metric(_ name: String) throws -> Double? {
+            guard let text = try? RawHTTP.request("/metrics", port: 49591, in: ns.name).text else { return nil }
+            return text.split(separator: "\n").first { $0.hasPrefix(name) }
+                .flatMap { $0.split(separator: " ").last.flatMap { Double($0) } }
+        }
+        let dropped = try waitFor("drops for room", timeout: 120) { () -> Double? in
+            guard let d = try metric(#"ifmeter_remote_write_samples_dropped_total{reason="queue_full""#), d > 0 else { return nil }
+            return d
+        }
+        let queueBytes = try #require(try metric("ifmeter_remote_write_queue_bytes{"))
+        #expect(queueBytes <= 1024 * 1024 && queueBytes > 512 * 1024, "\(queueBytes) bytes queued")
+        #expect(try metric("ifmeter_remote_write_samples_retried_total{").map { $0 > 0 } == true)
+        #expect(try metric("ifmeter_remote_write_samples_sent_total{") == 0)
+        // A receiver appears: what it gets starts after the dropped samples.
+        let prometheus = try Receiver(dir: dir, ns: ns).start(port: port)
+        defer { _ = prometheus.stop() }
+        let start = try waitFor("the queue to reach the receiver", timeout: 60) { () -> Double? in
+            try samples(ns, "ifmeter_samples_total", range: 600, at: Date().timeIntervalSince1970, port: port).first?.1
+        }
+        #expect(start > 1, "the oldest samples (ifmeter_samples_total from 1) went first: the earliest received is \(start)")
+        print(
+            "remote write full queue: \(dropped) samples dropped for room, \(queueBytes) bytes queued, earliest received ifmeter_samples_total \(start)"
+        )
+    }
+}

@@ -1,0 +1,222 @@
+import Foundation
+import IfmeterCore
+import IfmeterOutput
+import IfmeterRemoteWrite
+import IfmeterSystem
+import IfmeterTestSupport
+import Synchronization
+import Testing
+
+/// Remote write's pieces: the encoder (decoded by the real protoc), the
+/// exposition's series, the queue on disk and the retry rules.
+@Suite struct RemoteWriteTests {
+    static func temporaryFolder() throws -> String {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-rw-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    static func request() -> [UInt8] {
+        var out = ProtobufWriter()
+        RemoteWriteEncoding.appendTimeSeries(
+            to: &out, labels: [("__name__", "ifmeter_transmit_bytes_total"), ("interface", "vA"), ("netns", "")], value: 123_456,
+            timestampMs: 1_700_000_000_123)
+        RemoteWriteEncoding.appendTimeSeries(
+            to: &out, labels: [("__name__", "ifmeter_up"), ("host", "gw\"1\\é")], value: -0.5, timestampMs: 1_700_000_001_000)
+        return out.bytes
+    }
+
+    @Test func protocDecodesTheRequest() throws {
+        let dir = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let file = dir + "/request.bin"
+        _ = FileManager.default.createFile(atPath: file, contents: Data(Self.request()))
+        let raw = try run(["sh", "-c", "protoc --decode_raw < \(file)"])
+        #expect(raw.status == 0, "\(raw.err)")
+        #expect(raw.out.contains(#"2: "ifmeter_transmit_bytes_total""#), "\(raw.out)")
+        #expect(raw.out.contains("2: 1700000000123"), "\(raw.out)")
+        let proto = repositoryRoot.appendingPathComponent("Tests/Fixtures/remote-write").path
+        let typed = try run(["sh", "-c", "protoc --proto_path=\(proto) --decode=prometheus.WriteRequest remote.proto < \(file)"])
+        #expect(typed.status == 0, "\(typed.err)")
+        let expected = """
+            timeseries {
+              labels {
+                name: "__name__"
+                value: "ifmeter_transmit_bytes_total"
+              }
+              labels {
+                name: "interface"
+                value: "vA"
+              }
+              labels {
+                name: "netns"
+              }
+              samples {
+                value: 123456
+                timestamp: 1700000000123
+              }
+            }
+            timeseries {
+              labels {
+                name: "__name__"
+                value: "ifmeter_up"
+              }
+              labels {
+                name: "host"
+                value: "gw\\"1\\\\\\303\\251"
+              }
+              samples {
+                value: -0.5
+                timestamp: 1700000001000
+              }
+            }
+
+            """
+        // proto3 prints no empty string: netns's empty value is there on the wire (decode_raw).
+        #expect(typed.out == expected, "\(typed.out)")
+    }
+
+    @Test func snappyRoundTrips() throws {
+        try RemoteWriteLibraries.load()
+        let body = Array(repeating: Self.request(), count: 50).flatMap { $0 }
+        let compressed = try #require(RemoteWriteLibraries.compress(body))
+        #expect(compressed.count < body.count / 5)
+        #expect(RemoteWriteLibraries.uncompress(compressed) == body)
+    }
+
+    @Test func seriesOfTheExposition() {
+        let text = """
+            # HELP x_total X.
+            # TYPE x_total counter
+            x_total{interface="a\\"b",netns="n\\\\s"} 42
+            ifmeter_up 1
+            y{b="2",a="1"} +Inf
+
+            """
+        let series = ExpositionSeries.parse(Array(text.utf8))
+        #expect(series.count == 3)
+        #expect(series[0].labels == [.init("__name__", "x_total"), .init("interface", "a\"b"), .init("netns", "n\\s")])
+        #expect(series[0].value == 42)
+        #expect(series[1].labels == [.init("__name__", "ifmeter_up")])
+        #expect(series[2].labels.map(\.name) == ["__name__", "a", "b"], "sorted")
+        #expect(series[2].value == .infinity)
+    }
+
+    static func payload(_ n: Int, size: Int = 1000) -> [UInt8] {
+        Array(repeating: UInt8(truncatingIfNeeded: n), count: size)
+    }
+
+    @Test func queueKeepsOrderAndDropsTheOldestPastItsBound() throws {
+        let dir = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // 64 KiB: 16 KiB segments, about 16 records of 1 KB each.
+        let queue = try DiskQueue(folder: dir + "/q", maxBytes: 64 * 1024)
+        for n in 0..<200 { try queue.append(payload: Self.payload(n), samples: 10) }
+        let counts = queue.counts
+        #expect(counts.bytes <= 64 * 1024)
+        #expect(counts.droppedFull > 0)
+        #expect(counts.droppedFull + counts.samples == 2000, "every sample is queued or counted dropped")
+        // The oldest went: the first left is a late one, and order holds.
+        var seen: [UInt8] = []
+        while let batch = queue.peek(maxBytes: 3000) {
+            for i in stride(from: 0, to: batch.payload.count, by: 1000) { seen.append(batch.payload[i]) }
+            try queue.commit(batch)
+        }
+        let expectedFirst = UInt8(truncatingIfNeeded: 200 - Int(counts.samples / 10))
+        #expect(seen.first == expectedFirst)
+        #expect(seen.last == UInt8(truncatingIfNeeded: 199))
+        #expect(zip(seen, seen.dropFirst()).allSatisfy { $1 == $0 &+ 1 }, "oldest first, none missing: \(seen)")
+        #expect(queue.counts.bytes == 0)
+    }
+
+    @Test func queueSurvivesReopenAndATornRecord() throws {
+        let dir = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let folder = dir + "/q"
+        do {
+            let queue = try DiskQueue(folder: folder, maxBytes: 1 << 20)
+            for n in 0..<10 { try queue.append(payload: Self.payload(n, size: 100), samples: 1) }
+            // Three sent.
+            let batch = try #require(queue.peek(maxBytes: 3 * 116))
+            #expect(batch.samples == 3)
+            try queue.commit(batch)
+        }
+        // A kill -9 in the middle of the last record: cut it short.
+        let segment = try #require(listDirectory(folder).filter { $0.hasSuffix(".seg") }.sorted().last)
+        let path = folder + "/" + segment
+        let size = try #require(FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        try handle.truncate(atOffset: UInt64(size - 40))
+        try handle.close()
+        let reopened = try DiskQueue(folder: folder, maxBytes: 1 << 20)
+        #expect(reopened.counts.samples == 6, "the unsent whole records, not the torn one")
+        var firsts: [UInt8] = []
+        while let batch = reopened.peek(maxBytes: 1 << 20) {
+            for i in stride(from: 0, to: batch.payload.count, by: 100) { firsts.append(batch.payload[i]) }
+            try reopened.commit(batch)
+        }
+        #expect(firsts == [3, 4, 5, 6, 7, 8])
+        // Appends after the cut are whole records read back in order.
+        try reopened.append(payload: Self.payload(42, size: 100), samples: 1)
+        let again = try DiskQueue(folder: folder, maxBytes: 1 << 20)
+        #expect(again.peek(maxBytes: 1 << 20)?.payload.first == 42)
+        // A flipped byte fails the CRC: the record and what follows are cut.
+        let corrupt = try DiskQueue(folder: dir + "/c", maxBytes: 1 << 20)
+        for n in 0..<3 { try corrupt.append(payload: Self.payload(n, size: 100), samples: 1) }
+        let cpath = dir + "/c/" + (try #require(listDirectory(dir + "/c").filter { $0.hasSuffix(".seg") }.first))
+        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: cpath)))
+        bytes[116 + 20] ^= 0xFF
+        try Data(bytes).write(to: URL(fileURLWithPath: cpath))
+        #expect(try DiskQueue(folder: dir + "/c", maxBytes: 1 << 20).counts.samples == 1)
+    }
+
+    @Test func retryClassification() {
+        for status in [200, 204] { #expect(RetryPolicy.classify(PostOutcome(status: status)) == .sent) }
+        for status in [0, 429, 500, 502, 503, 599] { #expect(RetryPolicy.classify(PostOutcome(status: status)) == .retry, "\(status)") }
+        for status in [301, 400, 401, 403, 404, 413] { #expect(RetryPolicy.classify(PostOutcome(status: status)) == .drop, "\(status)") }
+        #expect(RetryPolicy.delay(attempt: 1, retryAfter: nil, random: 1) == 0.1)
+        #expect(RetryPolicy.delay(attempt: 4, retryAfter: nil, random: 1) == 0.8)
+        #expect(RetryPolicy.delay(attempt: 4, retryAfter: nil, random: 0) == 0.4, "jitter down to half")
+        #expect(RetryPolicy.delay(attempt: 20, retryAfter: nil, random: 1) == 5, "capped")
+        #expect(RetryPolicy.delay(attempt: 1, retryAfter: 7, random: 1) == 7, "Retry-After honoured")
+        #expect(RetryPolicy.delay(attempt: 1, retryAfter: 9999, random: 1) == 300)
+    }
+
+    /// Answers with the statuses it is given, in order, keeping the bodies.
+    final class ScriptedTransport: RemoteWriteTransport {
+        let script: Mutex<[PostOutcome]>
+        let bodies = Mutex<[[UInt8]]>([])
+        init(_ script: [PostOutcome]) { self.script = Mutex(script) }
+        func post(_ body: [UInt8]) -> PostOutcome {
+            bodies.withLock { $0.append(body) }
+            return script.withLock { $0.isEmpty ? PostOutcome(status: 200) : $0.removeFirst() }
+        }
+    }
+
+    @Test func writerRetriesThenSendsAndDropsRefusals() throws {
+        try RemoteWriteLibraries.load()
+        let dir = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let transport = ScriptedTransport([
+            PostOutcome(status: 0, message: "Connection refused"), PostOutcome(status: 503), PostOutcome(status: 429, retryAfter: 2),
+            PostOutcome(status: 200), PostOutcome(status: 400, message: "out of order"),
+        ])
+        let writer = RemoteWriter(
+            url: "http://user:secret@example:9090/api/v1/write", queue: try DiskQueue(folder: dir + "/q", maxBytes: 1 << 20),
+            transport: transport, batchBytes: 1, log: { _ in })
+        #expect(writer.label == "http://example:9090/api/v1/write")
+        writer.enqueue(payload: Self.request(), samples: 2)
+        writer.enqueue(payload: Self.request(), samples: 2)
+        #expect(writer.sendOnce() == .retry(retryAfter: nil))
+        #expect(writer.sendOnce() == .retry(retryAfter: nil))
+        #expect(writer.sendOnce() == .retry(retryAfter: 2))
+        #expect(writer.sendOnce() == .sent)
+        #expect(writer.sendOnce() == .drop)
+        #expect(writer.sendOnce() == nil)
+        let status = writer.status
+        #expect(status.sent == 2 && status.retried == 6 && status.droppedRejected == 2 && status.queueSamples == 0)
+        #expect(status.lastSuccess != nil)
+        let first = try #require(transport.bodies.withLock { $0.first })
+        #expect(RemoteWriteLibraries.uncompress(first) == Self.request(), "the body is the snappy block of the request")
+    }
+}
