@@ -35,7 +35,7 @@ import Testing
         #expect(raw.status == 0, "\(raw.err)")
         #expect(raw.out.contains(#"2: "ifmeter_transmit_bytes_total""#), "\(raw.out)")
         #expect(raw.out.contains("2: 1700000000123"), "\(raw.out)")
-        let proto = repositoryRoot.appendingPathComponent("Tests/Fixtures/remote-write").path
+        let proto = repositoryRoot.appendingPathComponent("Fixtures/remote-write").path
         let typed = try run(["sh", "-c", "protoc --proto_path=\(proto) --decode=prometheus.WriteRequest remote.proto < \(file)"])
         #expect(typed.status == 0, "\(typed.err)")
         let expected = """
