@@ -329,7 +329,7 @@ struct ManPages {
     static let unitDirectives: [(String, String)] = [
         (
             "ExecStart=",
-            "ifmeter serve --state /var/lib/ifmeter/state.db: listens on 127.0.0.1:9874, samples every second, saves every 10 s. SIGTERM saves, then stops."
+            "ifmeter serve --state /var/lib/ifmeter/state.db: listens on 127.0.0.1:9874, samples every second, saves every 5 minutes. SIGTERM saves, then stops."
         ),
         ("Type=exec", "The service is up once ifmeter runs."),
         ("Restart=on-failure", "Started again after a failure, RestartSec= later."),

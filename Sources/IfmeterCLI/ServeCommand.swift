@@ -92,7 +92,7 @@ struct ServeCommand: Command {
         }
         self.address = address
         families = try CompatOption.families(p)
-        setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: 10, idleDeltas: false)
+        setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: StateOptions.defaultSaveEvery, idleDeltas: false)
         var limits = HTTPLimits()
         // Any whole number from 1 up; past 2^20 it is 2^20 (file descriptors).
         if let n = try CommonOptions.positiveInt(p, "--max-connections") {
