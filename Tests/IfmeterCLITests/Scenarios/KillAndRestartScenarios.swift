@@ -116,6 +116,33 @@ struct KillAndRestartScenarios {
         #expect(usage["tunA"]?.rx == kept.received && usage["tunA"]?.quality == "exact", "\(command): the kept one: \(usage)")
     }
 
+    /// A power cut, as a kill -9 and a start under another boot id: the
+    /// traffic since the last save (5 minutes at most by default) is gone
+    /// with the memory that held it, and the restart cannot know how much
+    /// there was. It counts each interface's counters in full (they began
+    /// at the boot) and labels the totals lower bounds, never exact. (Here
+    /// the kernel did not really reboot, so "in full" is all that was
+    /// received.)
+    @Test func aPowerCutMakesLowerBounds() throws {
+        try Netns.requireRoot()
+        let ns = try TestNamespace()
+        let dir = try ScenarioFolder("power-cut")
+        let tun = try Tun(ns, "tunP")
+        let first = try sampler("serve", ns, dir, saveEvery: nil)
+        Thread.sleep(forTimeInterval: 0.5)
+        tun.receive(20)
+        Thread.sleep(forTimeInterval: 0.5)
+        first.process.signal(SIGKILL)
+        first.process.waitUntilExit()
+        _ = try dir.bootFile("boot-two")
+        let state = ["--state", dir["state.db"], "--boot-id-file", dir["boot_id"]]
+        let again = try startServe(in: ns, state)
+        Thread.sleep(forTimeInterval: 0.8)
+        #expect(again.stop() == 0, "\(again.log)")
+        let usage = try Scenario.usage(dir["state.db"])
+        #expect(usage["tunP"]?.rx == tun.received && usage["tunP"]?.quality == "lower-bound", "\(usage)")
+    }
+
     /// serve, export and live take turns on one state file, one stopped
     /// cleanly and one killed between them, while a veth carries known
     /// traffic: the totals are the bytes sent, exact.
