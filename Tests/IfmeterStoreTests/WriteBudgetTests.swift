@@ -72,6 +72,7 @@ import Testing
     @Test func aSaveOfThreeInterfacesWritesAFewPages() throws {
         let idle = try bytesPerSave(interfaces: 3, active: false)
         let active = try bytesPerSave(interfaces: 3, active: true)
+        print("WAL bytes a save, 3 interfaces: idle \(idle), with traffic \(active)")
         #expect(idle <= 2 * Self.page, "idle: \(idle) bytes a save")
         // 3 pages, and now and then an hour's new rows in the name index.
         #expect(active <= 3 * Self.page + Self.page / 2, "active: \(active) bytes a save")
@@ -86,6 +87,7 @@ import Testing
         let three = try bytesPerSave(interfaces: 3, active: true)
         let many = try bytesPerSave(interfaces: 43, active: true)
         let perInterfaceHour = (many - three) * 12 / 40
+        print("WAL bytes a save: 3 interfaces \(three), 43 interfaces \(many); each interface more: \(perInterfaceHour) bytes an hour")
         #expect(perInterfaceHour <= 8 * 1024, "\(perInterfaceHour) bytes an hour per interface (\(three) and \(many) a save)")
         #expect(perInterfaceHour > 0, "more rows write more")
     }
