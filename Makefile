@@ -16,7 +16,7 @@ BUILD_PACKAGES := pkg-config libnl-3-dev libmicrohttpd-dev libcrypt-dev zlib1g-d
 TEST_PACKAGES := $(BUILD_PACKAGES) prometheus prometheus-node-exporter gzip python3-prometheus-client python3-venv \
 	tmux procps sqlite3 util-linux curl openssl apache2-utils man-db groff bash-completion zsh fish systemd \
 	libxml2-utils chromium elfutils binutils protobuf-compiler
-BENCH_PACKAGES := $(BUILD_PACKAGES) wrk prometheus-node-exporter tmux time
+BENCH_PACKAGES := $(BUILD_PACKAGES) wrk prometheus-node-exporter tmux time vnstat
 RUN_ARGS ?= live
 # The release build, linked for a small resident set (issue 9: serve's peak
 # RSS). The kernel maps a binary's code a folio at a time around each first

@@ -19,6 +19,7 @@ enum CommonOptions {
         OptionSpec(
             "--source", value: "source", help: SourceKind.help,
             default: SourceKind.platformDefault.rawValue, choices: SourceKind.allCases.map(\.rawValue)),
+        kindOf,
         OptionSpec("--sysfs-root", value: "path", help: "Read interface facts from this sysfs tree.", hidden: true),
         OptionSpec("--no-sysfs", help: "Read no sysfs facts.", hidden: true),
         OptionSpec(
@@ -33,6 +34,31 @@ enum CommonOptions {
         OptionSpec("--event-buffer", value: "bytes", help: "Receive buffer of the link-notification socket.", hidden: true),
         OptionSpec("--force-link-dump", help: "Use RTM_GETLINK instead of RTM_GETSTATS.", hidden: true),
     ]
+
+    /// `--kind-of PATTERN=KIND`: the user's word on a kind, before any
+    /// filter (so `--kind cellular` finds a modem made cellular here).
+    static let kindOf = OptionSpec(
+        "--kind-of", value: "pattern=kind",
+        help:
+            "Say an interface's kind yourself, like 'wwan*=cellular' for a raw-IP modem that is a tun underneath; PATTERN is a glob on the name (NS/NAME in another namespace), KIND one of \(InterfaceKind.allCases.map(\.rawValue).joined(separator: ", ")). Shown with evidence user:--kind-of.",
+        repeatable: true)
+
+    static func kindOverrides(_ p: ParsedArguments) throws(CLIError) -> KindOverrides {
+        var rules: [KindOverrides.Rule] = []
+        let kinds = InterfaceKind.allCases.map(\.rawValue).joined(separator: ", ")
+        if p.has("--kind-of"), p.list("--kind-of").isEmpty { throw p.usage("'--kind-of' needs PATTERN=KIND, like 'wwan*=cellular'") }
+        for text in p.list("--kind-of") {
+            switch KindOverrides.rule(text) {
+            case .success(let rule): rules.append(rule)
+            case .failure(.unknownKind(let kind)):
+                throw p.usage("invalid value '\(text)' for '--kind-of <pattern=kind>': unknown kind '\(kind)'; kinds are \(kinds)")
+            case .failure:
+                throw p.usage(
+                    "invalid value '\(text)' for '--kind-of <pattern=kind>': expected PATTERN=KIND, like 'wwan*=cellular', with KIND one of \(kinds)")
+            }
+        }
+        return KindOverrides(rules)
+    }
 
     static let maxRate = OptionSpec(
         "--max-rate", value: "rate",
@@ -56,8 +82,9 @@ enum CommonOptions {
                 help: "Keep totals across restarts and reboots, and usage per local hour, in this SQLite file (none without it)."),
             OptionSpec(
                 "--save-every", value: "duration",
-                help: "Save the state file this often; also at once when an interface is deleted, and at a stop (export: each period unless given).",
-                default: "10s"),
+                help:
+                    "Save the state file this often; also at once when an interface is deleted, on SIGHUP and at a stop. Within a boot a restart loses nothing whatever the pace; a power cut loses at most this long's traffic, counted as a lower bound.",
+                default: "5m"),
             OptionSpec("--boot-id-file", value: "path", help: "Read the boot id here.", hidden: true),
             CommandLinePath.allowForeignSpec,
         ] + source + filters
@@ -113,6 +140,7 @@ enum CommonOptions {
         if let root = p.value("--sysfs-root") { options.sysfs = SysfsReader(root: root) }
         if p.flag("--no-sysfs") { options.sysfs = nil }
         options.forceLinkDump = p.flag("--force-link-dump")
+        options.kindOverrides = try kindOverrides(p)
         options.linkEvents = !p.flag("--no-link-events")
         if let bytes = try eventBuffer(p) { options.eventBufferBytes = bytes }
         if p.flag("--all-netns") {
@@ -218,7 +246,7 @@ struct SamplingSetup {
     /// happened.
     init(
         _ p: ParsedArguments, sampleLimit: Int? = nil, stopOnFailure: Bool = false, kernelStats: Bool = false,
-        saveEvery: Double = 10, idleDeltas: Bool = true
+        saveEvery: Double = StateOptions.defaultSaveEvery, idleDeltas: Bool = true
     ) throws(CLIError) {
         source = try CommonOptions.sourceKind(p)
         samplerOptions = try CommonOptions.samplerOptions(p)

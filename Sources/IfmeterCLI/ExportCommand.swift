@@ -57,7 +57,7 @@ struct ExportCommand: Command {
         keep = try CommonOptions.positiveInt(p, "--keep", max: CommonOptions.maxKeep) ?? 5
         every = try CommonOptions.duration(p, "--every", default: 15)
         families = try CompatOption.families(p)
-        setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: every, idleDeltas: false)
+        setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: StateOptions.defaultSaveEvery, idleDeltas: false)
         if !p.has("--probe") { try RouteOptions.check(p) }
         routes = p.has("--probe") ? try RouteOptions.settings(p, command: "export --probe") : nil
     }

@@ -25,7 +25,7 @@ struct LiveCommand: Command {
 
     init(_ p: ParsedArguments) throws(CLIError) {
         bits = p.flag("--bits")
-        setup = try SamplingSetup(p, saveEvery: 10)
+        setup = try SamplingSetup(p, saveEvery: StateOptions.defaultSaveEvery)
         let named = try CommonOptions.namespaceNames(p)?.count ?? 0
         let several = p.flag("--all-netns") || named > 1
         if several, p.has("--probe") { throw p.usage("'--probe' asks one namespace's routing tables: give one --netns, not several") }

@@ -335,7 +335,7 @@ struct ManPages {
     static let unitDirectives: [(String, String)] = [
         (
             "ExecStart=",
-            "ifmeter serve --state /var/lib/ifmeter/state.db: listens on 127.0.0.1:9874, samples every second, saves every 10 s. SIGTERM saves, then stops."
+            "ifmeter serve --state /var/lib/ifmeter/state.db: listens on 127.0.0.1:9874, samples every second, saves every 5 minutes (SIGHUP saves at once). SIGTERM saves, then stops. Add --kind-of 'wwan*=cellular' (systemctl edit) where the kernel's facts give a kind wrongly, like a raw-IP modem that is a tun underneath."
         ),
         ("Type=exec", "The service is up once ifmeter runs."),
         ("Restart=on-failure", "Started again after a failure, RestartSec= later."),

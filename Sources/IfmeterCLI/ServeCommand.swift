@@ -98,7 +98,7 @@ struct ServeCommand: Command {
         }
         self.address = address
         families = try CompatOption.families(p)
-        setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: 10, idleDeltas: false)
+        setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: StateOptions.defaultSaveEvery, idleDeltas: false)
         remoteWrite = try RemoteWriteOptions(p, statePath: setup.state?.path)
         if address == nil, remoteWrite == nil { throw p.usage("'--listen none' serves nothing; add '--remote-write URL' to push instead") }
         var limits = HTTPLimits()

@@ -23,7 +23,7 @@ public final class GetifaddrsSampler: CounterSource {
         #if os(Linux)
         let socket = try NetlinkSocket(receiveBuffer: options.receiveBufferBytes)
         catalogSocket = socket
-        catalog = try LinkCatalog(socket: socket, sysfs: options.sysfs)
+        catalog = try LinkCatalog(socket: socket, sysfs: options.sysfs, overrides: options.kindOverrides, netnsName: options.netnsName)
         #endif
     }
 
@@ -76,12 +76,16 @@ public final class GetifaddrsSampler: CounterSource {
                 ceiling = link.speedCeilingBps
             } else {
                 let facts = options.sysfs?.read(entry.name).facts ?? KernelFacts(arphrdType: entry.type >= 0 ? entry.type : nil)
-                classification = Classifier.classify(name: entry.name, facts: facts, platform: .linux)
+                classification =
+                    options.kindOverrides.classification(for: SeriesKey(netns: options.netnsName, name: entry.name))
+                    ?? Classifier.classify(name: entry.name, facts: facts, platform: .linux)
             }
             #else
             // Apple's names are the evidence there: en0 Wi-Fi, pdp_ip*
             // cellular, utun* tunnels (NameRules, platform darwin).
-            classification = NameRules.classify(entry.name, platform: .darwin)
+            classification =
+                options.kindOverrides.classification(for: SeriesKey(netns: options.netnsName, name: entry.name))
+                ?? NameRules.classify(entry.name, platform: .darwin)
             attributes = nil
             ceiling = nil
             #endif

@@ -86,7 +86,15 @@ final class LinkCatalog {
     /// statistics out (RTEXT_FILTER_SKIP_STATS; older kernels ignore it).
     private let linkRequest: NetlinkMessage
 
-    init(socket: NetlinkSocket, sysfs: SysfsReader?, netclass: Bool = false) throws(SystemError) {
+    /// The user's kinds (`--kind-of`) and the namespace they are matched in.
+    let overrides: KindOverrides
+    let netnsName: String
+
+    init(
+        socket: NetlinkSocket, sysfs: SysfsReader?, netclass: Bool = false, overrides: KindOverrides = KindOverrides(), netnsName: String = ""
+    ) throws(SystemError) {
+        self.overrides = overrides
+        self.netnsName = netnsName
         self.socket = socket
         self.sysfs = sysfs
         self.netclass = netclass
@@ -190,7 +198,9 @@ final class LinkCatalog {
             // says the speed sysfs would, through the socket in the link's
             // namespace (while the link runs, as sysfs).
             if hardware == nil { reportedSpeed = ethtoolSpeedBps(link.name, running: link.flags & 0x40 != 0 /* IFF_RUNNING */) }
-            classification = Classifier.classify(name: link.name, facts: facts, platform: .linux)
+            classification =
+                overrides.classification(for: SeriesKey(netns: netnsName, name: link.name))
+                ?? Classifier.classify(name: link.name, facts: facts, platform: .linux)
         }
         var attributes = LinkAttributes(
             operstate: link.operstate, adminUp: link.flags & 1 != 0 /* IFF_UP */, mtu: link.mtu,

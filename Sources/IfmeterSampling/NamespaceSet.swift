@@ -272,6 +272,7 @@ public final class NamespaceSet: CounterSource {
             } else {
                 var inside = options
                 inside.sysfs = nil // sysfs shows this namespace's links
+                inside.netnsName = name // --kind-of's NS/NAME patterns
                 source = try NetworkNamespace.perform(inDescriptor: fd, name: name) { try makeCounterSource(kind, options: inside) }
                 if let portable = source as? GetifaddrsSampler { portable.namespace = name }
             }

@@ -43,7 +43,8 @@ public final class NetlinkSampler: CounterSource {
     public init(options: SamplerOptions = SamplerOptions()) throws(SystemError) {
         self.options = options
         socket = try NetlinkSocket(receiveBuffer: options.receiveBufferBytes)
-        catalog = try LinkCatalog(socket: socket, sysfs: options.sysfs, netclass: options.kernelStats)
+        catalog = try LinkCatalog(
+            socket: socket, sysfs: options.sysfs, netclass: options.kernelStats, overrides: options.kindOverrides, netnsName: options.netnsName)
         var stats = if_stats_msg()
         stats.family = UInt8(AF_UNSPEC)
         stats.filter_mask = cifm_stats_filter_link64()
@@ -103,6 +104,7 @@ public final class NetlinkSampler: CounterSource {
                 guard let name = message.name ?? known?.name, let counters = message.counters else { return }
                 let classification =
                     known?.classification
+                    ?? options.kindOverrides.classification(for: SeriesKey(netns: options.netnsName, name: name))
                     ?? Classifier.classify(name: name, facts: KernelFacts(linkKind: message.linkKind, arphrdType: message.arphrd))
                 let linkKind = message.linkKind ?? known?.linkKind
                 pending.deleted.append(

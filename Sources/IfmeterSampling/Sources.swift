@@ -54,6 +54,12 @@ public struct SamplerOptions: Sendable {
     /// Sample inside these network namespaces (`/run/netns/NAME`), every
     /// interface marked with its namespace; nil samples this one alone.
     public var namespaces: NamespaceSelection?
+    /// The user's word on kinds (`--kind-of`): applied where a link is
+    /// classified, before any filter sees it.
+    public var kindOverrides = KindOverrides()
+    /// The namespace this sampler reads ("" for the own one), which
+    /// `kindOverrides`' `NS/NAME` patterns match.
+    public var netnsName = ""
 
     public init(
         sysfs: SysfsReader? = SysfsReader(), catalogRefreshSeconds: Double = 10, forceLinkDump: Bool = false,

@@ -444,6 +444,103 @@ func namespacesBenchmark(count: Int) throws {
     fflush(nil)
 }
 
+/// Bytes a process caused to be written to storage (`write_bytes` of
+/// /proc/PID/io): what reaches the disk, page-cache pages counted when
+/// dirtied, so a write of a few bytes counts a whole 4 KiB page.
+func writeBytes(_ pid: pid_t) -> Int {
+    guard let file = fopen("/proc/\(pid)/io", "r") else { fail("cannot read /proc/\(pid)/io") }
+    defer { fclose(file) }
+    var line: UnsafeMutablePointer<CChar>?
+    var capacity = 0
+    defer { free(line) }
+    while getline(&line, &capacity, file) > 0, let line {
+        let text = String(cString: line)
+        if text.hasPrefix("write_bytes: "), let n = Int(String(text.dropFirst(13)).trimmingCharacters()) { return n }
+    }
+    fail("no write_bytes in /proc/\(pid)/io")
+}
+
+/// Issue 23's write budget: `ifmeter serve --state` and vnStat's daemon
+/// (`vnstatd`, its defaults but a private DatabaseDir) side by side, each
+/// in a namespace of 3 idle interfaces (lo and a veth pair) and each in
+/// one of 23 (10 more pairs), all four at once over the same window. Both
+/// save every 5 minutes by default, so the window is a little longer than
+/// that (IFMETER_BENCH_WRITE_SECONDS, default 310 s) and what was written
+/// in it is scaled to an hour: one window holds one save interval of each.
+/// `export --state` runs beside them with its reports on stdout
+/// (/dev/null), so what it writes to storage is its state file alone.
+func writeBenchmark(binary: String) {
+    let seconds = getenv("IFMETER_BENCH_WRITE_SECONDS").flatMap { Double(String(cString: $0)) } ?? 310
+    // Disk-backed (a tmpfs counts no write_bytes).
+    guard let folder = mkdtemp(strdup("/var/tmp/ifmbench-write-XXXXXX")).map({ String(cString: $0) }) else { fail("mkdtemp failed") }
+    defer { spawn(["rm", "-rf", folder]) }
+    var pids: [(name: String, interfaces: Int, pid: pid_t)] = []
+    var namespaces: [String] = []
+    defer { for ns in namespaces { spawn(["ip", "netns", "del", ns]) } }
+    for (n, pairs) in [1, 11].enumerated() {
+        let ns = "ifmbench-\(getpid())-write\(n)"
+        guard spawn(["ip", "netns", "add", ns]) == 0 else { fail("ip netns add \(ns) failed") }
+        namespaces.append(ns)
+        // No IPv6: idle links send nothing (no router or neighbour solicitations).
+        spawn(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"])
+        spawn(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"])
+        spawn(["ip", "-n", ns, "link", "set", "lo", "up"])
+        for k in 0..<pairs {
+            guard spawn(["ip", "-n", ns, "link", "add", "wa\(k)", "type", "veth", "peer", "name", "wb\(k)"]) == 0 else { fail("veth in \(ns)") }
+            spawn(["ip", "-n", ns, "link", "set", "wa\(k)", "up"])
+            spawn(["ip", "-n", ns, "link", "set", "wb\(k)", "up"])
+        }
+        let interfaces = 1 + 2 * pairs
+        let dir = folder + "/\(n)"
+        spawn(["mkdir", "-p", dir + "/vnstat"])
+        let config = dir + "/vnstat.conf"
+        guard let file = fopen(config, "w") else { fail("cannot write \(config)") }
+        fputs("DatabaseDir \"\(dir)/vnstat\"\n", file)
+        fclose(file)
+        pids.append(("vnstatd", interfaces, spawnBackground(["ip", "netns", "exec", ns, "vnstatd", "-n", "--config", config])))
+        let port = 19590 + n
+        pids.append(
+            (
+                "ifmeter serve --state", interfaces,
+                spawnBackground(["ip", "netns", "exec", ns, binary, "serve", "--state", dir + "/state.db", "--listen", "127.0.0.1:\(port)"])
+            ))
+        waitForPort(ns, UInt16(port))
+        // Its reports go to stdout (/dev/null): what it writes to storage
+        // is the state file's.
+        pids.append(
+            (
+                "ifmeter export --state", interfaces,
+                spawnBackground(["ip", "netns", "exec", ns, binary, "export", "--state", dir + "/export.db", "--json-lines", "-"])
+            ))
+    }
+    defer { for p in pids { stopBackground(p.pid) } }
+    // Past the start (a new database, its first rows) before the window.
+    usleep(5_000_000)
+    let before = pids.map { writeBytes($0.pid) }
+    let start = now()
+    while now() - start < seconds { usleep(500_000) }
+    let elapsed = now() - start
+    let after = pids.map { writeBytes($0.pid) }
+    print("")
+    print(
+        "bytes written to storage (write_bytes of /proc/PID/io) over \(Units.duration(elapsed)), idle interfaces, default settings, scaled to an hour"
+    )
+    var perHour: [String: [Int: Double]] = [:]
+    for (i, p) in pids.enumerated() {
+        let hourly = Double(after[i] - before[i]) * 3600 / elapsed / 1_048_576
+        perHour[p.name, default: [:]][p.interfaces] = hourly
+        print(
+            "  \(p.name.padding(24)) \(String(p.interfaces).leftPadding(3)) interfaces: \(Units.fixed(hourly, 3)) MiB/h (\(after[i] - before[i]) B)")
+    }
+    for name in ["ifmeter serve --state", "ifmeter export --state", "vnstatd"] {
+        if let few = perHour[name]?[3], let many = perHour[name]?[23] {
+            print("  \(name.padding(24)) each interface more: \(Units.fixed((many - few) * 1024 / 20, 1)) KiB/h")
+        }
+    }
+    print("  (target for ifmeter: at most 1 MiB/h at 3 interfaces and 50 KiB/h per interface more)")
+    fflush(nil)
+}
+
 /// Removes `ifmbench-PID` namespaces whose process is gone.
 func removeStaleNamespaces() {
     guard let dir = opendir("/run/netns") else { return }
@@ -588,6 +685,13 @@ final class WholeLoops {
     func save() throws {
         try store.save(export.engine.saved, usage: [:], wallTime: wallClock())
     }
+}
+
+// `ifmeter-bench --profile write`: the write budget alone (ifmeter serve
+// --state and vnstatd, IFMETER_BENCH_WRITE_SECONDS long).
+if CommandLine.arguments.count == 3, CommandLine.arguments[1] == "--profile", CommandLine.arguments[2] == "write" {
+    writeBenchmark(binary: binaryDirectory() + "/ifmeter")
+    exit(0)
 }
 
 // `ifmeter-bench --profile namespaces 50 ROUNDS`: the namespace set alone;
@@ -787,6 +891,7 @@ for target in targets {
 if getenv("IFMETER_BENCH_NO_SCRAPE") == nil { serveAlone(binary: binaryDirectory() + "/ifmeter") }
 try namespacesBenchmark(count: 50)
 if getenv("IFMETER_BENCH_NO_STORM") == nil { stormBenchmark(pairs: 2000) }
+if getenv("IFMETER_BENCH_NO_WRITE") == nil { writeBenchmark(binary: binaryDirectory() + "/ifmeter") }
 print("")
 print(rssLine)
 print("anchors measured for the issue at 4001 interfaces: RTM_GETSTATS 0.8 ms, /proc/net/dev 3.5 ms, RTM_GETLINK 6.3 ms,")

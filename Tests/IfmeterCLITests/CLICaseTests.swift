@@ -84,12 +84,12 @@ struct UsageThroughALinkTests {
         try FileManager.default.createDirectory(atPath: folder + "/real", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: folder + "/link", withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        // export saves every period (300 ms): the saves after the traffic
-        // are in the WAL when it is killed.
+        // export saves every 300 ms here (the default is 5 minutes): the
+        // saves after the traffic are in the WAL when it is killed.
         let live = try Background(
             [
                 "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "export", "--state", folder + "/real/state.db", "--json", folder + "/r.json",
-                "--interval", "100ms", "--every", "300ms",
+                "--interval", "100ms", "--every", "300ms", "--save-every", "300ms",
             ], name: "export-killed")
         Thread.sleep(forTimeInterval: 0.5)
         try pair.sendUDP(count: 200, payload: 1000)

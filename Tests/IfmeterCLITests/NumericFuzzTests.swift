@@ -50,7 +50,7 @@ import Glibc
 
     /// The value names of options that take no number.
     static let notNumeric: Set<String> = [
-        "path", "glob", "kinds", "source", "names", "format", "file", "node|node-only", "tun=if", "tun=address", "direction",
+        "path", "glob", "kinds", "source", "names", "format", "file", "node|node-only", "tun=if", "tun=address", "direction", "pattern=kind",
     ]
 
     static func kind(_ option: OptionSpec) -> Kind? {

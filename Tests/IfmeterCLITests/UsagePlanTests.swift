@@ -39,7 +39,9 @@ struct UsagePlanTests {
         let state = dir + "/state.db"
         let bootFile = dir + "/boot_id"
         try "boot-one\n".write(toFile: bootFile, atomically: true, encoding: .utf8)
-        let arguments = ["--json", dir + "/r.json", "--every", "200ms", "--state", state, "--boot-id-file", bootFile]
+        // Saved every 200 ms (export's pace is no longer its period's): the
+        // staleness below is two save intervals.
+        let arguments = ["--json", dir + "/r.json", "--every", "200ms", "--state", state, "--boot-id-file", bootFile, "--save-every", "200ms"]
         let frame = VethPair.frameBytes(payload: 700)
 
         var exporter = try export(pair.a, arguments)

@@ -98,6 +98,52 @@ struct SignalScenarios {
         }
     }
 
+    /// `saved_at` of a state file, as `usage` says it.
+    func savedAt(_ state: String) throws -> String? {
+        let result = try ifmeter(["usage", "--state", state, "--format", "json"])
+        return try JSONParser.parse(result.out)["state"]?["saved_at"]?.stringValue
+    }
+
+    /// Issue 23: saves come every 5 minutes by default, so SIGHUP is how a
+    /// user (or a script before a planned power-off) makes one now. serve
+    /// and export save on SIGHUP and go on: traffic received before the
+    /// signal is in the file, exact, even after a kill -9 right after it.
+    @Test(arguments: ["serve", "export"])
+    func sighupSavesNowAndGoesOn(command: String) throws {
+        try Netns.requireRoot()
+        let ns = try TestNamespace()
+        let dir = try ScenarioFolder("sighup-\(command)")
+        let state = dir["state.db"]
+        // The default pace: no save of its own comes during the test.
+        let common = ["--state", state, "--boot-id-file", try dir.bootFile()]
+        let process =
+            command == "serve"
+            ? try startServe(in: ns, common)
+            : try Scenario.start(ns, "export", common + ["--interval", "200ms", "--every", "1h", "--json", dir["r.json"]])
+        _ = try waitFor("the first save") { try writer(state) == "running" ? true : nil }
+        let tun = try KillAndRestartScenarios.Tun(ns, "tunH")
+        Thread.sleep(forTimeInterval: 0.5)
+        tun.receive(25)
+        Thread.sleep(forTimeInterval: 0.5)
+        let before = try Scenario.usage(state)
+        #expect((before["tunH"]?.rx ?? 0) == 0, "nothing saved yet at the 5-minute pace: \(before)")
+        // The second of saved_at moves only when a later second saves.
+        Thread.sleep(forTimeInterval: 1.0)
+        let first = try savedAt(state)
+        process.process.signal(SIGHUP)
+        let after = try waitFor("the save SIGHUP asks for") { () -> [String: UsageFigures]? in
+            let usage = try Scenario.usage(state)
+            return usage["tunH"]?.rx == tun.received ? usage : nil
+        }
+        #expect(after["tunH"]?.quality == "exact", "\(after)")
+        #expect(try savedAt(state) != first, "saved_at moved")
+        #expect(process.process.isRunning, "\(command) goes on after SIGHUP\n\(process.log)")
+        process.process.signal(SIGKILL)
+        process.process.waitUntilExit()
+        let killed = try Scenario.usage(state)
+        #expect(killed["tunH"]?.rx == tun.received && killed["tunH"]?.quality == "exact", "after kill -9: \(killed)")
+    }
+
     /// Finding 6: started with `2>&-`, the JSON Lines file took descriptor 2
     /// and a log line landed in it; with `>&-`, `--json -` reports went into
     /// the JSON Lines file. Closed standard descriptors are /dev/null now.
