@@ -17,6 +17,11 @@ TEST_PACKAGES := $(BUILD_PACKAGES) prometheus prometheus-node-exporter gzip pyth
 	tmux procps sqlite3 util-linux curl openssl apache2-utils man-db groff bash-completion zsh fish systemd \
 	libxml2-utils chromium elfutils binutils protobuf-compiler
 BENCH_PACKAGES := $(BUILD_PACKAGES) wrk prometheus-node-exporter tmux time vnstat
+# `make deb` (issue 24): debhelper and dpkg-dev build the package from
+# debian/ (dpkg-buildpackage; chrpath for debian/rules), lintian checks
+# it; fakeroot for a builder that sets Rules-Requires-Root otherwise (this
+# package needs no root).
+DEB_PACKAGES := $(BUILD_PACKAGES) debhelper dpkg-dev fakeroot lintian chrpath
 RUN_ARGS ?= live
 # The release build, linked for a small resident set (issue 9: serve's peak
 # RSS). The kernel maps a binary's code a folio at a time around each first
@@ -63,7 +68,7 @@ INSTALL_BINARY := $(if $(BINARY),$(BINARY),.build/release/ifmeter)
 GENERATED := .build/install
 INSTALLED_DIRS := $(BINDIR) $(MANDIR)/man1 $(BASHCOMPLETIONDIR) $(ZSHCOMPLETIONDIR) $(FISHCOMPLETIONDIR) $(SYSTEMDUNITDIR)
 
-.PHONY: run test bench build release deps clean install uninstall hot-functions static-cxx docs api-check api-baseline format
+.PHONY: run test bench build release deps clean install uninstall hot-functions static-cxx docs api-check api-baseline format deb deb-lint
 
 deps:
 	@scripts/ensure-packages $(BUILD_PACKAGES)
@@ -87,11 +92,15 @@ build: deps
 
 # The release build first: `make run` builds it, and a release build sees
 # imports a debug build forgives (a missing C module import broke it once).
+# The Debian package is built here, before `swift test`, because building
+# it inside the tests would wait forever on SwiftPM's lock, which the test
+# run holds; DebianPackageTests installs and purges what this left.
 test:
-	@scripts/ensure-packages $(TEST_PACKAGES)
+	@scripts/ensure-packages $(TEST_PACKAGES) $(DEB_PACKAGES)
 	@scripts/ensure-venv
 	$(SWIFT) format lint --strict -r Sources Tests Package.swift
 	@$(MAKE) --no-print-directory release
+	@$(MAKE) --no-print-directory deb-lint
 	$(SWIFT) build
 	SWIFT=$(SWIFT) scripts/library docs
 	SWIFT=$(SWIFT) scripts/library api-check
@@ -148,6 +157,34 @@ install: $(if $(BINARY),,release)
 	install -m 644 $(GENERATED)/_ifmeter $(DESTDIR)$(ZSHCOMPLETIONDIR)/_ifmeter
 	install -m 644 $(GENERATED)/ifmeter.fish $(DESTDIR)$(FISHCOMPLETIONDIR)/ifmeter.fish
 	install -m 644 $(GENERATED)/ifmeter-serve.service $(DESTDIR)$(SYSTEMDUNITDIR)/ifmeter-serve.service
+
+# The Debian package: .build/deb/ifmeter_VERSION_ARCH.deb (VERSION from
+# debian/changelog, which debian/rules checks against `ifmeter --version`;
+# ARCH from dpkg), built by dpkg-buildpackage from debian/: the release
+# build and `make install` into the package's tree, the unit enabled and
+# started (debian/README.Debian says why), Depends computed by
+# dh_shlibdeps from the binary plus the libraries it dlopen()s. The
+# .buildinfo and .changes go beside it, not in the parent folder. Nothing
+# is downloaded. dh_clean runs after, so the tree is left as it was.
+DEB_DIR := .build/deb
+DEB_VERSION = $(shell dpkg-parsechangelog -S Version)
+DEB_ARCH = $(shell dpkg --print-architecture)
+DEB_FILE = $(DEB_DIR)/ifmeter_$(DEB_VERSION)_$(DEB_ARCH).deb
+deb:
+	@scripts/ensure-packages $(DEB_PACKAGES)
+	mkdir -p $(DEB_DIR)
+	rm -f $(DEB_DIR)/ifmeter_* $(DEB_DIR)/ifmeter-dbgsym_*
+	SWIFT=$(SWIFT) DEB_DIR=$(DEB_DIR) dpkg-buildpackage --build=binary --no-sign \
+	  --buildinfo-option=-u$(DEB_DIR) --buildinfo-file=$(DEB_DIR)/ifmeter_$(DEB_VERSION)_$(DEB_ARCH).buildinfo \
+	  --changes-option=-u$(DEB_DIR) --changes-file=$(DEB_DIR)/ifmeter_$(DEB_VERSION)_$(DEB_ARCH).changes
+	debian/rules clean
+	@echo "Built $(DEB_FILE)"
+
+# lintian on it: any error or warning fails. There are no overrides; what
+# it says at info level (no BIND_NOW, no _FORTIFY_SOURCE functions, no
+# init.d script, "misspellings" in the Swift runtime's strings) is shown.
+deb-lint: deb
+	lintian --fail-on error,warning --display-info $(DEB_FILE)
 
 # Removes what install put: ifmeter's files (every page is ifmeter.1 or
 # ifmeter-COMMAND.1) and, in a DESTDIR staging tree only, the folders left
