@@ -89,7 +89,7 @@ final class Database {
         var flags = readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
         flags |= SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
         if uri != nil { flags |= SQLITE_OPEN_URI }
-        let rc = sqlite3_open_v2(uri ?? path, &db, flags, nil)
+        let rc = sqlite3_open_v2(uri ?? Self.withFolderResolved(path), &db, flags, nil)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
             if let db { sqlite3_close_v2(db) }
@@ -106,10 +106,21 @@ final class Database {
         if let lockDescriptor { FileLock.release(lockDescriptor) }
     }
 
-    /// `path` as a SQLite URI with `query` (`mode=ro&immutable=1`).
+    /// `path` with its folder's links resolved: SQLITE_OPEN_NOFOLLOW refuses
+    /// a link anywhere in the path, and a state folder is often reached
+    /// through one (systemd's DynamicUser makes /var/lib/ifmeter a link to
+    /// /var/lib/private/ifmeter). The file itself is still never opened
+    /// through a link: its name is kept, and SQLite opens it O_NOFOLLOW.
+    static func withFolderResolved(_ path: String) -> String {
+        guard let folder = realPath(SafeFile.folder(of: path)) else { return path }
+        return (folder == "/" ? "" : folder) + "/" + SafeFile.name(of: path)
+    }
+
+    /// `path` as a SQLite URI with `query` (`mode=ro&immutable=1`), its
+    /// folder's links resolved.
     static func uri(_ path: String, query: String) -> String {
         var text = "file:"
-        for byte in path.utf8 {
+        for byte in withFolderResolved(path).utf8 {
             switch byte {
             case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
                 UInt8(ascii: "/"), UInt8(ascii: "."), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "~"):
