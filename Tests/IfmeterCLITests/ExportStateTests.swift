@@ -132,6 +132,9 @@ struct ExportStateTests {
                 [
                     "--json", dir + "/r.json", "--json-lines", dir + "/r.jsonl", "--every", "50ms",
                     "--state", dir + "/state.db", "--max-size", "64KiB", "--keep", "2",
+                    // Saves as often as it writes reports, so that kills land
+                    // during saves too (the default is every 5 minutes).
+                    "--save-every", "50ms",
                 ], name: "kill9")
             if n % 10 == 0 { try pair.sendUDP(count: 5, payload: 100) }
             Thread.sleep(forTimeInterval: Double.random(in: 0.05...0.3))

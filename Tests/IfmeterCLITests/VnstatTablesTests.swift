@@ -42,6 +42,9 @@ struct VnstatTablesTests {
             [
                 "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "export", "--interval", "100ms", "--json", dir + "/r.json",
                 "--every", "200ms", "--state", state,
+                // Saves at this pace, so that its last save is stale (two
+                // intervals old) by the time --check reads it below.
+                "--save-every", "200ms",
             ], name: "export")
         Thread.sleep(forTimeInterval: 0.4)
         try pair.sendUDP(count: 30, payload: 900)
