@@ -160,7 +160,7 @@ struct SampleCommand: Command {
         } else {
             let renderer = IntervalRenderer(bits: bits)
             let wide = self.wide
-            printer = Printer { [shown] update, totals in
+            printer = Printer(keepsTotals: true) { [shown] update, totals in
                 // The baseline: its link events count nothing.
                 guard case .sampled = update.outcome, !update.isBaseline else { return nil }
                 if json {

@@ -352,20 +352,26 @@ extension CLIError {
 final class Printer: PipelineSink {
     private let render: (borrowing PipelineUpdate, TotalsView<InterfaceTotals>) -> String?
     private var totals = TotalsView<InterfaceTotals> { $0 }
+    /// Only a printer of running totals keeps them: a copy of every
+    /// interface's totals costs a snapshot of 4001 interfaces about 1 MiB.
+    private let keepsTotals: Bool
     private(set) var lastOutcome: PipelineUpdate.Outcome?
     private(set) var failure: CLIError?
     let fd: Int32
 
     /// `render` gives the text for an update (nil prints nothing), with the
-    /// totals as of it.
-    init(fd: Int32 = 1, _ render: @escaping (borrowing PipelineUpdate, TotalsView<InterfaceTotals>) -> String?) {
+    /// totals as of it when `keepsTotals` (else an empty view).
+    init(
+        fd: Int32 = 1, keepsTotals: Bool = false, _ render: @escaping (borrowing PipelineUpdate, TotalsView<InterfaceTotals>) -> String?
+    ) {
         self.fd = fd
+        self.keepsTotals = keepsTotals
         self.render = render
     }
 
     func receive(_ update: borrowing PipelineUpdate) {
         lastOutcome = update.outcome
-        totals.apply(update)
+        if keepsTotals { totals.apply(update) }
         guard failure == nil, let text = render(update, totals) else { return }
         do {
             try Output.put(text, to: fd)
