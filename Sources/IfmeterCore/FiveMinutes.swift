@@ -33,39 +33,14 @@ public enum FiveMinuteSplit {
     /// an interval longer than two hours (callers split by hour first), puts
     /// everything in the slot of the end.
     public static func split(_ counters: Counters, from start: Double, to end: Double) -> [Share] {
-        func milliseconds(_ t: Double) -> Int64 {
-            let limits = Double(LocalZone.printable.lowerBound) * 1000...Double(LocalZone.printable.upperBound) * 1000
-            return t.isNaN ? 0 : Int64(min(max(t * 1000, limits.lowerBound), limits.upperBound).rounded(.down))
-        }
         func second(_ ms: Int64) -> Int64 { ms >= 0 ? ms / 1000 : (ms - 999) / 1000 }
-        let endMs = milliseconds(end)
-        var startMs = milliseconds(start)
+        let endMs = HourSplit.milliseconds(end)
+        var startMs = HourSplit.milliseconds(start)
         if !(start.isFinite && end.isFinite) || startMs >= endMs || end - start > 7200 { startMs = endMs }
         let last = slotStart(endMs > startMs ? second(endMs - 1) : second(endMs))
-        var slot = slotStart(second(startMs))
-        if startMs == endMs || slot >= last { return [Share(start: last, counters: counters.required)] }
-        var edges: [(start: Int64, untilMs: Int64)] = []
-        while slot < last {
-            edges.append((slot, (slot + seconds) * 1000))
-            slot += seconds
-        }
-        edges.append((last, endMs))
-        let total = UInt64(endMs - startMs)
-        let keys: [CounterKey] = [.rxBytes, .txBytes, .rxPackets, .txPackets]
-        var previous = [UInt64](repeating: 0, count: keys.count)
-        var shares: [Share] = []
-        for (n, edge) in edges.enumerated() {
-            let elapsed = UInt64(min(edge.untilMs, endMs) - startMs)
-            var c = Counters.zero
-            for (k, key) in keys.enumerated() {
-                let value = counters[key] ?? 0
-                let upTo = n == edges.count - 1 ? value : HourSplit.proportion(value, elapsed, total)
-                c[key] = upTo - previous[k]
-                previous[k] = upTo
-            }
-            shares.append(Share(start: edge.start, counters: c))
-        }
-        return shares
+        let slot = slotStart(second(startMs))
+        return HourSplit.shares(of: counters, startMs: startMs, endMs: endMs, first: slot, last: last, next: { $0 + seconds })
+            .map { Share(start: $0.start, counters: $0.counters) }
     }
 }
 

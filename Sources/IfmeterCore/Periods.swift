@@ -158,31 +158,46 @@ public enum HourSplit {
     /// is not finite, not before the end, or more than
     /// `longestSplitSeconds` before it puts everything in the end's hour.
     public static func split(_ counters: Counters, from start: Double, to end: Double, zone: LocalZone) -> [Share] {
-        func milliseconds(_ t: Double) -> Int64 {
-            let limits = Double(LocalZone.printable.lowerBound) * 1000...Double(LocalZone.printable.upperBound) * 1000
-            return t.isNaN ? 0 : Int64(min(max(t * 1000, limits.lowerBound), limits.upperBound).rounded(.down))
-        }
         let endMs = milliseconds(end)
         var startMs = milliseconds(start)
         if !(start.isFinite && end.isFinite) || startMs >= endMs || end - start > longestSplitSeconds { startMs = endMs }
         // The last instant of the interval belongs to the hour before `end`
         // when `end` is exactly on a boundary.
         let lastHour = zone.hourStart(endMs > startMs ? (endMs - 1) / 1000 : endMs / 1000)
-        var hour = zone.hourStart(startMs >= 0 ? startMs / 1000 : (startMs - 999) / 1000)
-        if startMs == endMs || hour >= lastHour {
-            return [Share(hourStart: lastHour, counters: counters.required)]
+        let hour = zone.hourStart(startMs >= 0 ? startMs / 1000 : (startMs - 999) / 1000)
+        return shares(of: counters, startMs: startMs, endMs: endMs, first: hour, last: lastHour, next: zone.nextHour)
+            .map { Share(hourStart: $0.start, counters: $0.counters) }
+    }
+
+    /// A wall time in milliseconds, clamped into `LocalZone.printable`
+    /// (NaN as 0).
+    static func milliseconds(_ t: Double) -> Int64 {
+        let limits = Double(LocalZone.printable.lowerBound) * 1000...Double(LocalZone.printable.upperBound) * 1000
+        return t.isNaN ? 0 : Int64(min(max(t * 1000, limits.lowerBound), limits.upperBound).rounded(.down))
+    }
+
+    /// `counters` over [startMs, endMs] in milliseconds, split across the
+    /// periods from `first` to `last` (period starts, seconds; `next` gives
+    /// the one after) in proportion to the time in each: whole bytes and
+    /// packets, the remainder in the last. All of it goes to `last` when
+    /// the interval is empty or within one period. The hours' split and
+    /// the five-minute slots' (FiveMinuteSplit) both end here.
+    static func shares(
+        of counters: Counters, startMs: Int64, endMs: Int64, first: Int64, last: Int64, next: (Int64) -> Int64
+    ) -> [(start: Int64, counters: Counters)] {
+        if startMs == endMs || first >= last { return [(last, counters.required)] }
+        var edges: [(start: Int64, untilMs: Int64)] = []
+        var period = first
+        while period < last {
+            let following = next(period)
+            edges.append((period, following * 1000))
+            period = following
         }
-        var edges: [(hour: Int64, untilMs: Int64)] = []
-        while hour < lastHour {
-            let next = zone.nextHour(hour)
-            edges.append((hour, next * 1000))
-            hour = next
-        }
-        edges.append((lastHour, endMs))
+        edges.append((last, endMs))
         let total = UInt64(endMs - startMs)
         let keys: [CounterKey] = [.rxBytes, .txBytes, .rxPackets, .txPackets]
         var previous = [UInt64](repeating: 0, count: keys.count)
-        var shares: [Share] = []
+        var shares: [(start: Int64, counters: Counters)] = []
         for (n, edge) in edges.enumerated() {
             let elapsed = UInt64(min(edge.untilMs, endMs) - startMs)
             var c = Counters.zero
@@ -192,7 +207,7 @@ public enum HourSplit {
                 c[key] = upTo - previous[k]
                 previous[k] = upTo
             }
-            shares.append(Share(hourStart: edge.hour, counters: c))
+            shares.append((edge.start, c))
         }
         return shares
     }
