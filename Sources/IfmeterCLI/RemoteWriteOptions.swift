@@ -30,7 +30,7 @@ struct RemoteWriteOptions {
     var urls: [String]
     var queueFolder: String
     var queueMax: UInt64
-    var settings: RemoteWriteClientSettings
+    var settings: RemoteWriteConfig
 
     /// Nil without --remote-write (its other options are then an error).
     init?(_ p: ParsedArguments, statePath: String?) throws(CLIError) {
@@ -52,19 +52,10 @@ struct RemoteWriteOptions {
         }
         queueFolder = folder
         queueMax = try CommonOptions.size(p, "--remote-write-queue-max", 64 * 1024...(1 << 40), "64KiB to 1TiB") ?? 64 << 20
-        settings = RemoteWriteClientSettings()
+        settings = RemoteWriteConfig()
         if let path = p.value("--remote-write-config") {
             do throws(RemoteWriteConfig.LoadError) {
-                let config = try RemoteWriteConfig.load(path)
-                settings.username = config.username
-                settings.password = config.password
-                settings.bearerTokenFile = config.bearerTokenFile
-                settings.caFile = config.caFile
-                settings.certFile = config.certFile
-                settings.keyFile = config.keyFile
-                settings.insecureSkipVerify = config.insecureSkipVerify
-                if let timeout = config.timeoutSeconds { settings.timeoutSeconds = timeout }
-                settings.externalLabels = config.externalLabels
+                settings = try RemoteWriteConfig.load(path)
             } catch {
                 switch error {
                 case .unreadable(let cause):

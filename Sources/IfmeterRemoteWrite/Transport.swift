@@ -1,5 +1,6 @@
 import CIfmeterRemoteWrite
 import IfmeterCore
+import IfmeterServe
 import IfmeterSystem
 
 /// What one POST came back with.
@@ -22,28 +23,6 @@ public struct PostOutcome: Sendable, Equatable {
 /// from one thread at a time.
 public protocol RemoteWriteTransport: Sendable {
     func post(_ body: [UInt8]) -> PostOutcome
-}
-
-/// How a client authenticates and checks the receiver.
-public struct RemoteWriteClientSettings: Sendable, Equatable {
-    public var username: String?
-    public var password: String?
-    /// Read before every request, so a rotated token is picked up.
-    public var bearerTokenFile: String?
-    public var caFile: String?
-    public var certFile: String?
-    public var keyFile: String?
-    public var insecureSkipVerify = false
-    public var timeoutSeconds: Double = 30
-    public var externalLabels: [(String, String)] = []
-
-    public init() {}
-
-    public static func == (a: Self, b: Self) -> Bool {
-        a.username == b.username && a.password == b.password && a.bearerTokenFile == b.bearerTokenFile && a.caFile == b.caFile
-            && a.certFile == b.certFile && a.keyFile == b.keyFile && a.insecureSkipVerify == b.insecureSkipVerify
-            && a.timeoutSeconds == b.timeoutSeconds && a.externalLabels.elementsEqual(b.externalLabels, by: { $0 == $1 })
-    }
 }
 
 /// libcurl and libsnappy, loaded once, when remote write starts.
@@ -82,10 +61,10 @@ public final class CurlTransport: RemoteWriteTransport, @unchecked Sendable {
     // One handle, used by the one sender thread that owns the transport.
     private let client: OpaquePointer
     let url: String
-    let settings: RemoteWriteClientSettings
+    let settings: RemoteWriteConfig
     let userAgent: String
 
-    public init(url: String, settings: RemoteWriteClientSettings, userAgent: String) throws(SystemError) {
+    public init(url: String, settings: RemoteWriteConfig, userAgent: String) throws(SystemError) {
         try RemoteWriteLibraries.load()
         guard let client = cifm_rw_client_new() else { throw .system("curl_easy_init", code: 0) }
         self.client = client
@@ -105,7 +84,7 @@ public final class CurlTransport: RemoteWriteTransport, @unchecked Sendable {
             token = String(text.filter { $0 != "\n" && $0 != "\r" })
         }
         var result = cifm_rw_result()
-        let timeout = Int(settings.timeoutSeconds * 1000)
+        let timeout = Int((settings.timeoutSeconds ?? RemoteWriteConfig.defaultTimeoutSeconds) * 1000)
         _ = body.withUnsafeBytes { raw in
             url.withCString { url in
                 userAgent.withCString { agent in

@@ -20,13 +20,19 @@ public struct RemoteWriteConfig: Sendable {
     public var certFile: String?
     public var keyFile: String?
     public var insecureSkipVerify = false
+    /// Nil: `defaultTimeoutSeconds`.
     public var timeoutSeconds: Double?
     public var externalLabels: [(String, String)] = []
 
-    public enum LoadError: Error, Sendable {
-        case unreadable(SystemError)
-        case invalid(location: String, message: String)
-    }
+    /// A request's limit without `remote_timeout`, as Prometheus's.
+    public static let defaultTimeoutSeconds: Double = 30
+
+    /// No authentication, the system's CAs, no extra labels.
+    public init() {}
+
+    /// The file cannot be read, or what it holds is wrong: as a web
+    /// config's.
+    public typealias LoadError = WebConfig.LoadError
 
     public static func validLabelName(_ name: String) -> Bool {
         guard let first = name.utf8.first, first == UInt8(ascii: "_") || (first | 0x20 >= UInt8(ascii: "a") && first | 0x20 <= UInt8(ascii: "z"))
@@ -38,18 +44,7 @@ public struct RemoteWriteConfig: Sendable {
     }
 
     public static func load(_ path: String) throws(LoadError) -> RemoteWriteConfig {
-        let text: String
-        do throws(SystemError) {
-            text = try readTextFile(path)
-        } catch {
-            throw .unreadable(error)
-        }
-        let folder = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
-        do {
-            return try parse(text, folder: folder)
-        } catch {
-            throw .invalid(location: error.line.map { "\(path):\($0)" } ?? path, message: error.message)
-        }
+        try MiniYAML.load(path, parse)
     }
 
     public static func parse(_ text: String, folder: String) throws(WebConfigError) -> RemoteWriteConfig {

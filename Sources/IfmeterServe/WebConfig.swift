@@ -12,6 +12,26 @@ public struct WebConfigError: Error, Equatable, Sendable {
 /// comments. Anything else (lists, flow style, anchors, tags, multi-line
 /// scalars, tabs) is an error naming the line.
 enum MiniYAML {
+    /// Reads `path` and gives its text and its folder (which relative file
+    /// names in it are relative to, as exporter-toolkit has them) to
+    /// `parse`; an error comes back as `path:line: message`.
+    static func load<Config>(
+        _ path: String, _ parse: (String, String) throws(WebConfigError) -> Config
+    ) throws(WebConfig.LoadError) -> Config {
+        let text: String
+        do throws(SystemError) {
+            text = try readTextFile(path)
+        } catch {
+            throw .unreadable(error)
+        }
+        let folder = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
+        do throws(WebConfigError) {
+            return try parse(text, folder)
+        } catch {
+            throw .invalid(location: error.line.map { "\(path):\($0)" } ?? path, message: error.message)
+        }
+    }
+
     indirect enum Node: Equatable {
         case scalar(String, line: Int)
         case mapping([Entry], line: Int)
@@ -234,18 +254,7 @@ public struct WebConfig: Sendable {
     /// Reads and checks `path`; relative file names in it are relative to
     /// its folder, as exporter-toolkit has them.
     public static func load(_ path: String) throws(LoadError) -> WebConfig {
-        let text: String
-        do throws(SystemError) {
-            text = try readTextFile(path)
-        } catch {
-            throw .unreadable(error)
-        }
-        let folder = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
-        do {
-            return try parse(text, folder: folder)
-        } catch {
-            throw .invalid(location: error.line.map { "\(path):\($0)" } ?? path, message: error.message)
-        }
+        try MiniYAML.load(path, parse)
     }
 
     public static func parse(_ text: String, folder: String) throws(WebConfigError) -> WebConfig {
