@@ -152,25 +152,29 @@ public struct UsageTable: Sendable {
         // at least that, so under the quota cannot be proven.
         let staleWarning = saves?.warning(now: wallTime, zone: zone)
         if let staleWarning { lines.append(staleWarning) }
+        /// One verdict line, for a cycle quota or a period limit (`bound`).
+        func judge(_ name: String, over: Bool, lowerBound: Bool, used: String, of: String, when: String, bound: String) {
+            if over {
+                verdict = max(verdict, .over)
+                lines.append("OVER \(name): \(lowerBound ? "at least " : "")\(used) used of \(of), \(when).")
+            } else if lowerBound {
+                verdict = max(verdict, .unknown)
+                lines.append("UNKNOWN \(name): at least \(used) used of \(of), \(when): a lower bound under the \(bound) cannot prove it is under.")
+            } else if staleWarning != nil {
+                verdict = max(verdict, .unknown)
+                lines.append("UNKNOWN \(name): \(used) used of \(of) as of the last save, \(when): nothing saved since, so under cannot be proven.")
+            } else {
+                lines.append("under \(name): \(used) used of \(of), \(when).")
+            }
+        }
         for i in interfaces {
             guard let row = i.rows.first(where: { $0.current }), let status = row.plan, let quota = status.plan.quotaBytes else { continue }
             let used = "\(Units.bytes(status.usedBytes)) (\(status.usedBytes) B, \(status.plan.direction.rawValue))"
             let limit = "\(Units.bytes(quota)) (\(quota) B)"
             let cycle = "cycle from \(zone.rfc3339(row.period.start))"
-            let name = TerminalText.escaped(i.stored)
-            if status.usedBytes > quota {
-                verdict = max(verdict, .over)
-                lines.append("OVER \(name): \(row.quality == .lowerBound ? "at least " : "")\(used) used of \(limit), \(cycle).")
-            } else if row.quality == .lowerBound {
-                verdict = max(verdict, .unknown)
-                lines.append("UNKNOWN \(name): at least \(used) used of \(limit), \(cycle): a lower bound under the quota cannot prove it is under.")
-            } else if staleWarning != nil {
-                verdict = max(verdict, .unknown)
-                lines.append(
-                    "UNKNOWN \(name): \(used) used of \(limit) as of the last save, \(cycle): nothing saved since, so under cannot be proven.")
-            } else {
-                lines.append("under \(name): \(used) used of \(limit), \(cycle).")
-            }
+            judge(
+                TerminalText.escaped(i.stored), over: status.usedBytes > quota, lowerBound: row.quality == .lowerBound, used: used, of: limit,
+                when: cycle, bound: "quota")
         }
         let calendar = PeriodCalendar(zone: zone)
         let byName = Dictionary(grouping: slices, by: \.name)
@@ -186,19 +190,7 @@ public struct UsageTable: Sendable {
                 let of = "\(Units.bytes(limit.bytes)) (\(limit.bytes) B)"
                 let name = TerminalText.escaped(i.stored) + " \(limit.period.rawValue) limit"
                 let when = "\(limit.period.rawValue) \(period.label)"
-                if usedBytes > limit.bytes {
-                    verdict = max(verdict, .over)
-                    lines.append("OVER \(name): \(quality == .lowerBound ? "at least " : "")\(used) used of \(of), \(when).")
-                } else if quality == .lowerBound {
-                    verdict = max(verdict, .unknown)
-                    lines.append("UNKNOWN \(name): at least \(used) used of \(of), \(when): a lower bound under the limit cannot prove it is under.")
-                } else if staleWarning != nil {
-                    verdict = max(verdict, .unknown)
-                    lines.append(
-                        "UNKNOWN \(name): \(used) used of \(of) as of the last save, \(when): nothing saved since, so under cannot be proven.")
-                } else {
-                    lines.append("under \(name): \(used) used of \(of), \(when).")
-                }
+                judge(name, over: usedBytes > limit.bytes, lowerBound: quality == .lowerBound, used: used, of: of, when: when, bound: "limit")
             }
         }
         let stored = interfaces.map(\.stored)
