@@ -214,6 +214,8 @@ int cifm_rw_post(cifm_rw_client *client, const cifm_rw_request *request, cifm_rw
     }
     CURLcode code = rw.easy_perform(curl);
     rw.slist_free_all(headers);
+    curl_off_t uploaded = 0;
+    if (rw.easy_getinfo(curl, CURLINFO_SIZE_UPLOAD_T, &uploaded) == CURLE_OK) result->uploaded = (long long)uploaded;
     if (code != CURLE_OK) {
         snprintf(result->error, sizeof result->error, "%s", rw.easy_strerror(code));
         result->status = 0;

@@ -15,6 +15,12 @@ public struct RemoteWriteStatus: Sendable, Hashable {
     public var droppedQueueFull: UInt64 = 0
     /// Dropped because the receiver refused them (a 4xx other than 429).
     public var droppedRejected: UInt64 = 0
+    /// In a request posted again (after a failed try or a kill before its
+    /// acknowledgement) that the receiver refused: most likely it had them.
+    public var duplicate: UInt64 = 0
+    /// Bytes of snappy-compressed request bodies that went out (each try
+    /// counts, a part of one on an error).
+    public var sentBytes: UInt64 = 0
     /// Unix time of the last accepted request.
     public var lastSuccess: Double?
 
@@ -44,6 +50,16 @@ extension ExpositionWriter {
             labeledSample("ifmeter_remote_write_samples_dropped_total", [("reason", "queue_full"), ("url", s.url)], String(s.droppedQueueFull))
             labeledSample("ifmeter_remote_write_samples_dropped_total", [("reason", "rejected"), ("url", s.url)], String(s.droppedRejected))
         }
+        header(
+            "ifmeter_remote_write_samples_duplicate", .counter,
+            help:
+                "Samples in a request posted again (after a failed try, or a kill before its acknowledgement) that the receiver refused with a 400: most likely it had them from the earlier try. \(note)"
+        )
+        for s in statuses { labeledSample("ifmeter_remote_write_samples_duplicate_total", [("url", s.url)], String(s.duplicate)) }
+        header(
+            "ifmeter_remote_write_sent_bytes", .counter, unit: "bytes",
+            help: "Bytes of snappy-compressed request bodies sent to the receiver, each try counted: what pushing costs on the link, before HTTP and TLS. \(note)")
+        for s in statuses { labeledSample("ifmeter_remote_write_sent_bytes_total", [("url", s.url)], String(s.sentBytes)) }
         header(
             "ifmeter_remote_write_last_success_timestamp_seconds", .gauge, unit: "seconds",
             help: "Unix time of the last request the receiver accepted (0: none yet). \(note)")

@@ -12,7 +12,10 @@ import Synchronization
 /// payload; little-endian) and its payload: encoded WriteRequest
 /// `timeseries` entries, so the payloads of consecutive records are a
 /// request's body. `ack` (written atomically) names the segment and offset
-/// of the first record not yet sent. Opening reads every segment and cuts
+/// of the first record not yet sent and, while a request is in flight, the
+/// segment and end of that request: a batch posted once is posted again with
+/// the same bounds (after a failed try or a restart), so a copy the receiver
+/// already has is never joined to newer records it would refuse with it. Opening reads every segment and cuts
 /// each at its first record that is short or fails its CRC: a record half
 /// written when ifmeter was killed is never read back as data.
 ///
@@ -38,12 +41,17 @@ public final class DiskQueue: Sendable {
         var ackOffset: Int64 = 0
         var activeFD: Int32 = -1
         var droppedFull: UInt64 = 0
+        /// The segment and end of the batch posted and not yet acknowledged.
+        var inFlight: (sequence: UInt64, end: Int64)?
     }
 
     /// Consecutive records of one segment, their payloads joined.
     public struct Batch: Sendable {
         public var payload: [UInt8]
         public var samples: UInt64
+        /// Posted before (a failed try, or a kill before its `ack`): the
+        /// receiver may have it already.
+        public var resent: Bool
         let sequence: UInt64
         let end: Int64
     }
@@ -66,10 +74,11 @@ public final class DiskQueue: Sendable {
         var ackKnown = false
         if let text = readSmallFile(folder + "/ack") {
             let parts = text.split(whereSeparator: { $0 == " " || $0 == "\n" })
-            if parts.count == 2, let sequence = UInt64(parts[0]), let offset = Int64(parts[1]) {
+            if parts.count == 2 || parts.count == 4, let sequence = UInt64(parts[0]), let offset = Int64(parts[1]) {
                 s.ackSequence = sequence
                 s.ackOffset = offset
                 ackKnown = true
+                if parts.count == 4, let flying = UInt64(parts[2]), let end = Int64(parts[3]) { s.inFlight = (flying, end) }
             }
         }
         let sequences = listDirectory(folder).compactMap { name -> UInt64? in
@@ -222,14 +231,18 @@ public final class DiskQueue: Sendable {
     }
 
     private func writeAck(_ s: State) throws(SystemError) {
-        try AtomicFile.write(Array("\(s.ackSequence) \(s.ackOffset)\n".utf8), to: folder + "/ack")
+        let flying = s.inFlight.map { " \($0.sequence) \($0.end)" } ?? ""
+        try AtomicFile.write(Array("\(s.ackSequence) \(s.ackOffset)\(flying)\n".utf8), to: folder + "/ack")
     }
 
     /// The oldest unsent records of one segment, up to about `maxBytes`
-    /// (at least one record).
+    /// (at least one record); the batch in flight again when there is one.
     public func peek(maxBytes: Int) -> Batch? {
-        let picked = state.withLock { s -> (UInt64, [Record])? in
+        let picked = state.withLock { s -> (UInt64, [Record], Bool)? in
             guard let segment = s.segments.first(where: { !$0.records.isEmpty }) else { return nil }
+            if let flying = s.inFlight, flying.sequence == segment.sequence, segment.records[0].offset < flying.end {
+                return (segment.sequence, segment.records.filter { $0.offset < flying.end }, true)
+            }
             var records: [Record] = []
             var bytes: Int64 = 0
             for r in segment.records {
@@ -237,9 +250,9 @@ public final class DiskQueue: Sendable {
                 records.append(r)
                 bytes += r.length
             }
-            return (segment.sequence, records)
+            return (segment.sequence, records, false)
         }
-        guard let (sequence, records) = picked, let first = records.first, let last = records.last else { return nil }
+        guard let (sequence, records, resent) = picked, let first = records.first, let last = records.last else { return nil }
         let end = last.offset + last.length
         var raw = [UInt8](repeating: 0, count: Int(end - first.offset))
         let path = Self.path(folder, sequence)
@@ -254,7 +267,18 @@ public final class DiskQueue: Sendable {
             payload += raw[from..<Int(r.offset - first.offset + r.length)]
             samples += r.samples
         }
-        return Batch(payload: payload, samples: samples, sequence: sequence, end: end)
+        return Batch(payload: payload, samples: samples, resent: resent, sequence: sequence, end: end)
+    }
+
+    /// Records that `batch` is about to be posted (synced), unless it was
+    /// already: until it is acknowledged, `peek` gives it again with the
+    /// same bounds, in this process or after a restart.
+    public func markInFlight(_ batch: Batch) throws(SystemError) {
+        guard !batch.resent else { return }
+        try state.withLock { (s: inout State) throws(SystemError) in
+            s.inFlight = (batch.sequence, batch.end)
+            try writeAck(s)
+        }
     }
 
     /// Marks a batch sent (or refused): its records are not read again, and
@@ -268,6 +292,7 @@ public final class DiskQueue: Sendable {
             s.segments[index].records.removeAll { $0.offset < batch.end }
             guard s.segments[index].records.count < before else { return false }
             (s.ackSequence, s.ackOffset) = (batch.sequence, batch.end)
+            s.inFlight = nil
             // Whole segments behind the acknowledged point go.
             while let first = s.segments.first, first.records.isEmpty, s.segments.count > 1 {
                 _ = cifm_rw_unlink(Self.path(folder, first.sequence))

@@ -37,6 +37,8 @@ public final class RemoteWriter: Sendable {
         var sent: UInt64 = 0
         var retried: UInt64 = 0
         var rejected: UInt64 = 0
+        var duplicate: UInt64 = 0
+        var sentBytes: UInt64 = 0
         var lastSuccess: Double?
     }
 
@@ -75,6 +77,8 @@ public final class RemoteWriter: Sendable {
             status.sent = c.sent
             status.retried = c.retried
             status.droppedRejected = c.rejected
+            status.duplicate = c.duplicate
+            status.sentBytes = c.sentBytes
             status.lastSuccess = c.lastSuccess
         }
         return status
@@ -155,7 +159,14 @@ public final class RemoteWriter: Sendable {
             log("remote write \(label): snappy failed")
             return .retry(retryAfter: nil)
         }
+        do throws(SystemError) {
+            try queue.markInFlight(batch)
+        } catch {
+            log("remote write \(label): cannot record the request in flight: \(error.message); retrying")
+            return .retry(retryAfter: nil)
+        }
         let outcome = transport.post(body)
+        counts.withLock { $0.sentBytes += UInt64(max(0, outcome.uploadedBytes)) }
         switch RetryPolicy.classify(outcome) {
         case .sent:
             commit(batch)
@@ -164,6 +175,13 @@ public final class RemoteWriter: Sendable {
                 $0.lastSuccess = wallClock()
             }
             return .sent
+        case .drop where batch.resent && outcome.status == 400:
+            commit(batch)
+            counts.withLock { $0.duplicate += batch.samples }
+            log(
+                "remote write \(label): the receiver refused \(batch.samples) samples posted again (HTTP \(outcome.status): \(Self.oneLine(outcome.message))); most likely it had them from the earlier try"
+            )
+            return .drop
         case .drop:
             commit(batch)
             counts.withLock { $0.rejected += batch.samples }

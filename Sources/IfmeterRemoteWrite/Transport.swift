@@ -11,11 +11,15 @@ public struct PostOutcome: Sendable, Equatable {
     public var retryAfter: Double?
     /// The error, or the start of the response body.
     public var message: String
+    /// Bytes of the body that went out (all of it, part of it on an error,
+    /// none when no connection was made).
+    public var uploadedBytes: Int
 
-    public init(status: Int, retryAfter: Double? = nil, message: String = "") {
+    public init(status: Int, retryAfter: Double? = nil, message: String = "", uploadedBytes: Int = 0) {
         self.status = status
         self.retryAfter = retryAfter
         self.message = message
+        self.uploadedBytes = uploadedBytes
     }
 }
 
@@ -109,7 +113,9 @@ public final class CurlTransport: RemoteWriteTransport, @unchecked Sendable {
             }
         }
         let message = result.status == 0 ? Self.string(result.error) : Self.string(result.body)
-        return PostOutcome(status: Int(result.status), retryAfter: result.retry_after >= 0 ? result.retry_after : nil, message: message)
+        return PostOutcome(
+            status: Int(result.status), retryAfter: result.retry_after >= 0 ? result.retry_after : nil, message: message,
+            uploadedBytes: Int(result.uploaded))
     }
 
     static func string<T>(_ tuple: T) -> String {

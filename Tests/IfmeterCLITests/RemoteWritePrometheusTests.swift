@@ -1,6 +1,10 @@
 import Foundation
 import IfmeterCore
+import IfmeterRemoteWrite
+import IfmeterSampling
+import IfmeterServe
 import IfmeterTestSupport
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -161,6 +165,10 @@ struct RemoteWritePrometheusTests {
         #expect(queueBytes <= 1024 * 1024 && queueBytes > 512 * 1024, "\(queueBytes) bytes queued")
         #expect(try metric("ifmeter_remote_write_samples_retried_total{").map { $0 > 0 } == true)
         #expect(try metric("ifmeter_remote_write_samples_sent_total{") == 0)
+        #expect(try metric("ifmeter_remote_write_sent_bytes_total{") == 0, "no connection: no byte went out")
+        let text = try RawHTTP.request("/metrics", port: 49591, in: ns.name).text
+        let promtool = try run(["promtool", "check", "metrics"], input: text, allowFailure: true)
+        #expect(promtool.status == 0, "promtool on the remote write families: \(promtool.out)\(promtool.err)")
         // A receiver appears: what it gets starts after the dropped samples.
         let prometheus = try Receiver(dir: dir, ns: ns).start(port: port)
         defer { _ = prometheus.stop() }
@@ -172,4 +180,58 @@ struct RemoteWritePrometheusTests {
             "remote write full queue: \(dropped) samples dropped for room, \(queueBytes) bytes queued, earliest received ifmeter_samples_total \(start)"
         )
     }
+
+    /// A request Prometheus accepted just before a kill, whose `ack` was not
+    /// written: after the restart it is posted again alone (Prometheus
+    /// refuses the copy: out of order), and the samples queued since go in
+    /// the next request. Joined, Prometheus would refuse them all.
+    @Test func aRequestAcceptedBeforeAKillIsNotJoinedToNewerSamples() throws {
+        try Netns.requireRoot()
+        let ns = try TestNamespace()
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let port: UInt16 = 49593
+        let prometheus = try Receiver(dir: dir, ns: ns).start(port: port)
+        defer { _ = prometheus.stop() }
+        let url = "http://127.0.0.1:\(port)/api/v1/write"
+        _ = try waitFor("Prometheus to listen", timeout: 40) { try get(ns, "/api/v1/status/buildinfo", port: port) }
+        let t0 = Int64(Date().timeIntervalSince1970 * 1000) - 60_000
+        func record(_ n: Int) -> [UInt8] {
+            var out = ProtobufWriter()
+            RemoteWriteEncoding.appendTimeSeries(
+                to: &out, labels: [("__name__", "ifmeter_test_resend"), ("run", "1")], value: Double(n), timestampMs: t0 + Int64(n) * 1000)
+            return out.bytes
+        }
+        let queueFolder = dir + "/queue"
+        try RemoteWriteLibraries.load()
+        let transport = try CurlTransport(url: url, settings: RemoteWriteConfig(), userAgent: "ifmeter-test")
+        do {
+            let queue = try DiskQueue(folder: queueFolder, maxBytes: 1 << 20)
+            for n in 0..<5 { try queue.append(payload: record(n), samples: 1) }
+            let batch = try #require(queue.peek(maxBytes: 1 << 20))
+            try queue.markInFlight(batch)
+            let body = try #require(RemoteWriteLibraries.compress(batch.payload))
+            let outcome = try NetworkNamespace.perform(in: ns.name) { transport.post(body) }
+            #expect(outcome.status / 100 == 2, "accepted: \(outcome)")
+            // Samples go on being queued (in the same segment); then a kill
+            // before the commit.
+            for n in 5..<8 { try queue.append(payload: record(n), samples: 1) }
+        }
+        let queue = try DiskQueue(folder: queueFolder, maxBytes: 1 << 20)
+        for n in 8..<10 { try queue.append(payload: record(n), samples: 1) }
+        let lines = Mutex<[String]>([])
+        let writer = RemoteWriter(url: url, queue: queue, transport: transport, log: { line in lines.withLock { $0.append(line) } })
+        let first = try NetworkNamespace.perform(in: ns.name) { writer.sendOnce() }
+        let second = try NetworkNamespace.perform(in: ns.name) { writer.sendOnce() }
+        let third = try NetworkNamespace.perform(in: ns.name) { writer.sendOnce() }
+        let logged = lines.withLock { $0 }
+        #expect(first == .drop && second == .sent && third == .sent, "\([first, second, third]): \(logged)")
+        let status = writer.status
+        #expect(status.duplicate == 5 && status.droppedRejected == 0 && status.sent == 5, "\(status)")
+        #expect(status.sentBytes > 0, "libcurl's count of the bodies that went out")
+        let values = try samples(ns, #"ifmeter_test_resend{run="1"}"#, range: 120, at: Date().timeIntervalSince1970, port: port).map(\.1)
+        #expect(values == (0..<10).map(Double.init), "every sample once, none lost: \(values)")
+        print("remote write re-post after a kill: \(logged.joined(separator: " | "))")
+    }
 }
+

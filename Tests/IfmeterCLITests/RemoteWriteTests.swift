@@ -170,6 +170,68 @@ import Testing
         #expect(try DiskQueue(folder: dir + "/c", maxBytes: 1 << 20).counts.samples == 1)
     }
 
+    @Test func aBatchInFlightAtAKillIsPostedAgainAloneWithItsBounds() throws {
+        let dir = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let folder = dir + "/q"
+        do {
+            let queue = try DiskQueue(folder: folder, maxBytes: 1 << 20)
+            for n in 0..<5 { try queue.append(payload: Self.payload(n, size: 100), samples: 1) }
+            let batch = try #require(queue.peek(maxBytes: 1 << 20))
+            #expect(batch.samples == 5 && !batch.resent)
+            try queue.markInFlight(batch)
+            // Posted and accepted; more queued in the same segment, then a
+            // kill before the commit.
+            for n in 5..<8 { try queue.append(payload: Self.payload(n, size: 100), samples: 1) }
+        }
+        let reopened = try DiskQueue(folder: folder, maxBytes: 1 << 20)
+        for n in 8..<10 { try reopened.append(payload: Self.payload(n, size: 100), samples: 1) }
+        let again = try #require(reopened.peek(maxBytes: 1 << 20))
+        #expect(again.resent && again.samples == 5, "the request in flight again, without the records queued since")
+        #expect(stride(from: 0, to: again.payload.count, by: 100).map { again.payload[$0] } == [0, 1, 2, 3, 4])
+        try reopened.markInFlight(again)
+        try reopened.commit(again)
+        var rest: [UInt8] = []
+        while let next = reopened.peek(maxBytes: 1 << 20) {
+            #expect(!next.resent)
+            rest += stride(from: 0, to: next.payload.count, by: 100).map { next.payload[$0] }
+            try reopened.commit(next)
+        }
+        #expect(rest == [5, 6, 7, 8, 9])
+        #expect(try DiskQueue(folder: folder, maxBytes: 1 << 20).peek(maxBytes: 1 << 20) == nil, "acknowledged: nothing in flight after a restart")
+    }
+
+    @Test func aRefusedRepostIsCountedAsADuplicateNotADrop() throws {
+        try RemoteWriteLibraries.load()
+        let dir = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // A timeout after the receiver took the request; then it refuses the copy.
+        let transport = ScriptedTransport([
+            PostOutcome(status: 0, message: "Operation timed out"), PostOutcome(status: 400, message: "out of order sample"),
+            PostOutcome(status: 0, message: "Connection reset"), PostOutcome(status: 401, message: "Unauthorized"),
+        ])
+        let writer = RemoteWriter(
+            url: "http://example:9090/api/v1/write", queue: try DiskQueue(folder: dir + "/q", maxBytes: 1 << 20), transport: transport,
+            batchBytes: 1, log: { _ in })
+        writer.enqueue(payload: Self.request(), samples: 2)
+        writer.enqueue(payload: Self.request(), samples: 2)
+        // Queued after the first post: not joined to its copy.
+        #expect(writer.sendOnce() == .retry(retryAfter: nil))
+        writer.enqueue(payload: Self.request(), samples: 2)
+        #expect(writer.sendOnce() == .drop)
+        #expect(writer.status.duplicate == 2 && writer.status.droppedRejected == 0)
+        // Any other refusal of a copy is a refusal.
+        #expect(writer.sendOnce() == .retry(retryAfter: nil))
+        #expect(writer.sendOnce() == .drop)
+        #expect(writer.sendOnce() == .sent)
+        #expect(writer.sendOnce() == nil)
+        let status = writer.status
+        #expect(status.duplicate == 2 && status.droppedRejected == 2 && status.sent == 2)
+        let bodies = transport.bodies.withLock { $0 }
+        #expect(bodies.count == 5 && bodies[0] == bodies[1], "the copy is byte for byte the first post")
+        #expect(status.sentBytes == UInt64(bodies[1].count + bodies[3].count + bodies[4].count), "what went out, each try: \(status.sentBytes)")
+    }
+
     @Test func retryClassification() {
         for status in [200, 204] { #expect(RetryPolicy.classify(PostOutcome(status: status)) == .sent) }
         for status in [0, 429, 500, 502, 503, 599] { #expect(RetryPolicy.classify(PostOutcome(status: status)) == .retry, "\(status)") }
@@ -189,7 +251,10 @@ import Testing
         init(_ script: [PostOutcome]) { self.script = Mutex(script) }
         func post(_ body: [UInt8]) -> PostOutcome {
             bodies.withLock { $0.append(body) }
-            return script.withLock { $0.isEmpty ? PostOutcome(status: 200) : $0.removeFirst() }
+            var outcome = script.withLock { $0.isEmpty ? PostOutcome(status: 200) : $0.removeFirst() }
+            // What a receiver that answered got; none for a failed connection.
+            if outcome.status != 0 { outcome.uploadedBytes = body.count }
+            return outcome
         }
     }
 

@@ -41,6 +41,7 @@ typedef struct cifm_rw_result {
     double retry_after;          // seconds, or -1 when absent
     char error[256];             // libcurl's message when status is 0
     char body[256];              // the start of the response body
+    long long uploaded;          // bytes of the body libcurl sent, even on an error
 } cifm_rw_result;
 
 typedef struct cifm_rw_client cifm_rw_client;
