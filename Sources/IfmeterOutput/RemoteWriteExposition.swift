@@ -58,7 +58,9 @@ extension ExpositionWriter {
         for s in statuses { labeledSample("ifmeter_remote_write_samples_duplicate_total", [("url", s.url)], String(s.duplicate)) }
         header(
             "ifmeter_remote_write_sent_bytes", .counter, unit: "bytes",
-            help: "Bytes of snappy-compressed request bodies sent to the receiver, each try counted: what pushing costs on the link, before HTTP and TLS. \(note)")
+            help:
+                "Bytes of snappy-compressed request bodies sent to the receiver, each try counted: what pushing costs on the link, before HTTP and TLS. \(note)"
+        )
         for s in statuses { labeledSample("ifmeter_remote_write_sent_bytes_total", [("url", s.url)], String(s.sentBytes)) }
         header(
             "ifmeter_remote_write_last_success_timestamp_seconds", .gauge, unit: "seconds",

@@ -234,4 +234,3 @@ struct RemoteWritePrometheusTests {
         print("remote write re-post after a kill: \(logged.joined(separator: " | "))")
     }
 }
-
