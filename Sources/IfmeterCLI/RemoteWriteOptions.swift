@@ -11,8 +11,11 @@ struct RemoteWriteOptions {
     static let specs: [OptionSpec] = [
         OptionSpec(
             "--remote-write", value: "url",
-            help: "Also push every sample's series to this Prometheus Remote-Write 1.0 receiver (such as http://prometheus:9090/api/v1/write).",
+            help: "Also push the series to this Prometheus Remote-Write 1.0 receiver (such as http://prometheus:9090/api/v1/write).",
             repeatable: true),
+        OptionSpec(
+            "--remote-write-interval", value: "duration",
+            help: "Time between pushes, as a scrape interval (a sample each, stamped with its time; at most one per --interval).", default: "15s"),
         OptionSpec(
             "--remote-write-queue", value: "dir",
             help: "Where unsent samples wait on disk, a folder per receiver (default: beside --state, STATE.remote-write)."),
@@ -28,6 +31,7 @@ struct RemoteWriteOptions {
     ]
 
     var urls: [String]
+    var interval: Double
     var queueFolder: String
     var queueMax: UInt64
     var settings: RemoteWriteConfig
@@ -36,7 +40,8 @@ struct RemoteWriteOptions {
     init?(_ p: ParsedArguments, statePath: String?) throws(CLIError) {
         let urls = p.list("--remote-write")
         guard !urls.isEmpty else {
-            for option in ["--remote-write-queue", "--remote-write-queue-max", "--remote-write-config", "--external-label"] where p.has(option) {
+            for option in ["--remote-write-interval", "--remote-write-queue", "--remote-write-queue-max", "--remote-write-config", "--external-label"]
+            where p.has(option) {
                 throw p.usage("'\(option)' needs '--remote-write URL'")
             }
             return nil
@@ -46,6 +51,7 @@ struct RemoteWriteOptions {
                 "invalid value '\(url)' for '--remote-write <url>': expected an http:// or https:// URL, like http://prometheus:9090/api/v1/write")
         }
         self.urls = urls
+        interval = try CommonOptions.duration(p, "--remote-write-interval", default: 15)
         guard let folder = p.value("--remote-write-queue") ?? statePath.map({ $0 + ".remote-write" }) else {
             throw p.usage(
                 "'--remote-write' keeps unsent samples on disk: give '--state FILE' (the queue goes beside it) or '--remote-write-queue DIR'")
@@ -103,7 +109,7 @@ struct RemoteWriteOptions {
                 throw .runtime("cannot start remote write to \(RemoteWriter.withoutCredentials(url)) (queue \(folder)): \(error.message)")
             }
         }
-        let feed = RemoteWriteFeed(cache: cache, writers: writers, externalLabels: settings.externalLabels)
+        let feed = RemoteWriteFeed(cache: cache, writers: writers, externalLabels: settings.externalLabels, every: interval)
         pipeline.add(enricher: feed)
         pipeline.add(sink: feed)
         return writers

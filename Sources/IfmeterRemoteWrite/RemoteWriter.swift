@@ -210,19 +210,35 @@ public final class RemoteWriter: Sendable {
     }
 }
 
-/// Pushes every sample's series (those a scrape of the cache gets) to each
-/// writer's queue. Add it as an enricher (it shows the writers' status in
-/// the exposition) and as a sink after the scrape feed.
+/// Pushes the series a scrape of the cache gets to each writer's queue:
+/// the first sample of every `every` seconds of wall time (slots aligned to
+/// the Unix epoch, as a scrape interval; every sample when `every` is not
+/// longer than the sampling interval). Add it as an enricher (it shows the
+/// writers' status in the exposition) and as a sink after the scrape feed.
 public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
     let cache: ScrapeCache
     public let writers: [RemoteWriter]
     let externalLabels: [(String, String)]
+    let every: Double
+    private let lastSlot = Mutex<Double?>(nil)
 
-    public init(cache: ScrapeCache, writers: [RemoteWriter], externalLabels: [(String, String)]) {
+    public init(cache: ScrapeCache, writers: [RemoteWriter], externalLabels: [(String, String)], every: Double = 0) {
         self.cache = cache
         self.writers = writers
         self.externalLabels = externalLabels
+        self.every = every
         cache.setRemoteWrite(writers.map(\.status))
+    }
+
+    /// Whether the sample at `wallTime` is pushed: the first of its slot.
+    public func due(_ wallTime: Double) -> Bool {
+        guard every > 0 else { return true }
+        let slot = (wallTime / every).rounded(.down)
+        return lastSlot.withLock { last in
+            guard last != slot else { return false }
+            last = slot
+            return true
+        }
     }
 
     public func enrich(_ update: borrowing PipelineUpdate) {
@@ -230,7 +246,7 @@ public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
     }
 
     public func receive(_ update: borrowing PipelineUpdate) {
-        guard case .sampled = update.outcome else { return }
+        guard case .sampled = update.outcome, due(update.wallTime) else { return }
         let (payload, count) = encode(timestampMs: Int64((update.wallTime * 1000).rounded()))
         for writer in writers { writer.enqueue(payload: payload, samples: count) }
     }

@@ -381,6 +381,97 @@ func scrapeBenchmark(_ namespace: String, interfaces count: Int, binary: String)
     fflush(nil)
 }
 
+/// Remote write beside serve's scrape at this size, both at a 1 s interval
+/// over the same window (IFMETER_BENCH_PUSH_SECONDS, default 20 s): serve
+/// scraped once per sample with gzip, as a Prometheus at 1 s does, and
+/// serve `--listen none --remote-write` to a minimal receiver (this
+/// benchmark's, answering 204) in the namespace. CPU is the process's over
+/// the window per sample; on the wire is what the socket carried at the
+/// HTTP level (headers and bodies), per sample and per series sample.
+func pushBenchmark(_ namespace: String, interfaces count: Int, binary: String) {
+    let seconds = getenv("IFMETER_BENCH_PUSH_SECONDS").flatMap { Double(String(cString: $0)) } ?? 20
+    let scrapePort: UInt16 = 9875
+    let receiverPort: UInt16 = 9876
+    let request = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n"
+    let plainRequest = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    func get(_ text: String, body: UnsafeMutablePointer<CChar>? = nil, capacity: Int = 0) -> (total: Int, body: Int) {
+        var bodyBytes: Int64 = 0
+        let total =
+            (try? NetworkNamespace.perform(in: namespace) { cifm_bench_http_get(scrapePort, text, body, capacity, &bodyBytes) }) ?? -1
+        if total < 0 { fail("GET /metrics on port \(scrapePort) failed") }
+        return (Int(total), Int(bodyBytes))
+    }
+    // Scraped once per interval.
+    let serve = spawnBackground(["ip", "netns", "exec", namespace, binary, "serve", "--listen", "127.0.0.1:\(scrapePort)", "--interval", "1s"])
+    waitForPort(namespace, scrapePort)
+    usleep(2_000_000)
+    let capacity = 64 << 20
+    let text = UnsafeMutablePointer<CChar>.allocate(capacity: capacity)
+    defer { text.deallocate() }
+    _ = get(plainRequest, body: text, capacity: capacity)
+    let series = String(cString: text).split(separator: "\n").filter { !$0.hasPrefix("#") }.count
+    _ = get(request)
+    var wire = 0, bodies = 0, scrapes = 0
+    let c0 = processUsage(serve).cpu, t0 = now()
+    while now() - t0 < seconds {
+        let round = now()
+        let got = get(request)
+        wire += got.total
+        bodies += got.body
+        scrapes += 1
+        let left = 1 - (now() - round)
+        if left > 0 { usleep(UInt32(left * 1e6)) }
+    }
+    let scrapeSeconds = now() - t0, scrapeCPU = processUsage(serve).cpu - c0
+    stopBackground(serve)
+
+    // Pushed to a receiver that answers 204.
+    let fd = (try? NetworkNamespace.perform(in: namespace) { cifm_bench_listen(receiverPort) }) ?? -1
+    guard fd >= 0, let sink = cifm_bench_sink_start(fd) else { fail("cannot listen on port \(receiverPort) in \(namespace)") }
+    // The queue on disk, where its writes are counted.
+    guard let queue = mkdtemp(strdup("/var/tmp/ifmbench-push-XXXXXX")).map({ String(cString: $0) }) else { fail("mkdtemp failed") }
+    defer { spawn(["rm", "-rf", queue]) }
+    let pusher = spawnBackground([
+        "ip", "netns", "exec", namespace, binary, "serve", "--listen", "none", "--interval", "1s", "--remote-write-queue", queue,
+        "--remote-write", "http://127.0.0.1:\(receiverPort)/api/v1/write", "--remote-write-interval", "1s",
+    ])
+    defer { stopBackground(pusher) }
+    func counts() -> (bytes: Int, bodies: Int, requests: Int) {
+        var bytes: Int64 = 0, bodies: Int64 = 0, requests = 0
+        cifm_bench_sink_counts(sink, &bytes, &bodies, &requests)
+        return (Int(bytes), Int(bodies), requests)
+    }
+    let warm = now()
+    while counts().requests < 3 {
+        if now() - warm > 30 { fail("the remote write receiver got \(counts().requests) requests in 30 s") }
+        usleep(100_000)
+    }
+    let before = counts(), p0 = processUsage(pusher).cpu, w0 = writeBytes(pusher), s0 = now()
+    usleep(UInt32(seconds * 1e6))
+    let after = counts(), pushCPU = processUsage(pusher).cpu - p0, written = writeBytes(pusher) - w0, pushSeconds = now() - s0
+    let requests = after.requests - before.requests
+    // One sample per second: the requests carry pushSeconds samples.
+    let samples = pushSeconds
+    print("")
+    print(
+        "remote write beside serve's scrape at \(count) interfaces: 1 s interval, \(Units.duration(seconds)), \(series) series per sample")
+    print("  " + "".padding(44) + "CPU ms/sample".leftPadding(14) + "wire KiB/sample".leftPadding(17) + "B/series".leftPadding(10))
+    func row(_ name: String, cpu: Double, wire: Double, note: String) {
+        print(
+            "  " + name.padding(44) + Units.fixed(cpu * 1000, 2).leftPadding(14) + Units.fixed(wire / 1024, 1).leftPadding(17)
+                + Units.fixed(wire / Double(max(series, 1)), 2).leftPadding(10) + "  " + note)
+    }
+    row(
+        "serve, scraped every 1 s (gzip)", cpu: scrapeCPU / scrapeSeconds, wire: Double(wire) / Double(max(scrapes, 1)),
+        note: "\(scrapes) scrapes; body \(Units.fixed(Double(bodies) / Double(max(scrapes, 1)) / 1024, 1)) KiB gzip")
+    row(
+        "serve --listen none --remote-write", cpu: pushCPU / samples, wire: Double(after.bytes - before.bytes) / samples,
+        note:
+            "\(requests) requests; body \(Units.fixed(Double(after.bodies - before.bodies) / samples / 1024, 1)) KiB snappy; queue writes \(Units.fixed(Double(written) * 3600 / pushSeconds / 1_048_576, 0)) MiB/h"
+    )
+    fflush(nil)
+}
+
 /// What `ifmeter serve` costs before any interface: in a namespace with
 /// only lo, after a scrape of each kind. The part of its memory that does
 /// not grow with interfaces (its code, libc, libmicrohttpd and GnuTLS).
@@ -717,6 +808,16 @@ if CommandLine.arguments.count == 5, CommandLine.arguments[1] == "--profile", Co
     exit(0)
 }
 
+// `ifmeter-bench --profile push SIZE`: remote write beside serve's scrape
+// alone, at SIZE interfaces.
+if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "--profile", CommandLine.arguments[2] == "push",
+    let size = Int(CommandLine.arguments[3])
+{
+    let pairs = grow(to: size, from: 0)
+    pushBenchmark(namespace, interfaces: 1 + 2 * pairs, binary: binaryDirectory() + "/ifmeter")
+    exit(0)
+}
+
 // `ifmeter-bench --profile LOOP SIZE ROUNDS`: only that loop (serve, export,
 // live or engine), ROUNDS times at SIZE interfaces, for a profiler.
 if CommandLine.arguments.count == 5, CommandLine.arguments[1] == "--profile",
@@ -875,6 +976,9 @@ for target in targets {
     }
     if target >= 1000, getenv("IFMETER_BENCH_NO_SCRAPE") == nil {
         scrapeBenchmark(namespace, interfaces: count, binary: binaryDirectory() + "/ifmeter")
+    }
+    if target == 1000, getenv("IFMETER_BENCH_NO_PUSH") == nil {
+        pushBenchmark(namespace, interfaces: count, binary: binaryDirectory() + "/ifmeter")
     }
     if target == targets.last {
         // Peak RSS of a whole `ifmeter sample` run at this size.

@@ -150,7 +150,7 @@ import Glibc
             if option == "--save-every" { run.arguments += ["--state", "{dir}/s.db"] }
             // A queue's bound needs a receiver: one on the namespace's
             // loopback where nothing listens.
-            if option == "--remote-write-queue-max" {
+            if option == "--remote-write-queue-max" || option == "--remote-write-interval" {
                 run.arguments += ["--remote-write", "http://127.0.0.1:9/api/v1/write", "--remote-write-queue", "{dir}/q"]
             }
             run.inNamespace = true

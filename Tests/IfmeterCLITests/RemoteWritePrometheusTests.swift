@@ -75,7 +75,7 @@ struct RemoteWritePrometheusTests {
         defer { _ = prometheus?.stop() }
         let serveArguments = [
             "ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--listen", "none", "--interval", "1s", "--state", dir + "/state.db",
-            "--remote-write", "http://127.0.0.1:\(Self.prometheusPort)/api/v1/write", "--external-label", "host=test1",
+            "--remote-write", "http://127.0.0.1:\(Self.prometheusPort)/api/v1/write", "--remote-write-interval", "1s", "--external-label", "host=test1",
         ]
         var serve = try Background(serveArguments, name: "serve")
         defer { _ = serve.stop() }
@@ -149,7 +149,7 @@ struct RemoteWritePrometheusTests {
             [
                 "ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:49591", "--interval", "100ms",
                 "--remote-write-queue", dir + "/queue", "--remote-write-queue-max", "1MiB",
-                "--remote-write", "http://127.0.0.1:\(port)/api/v1/write",
+                "--remote-write", "http://127.0.0.1:\(port)/api/v1/write", "--remote-write-interval", "100ms",
             ], name: "serve")
         defer { _ = serve.stop() }
         func metric(_ name: String) throws -> Double? {

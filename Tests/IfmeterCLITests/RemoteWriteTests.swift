@@ -2,6 +2,7 @@ import Foundation
 import IfmeterCore
 import IfmeterOutput
 import IfmeterRemoteWrite
+import IfmeterServe
 import IfmeterSystem
 import IfmeterTestSupport
 import Synchronization
@@ -230,6 +231,19 @@ import Testing
         let bodies = transport.bodies.withLock { $0 }
         #expect(bodies.count == 5 && bodies[0] == bodies[1], "the copy is byte for byte the first post")
         #expect(status.sentBytes == UInt64(bodies[1].count + bodies[3].count + bodies[4].count), "what went out, each try: \(status.sentBytes)")
+    }
+
+    @Test func pushesTheFirstSampleOfEachIntervalAlignedToTheEpoch() throws {
+        let cache = ScrapeCache(families: .ifmeter, version: "test", interval: 1)
+        let feed = RemoteWriteFeed(cache: cache, writers: [], externalLabels: [], every: 15)
+        // 1_700_000_010 is a multiple of 15: slots start there, 15 s apart.
+        let times = (0..<60).map { 1_700_000_010.2 + Double($0) }
+        let pushed = times.filter { feed.due($0) }.map { ($0 - 1_700_000_010).rounded() }
+        #expect(pushed == [0, 15, 30, 45], "the first sample of each slot: \(pushed)")
+        let every = RemoteWriteFeed(cache: cache, writers: [], externalLabels: [], every: 0)
+        #expect(times.allSatisfy { every.due($0) })
+        // A clock set back is a slot of its own, not a silence.
+        #expect(feed.due(1_700_000_000.5))
     }
 
     @Test func retryClassification() {

@@ -31,6 +31,25 @@ long cifm_raw_event_drain(int fd, void *buf, size_t len, long *overruns);
 /// Opens a NETLINK_ROUTE socket for the raw loops, with a receive buffer
 /// of `rcvbuf` bytes. Returns the descriptor or -1.
 int cifm_raw_netlink_open(int rcvbuf);
+
+/// A listening TCP socket on 127.0.0.1:`port` (in the calling thread's
+/// namespace), or -1.
+int cifm_bench_listen(uint16_t port);
+
+/// A minimal HTTP/1.1 receiver for the remote write benchmark, on its own
+/// thread: it reads each request on `listening_fd` (headers, a
+/// Content-Length body), answers 204 and counts what it read.
+typedef struct cifm_bench_sink cifm_bench_sink;
+cifm_bench_sink *cifm_bench_sink_start(int listening_fd);
+
+/// Bytes read (headers and bodies), body bytes, and requests, so far.
+void cifm_bench_sink_counts(cifm_bench_sink *sink, long long *bytes, long long *body_bytes, long *requests);
+
+/// Sends `request` (a whole HTTP request, `Connection: close`) to
+/// 127.0.0.1:`port` and reads the response to its end: returns every byte
+/// read (-1 on a failure), the body's size in *body_bytes, and the start
+/// of the body, NUL-terminated, in `body`.
+long long cifm_bench_http_get(uint16_t port, const char *request, char *body, size_t body_len, long long *body_bytes);
 #endif
 
 #endif
