@@ -40,7 +40,9 @@ struct RemoteWriteOptions {
     init?(_ p: ParsedArguments, statePath: String?) throws(CLIError) {
         let urls = p.list("--remote-write")
         guard !urls.isEmpty else {
-            for option in ["--remote-write-interval", "--remote-write-queue", "--remote-write-queue-max", "--remote-write-config", "--external-label"]
+            for option in [
+                "--remote-write-interval", "--remote-write-queue", "--remote-write-queue-max", "--remote-write-config", "--external-label",
+            ]
             where p.has(option) {
                 throw p.usage("'\(option)' needs '--remote-write URL'")
             }

@@ -75,7 +75,8 @@ struct RemoteWritePrometheusTests {
         defer { _ = prometheus?.stop() }
         let serveArguments = [
             "ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--listen", "none", "--interval", "1s", "--state", dir + "/state.db",
-            "--remote-write", "http://127.0.0.1:\(Self.prometheusPort)/api/v1/write", "--remote-write-interval", "1s", "--external-label", "host=test1",
+            "--remote-write", "http://127.0.0.1:\(Self.prometheusPort)/api/v1/write", "--remote-write-interval", "1s", "--external-label",
+            "host=test1",
         ]
         var serve = try Background(serveArguments, name: "serve")
         defer { _ = serve.stop() }
