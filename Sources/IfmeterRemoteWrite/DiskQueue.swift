@@ -8,10 +8,10 @@ import Synchronization
 ///
 /// A folder of segments, `NNNNNNNNNNNNNNNNNNNN.seg`, each a run of records
 /// appended and fdatasync()ed one at a time. A record is a 16-byte header
-/// (magic `IFQ1`, payload length, sample count, CRC-32 of count and
-/// payload; little-endian) and its payload: encoded WriteRequest
-/// `timeseries` entries, so the payloads of consecutive records are a
-/// request's body. `ack` (written atomically) names the segment and offset
+/// (magic `IFQ2`, payload length, sample count, CRC-32 of count and
+/// payload; little-endian) and its payload: for remote write, one push's
+/// WriteRequest `timeseries` entries as a snappy block (the queue itself
+/// does not look inside). `ack` (written atomically) names the segment and offset
 /// of the first record not yet sent and, while a request is in flight, the
 /// segment and end of that request: a batch posted once is posted again with
 /// the same bounds (after a failed try or a restart), so a copy the receiver
@@ -45,9 +45,12 @@ public final class DiskQueue: Sendable {
         var inFlight: (sequence: UInt64, end: Int64)?
     }
 
-    /// Consecutive records of one segment, their payloads joined.
+    /// Consecutive records of one segment.
     public struct Batch: Sendable {
-        public var payload: [UInt8]
+        /// Each record's payload, oldest first.
+        public var payloads: [[UInt8]]
+        /// The payloads joined.
+        public var payload: [UInt8] { Array(payloads.joined()) }
         public var samples: UInt64
         /// Posted before (a failed try, or a kill before its `ack`): the
         /// receiver may have it already.
@@ -57,7 +60,7 @@ public final class DiskQueue: Sendable {
     }
 
     public static let headerBytes = 16
-    static let magic: [UInt8] = Array("IFQ1".utf8)
+    static let magic: [UInt8] = Array("IFQ2".utf8)
 
     public let folder: String
     public let maxBytes: Int64
@@ -259,15 +262,15 @@ public final class DiskQueue: Sendable {
         let got = raw.withUnsafeMutableBytes { cifm_rw_read(path, first.offset, $0.baseAddress, $0.count) }
         // Dropped for room meanwhile: the next peek finds what is left.
         guard got == Int64(raw.count) else { return nil }
-        var payload: [UInt8] = []
-        payload.reserveCapacity(raw.count)
+        var payloads: [[UInt8]] = []
+        payloads.reserveCapacity(records.count)
         var samples: UInt64 = 0
         for r in records {
             let from = Int(r.offset - first.offset) + Self.headerBytes
-            payload += raw[from..<Int(r.offset - first.offset + r.length)]
+            payloads.append(Array(raw[from..<Int(r.offset - first.offset + r.length)]))
             samples += r.samples
         }
-        return Batch(payload: payload, samples: samples, resent: resent, sequence: sequence, end: end)
+        return Batch(payloads: payloads, samples: samples, resent: resent, sequence: sequence, end: end)
     }
 
     /// Records that `batch` is about to be posted (synced), unless it was

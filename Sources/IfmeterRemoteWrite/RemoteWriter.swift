@@ -84,11 +84,15 @@ public final class RemoteWriter: Sendable {
         return status
     }
 
-    /// Queues one sample's series (synced to disk before it returns) and
-    /// wakes the sender.
+    /// Queues one push's series (snappy-compressed, synced to disk before it
+    /// returns) and wakes the sender.
     public func enqueue(payload: [UInt8], samples: UInt32) {
+        guard let compressed = RemoteWriteLibraries.compress(payload) else {
+            log("remote write \(label): snappy failed; \(samples) samples not queued")
+            return
+        }
         do throws(SystemError) {
-            try queue.append(payload: payload, samples: samples)
+            try queue.append(payload: compressed, samples: samples)
         } catch {
             log("remote write \(label): cannot queue \(samples) samples: \(error.message)")
         }
@@ -155,7 +159,7 @@ public final class RemoteWriter: Sendable {
     /// Sends the oldest batch once; nil when nothing waits.
     public func sendOnce() -> Attempt? {
         guard let batch = queue.peek(maxBytes: batchBytes) else { return nil }
-        guard let body = RemoteWriteLibraries.compress(batch.payload) else {
+        guard let body = Self.body(batch) else {
             log("remote write \(label): snappy failed")
             return .retry(retryAfter: nil)
         }
@@ -195,6 +199,18 @@ public final class RemoteWriter: Sendable {
             log("remote write \(label): \(what); retrying")
             return .retry(retryAfter: outcome.retryAfter)
         }
+    }
+
+    /// A request's body: the one record's snappy block as it is, or the
+    /// records' series joined into one block.
+    public static func body(_ batch: DiskQueue.Batch) -> [UInt8]? {
+        if batch.payloads.count == 1 { return batch.payloads[0] }
+        var joined: [UInt8] = []
+        for part in batch.payloads {
+            guard let series = RemoteWriteLibraries.uncompress(part) else { return nil }
+            joined += series
+        }
+        return RemoteWriteLibraries.compress(joined)
     }
 
     private func commit(_ batch: DiskQueue.Batch) {

@@ -173,9 +173,11 @@ struct RemoteWritePrometheusTests {
         // A receiver appears: what it gets starts after the dropped samples.
         let prometheus = try Receiver(dir: dir, ns: ns).start(port: port)
         defer { _ = prometheus.stop() }
-        let start = try waitFor("the queue to reach the receiver", timeout: 60) { () -> Double? in
+        let reached = try? waitFor("the queue to reach the receiver", timeout: 120) { () -> Double? in
             try samples(ns, "ifmeter_samples_total", range: 600, at: Date().timeIntervalSince1970, port: port).first?.1
         }
+        let start = try #require(
+            reached, "no sample reached the receiver; serve said: \(serve.log.suffix(2000)); prometheus: \(prometheus.log.suffix(2000))")
         #expect(start > 1, "the oldest samples (ifmeter_samples_total from 1) went first: the earliest received is \(start)")
         print(
             "remote write full queue: \(dropped) samples dropped for room, \(queueBytes) bytes queued, earliest received ifmeter_samples_total \(start)"
@@ -201,17 +203,18 @@ struct RemoteWritePrometheusTests {
             var out = ProtobufWriter()
             RemoteWriteEncoding.appendTimeSeries(
                 to: &out, labels: [("__name__", "ifmeter_test_resend"), ("run", "1")], value: Double(n), timestampMs: t0 + Int64(n) * 1000)
-            return out.bytes
+            // Queued as the writer queues: a snappy block.
+            return RemoteWriteLibraries.compress(out.bytes) ?? []
         }
-        let queueFolder = dir + "/queue"
         try RemoteWriteLibraries.load()
+        let queueFolder = dir + "/queue"
         let transport = try CurlTransport(url: url, settings: RemoteWriteConfig(), userAgent: "ifmeter-test")
         do {
             let queue = try DiskQueue(folder: queueFolder, maxBytes: 1 << 20)
             for n in 0..<5 { try queue.append(payload: record(n), samples: 1) }
             let batch = try #require(queue.peek(maxBytes: 1 << 20))
             try queue.markInFlight(batch)
-            let body = try #require(RemoteWriteLibraries.compress(batch.payload))
+            let body = try #require(RemoteWriter.body(batch))
             let outcome = try NetworkNamespace.perform(in: ns.name) { transport.post(body) }
             #expect(outcome.status / 100 == 2, "accepted: \(outcome)")
             // Samples go on being queued (in the same segment); then a kill

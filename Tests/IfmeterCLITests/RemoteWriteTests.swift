@@ -246,6 +246,22 @@ import Testing
         #expect(feed.due(1_700_000_000.5))
     }
 
+    @Test func queuedPushesAreSnappyBlocksJoinedIntoOneRequest() throws {
+        try RemoteWriteLibraries.load()
+        let dir = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let transport = ScriptedTransport([])
+        let queue = try DiskQueue(folder: dir + "/q", maxBytes: 1 << 20)
+        let writer = RemoteWriter(url: "http://example/api/v1/write", queue: queue, transport: transport, log: { _ in })
+        for _ in 0..<3 { writer.enqueue(payload: Self.request(), samples: 2) }
+        let raw = Self.request().count
+        #expect(queue.counts.bytes < UInt64(3 * (raw + DiskQueue.headerBytes)), "compressed on disk: \(queue.counts.bytes) bytes")
+        #expect(writer.sendOnce() == .sent)
+        let bodies = transport.bodies.withLock { $0 }
+        #expect(bodies.count == 1 && RemoteWriteLibraries.uncompress(bodies[0]) == Self.request() + Self.request() + Self.request())
+        #expect(writer.status.sent == 6)
+    }
+
     @Test func retryClassification() {
         for status in [200, 204] { #expect(RetryPolicy.classify(PostOutcome(status: status)) == .sent) }
         for status in [0, 429, 500, 502, 503, 599] { #expect(RetryPolicy.classify(PostOutcome(status: status)) == .retry, "\(status)") }
