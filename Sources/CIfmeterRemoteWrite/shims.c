@@ -176,6 +176,10 @@ int cifm_rw_post(cifm_rw_client *client, const cifm_rw_request *request, cifm_rw
     CURL *curl = client->curl;
     rw.easy_reset(curl);
     response_state state = {result, 0};
+    // libcurl's detailed message ("SSL certificate problem: ..."), where
+    // curl_easy_strerror only names the error's kind.
+    char detail[CURL_ERROR_SIZE] = {0};
+    rw.easy_setopt(curl, CURLOPT_ERRORBUFFER, detail);
     struct curl_slist *headers = NULL;
     headers = rw.slist_append(headers, "Content-Encoding: snappy");
     headers = rw.slist_append(headers, "Content-Type: application/x-protobuf");
@@ -217,10 +221,12 @@ int cifm_rw_post(cifm_rw_client *client, const cifm_rw_request *request, cifm_rw
     curl_off_t uploaded = 0;
     if (rw.easy_getinfo(curl, CURLINFO_SIZE_UPLOAD_T, &uploaded) == CURLE_OK) result->uploaded = (long long)uploaded;
     if (code != CURLE_OK) {
-        snprintf(result->error, sizeof result->error, "%s", rw.easy_strerror(code));
+        snprintf(result->error, sizeof result->error, "%s", detail[0] ? detail : rw.easy_strerror(code));
+        rw.easy_setopt(curl, CURLOPT_ERRORBUFFER, NULL);
         result->status = 0;
         return -1;
     }
+    rw.easy_setopt(curl, CURLOPT_ERRORBUFFER, NULL);
     long status = 0;
     rw.easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
     result->status = status;
