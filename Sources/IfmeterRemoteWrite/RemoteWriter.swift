@@ -237,12 +237,14 @@ public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
     let externalLabels: [(String, String)]
     let every: Double
     private let lastSlot = Mutex<Double?>(nil)
+    private let encoder: Mutex<SeriesEncoder>
 
     public init(cache: ScrapeCache, writers: [RemoteWriter], externalLabels: [(String, String)], every: Double = 0) {
         self.cache = cache
         self.writers = writers
         self.externalLabels = externalLabels
         self.every = every
+        encoder = Mutex(SeriesEncoder(externalLabels: externalLabels))
         cache.setRemoteWrite(writers.map(\.status))
     }
 
@@ -271,16 +273,6 @@ public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
     public func encode(timestampMs: Int64) -> ([UInt8], UInt32) {
         var text: [UInt8] = []
         cache.renderText(chunk: 64 * 1024) { text.append(contentsOf: $0) }
-        let series = ExpositionSeries.parse(text)
-        var out = ProtobufWriter()
-        out.bytes.reserveCapacity(text.count * 2)
-        for s in series {
-            var labels = s.labels.map { ($0.name, $0.value) }
-            // External labels never replace a series' own (as Prometheus's).
-            for (name, value) in externalLabels where !labels.contains(where: { $0.0 == name }) { labels.append((name, value)) }
-            if !externalLabels.isEmpty { labels.sort { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) } }
-            RemoteWriteEncoding.appendTimeSeries(to: &out, labels: labels, value: s.value, timestampMs: timestampMs)
-        }
-        return (out.bytes, UInt32(series.count))
+        return encoder.withLock { $0.encode(text, timestampMs: timestampMs) }
     }
 }

@@ -262,6 +262,53 @@ import Testing
         #expect(writer.status.sent == 6)
     }
 
+    /// What parsing every line gives: the reference for `SeriesEncoder`.
+    static func reference(_ text: String, external: [(String, String)], timestampMs: Int64) -> ([UInt8], UInt32) {
+        let series = ExpositionSeries.parse(Array(text.utf8))
+        var out = ProtobufWriter()
+        for s in series {
+            var labels = s.labels.map { ($0.name, $0.value) }
+            for (name, value) in external where !labels.contains(where: { $0.0 == name }) { labels.append((name, value)) }
+            labels.sort { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
+            RemoteWriteEncoding.appendTimeSeries(to: &out, labels: labels, value: s.value, timestampMs: timestampMs)
+        }
+        return (out.bytes, UInt32(series.count))
+    }
+
+    @Test func theSeriesEncoderKeepsLabelsAndGivesWhatParsingEveryLineGives() {
+        let external = [("host", "gw1"), ("interface", "never replaces"), ("Zone", "a")]
+        var encoder = SeriesEncoder(externalLabels: external)
+        let first = """
+            # HELP ifmeter_receive_bytes Bytes received.
+            # TYPE ifmeter_receive_bytes counter
+            ifmeter_receive_bytes_total{interface="eth0",netns=""} 123456789
+            ifmeter_receive_bytes_total{interface="tun\\"q} {x}",netns="a b"} 18446744073709551615
+            ifmeter_up 1
+            ifmeter_ratio{interface="wlan\\\\0\\n"} -1.5
+            ifmeter_gauge{a="1"} +Inf
+            ifmeter_gauge{a="2"} NaN
+            ifmeter_gauge{a="3"} 1e21 1700000000000
+
+            """
+        for (n, text) in [
+            first, first,
+            first.replacingOccurrences(of: "123456789", with: "123456790").replacingOccurrences(of: "ifmeter_up 1\n", with: ""),
+        ].enumerated() {
+            let got = encoder.encode(Array(text.utf8), timestampMs: 1_700_000_000_000 + Int64(n))
+            let want = Self.reference(text, external: external, timestampMs: 1_700_000_000_000 + Int64(n))
+            #expect(got.1 == want.1 && got.0 == want.0, "push \(n): \(got.1) series against \(want.1)")
+        }
+        #expect(encoder.encode(Array(first.utf8), timestampMs: 0).1 == 7)
+        // Interfaces come and go (recreated under new names): what is kept
+        // stays bounded by what a push has.
+        for push in 0..<50 {
+            let text = (0..<100).map { "ifmeter_up{interface=\"v\(push)-\($0)\"} 1\n" }.joined()
+            let got = encoder.encode(Array(text.utf8), timestampMs: Int64(push))
+            #expect(got.0 == Self.reference(text, external: external, timestampMs: Int64(push)).0)
+        }
+        #expect(encoder.kept <= 2 * 100 + 64 + 100, "\(encoder.kept) series kept")
+    }
+
     @Test func retryClassification() {
         for status in [200, 204] { #expect(RetryPolicy.classify(PostOutcome(status: status)) == .sent) }
         for status in [0, 429, 500, 502, 503, 599] { #expect(RetryPolicy.classify(PostOutcome(status: status)) == .retry, "\(status)") }

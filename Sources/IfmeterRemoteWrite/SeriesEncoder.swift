@@ -1,0 +1,162 @@
+/// Turns a text exposition into WriteRequest `timeseries` entries, keeping
+/// each series' encoded labels from one push to the next: a series' line
+/// up to its value (its name and labels, as the renderer writes them) is
+/// looked up, and only a series not seen in the previous push is parsed
+/// (`ExpositionSeries`), given the external labels and sorted. The output
+/// is byte for byte what parsing every line gives.
+public struct SeriesEncoder: Sendable {
+    struct Entry: Sendable {
+        var key: [UInt8]
+        /// The TimeSeries' label fields (tag 1, length, Label), in order.
+        var labels: [UInt8]
+        /// The last push that had this series.
+        var push: Int
+    }
+
+    let externalLabels: [(String, String)]
+    private var entries: [Entry] = []
+    /// A hash of the key to the entries with that hash.
+    private var index: [UInt64: [Int]] = [:]
+    private var pushes = 0
+
+    public init(externalLabels: [(String, String)]) { self.externalLabels = externalLabels }
+
+    /// The entries of every sample line of `text`, stamped `timestampMs`,
+    /// and how many.
+    public mutating func encode(_ text: [UInt8], timestampMs: Int64) -> ([UInt8], UInt32) {
+        var out = ProtobufWriter()
+        out.bytes.reserveCapacity(text.count + text.count / 2)
+        pushes += 1
+        let push = pushes
+        var count: UInt32 = 0
+        text.withUnsafeBufferPointer { buffer in
+            let n = buffer.count
+            var start = 0
+            while start < n {
+                var end = start
+                while end < n && buffer[end] != UInt8(ascii: "\n") { end += 1 }
+                defer { start = end + 1 }
+                guard end > start, buffer[start] != UInt8(ascii: "#") else { continue }
+                // The key: the name, and the labels to their closing brace
+                // (a quoted value may hold spaces and braces).
+                var keyEnd = start
+                var quoted = false
+                scan: while keyEnd < end {
+                    let byte = buffer[keyEnd]
+                    if quoted {
+                        if byte == UInt8(ascii: "\\") {
+                            keyEnd += 1
+                        } else if byte == UInt8(ascii: "\"") {
+                            quoted = false
+                        }
+                    } else if byte == UInt8(ascii: "\"") {
+                        quoted = true
+                    } else if byte == UInt8(ascii: " ") {
+                        break scan
+                    } else if byte == UInt8(ascii: "}") {
+                        keyEnd += 1
+                        break scan
+                    }
+                    keyEnd += 1
+                }
+                var valueStart = min(keyEnd, end)
+                while valueStart < end && buffer[valueStart] == UInt8(ascii: " ") { valueStart += 1 }
+                var valueEnd = valueStart
+                while valueEnd < end && buffer[valueEnd] != UInt8(ascii: " ") { valueEnd += 1 }
+                let key = UnsafeBufferPointer(rebasing: buffer[start..<min(keyEnd, end)])
+                guard !key.isEmpty, let value = Self.value(UnsafeBufferPointer(rebasing: buffer[valueStart..<valueEnd])) else { continue }
+                var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+                for byte in key { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+                var found = -1
+                if let candidates = index[hash] {
+                    for i in candidates where entries[i].key.elementsEqual(key) {
+                        found = i
+                        break
+                    }
+                }
+                if found < 0 {
+                    guard let series = ExpositionSeries.parseLine(text[start..<end]) else { continue }
+                    found = entries.count
+                    entries.append(Entry(key: Array(key), labels: encodeLabels(series.labels), push: push))
+                    index[hash, default: []].append(found)
+                }
+                entries[found].push = push
+                Self.appendSeries(to: &out, labels: entries[found].labels, value: value, timestampMs: timestampMs)
+                count += 1
+            }
+        }
+        // Series gone for a push are forgotten, once they are half.
+        if entries.count > 2 * Int(count) + 64 { forget(before: push) }
+        return (out.bytes, count)
+    }
+
+    /// Keeps only the entries seen in push `push` or later.
+    private mutating func forget(before push: Int) {
+        entries.removeAll { $0.push < push }
+        index.removeAll(keepingCapacity: true)
+        for (i, entry) in entries.enumerated() {
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            for byte in entry.key { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+            index[hash, default: []].append(i)
+        }
+    }
+
+    /// How many series' labels are kept (for tests).
+    public var kept: Int { entries.count }
+
+    /// The label fields of a series: its own labels and the external ones
+    /// it does not have, sorted by name.
+    func encodeLabels(_ own: [ExpositionSeries.Label]) -> [UInt8] {
+        var labels = own.map { ($0.name, $0.value) }
+        // External labels never replace a series' own (as Prometheus's).
+        for (name, value) in externalLabels where !labels.contains(where: { $0.0 == name }) { labels.append((name, value)) }
+        labels.sort { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
+        var out = ProtobufWriter()
+        for (name, value) in labels {
+            var label = ProtobufWriter()
+            label.stringField(1, name)
+            label.stringField(2, value)
+            out.bytesField(1, label.bytes)
+        }
+        return out.bytes
+    }
+
+    /// A `timeseries` entry: its label fields as encoded, one sample.
+    static func appendSeries(to out: inout ProtobufWriter, labels: [UInt8], value: Double, timestampMs: Int64) {
+        // Sample: tag, 8-byte double, tag, varint.
+        let sampleLength = 1 + 8 + 1 + ProtobufWriter.varintLength(UInt64(bitPattern: timestampMs))
+        let seriesLength = labels.count + 1 + ProtobufWriter.varintLength(UInt64(sampleLength)) + sampleLength
+        out.tag(1, wire: 2)
+        out.varint(UInt64(seriesLength))
+        out.bytes.append(contentsOf: labels)
+        out.tag(2, wire: 2)
+        out.varint(UInt64(sampleLength))
+        out.doubleField(1, value)
+        out.int64Field(2, timestampMs)
+    }
+
+    /// A sample value: digits read directly (counters and gauges are mostly
+    /// whole numbers), anything else as `ExpositionSeries` reads it.
+    static func value(_ text: UnsafeBufferPointer<UInt8>) -> Double? {
+        guard !text.isEmpty else { return nil }
+        if text.count <= 18, text.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
+            var n: UInt64 = 0
+            for byte in text { n = n * 10 + UInt64(byte - UInt8(ascii: "0")) }
+            return Double(n)
+        }
+        return ExpositionSeries.parseValue(String(decoding: text, as: UTF8.self))
+    }
+}
+
+extension ProtobufWriter {
+    /// Bytes of `value` as a varint.
+    static func varintLength(_ value: UInt64) -> Int {
+        var v = value
+        var n = 1
+        while v >= 0x80 {
+            v >>= 7
+            n += 1
+        }
+        return n
+    }
+}
