@@ -238,9 +238,13 @@ public final class DiskQueue: Sendable {
         try AtomicFile.write(Array("\(s.ackSequence) \(s.ackOffset)\(flying)\n".utf8), to: folder + "/ack")
     }
 
-    /// The oldest unsent records of one segment, up to about `maxBytes`
-    /// (at least one record); the batch in flight again when there is one.
-    public func peek(maxBytes: Int) -> Batch? {
+    /// Whether no record waits.
+    public var isEmpty: Bool { state.withLock { s in s.segments.allSatisfy { $0.records.isEmpty } } }
+
+    /// The oldest unsent records of one segment, up to about `maxBytes` and
+    /// `maxRecords` (at least one record); the batch in flight again when
+    /// there is one.
+    public func peek(maxBytes: Int, maxRecords: Int = .max) -> Batch? {
         let picked = state.withLock { s -> (UInt64, [Record], Bool)? in
             guard let segment = s.segments.first(where: { !$0.records.isEmpty }) else { return nil }
             if let flying = s.inFlight, flying.sequence == segment.sequence, segment.records[0].offset < flying.end {
@@ -249,7 +253,7 @@ public final class DiskQueue: Sendable {
             var records: [Record] = []
             var bytes: Int64 = 0
             for r in segment.records {
-                if !records.isEmpty && bytes + r.length > Int64(maxBytes) { break }
+                if !records.isEmpty && (bytes + r.length > Int64(maxBytes) || records.count >= maxRecords) { break }
                 records.append(r)
                 bytes += r.length
             }

@@ -25,7 +25,7 @@ public final class RemoteWriter: Sendable {
     public let queue: DiskQueue
     let transport: any RemoteWriteTransport
     let log: @Sendable (String) -> Void
-    /// Bytes of queued records per request (before compression).
+    /// Bytes of queued records (compressed) per request.
     let batchBytes: Int
     let minBackoff: Double
     let maxBackoff: Double
@@ -43,6 +43,21 @@ public final class RemoteWriter: Sendable {
     }
 
     private let counts = Mutex(Counts())
+
+    /// Pushes not on disk: while the queue on disk is empty and the
+    /// receiver keeps up, a push goes from memory, and nothing is written.
+    struct Memory: Sendable {
+        var records: [(payload: [UInt8], samples: UInt32)] = []
+        /// How many of `records` (the first) are in the post in flight.
+        var flying = 0
+        /// A push came during that post: the records in flight were
+        /// written to disk first, and the sender settles them there.
+        var spilled = false
+        /// Pushes go to disk until the queue drains.
+        var toDisk = false
+    }
+
+    private let memory = Mutex(Memory())
 
     public init(
         url: String, queue: DiskQueue, transport: any RemoteWriteTransport, batchBytes: Int = 4 << 20, minBackoff: Double = 0.1,
@@ -84,19 +99,38 @@ public final class RemoteWriter: Sendable {
         return status
     }
 
-    /// Queues one push's series (snappy-compressed, synced to disk before it
-    /// returns) and wakes the sender.
+    /// Queues one push's series (snappy-compressed) and wakes the sender.
+    /// The push stays in memory while the sender is idle and nothing waits
+    /// on disk; otherwise it is synced to disk before this returns, after
+    /// any push in flight (which may yet fail).
     public func enqueue(payload: [UInt8], samples: UInt32) {
         guard let compressed = RemoteWriteLibraries.compress(payload) else {
             log("remote write \(label): snappy failed; \(samples) samples not queued")
             return
         }
+        memory.withLock { m in
+            if m.toDisk || !queue.isEmpty {
+                m.toDisk = true
+                write(compressed, samples)
+            } else if m.flying > 0 {
+                for r in m.records { write(r.payload, r.samples) }
+                write(compressed, samples)
+                m.records = []
+                m.spilled = true
+                m.toDisk = true
+            } else {
+                m.records.append((compressed, samples))
+            }
+        }
+        wake.signal()
+    }
+
+    private func write(_ payload: [UInt8], _ samples: UInt32) {
         do throws(SystemError) {
-            try queue.append(payload: compressed, samples: samples)
+            try queue.append(payload: payload, samples: samples)
         } catch {
             log("remote write \(label): cannot queue \(samples) samples: \(error.message)")
         }
-        wake.signal()
     }
 
     /// Starts the sender thread.
@@ -156,9 +190,69 @@ public final class RemoteWriter: Sendable {
         case retry(retryAfter: Double?)
     }
 
-    /// Sends the oldest batch once; nil when nothing waits.
+    /// Sends the oldest batch once (from disk, else from memory); nil when
+    /// nothing waits.
     public func sendOnce() -> Attempt? {
-        guard let batch = queue.peek(maxBytes: batchBytes) else { return nil }
+        if let batch = queue.peek(maxBytes: batchBytes) { return send(batch) }
+        let taken = memory.withLock { m -> [(payload: [UInt8], samples: UInt32)]? in
+            // A push may have gone to disk since the peek.
+            guard queue.isEmpty else { return nil }
+            m.toDisk = false
+            guard !m.records.isEmpty else { return nil }
+            var bytes = 0
+            m.flying = 0
+            for r in m.records {
+                if m.flying > 0 && bytes + r.payload.count > batchBytes { break }
+                bytes += r.payload.count
+                m.flying += 1
+            }
+            m.spilled = false
+            return Array(m.records.prefix(m.flying))
+        }
+        guard let taken else { return queue.isEmpty ? nil : sendOnce() }
+        let body = Self.body(taken.map(\.payload))
+        let samples = taken.reduce(UInt64(0)) { $0 + UInt64($1.samples) }
+        let attempt: Attempt
+        if let body {
+            attempt = post(body, samples: samples, resent: false)
+        } else {
+            log("remote write \(label): snappy failed")
+            attempt = .retry(retryAfter: nil)
+        }
+        memory.withLock { m in
+            let flying = m.flying
+            m.flying = 0
+            if !m.spilled, case .retry = attempt {
+                // Failed: to disk, in order, and from there on.
+                for r in m.records { write(r.payload, r.samples) }
+                m.records = []
+                m.toDisk = true
+            } else if !m.spilled {
+                m.records.removeFirst(flying)
+                return
+            }
+            m.spilled = false
+            // On disk, first: settled there (a retry posts them again
+            // alone, as a copy the receiver may have).
+            var left = flying
+            while left > 0, let batch = queue.peek(maxBytes: .max, maxRecords: left) {
+                left -= batch.payloads.count
+                if case .retry = attempt {
+                    do throws(SystemError) {
+                        try queue.markInFlight(batch)
+                    } catch {
+                        log("remote write \(label): cannot record the request in flight: \(error.message)")
+                    }
+                    break
+                }
+                commit(batch)
+            }
+        }
+        return attempt
+    }
+
+    /// Posts a batch from disk, recording it in flight first; settles it.
+    func send(_ batch: DiskQueue.Batch) -> Attempt {
         guard let body = Self.body(batch) else {
             log("remote write \(label): snappy failed")
             return .retry(retryAfter: nil)
@@ -169,32 +263,37 @@ public final class RemoteWriter: Sendable {
             log("remote write \(label): cannot record the request in flight: \(error.message); retrying")
             return .retry(retryAfter: nil)
         }
+        let attempt = post(body, samples: batch.samples, resent: batch.resent)
+        if case .retry = attempt { return attempt }
+        commit(batch)
+        return attempt
+    }
+
+    /// One POST and what it means: counted and logged.
+    func post(_ body: [UInt8], samples: UInt64, resent: Bool) -> Attempt {
         let outcome = transport.post(body)
         counts.withLock { $0.sentBytes += UInt64(max(0, outcome.uploadedBytes)) }
         switch RetryPolicy.classify(outcome) {
         case .sent:
-            commit(batch)
             counts.withLock {
-                $0.sent += batch.samples
+                $0.sent += samples
                 $0.lastSuccess = wallClock()
             }
             return .sent
-        case .drop where batch.resent && outcome.status == 400:
-            commit(batch)
-            counts.withLock { $0.duplicate += batch.samples }
+        case .drop where resent && outcome.status == 400:
+            counts.withLock { $0.duplicate += samples }
             log(
-                "remote write \(label): the receiver refused \(batch.samples) samples posted again (HTTP \(outcome.status): \(Self.oneLine(outcome.message))); most likely it had them from the earlier try"
+                "remote write \(label): the receiver refused \(samples) samples posted again (HTTP \(outcome.status): \(Self.oneLine(outcome.message))); most likely it had them from the earlier try"
             )
             return .drop
         case .drop:
-            commit(batch)
-            counts.withLock { $0.rejected += batch.samples }
+            counts.withLock { $0.rejected += samples }
             log(
-                "remote write \(label): the receiver refused \(batch.samples) samples (HTTP \(outcome.status): \(Self.oneLine(outcome.message))); dropped"
+                "remote write \(label): the receiver refused \(samples) samples (HTTP \(outcome.status): \(Self.oneLine(outcome.message))); dropped"
             )
             return .drop
         case .retry:
-            counts.withLock { $0.retried += batch.samples }
+            counts.withLock { $0.retried += samples }
             let what = outcome.status == 0 ? outcome.message : "HTTP \(outcome.status): \(Self.oneLine(outcome.message))"
             log("remote write \(label): \(what); retrying")
             return .retry(retryAfter: outcome.retryAfter)
@@ -203,10 +302,12 @@ public final class RemoteWriter: Sendable {
 
     /// A request's body: the one record's snappy block as it is, or the
     /// records' series joined into one block.
-    public static func body(_ batch: DiskQueue.Batch) -> [UInt8]? {
-        if batch.payloads.count == 1 { return batch.payloads[0] }
+    public static func body(_ batch: DiskQueue.Batch) -> [UInt8]? { body(batch.payloads) }
+
+    static func body(_ payloads: [[UInt8]]) -> [UInt8]? {
+        if payloads.count == 1 { return payloads[0] }
         var joined: [UInt8] = []
-        for part in batch.payloads {
+        for part in payloads {
             guard let series = RemoteWriteLibraries.uncompress(part) else { return nil }
             joined += series
         }

@@ -85,6 +85,14 @@ struct RemoteWritePrometheusTests {
             try scalar(ns, selector, at: Date().timeIntervalSince1970)
         }
         Thread.sleep(forTimeInterval: 2.5)
+        // While the receiver keeps up, pushes go from memory: the queue's
+        // segments (left from the start, before Prometheus listened) stop growing.
+        let queueRoot = dir + "/state.db.remote-write"
+        let queued = { () -> Int in
+            (FileManager.default.enumerator(atPath: queueRoot)?.allObjects as? [String] ?? []).filter { $0.hasSuffix(".seg") }
+                .reduce(0) { $0 + ((try? FileManager.default.attributesOfItem(atPath: queueRoot + "/" + $1)[.size] as? Int) ?? 0) }
+        }
+        let healthy = queued()
         let t0 = Date().timeIntervalSince1970
         Thread.sleep(forTimeInterval: 1.5)
         var sent = 0.0
@@ -94,6 +102,7 @@ struct RemoteWritePrometheusTests {
         }
         try traffic(100)
         Thread.sleep(forTimeInterval: 2)
+        #expect(queued() == healthy, "nothing written while healthy")
         // The receiver goes away for 60 s.
         _ = prometheus?.stop()
         prometheus = nil
@@ -102,6 +111,7 @@ struct RemoteWritePrometheusTests {
         Thread.sleep(forTimeInterval: 12) // past a state save (every 10 s)
         try traffic(300)
         Thread.sleep(forTimeInterval: 3)
+        #expect(queued() > healthy, "in the outage the pushes wait on disk")
         // kill -9 in the outage, then the same --state (and queue) again.
         serve.process.signal(SIGKILL)
         _ = serve.process.wait(timeout: 10)

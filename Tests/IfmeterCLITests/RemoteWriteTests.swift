@@ -309,6 +309,72 @@ import Testing
         #expect(encoder.kept <= 2 * 100 + 64 + 100, "\(encoder.kept) series kept")
     }
 
+    /// Calls `during` inside each post (a push arriving while it is in
+    /// flight), then answers from the script.
+    final class SlowTransport: RemoteWriteTransport {
+        let inner: ScriptedTransport
+        let during = Mutex<(@Sendable () -> Void)?>(nil)
+        init(_ script: [PostOutcome]) { inner = ScriptedTransport(script) }
+        func post(_ body: [UInt8]) -> PostOutcome {
+            let hook = during.withLock { h in
+                defer { h = nil }
+                return h
+            }
+            hook?()
+            return inner.post(body)
+        }
+    }
+
+    static func segments(_ folder: String) -> [String] { listDirectory(folder).filter { $0.hasSuffix(".seg") || $0 == "ack" } }
+
+    @Test func aReceiverThatKeepsUpCostsNoWriteToDisk() throws {
+        try RemoteWriteLibraries.load()
+        let dir = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let transport = ScriptedTransport([])
+        let writer = RemoteWriter(
+            url: "http://example/api/v1/write", queue: try DiskQueue(folder: dir + "/q", maxBytes: 1 << 20), transport: transport, log: { _ in })
+        for _ in 0..<20 {
+            writer.enqueue(payload: Self.request(), samples: 2)
+            #expect(writer.sendOnce() == .sent)
+        }
+        #expect(writer.sendOnce() == nil)
+        #expect(writer.status.sent == 40 && transport.bodies.withLock { $0.count } == 20)
+        #expect(Self.segments(dir + "/q").isEmpty, "no segment, no ack: \(listDirectory(dir + "/q"))")
+    }
+
+    @Test func aPushDuringAPostGoesToDiskAfterIt() throws {
+        try RemoteWriteLibraries.load()
+        for failing in [false, true] {
+            let dir = try Self.temporaryFolder()
+            defer { try? FileManager.default.removeItem(atPath: dir) }
+            let transport = SlowTransport(failing ? [PostOutcome(status: 0, message: "Operation timed out")] : [])
+            let queue = try DiskQueue(folder: dir + "/q", maxBytes: 1 << 20)
+            let writer = RemoteWriter(url: "http://example/api/v1/write", queue: queue, transport: transport, log: { _ in })
+            var first = ProtobufWriter(), second = ProtobufWriter()
+            RemoteWriteEncoding.appendTimeSeries(to: &first, labels: [("__name__", "a")], value: 1, timestampMs: 1000)
+            RemoteWriteEncoding.appendTimeSeries(to: &second, labels: [("__name__", "a")], value: 2, timestampMs: 2000)
+            let later = second.bytes
+            writer.enqueue(payload: first.bytes, samples: 1)
+            transport.during.withLock { $0 = { writer.enqueue(payload: later, samples: 1) } }
+            #expect(writer.sendOnce() == (failing ? .retry(retryAfter: nil) : .sent))
+            // Both on disk now, in order (the first settled there if it was sent).
+            #expect(queue.counts.samples == (failing ? 2 : 1), "failing \(failing): \(queue.counts)")
+            if failing {
+                let again = try #require(queue.peek(maxBytes: 1 << 20))
+                #expect(again.resent && again.samples == 1, "the first is posted again alone")
+            }
+            while writer.sendOnce() != nil {}
+            let bodies = transport.inner.bodies.withLock { $0 }.compactMap(RemoteWriteLibraries.uncompress)
+            let expected = failing ? [first.bytes, first.bytes, second.bytes] : [first.bytes, second.bytes]
+            #expect(bodies == expected, "failing \(failing): oldest first, each alone")
+            #expect(writer.status.sent == 2 && queue.isEmpty)
+            // Drained: back to memory.
+            writer.enqueue(payload: first.bytes, samples: 1)
+            #expect(queue.isEmpty && writer.sendOnce() == .sent)
+        }
+    }
+
     @Test func retryClassification() {
         for status in [200, 204] { #expect(RetryPolicy.classify(PostOutcome(status: status)) == .sent) }
         for status in [0, 429, 500, 502, 503, 599] { #expect(RetryPolicy.classify(PostOutcome(status: status)) == .retry, "\(status)") }
