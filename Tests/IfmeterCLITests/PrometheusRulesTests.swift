@@ -9,8 +9,8 @@ import Glibc
 /// The recording rules and alerts shipped in `dist/prometheus/`: promtool
 /// checks them and runs their test suite, every alert has a case that fires
 /// and one that does not, and every metric and label they use is in what a
-/// real `ifmeter serve` exposes (with a plan, a probe, a tunnel and another
-/// namespace, so that every family is there).
+/// real `ifmeter serve` exposes (with a plan, a probe, a tunnel, another
+/// namespace and remote write, so that every family is there).
 struct PrometheusRulesTests {
     static let folder = repositoryRoot.appendingPathComponent("dist/prometheus")
     /// IFMETER_RULES checks another copy of the rules (to see the test fail).
@@ -142,11 +142,14 @@ struct PrometheusRulesTests {
             [
                 "ip", "netns", "exec", own.name, try ifmeterBinary(), "serve", "--interval", "300ms", "--listen", "127.0.0.1:\(Self.port)",
                 "--state", state, "--netns", sampled.name, "--probe", "192.0.2.99", "--underlay", "tR=vA",
+                // Nothing listens there: the remote write families, counting retries.
+                "--remote-write", "http://127.0.0.1:9/api/v1/write", "--remote-write-interval", "300ms",
             ], name: "serve-rules")
         defer { server.stop() }
         let families = [
             "ifmeter_plan_quota_bytes{", "ifmeter_route_egress_info{", "ifmeter_tunnel_outside_bytes_total{",
             "ifmeter_last_sample_timestamp_seconds ", "ifmeter_last_sample_duration_seconds ", "netns=\"\(sampled.name)\"",
+            "ifmeter_remote_write_samples_dropped_total{", "ifmeter_remote_write_last_success_timestamp_seconds{",
         ]
         let text = try waitFor("serve to expose the plan, route and health families", timeout: 20) { () -> String? in
             guard server.process.isRunning else { throw TestFailure("serve exited: \(server.log)") }
