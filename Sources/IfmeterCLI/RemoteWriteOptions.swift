@@ -89,7 +89,9 @@ struct RemoteWriteOptions {
 
     /// Opens each receiver's queue, starts its sender and adds the feed to
     /// the pipeline (after the scrape feed: it renders the same series).
-    func start(pipeline: Pipeline, cache: ScrapeCache, log: @escaping @Sendable (String) -> Void) throws(CLIError) -> [RemoteWriter] {
+    func start(pipeline: Pipeline, cache: ScrapeCache, sampleInterval: Double, log: @escaping @Sendable (String) -> Void) throws(CLIError)
+        -> [RemoteWriter]
+    {
         do throws(SystemError) {
             try RemoteWriteLibraries.load()
         } catch {
@@ -111,7 +113,8 @@ struct RemoteWriteOptions {
                 throw .runtime("cannot start remote write to \(RemoteWriter.withoutCredentials(url)) (queue \(folder)): \(error.message)")
             }
         }
-        let feed = RemoteWriteFeed(cache: cache, writers: writers, externalLabels: settings.externalLabels, every: interval)
+        let feed = RemoteWriteFeed(
+            cache: cache, writers: writers, externalLabels: settings.externalLabels, every: interval, sampleInterval: sampleInterval)
         pipeline.add(enricher: feed)
         pipeline.add(sink: feed)
         return writers

@@ -165,7 +165,7 @@ struct ServeCommand: Command {
         let announce = "ifmeter serve: \(target) (source \(pipeline.source.sourceName), every \(Units.duration(interval)))"
         pipeline.add(sink: ScrapeFeed(cache: cache) { Output.error(announce) })
         let log = RateLimitedLog(prefix: "ifmeter serve: ", every: 10)
-        let writers = try remoteWrite?.start(pipeline: pipeline, cache: cache) { log.write($0) } ?? []
+        let writers = try remoteWrite?.start(pipeline: pipeline, cache: cache, sampleInterval: interval) { log.write($0) } ?? []
         defer { for writer in writers { writer.stop() } }
         // The family is there from the first render, before any update.
         cache.setHTTPClosed(HTTPConnectionCounts(deadline: 0, idle: 0, evicted: 0))

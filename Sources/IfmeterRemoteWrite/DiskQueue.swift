@@ -45,6 +45,12 @@ public final class DiskQueue: Sendable {
         var inFlight: (sequence: UInt64, end: Int64)?
     }
 
+    /// Where a record ends: its segment and the offset after it.
+    public struct Position: Sendable, Equatable {
+        public let sequence: UInt64
+        public let end: Int64
+    }
+
     /// Consecutive records of one segment.
     public struct Batch: Sendable {
         /// Each record's payload, oldest first.
@@ -103,6 +109,13 @@ public final class DiskQueue: Sendable {
             s.segments.append(Segment(sequence: sequence, size: valid, records: records.filter { $0.offset >= from }))
         }
         if s.segments.isEmpty, ackKnown { s.ackOffset = 0 }
+        // A request in flight whose records are gone (sent, or dropped for
+        // room) is no longer one: a new segment may take its number.
+        if let flying = s.inFlight,
+            !s.segments.contains(where: { $0.sequence == flying.sequence && $0.records.first.map { $0.offset < flying.end } == true })
+        {
+            s.inFlight = nil
+        }
         state.withLock { $0 = s }
     }
 
@@ -175,10 +188,11 @@ public final class DiskQueue: Sendable {
     }
 
     /// Appends one record and syncs it; then drops the oldest records
-    /// while the unsent ones are over the bound.
-    public func append(payload: [UInt8], samples: UInt32) throws(SystemError) {
+    /// while the unsent ones are over the bound. Returns where it ends.
+    @discardableResult
+    public func append(payload: [UInt8], samples: UInt32) throws(SystemError) -> Position {
         let bytes = Self.record(payload: payload, samples: samples)
-        try state.withLock { (s: inout State) throws(SystemError) in
+        return try state.withLock { (s: inout State) throws(SystemError) -> Position in
             if s.activeFD < 0 || (s.segments.last?.size ?? 0) + Int64(bytes.count) > segmentBytes {
                 if s.activeFD >= 0 { _ = cifm_rw_close(s.activeFD) }
                 s.activeFD = -1
@@ -203,7 +217,9 @@ public final class DiskQueue: Sendable {
             }
             s.segments[last].size += Int64(bytes.count)
             s.segments[last].records.append(Record(offset: offset, length: Int64(bytes.count), samples: UInt64(samples)))
+            let position = Position(sequence: s.segments[last].sequence, end: offset + Int64(bytes.count))
             try enforceBound(&s)
+            return position
         }
     }
 
@@ -214,6 +230,7 @@ public final class DiskQueue: Sendable {
         while total > maxBytes, !s.segments.isEmpty {
             if s.segments.count > 1 {
                 let oldest = s.segments.removeFirst()
+                if s.inFlight?.sequence == oldest.sequence { s.inFlight = nil }
                 for r in oldest.records {
                     s.droppedFull += r.samples
                     total -= r.length
@@ -277,13 +294,28 @@ public final class DiskQueue: Sendable {
         return Batch(payloads: payloads, samples: samples, resent: resent, sequence: sequence, end: end)
     }
 
+    /// Takes back `samples` counted dropped for room: they were in a request
+    /// that reached the receiver after all (posted before the bound dropped
+    /// their copy on disk).
+    public func delivered(droppedSamples samples: UInt64) {
+        state.withLock { $0.droppedFull -= min($0.droppedFull, samples) }
+    }
+
     /// Records that `batch` is about to be posted (synced), unless it was
     /// already: until it is acknowledged, `peek` gives it again with the
     /// same bounds, in this process or after a restart.
     public func markInFlight(_ batch: Batch) throws(SystemError) {
         guard !batch.resent else { return }
+        try markInFlight(Position(sequence: batch.sequence, end: batch.end))
+    }
+
+    /// Records that the unsent records of `position`'s segment up to it
+    /// were posted; nothing when they are gone.
+    public func markInFlight(_ position: Position) throws(SystemError) {
         try state.withLock { (s: inout State) throws(SystemError) in
-            s.inFlight = (batch.sequence, batch.end)
+            guard s.segments.contains(where: { $0.sequence == position.sequence && $0.records.first.map { $0.offset < position.end } == true })
+            else { return }
+            s.inFlight = (position.sequence, position.end)
             try writeAck(s)
         }
     }
@@ -292,13 +324,18 @@ public final class DiskQueue: Sendable {
     /// a segment left with none is deleted. False when the bound dropped
     /// them first.
     @discardableResult
-    public func commit(_ batch: Batch) throws(SystemError) -> Bool {
+    public func commit(_ batch: Batch) throws(SystemError) -> Bool { try commit(through: Position(sequence: batch.sequence, end: batch.end)) }
+
+    /// Marks the unsent records of `position`'s segment up to it sent (or
+    /// refused). False when none was left (the bound dropped them).
+    @discardableResult
+    public func commit(through position: Position) throws(SystemError) -> Bool {
         try state.withLock { (s: inout State) throws(SystemError) -> Bool in
-            guard let index = s.segments.firstIndex(where: { $0.sequence == batch.sequence }) else { return false }
+            guard let index = s.segments.firstIndex(where: { $0.sequence == position.sequence }) else { return false }
             let before = s.segments[index].records.count
-            s.segments[index].records.removeAll { $0.offset < batch.end }
+            s.segments[index].records.removeAll { $0.offset < position.end }
             guard s.segments[index].records.count < before else { return false }
-            (s.ackSequence, s.ackOffset) = (batch.sequence, batch.end)
+            (s.ackSequence, s.ackOffset) = (position.sequence, position.end)
             s.inFlight = nil
             // Whole segments behind the acknowledged point go.
             while let first = s.segments.first, first.records.isEmpty, s.segments.count > 1 {

@@ -47,12 +47,13 @@ public final class RemoteWriter: Sendable {
     /// Pushes not on disk: while the queue on disk is empty and the
     /// receiver keeps up, a push goes from memory, and nothing is written.
     struct Memory: Sendable {
+        /// Pushes taken since the post in flight began (or waiting for one).
         var records: [(payload: [UInt8], samples: UInt32)] = []
-        /// How many of `records` (the first) are in the post in flight.
-        var flying = 0
-        /// A push came during that post: the records in flight were
-        /// written to disk first, and the sender settles them there.
-        var spilled = false
+        /// The post in flight from memory: its exact body and samples.
+        var flying: (body: [UInt8], samples: UInt64)?
+        /// Where that body went on disk, as one record marked in flight,
+        /// when it had to be written there before the post ended.
+        var spilled: DiskQueue.Position?
         /// Pushes go to disk until the queue drains.
         var toDisk = false
     }
@@ -109,15 +110,9 @@ public final class RemoteWriter: Sendable {
             return
         }
         memory.withLock { m in
-            if m.toDisk || !queue.isEmpty {
-                m.toDisk = true
+            if m.toDisk || !queue.isEmpty || m.flying != nil {
+                spill(&m)
                 write(compressed, samples)
-            } else if m.flying > 0 {
-                for r in m.records { write(r.payload, r.samples) }
-                write(compressed, samples)
-                m.records = []
-                m.spilled = true
-                m.toDisk = true
             } else {
                 m.records.append((compressed, samples))
             }
@@ -125,11 +120,32 @@ public final class RemoteWriter: Sendable {
         wake.signal()
     }
 
-    private func write(_ payload: [UInt8], _ samples: UInt32) {
+    /// Everything in memory to disk, in order, and pushes after it too:
+    /// the post in flight first, as the one record it posted, marked in
+    /// flight (if the receiver had it, a copy is refused alone).
+    private func spill(_ m: inout Memory) {
+        m.toDisk = true
+        if let flying = m.flying, m.spilled == nil {
+            m.spilled = write(flying.body, UInt32(clamping: flying.samples))
+            if let position = m.spilled {
+                do throws(SystemError) {
+                    try queue.markInFlight(position)
+                } catch {
+                    log("remote write \(label): cannot record the request in flight: \(error.message)")
+                }
+            }
+        }
+        for r in m.records { write(r.payload, r.samples) }
+        m.records = []
+    }
+
+    @discardableResult
+    private func write(_ payload: [UInt8], _ samples: UInt32) -> DiskQueue.Position? {
         do throws(SystemError) {
-            try queue.append(payload: payload, samples: samples)
+            return try queue.append(payload: payload, samples: samples)
         } catch {
             log("remote write \(label): cannot queue \(samples) samples: \(error.message)")
+            return nil
         }
     }
 
@@ -149,9 +165,13 @@ public final class RemoteWriter: Sendable {
         }
     }
 
-    /// Stops the sender after its request in flight; what is queued stays.
+    /// Stops the sender after its request in flight; what is queued stays,
+    /// pushes in memory (the one in flight too) written to disk first.
     public func stop() {
         stopping.store(true, ordering: .releasing)
+        memory.withLock { m in
+            if m.flying != nil || !m.records.isEmpty { spill(&m) }
+        }
         wake.signal()
     }
 
@@ -194,58 +214,44 @@ public final class RemoteWriter: Sendable {
     /// nothing waits.
     public func sendOnce() -> Attempt? {
         if let batch = queue.peek(maxBytes: batchBytes) { return send(batch) }
-        let taken = memory.withLock { m -> [(payload: [UInt8], samples: UInt32)]? in
+        let taken = memory.withLock { m -> (body: [UInt8], samples: UInt64)? in
             // A push may have gone to disk since the peek.
-            guard queue.isEmpty else { return nil }
+            guard queue.isEmpty, !stopped else { return nil }
             m.toDisk = false
             guard !m.records.isEmpty else { return nil }
-            var bytes = 0
-            m.flying = 0
+            var bytes = 0, count = 0
             for r in m.records {
-                if m.flying > 0 && bytes + r.payload.count > batchBytes { break }
+                if count > 0 && bytes + r.payload.count > batchBytes { break }
                 bytes += r.payload.count
-                m.flying += 1
+                count += 1
             }
-            m.spilled = false
-            return Array(m.records.prefix(m.flying))
+            let picked = m.records.prefix(count)
+            guard let body = Self.body(picked.map(\.payload)) else { return nil }
+            m.records.removeFirst(count)
+            m.flying = (body, picked.reduce(UInt64(0)) { $0 + UInt64($1.samples) })
+            m.spilled = nil
+            return m.flying
         }
-        guard let taken else { return queue.isEmpty ? nil : sendOnce() }
-        let body = Self.body(taken.map(\.payload))
-        let samples = taken.reduce(UInt64(0)) { $0 + UInt64($1.samples) }
-        let attempt: Attempt
-        if let body {
-            attempt = post(body, samples: samples, resent: false)
-        } else {
-            log("remote write \(label): snappy failed")
-            attempt = .retry(retryAfter: nil)
-        }
+        guard let taken else { return nil }
+        let attempt = post(taken.body, samples: taken.samples, resent: false)
         memory.withLock { m in
-            let flying = m.flying
-            m.flying = 0
-            if !m.spilled, case .retry = attempt {
-                // Failed: to disk, in order, and from there on.
-                for r in m.records { write(r.payload, r.samples) }
-                m.records = []
-                m.toDisk = true
-            } else if !m.spilled {
-                m.records.removeFirst(flying)
-                return
+            defer {
+                m.flying = nil
+                m.spilled = nil
             }
-            m.spilled = false
-            // On disk, first: settled there (a retry posts them again
-            // alone, as a copy the receiver may have).
-            var left = flying
-            while left > 0, let batch = queue.peek(maxBytes: .max, maxRecords: left) {
-                left -= batch.payloads.count
-                if case .retry = attempt {
-                    do throws(SystemError) {
-                        try queue.markInFlight(batch)
-                    } catch {
-                        log("remote write \(label): cannot record the request in flight: \(error.message)")
-                    }
-                    break
+            if case .retry = attempt {
+                // Failed: to disk, in order, and from there on (spill marks
+                // it in flight).
+                spill(&m)
+            } else if let position = m.spilled {
+                // Sent or refused, but on disk meanwhile: settled there
+                // (unless the bound dropped it first).
+                do throws(SystemError) {
+                    // Dropped for room meanwhile: not a loss if it was sent.
+                    if try !queue.commit(through: position), attempt == .sent { queue.delivered(droppedSamples: taken.samples) }
+                } catch {
+                    log("remote write \(label): cannot record progress: \(error.message)")
                 }
-                commit(batch)
             }
         }
         return attempt
@@ -328,34 +334,37 @@ public final class RemoteWriter: Sendable {
 }
 
 /// Pushes the series a scrape of the cache gets to each writer's queue:
-/// the first sample of every `every` seconds of wall time (slots aligned to
-/// the Unix epoch, as a scrape interval; every sample when `every` is not
-/// longer than the sampling interval). Add it as an enricher (it shows the
-/// writers' status in the exposition) and as a sink after the scrape feed.
+/// a sample at least `every` seconds after the last one pushed (half a
+/// sampling interval early counts, so jitter skips none), every sample when
+/// `every` is not longer than the sampling interval. Add it as an enricher
+/// (it shows the writers' status in the exposition) and as a sink after
+/// the scrape feed.
 public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
     let cache: ScrapeCache
     public let writers: [RemoteWriter]
     let externalLabels: [(String, String)]
     let every: Double
-    private let lastSlot = Mutex<Double?>(nil)
+    let sampleInterval: Double
+    private let lastPushed = Mutex<Double?>(nil)
     private let encoder: Mutex<SeriesEncoder>
 
-    public init(cache: ScrapeCache, writers: [RemoteWriter], externalLabels: [(String, String)], every: Double = 0) {
+    public init(cache: ScrapeCache, writers: [RemoteWriter], externalLabels: [(String, String)], every: Double = 0, sampleInterval: Double = 1) {
         self.cache = cache
         self.writers = writers
         self.externalLabels = externalLabels
         self.every = every
+        self.sampleInterval = sampleInterval
         encoder = Mutex(SeriesEncoder(externalLabels: externalLabels))
         cache.setRemoteWrite(writers.map(\.status))
     }
 
-    /// Whether the sample at `wallTime` is pushed: the first of its slot.
+    /// Whether the sample at `wallTime` is pushed.
     public func due(_ wallTime: Double) -> Bool {
-        guard every > 0 else { return true }
-        let slot = (wallTime / every).rounded(.down)
-        return lastSlot.withLock { last in
-            guard last != slot else { return false }
-            last = slot
+        guard every > sampleInterval else { return true }
+        return lastPushed.withLock { last in
+            // A clock set back pushes at once.
+            if let l = last, wallTime >= l, wallTime - l < every - sampleInterval / 2 { return false }
+            last = wallTime
             return true
         }
     }

@@ -38,9 +38,11 @@ public struct SeriesEncoder: Sendable {
                 defer { start = end + 1 }
                 guard end > start, buffer[start] != UInt8(ascii: "#") else { continue }
                 // The key: the name, and the labels to their closing brace
-                // (a quoted value may hold spaces and braces).
+                // (spaces between labels, and a quoted value holding spaces
+                // or braces, are part of it).
                 var keyEnd = start
                 var quoted = false
+                var braces = false
                 scan: while keyEnd < end {
                     let byte = buffer[keyEnd]
                     if quoted {
@@ -51,7 +53,9 @@ public struct SeriesEncoder: Sendable {
                         }
                     } else if byte == UInt8(ascii: "\"") {
                         quoted = true
-                    } else if byte == UInt8(ascii: " ") {
+                    } else if byte == UInt8(ascii: "{") {
+                        braces = true
+                    } else if byte == UInt8(ascii: " ") && !braces {
                         break scan
                     } else if byte == UInt8(ascii: "}") {
                         keyEnd += 1

@@ -233,16 +233,21 @@ import Testing
         #expect(status.sentBytes == UInt64(bodies[1].count + bodies[3].count + bodies[4].count), "what went out, each try: \(status.sentBytes)")
     }
 
-    @Test func pushesTheFirstSampleOfEachIntervalAlignedToTheEpoch() throws {
+    @Test func pushesASampleEachIntervalWhateverTheJitter() throws {
         let cache = ScrapeCache(families: .ifmeter, version: "test", interval: 1)
-        let feed = RemoteWriteFeed(cache: cache, writers: [], externalLabels: [], every: 15)
-        // 1_700_000_010 is a multiple of 15: slots start there, 15 s apart.
-        let times = (0..<60).map { 1_700_000_010.2 + Double($0) }
-        let pushed = times.filter { feed.due($0) }.map { ($0 - 1_700_000_010).rounded() }
-        #expect(pushed == [0, 15, 30, 45], "the first sample of each slot: \(pushed)")
-        let every = RemoteWriteFeed(cache: cache, writers: [], externalLabels: [], every: 0)
-        #expect(times.allSatisfy { every.due($0) })
-        // A clock set back is a slot of its own, not a silence.
+        // Samples a second apart, each up to 60 ms late or early, with a
+        // phase right on a multiple of 15 s.
+        let jitter = [0.0, 0.06, -0.05, 0.03, -0.06, 0.05, -0.02, 0.04, -0.04, 0.01]
+        let times = (0..<61).map { 1_700_000_010 + Double($0) + jitter[$0 % jitter.count] }
+        let feed = RemoteWriteFeed(cache: cache, writers: [], externalLabels: [], every: 15, sampleInterval: 1)
+        let pushed = times.enumerated().filter { feed.due($0.element) }.map(\.offset)
+        #expect(pushed == [0, 15, 30, 45, 60], "every 15th sample: \(pushed)")
+        // Not longer than the sampling interval: every sample.
+        for every in [0.0, 1.0] {
+            let each = RemoteWriteFeed(cache: cache, writers: [], externalLabels: [], every: every, sampleInterval: 1)
+            #expect(times.allSatisfy { each.due($0) }, "every \(every)")
+        }
+        // A clock set back pushes at once.
         #expect(feed.due(1_700_000_000.5))
     }
 
@@ -288,6 +293,7 @@ import Testing
             ifmeter_gauge{a="1"} +Inf
             ifmeter_gauge{a="2"} NaN
             ifmeter_gauge{a="3"} 1e21 1700000000000
+            ifmeter_spaced{a="x", b="y z"} 7
 
             """
         for (n, text) in [
@@ -298,7 +304,7 @@ import Testing
             let want = Self.reference(text, external: external, timestampMs: 1_700_000_000_000 + Int64(n))
             #expect(got.1 == want.1 && got.0 == want.0, "push \(n): \(got.1) series against \(want.1)")
         }
-        #expect(encoder.encode(Array(first.utf8), timestampMs: 0).1 == 7)
+        #expect(encoder.encode(Array(first.utf8), timestampMs: 0).1 == 8)
         // Interfaces come and go (recreated under new names): what is kept
         // stays bounded by what a push has.
         for push in 0..<50 {
@@ -373,6 +379,85 @@ import Testing
             writer.enqueue(payload: first.bytes, samples: 1)
             #expect(queue.isEmpty && writer.sendOnce() == .sent)
         }
+    }
+
+    /// Bytes snappy cannot compress: a push as big on disk as in memory.
+    static func incompressible(_ size: Int, seed: UInt64) -> [UInt8] {
+        var x = seed | 1
+        return (0..<size).map { _ in
+            x ^= x << 13
+            x ^= x >> 7
+            x ^= x << 17
+            return UInt8(truncatingIfNeeded: x)
+        }
+    }
+
+    @Test func aSpillPastTheBoundNeverSettlesAPushNotSent() throws {
+        try RemoteWriteLibraries.load()
+        let dir = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // 64 KiB: segments of 16 KiB, so each 40 KB push is a segment, and
+        // two of them fill the bound.
+        let queue = try DiskQueue(folder: dir + "/q", maxBytes: 64 * 1024)
+        let transport = SlowTransport([])
+        let writer = RemoteWriter(url: "http://example/api/v1/write", queue: queue, transport: transport, log: { _ in })
+        let pushes = (0..<3).map { Self.incompressible(40_000, seed: UInt64($0 + 1)) }
+        writer.enqueue(payload: pushes[0], samples: 1)
+        transport.during.withLock {
+            $0 = {
+                writer.enqueue(payload: pushes[1], samples: 1)
+                writer.enqueue(payload: pushes[2], samples: 1)
+            }
+        }
+        #expect(writer.sendOnce() == .sent)
+        while writer.sendOnce() != nil {}
+        let received = transport.inner.bodies.withLock { $0 }.compactMap(RemoteWriteLibraries.uncompress)
+        let status = writer.status
+        // Every push is received or counted dropped, none both, none lost.
+        #expect(received.first == pushes[0])
+        #expect(received.last == pushes[2], "the newest push is never settled by the first's success")
+        let accounted = Set(received.map { pushes.firstIndex(of: $0) ?? -1 })
+        #expect(!accounted.contains(-1) && accounted.count == received.count, "each received once, as pushed")
+        #expect(UInt64(received.count) + status.droppedQueueFull == 3, "\(received.count) received, \(status.droppedQueueFull) dropped")
+        #expect(status.sent == UInt64(received.count))
+    }
+
+    @Test func aKillDuringASpilledPostPostsItAgainAlone() throws {
+        try RemoteWriteLibraries.load()
+        let dir = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let folder = dir + "/q"
+        let transport = SlowTransport([])
+        let writer = RemoteWriter(
+            url: "http://example/api/v1/write", queue: try DiskQueue(folder: folder, maxBytes: 1 << 20), transport: transport, log: { _ in })
+        writer.enqueue(payload: Self.request(), samples: 2)
+        writer.enqueue(payload: Self.request(), samples: 2)
+        // Both go in one post; a third push comes during it; then a kill
+        // -9 (the folder is read as the restart reads it).
+        let restarted = Mutex<DiskQueue.Batch?>(nil)
+        transport.during.withLock {
+            $0 = {
+                writer.enqueue(payload: [0x0A, 0x00], samples: 1)
+                restarted.withLock { $0 = (try? DiskQueue(folder: folder, maxBytes: 1 << 20))?.peek(maxBytes: 1 << 20) }
+            }
+        }
+        #expect(writer.sendOnce() == .sent)
+        let first = try #require(restarted.withLock { $0 })
+        #expect(first.resent && first.samples == 4, "the post in flight alone, as posted: \(first.samples) samples")
+        #expect(RemoteWriter.body(first) == transport.inner.bodies.withLock { $0.first }, "byte for byte the body posted")
+    }
+
+    @Test func stopWritesThePushesInMemoryToDisk() throws {
+        try RemoteWriteLibraries.load()
+        let dir = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let writer = RemoteWriter(
+            url: "http://example/api/v1/write", queue: try DiskQueue(folder: dir + "/q", maxBytes: 1 << 20),
+            transport: ScriptedTransport([]), log: { _ in })
+        writer.enqueue(payload: Self.request(), samples: 2)
+        writer.stop()
+        let reopened = try DiskQueue(folder: dir + "/q", maxBytes: 1 << 20)
+        #expect(reopened.counts.samples == 2, "a SIGTERM keeps the push not yet sent")
     }
 
     @Test func retryClassification() {
