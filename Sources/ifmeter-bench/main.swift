@@ -450,8 +450,8 @@ func pushBenchmark(_ namespace: String, interfaces count: Int, binary: String) {
     usleep(UInt32(seconds * 1e6))
     let after = counts(), pushCPU = processUsage(pusher).cpu - p0, written = writeBytes(pusher) - w0, pushSeconds = now() - s0
     let requests = after.requests - before.requests
-    // One sample per second: the requests carry pushSeconds samples.
-    let samples = pushSeconds
+    // One push per sample (the interval is the sampling one): per request.
+    let samples = Double(max(requests, 1))
     print("")
     print(
         "remote write beside serve's scrape at \(count) interfaces: 1 s interval, \(Units.duration(seconds)), \(series) series per sample")
@@ -467,7 +467,7 @@ func pushBenchmark(_ namespace: String, interfaces count: Int, binary: String) {
     row(
         "serve --listen none --remote-write", cpu: pushCPU / samples, wire: Double(after.bytes - before.bytes) / samples,
         note:
-            "\(requests) requests; body \(Units.fixed(Double(after.bodies - before.bodies) / samples / 1024, 1)) KiB snappy; queue writes \(Units.fixed(Double(written) * 3600 / pushSeconds / 1_048_576, 0)) MiB/h"
+            "\(requests) requests in \(Units.fixed(pushSeconds, 1)) s; body \(Units.fixed(Double(after.bodies - before.bodies) / samples / 1024, 1)) KiB snappy; queue writes \(Units.fixed(Double(written) * 3600 / pushSeconds / 1_048_576, 0)) MiB/h"
     )
     fflush(nil)
 }

@@ -191,4 +191,42 @@ struct RemoteWriteAuthTests {
         #expect((metric(ns, 49600, "ifmeter_remote_write_queue_samples{") ?? 0) > 0)
         print("remote write bearer: \(lines("ok").count) accepted, \(refusedBefore) refused around the rotation, \(retried) retried without a file")
     }
+
+    /// The default pace is a scrape's, 15 s, whatever the sampling interval:
+    /// in 4 s of samples every 200 ms, one push (the first sample).
+    @Test func theDefaultPushIntervalIsFifteenSeconds() throws {
+        try Netns.requireRoot()
+        let help = try ifmeter(["serve", "--help"]).out
+        #expect(help.contains("--remote-write-interval") && help.contains("15s"), "\(help)")
+        let ns = try TestNamespace()
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-rw-pace-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let port: UInt16 = 49601
+        try """
+        import http.server, sys
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with open(sys.argv[1] + "/requests", "a") as f: f.write("1\\n")
+                self.send_response(204)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            def log_message(self, *a): pass
+        http.server.HTTPServer(("127.0.0.1", \(port)), H).serve_forever()
+        """.write(toFile: dir + "/receiver.py", atomically: true, encoding: .utf8)
+        let python = try Background(["ip", "netns", "exec", ns.name, "python3", dir + "/receiver.py", dir], name: "pace-receiver")
+        defer { _ = python.stop() }
+        let requests = { ((try? String(contentsOfFile: dir + "/requests", encoding: .utf8)) ?? "").split(separator: "\n").count }
+        let serve = try Background(
+            [
+                "ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--listen", "none", "--interval", "200ms",
+                "--remote-write-queue", dir + "/queue", "--remote-write", "http://127.0.0.1:\(port)/api/v1/write",
+            ], name: "serve-pace")
+        defer { _ = serve.stop() }
+        _ = try waitFor("the first push", timeout: 20) { requests() >= 1 ? true : nil }
+        Thread.sleep(forTimeInterval: 4)
+        #expect(requests() == 1, "\(requests()) pushes in 4 s of samples every 200 ms: \(serve.log)")
+    }
 }
