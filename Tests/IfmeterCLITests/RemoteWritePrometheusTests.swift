@@ -143,9 +143,14 @@ struct RemoteWritePrometheusTests {
         let increase = try #require(try scalar(ns, "increase(\(selector)[\(window)s])", at: t1))
         #expect(increase >= sent * 0.99 && increase <= sent * 1.3, "increase() \(increase) for \(sent) sent (it extrapolates)")
         #expect(try scalar(ns, "resets(\(selector)[\(window)s])", at: t1) == 0)
+        // Over exactly the samples' span (first to last, to the
+        // millisecond), increase() does not extrapolate: the bytes sent.
+        let span = Int(((last.0 - first.0) * 1000).rounded())
+        let exact = try #require(try scalar(ns, "increase(\(selector)[\(span)ms])", at: last.0))
+        #expect(exact == sent, "increase() over the samples' \(span) ms: \(exact) for \(sent) sent")
         #expect(try scalar(ns, #"ifmeter_remote_write_samples_retried_total{host="test1"}"#, at: t1).map { $0 > 0 } == true)
         print(
-            "remote write outage: sent \(sent) bytes, raw difference \(last.1 - first.1), increase() \(increase), \(series.count) samples over \(window) s, largest gap \(largest) s, restart gaps \(restartGaps)"
+            "remote write outage: sent \(sent) bytes, raw difference \(last.1 - first.1), increase() \(increase) (over the samples' span: \(exact)), \(series.count) samples over \(window) s, largest gap \(largest) s, restart gaps \(restartGaps)"
         )
     }
 
