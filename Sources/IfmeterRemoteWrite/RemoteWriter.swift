@@ -381,8 +381,12 @@ public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
 
     /// The cache's series as WriteRequest entries, stamped `timestampMs`.
     public func encode(timestampMs: Int64) -> ([UInt8], UInt32) {
-        var text: [UInt8] = []
-        cache.renderText(chunk: 64 * 1024) { text.append(contentsOf: $0) }
-        return encoder.withLock { $0.encode(text, timestampMs: timestampMs) }
+        return encoder.withLock { encoder in
+            // The size of the last push's text: one allocation, no doubling.
+            var text: [UInt8] = []
+            text.reserveCapacity(encoder.lastTextBytes + 4096)
+            cache.renderText(chunk: 64 * 1024) { text.append(contentsOf: $0) }
+            return encoder.encode(text, timestampMs: timestampMs)
+        }
     }
 }

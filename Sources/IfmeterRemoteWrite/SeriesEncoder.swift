@@ -5,19 +5,26 @@
 /// (`ExpositionSeries`), given the external labels and sorted. The output
 /// is byte for byte what parsing every line gives.
 public struct SeriesEncoder: Sendable {
+    /// A series: its key and then its TimeSeries label fields (tag 1,
+    /// length, Label, in order) in `arena`; no allocation of its own.
     struct Entry: Sendable {
-        var key: [UInt8]
-        /// The TimeSeries' label fields (tag 1, length, Label), in order.
-        var labels: [UInt8]
+        var start: Int
+        var keyLength: Int32
+        var labelsLength: Int32
         /// The last push that had this series.
-        var push: Int
+        var push: Int32
+        /// The next entry with the same hash, or -1.
+        var next: Int32
     }
 
     let externalLabels: [(String, String)]
     private var entries: [Entry] = []
-    /// A hash of the key to the entries with that hash.
-    private var index: [UInt64: [Int]] = [:]
-    private var pushes = 0
+    private var arena: [UInt8] = []
+    /// A hash of the key to its first entry.
+    private var index: [UInt64: Int32] = [:]
+    private var pushes: Int32 = 0
+    /// The size of the last text encoded.
+    public private(set) var lastTextBytes = 0
 
     public init(externalLabels: [(String, String)]) { self.externalLabels = externalLabels }
 
@@ -25,8 +32,9 @@ public struct SeriesEncoder: Sendable {
     /// and how many.
     public mutating func encode(_ text: [UInt8], timestampMs: Int64) -> ([UInt8], UInt32) {
         var out = ProtobufWriter()
-        out.bytes.reserveCapacity(text.count + text.count / 2)
-        pushes += 1
+        out.bytes.reserveCapacity(text.count + text.count / 4)
+        pushes &+= 1
+        lastTextBytes = text.count
         let push = pushes
         var count: UInt32 = 0
         text.withUnsafeBufferPointer { buffer in
@@ -71,21 +79,24 @@ public struct SeriesEncoder: Sendable {
                 guard !key.isEmpty, let value = Self.value(UnsafeBufferPointer(rebasing: buffer[valueStart..<valueEnd])) else { continue }
                 var hash: UInt64 = 0xcbf2_9ce4_8422_2325
                 for byte in key { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-                var found = -1
-                if let candidates = index[hash] {
-                    for i in candidates where entries[i].key.elementsEqual(key) {
-                        found = i
-                        break
-                    }
+                var found = Int(index[hash] ?? -1)
+                while found >= 0 {
+                    let e = entries[found]
+                    if Int(e.keyLength) == key.count, arena[e.start..<e.start + key.count].elementsEqual(key) { break }
+                    found = Int(e.next)
                 }
                 if found < 0 {
                     guard let series = ExpositionSeries.parseLine(text[start..<end]) else { continue }
-                    found = entries.count
-                    entries.append(Entry(key: Array(key), labels: encodeLabels(series.labels), push: push))
-                    index[hash, default: []].append(found)
+                    found = add(key: key, labels: encodeLabels(series.labels), hash: hash, push: push)
                 }
                 entries[found].push = push
-                Self.appendSeries(to: &out, labels: entries[found].labels, value: value, timestampMs: timestampMs)
+                let e = entries[found]
+                let from = e.start + Int(e.keyLength)
+                arena.withUnsafeBufferPointer { a in
+                    Self.appendSeries(
+                        to: &out, labels: UnsafeBufferPointer(rebasing: a[from..<from + Int(e.labelsLength)]), value: value,
+                        timestampMs: timestampMs)
+                }
                 count += 1
             }
         }
@@ -94,14 +105,27 @@ public struct SeriesEncoder: Sendable {
         return (out.bytes, count)
     }
 
+    private mutating func add(key: some Collection<UInt8>, labels: [UInt8], hash: UInt64, push: Int32) -> Int {
+        let entry = Entry(start: arena.count, keyLength: Int32(key.count), labelsLength: Int32(labels.count), push: push, next: index[hash] ?? -1)
+        arena.append(contentsOf: key)
+        arena.append(contentsOf: labels)
+        entries.append(entry)
+        index[hash] = Int32(entries.count - 1)
+        return entries.count - 1
+    }
+
     /// Keeps only the entries seen in push `push` or later.
-    private mutating func forget(before push: Int) {
-        entries.removeAll { $0.push < push }
+    private mutating func forget(before push: Int32) {
+        let old = entries, oldArena = arena
+        entries.removeAll(keepingCapacity: true)
+        arena.removeAll(keepingCapacity: true)
         index.removeAll(keepingCapacity: true)
-        for (i, entry) in entries.enumerated() {
+        for e in old where e.push >= push {
+            let key = oldArena[e.start..<e.start + Int(e.keyLength)]
             var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-            for byte in entry.key { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-            index[hash, default: []].append(i)
+            for byte in key { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+            let labels = Array(oldArena[e.start + Int(e.keyLength)..<e.start + Int(e.keyLength) + Int(e.labelsLength)])
+            _ = add(key: key, labels: labels, hash: hash, push: e.push)
         }
     }
 
@@ -126,7 +150,7 @@ public struct SeriesEncoder: Sendable {
     }
 
     /// A `timeseries` entry: its label fields as encoded, one sample.
-    static func appendSeries(to out: inout ProtobufWriter, labels: [UInt8], value: Double, timestampMs: Int64) {
+    static func appendSeries(to out: inout ProtobufWriter, labels: UnsafeBufferPointer<UInt8>, value: Double, timestampMs: Int64) {
         // Sample: tag, 8-byte double, tag, varint.
         let sampleLength = 1 + 8 + 1 + ProtobufWriter.varintLength(UInt64(bitPattern: timestampMs))
         let seriesLength = labels.count + 1 + ProtobufWriter.varintLength(UInt64(sampleLength)) + sampleLength

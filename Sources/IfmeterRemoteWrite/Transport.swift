@@ -40,13 +40,18 @@ public enum RemoteWriteLibraries {
 
     /// Snappy's block format (the libraries must be loaded).
     public static func compress(_ input: [UInt8]) -> [UInt8]? {
-        var out = [UInt8](repeating: 0, count: cifm_rw_snappy_max_compressed(input.count))
-        var length = out.count
-        let rc = input.withUnsafeBytes { i in out.withUnsafeMutableBytes { cifm_rw_snappy_compress(i.baseAddress, i.count, $0.baseAddress, &length) }
+        // The bound is about 1/6 more than the input; snappy writes only what
+        // it needs, so the rest is never touched (not zero-filled either).
+        let bound = cifm_rw_snappy_max_compressed(input.count)
+        var ok = false
+        let out = [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
+            var length = bound
+            let rc = input.withUnsafeBytes { cifm_rw_snappy_compress($0.baseAddress, $0.count, buffer.baseAddress, &length) }
+            ok = rc == 0
+            count = ok ? length : 0
         }
-        guard rc == 0 else { return nil }
-        out.removeSubrange(length...)
-        return out
+        // A copy of its own size: the bound's pages go back.
+        return ok ? Array(out[...]) : nil
     }
 
     public static func uncompress(_ input: [UInt8]) -> [UInt8]? {

@@ -422,7 +422,7 @@ func pushBenchmark(_ namespace: String, interfaces count: Int, binary: String) {
         let left = 1 - (now() - round)
         if left > 0 { usleep(UInt32(left * 1e6)) }
     }
-    let scrapeSeconds = now() - t0, scrapeCPU = processUsage(serve).cpu - c0
+    let scrapeSeconds = now() - t0, scrapeCPU = processUsage(serve).cpu - c0, scrapePeak = processUsage(serve).peak
     stopBackground(serve)
 
     // Pushed to a receiver that answers 204.
@@ -449,6 +449,7 @@ func pushBenchmark(_ namespace: String, interfaces count: Int, binary: String) {
     let before = counts(), p0 = processUsage(pusher).cpu, w0 = writeBytes(pusher), s0 = now()
     usleep(UInt32(seconds * 1e6))
     let after = counts(), pushCPU = processUsage(pusher).cpu - p0, written = writeBytes(pusher) - w0, pushSeconds = now() - s0
+    let pushPeak = processUsage(pusher).peak
     let requests = after.requests - before.requests
     // One push per sample (the interval is the sampling one): per request.
     let samples = Double(max(requests, 1))
@@ -463,11 +464,13 @@ func pushBenchmark(_ namespace: String, interfaces count: Int, binary: String) {
     }
     row(
         "serve, scraped every 1 s (gzip)", cpu: scrapeCPU / scrapeSeconds, wire: Double(wire) / Double(max(scrapes, 1)),
-        note: "\(scrapes) scrapes; body \(Units.fixed(Double(bodies) / Double(max(scrapes, 1)) / 1024, 1)) KiB gzip")
+        note:
+            "\(scrapes) scrapes; body \(Units.fixed(Double(bodies) / Double(max(scrapes, 1)) / 1024, 1)) KiB gzip; peak RSS \(Units.fixed(Double(scrapePeak) / 1024, 1)) MiB"
+    )
     row(
         "serve --listen none --remote-write", cpu: pushCPU / samples, wire: Double(after.bytes - before.bytes) / samples,
         note:
-            "\(requests) requests in \(Units.fixed(pushSeconds, 1)) s; body \(Units.fixed(Double(after.bodies - before.bodies) / samples / 1024, 1)) KiB snappy; queue writes \(Units.fixed(Double(written) * 3600 / pushSeconds / 1_048_576, 0)) MiB/h"
+            "\(requests) requests in \(Units.fixed(pushSeconds, 1)) s; body \(Units.fixed(Double(after.bodies - before.bodies) / samples / 1024, 1)) KiB snappy; queue writes \(Units.fixed(Double(written) * 3600 / pushSeconds / 1_048_576, 0)) MiB/h; peak RSS \(Units.fixed(Double(pushPeak) / 1024, 1)) MiB"
     )
     fflush(nil)
 }
