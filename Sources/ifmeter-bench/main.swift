@@ -373,7 +373,9 @@ func scrapeBenchmark(_ namespace: String, interfaces count: Int, binary: String)
     }
     let plain = (perSecond["ifmeter servegzip, as Prometheus asks"] ?? .nan) / (perSecond["node_exportergzip, as Prometheus asks"] ?? .nan)
     print(
-        "  ifmeter/node_exporter scrapes per second (gzip): \(Units.fixed(plain, 1))x (target at 1000: at least 20x);"
+        "  ifmeter/node_exporter scrapes per second (gzip): "
+            + (plain.isFinite ? "\(Units.fixed(plain, 1))x" : "no node_exporter scrape finished within wrk's 10 s timeout")
+            + " (target at 1000: at least 20x);"
             + " peak RSS \(Units.fixed(rss["ifmeter serve"] ?? .nan, 1)) vs \(Units.fixed(rss["node_exporter"] ?? .nan, 1)) MiB"
             + " (target: at most half)")
     let usage = processUsage(ifmeter)
