@@ -122,9 +122,7 @@ struct RemoteWriteOptions {
 
     /// A receiver's queue folder: a hash of its URL (FNV-1a, 64 bits).
     static func folderName(_ url: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in url.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-        let hex = String(hash, radix: 16)
+        let hex = String(FNV1a.hash(url.utf8), radix: 16)
         return String(repeating: "0", count: 16 - hex.count) + hex
     }
 }

@@ -1,3 +1,5 @@
+import IfmeterCore
+
 /// Turns a text exposition into WriteRequest `timeseries` entries, keeping
 /// each series' encoded labels from one push to the next: a series' line
 /// up to its value (its name and labels, as the renderer writes them) is
@@ -77,8 +79,7 @@ public struct SeriesEncoder: Sendable {
                 while valueEnd < end && buffer[valueEnd] != UInt8(ascii: " ") { valueEnd += 1 }
                 let key = UnsafeBufferPointer(rebasing: buffer[start..<min(keyEnd, end)])
                 guard !key.isEmpty, let value = Self.value(UnsafeBufferPointer(rebasing: buffer[valueStart..<valueEnd])) else { continue }
-                var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-                for byte in key { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+                let hash = FNV1a.hash(key)
                 var found = Int(index[hash] ?? -1)
                 while found >= 0 {
                     let e = entries[found]
@@ -122,8 +123,7 @@ public struct SeriesEncoder: Sendable {
         index.removeAll(keepingCapacity: true)
         for e in old where e.push >= push {
             let key = oldArena[e.start..<e.start + Int(e.keyLength)]
-            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-            for byte in key { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+            let hash = FNV1a.hash(key)
             let labels = Array(oldArena[e.start + Int(e.keyLength)..<e.start + Int(e.keyLength) + Int(e.labelsLength)])
             _ = add(key: key, labels: labels, hash: hash, push: e.push)
         }

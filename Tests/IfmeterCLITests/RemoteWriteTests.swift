@@ -460,6 +460,14 @@ import Testing
         #expect(reopened.counts.samples == 2, "a SIGTERM keeps the push not yet sent")
     }
 
+    /// The queue's folder is named by this hash of the URL: it must stay
+    /// the same across versions (the published FNV-1a 64 test vectors).
+    @Test func theQueueFolderHashIsFNV1a() {
+        #expect(FNV1a.hash("".utf8) == 0xcbf2_9ce4_8422_2325)
+        #expect(FNV1a.hash("a".utf8) == 0xaf63_dc4c_8601_ec8c)
+        #expect(FNV1a.hash("foobar".utf8) == 0x8594_4171_f739_67e8)
+    }
+
     @Test func retryClassification() {
         for status in [200, 204] { #expect(RetryPolicy.classify(PostOutcome(status: status)) == .sent) }
         for status in [0, 429, 500, 502, 503, 599] { #expect(RetryPolicy.classify(PostOutcome(status: status)) == .retry, "\(status)") }
