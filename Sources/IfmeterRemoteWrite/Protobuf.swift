@@ -49,17 +49,48 @@ public enum RemoteWriteEncoding {
     /// another, so records of the queue concatenate into a request.
     /// `labels` must be sorted by name and hold `__name__`.
     public static func appendTimeSeries(to out: inout ProtobufWriter, labels: [(String, String)], value: Double, timestampMs: Int64) {
-        var series = ProtobufWriter()
-        for (name, labelValue) in labels {
+        let fields = labelFields(labels)
+        fields.withUnsafeBufferPointer { appendTimeSeries(to: &out, labelFields: $0, value: value, timestampMs: timestampMs) }
+    }
+
+    /// A TimeSeries' label fields (tag 1, length, Label), in order.
+    public static func labelFields(_ labels: [(String, String)]) -> [UInt8] {
+        var out = ProtobufWriter()
+        for (name, value) in labels {
             var label = ProtobufWriter()
             label.stringField(1, name)
-            label.stringField(2, labelValue)
-            series.bytesField(1, label.bytes)
+            label.stringField(2, value)
+            out.bytesField(1, label.bytes)
         }
-        var sample = ProtobufWriter()
-        sample.doubleField(1, value)
-        sample.int64Field(2, timestampMs)
-        series.bytesField(2, sample.bytes)
-        out.bytesField(1, series.bytes)
+        return out.bytes
+    }
+
+    /// A `timeseries` entry from its label fields as encoded, one sample.
+    public static func appendTimeSeries(
+        to out: inout ProtobufWriter, labelFields: UnsafeBufferPointer<UInt8>, value: Double, timestampMs: Int64
+    ) {
+        // Sample: tag, 8-byte double, tag, varint.
+        let sampleLength = 1 + 8 + 1 + ProtobufWriter.varintLength(UInt64(bitPattern: timestampMs))
+        let seriesLength = labelFields.count + 1 + ProtobufWriter.varintLength(UInt64(sampleLength)) + sampleLength
+        out.tag(1, wire: 2)
+        out.varint(UInt64(seriesLength))
+        out.bytes.append(contentsOf: labelFields)
+        out.tag(2, wire: 2)
+        out.varint(UInt64(sampleLength))
+        out.doubleField(1, value)
+        out.int64Field(2, timestampMs)
+    }
+}
+
+extension ProtobufWriter {
+    /// Bytes of `value` as a varint.
+    static func varintLength(_ value: UInt64) -> Int {
+        var v = value
+        var n = 1
+        while v >= 0x80 {
+            v >>= 7
+            n += 1
+        }
+        return n
     }
 }

@@ -342,7 +342,6 @@ public final class RemoteWriter: Sendable {
 public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
     let cache: ScrapeCache
     public let writers: [RemoteWriter]
-    let externalLabels: [(String, String)]
     let every: Double
     let sampleInterval: Double
     private let lastPushed = Mutex<Double?>(nil)
@@ -351,7 +350,6 @@ public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
     public init(cache: ScrapeCache, writers: [RemoteWriter], externalLabels: [(String, String)], every: Double = 0, sampleInterval: Double = 1) {
         self.cache = cache
         self.writers = writers
-        self.externalLabels = externalLabels
         self.every = every
         self.sampleInterval = sampleInterval
         encoder = Mutex(SeriesEncoder(externalLabels: externalLabels))

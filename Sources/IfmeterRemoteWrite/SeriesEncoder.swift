@@ -94,8 +94,8 @@ public struct SeriesEncoder: Sendable {
                 let e = entries[found]
                 let from = e.start + Int(e.keyLength)
                 arena.withUnsafeBufferPointer { a in
-                    Self.appendSeries(
-                        to: &out, labels: UnsafeBufferPointer(rebasing: a[from..<from + Int(e.labelsLength)]), value: value,
+                    RemoteWriteEncoding.appendTimeSeries(
+                        to: &out, labelFields: UnsafeBufferPointer(rebasing: a[from..<from + Int(e.labelsLength)]), value: value,
                         timestampMs: timestampMs)
                 }
                 count += 1
@@ -139,28 +139,7 @@ public struct SeriesEncoder: Sendable {
         // External labels never replace a series' own (as Prometheus's).
         for (name, value) in externalLabels where !labels.contains(where: { $0.0 == name }) { labels.append((name, value)) }
         labels.sort { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
-        var out = ProtobufWriter()
-        for (name, value) in labels {
-            var label = ProtobufWriter()
-            label.stringField(1, name)
-            label.stringField(2, value)
-            out.bytesField(1, label.bytes)
-        }
-        return out.bytes
-    }
-
-    /// A `timeseries` entry: its label fields as encoded, one sample.
-    static func appendSeries(to out: inout ProtobufWriter, labels: UnsafeBufferPointer<UInt8>, value: Double, timestampMs: Int64) {
-        // Sample: tag, 8-byte double, tag, varint.
-        let sampleLength = 1 + 8 + 1 + ProtobufWriter.varintLength(UInt64(bitPattern: timestampMs))
-        let seriesLength = labels.count + 1 + ProtobufWriter.varintLength(UInt64(sampleLength)) + sampleLength
-        out.tag(1, wire: 2)
-        out.varint(UInt64(seriesLength))
-        out.bytes.append(contentsOf: labels)
-        out.tag(2, wire: 2)
-        out.varint(UInt64(sampleLength))
-        out.doubleField(1, value)
-        out.int64Field(2, timestampMs)
+        return RemoteWriteEncoding.labelFields(labels)
     }
 
     /// A sample value: digits read directly (counters and gauges are mostly
@@ -173,18 +152,5 @@ public struct SeriesEncoder: Sendable {
             return Double(n)
         }
         return ExpositionSeries.parseValue(String(decoding: text, as: UTF8.self))
-    }
-}
-
-extension ProtobufWriter {
-    /// Bytes of `value` as a varint.
-    static func varintLength(_ value: UInt64) -> Int {
-        var v = value
-        var n = 1
-        while v >= 0x80 {
-            v >>= 7
-            n += 1
-        }
-        return n
     }
 }
