@@ -43,6 +43,11 @@ public final class DiskQueue: Sendable {
         var droppedFull: UInt64 = 0
         /// The segment and end of the batch posted and not yet acknowledged.
         var inFlight: (sequence: UInt64, end: Int64)?
+
+        /// Whether segment `sequence` still has unsent records before `end`.
+        func holdsUnsent(_ sequence: UInt64, before end: Int64) -> Bool {
+            segments.contains { $0.sequence == sequence && $0.records.first.map { $0.offset < end } == true }
+        }
     }
 
     /// Where a record ends: its segment and the offset after it.
@@ -111,11 +116,7 @@ public final class DiskQueue: Sendable {
         if s.segments.isEmpty, ackKnown { s.ackOffset = 0 }
         // A request in flight whose records are gone (sent, or dropped for
         // room) is no longer one: a new segment may take its number.
-        if let flying = s.inFlight,
-            !s.segments.contains(where: { $0.sequence == flying.sequence && $0.records.first.map { $0.offset < flying.end } == true })
-        {
-            s.inFlight = nil
-        }
+        if let flying = s.inFlight, !s.holdsUnsent(flying.sequence, before: flying.end) { s.inFlight = nil }
         state.withLock { $0 = s }
     }
 
@@ -313,8 +314,7 @@ public final class DiskQueue: Sendable {
     /// were posted; nothing when they are gone.
     public func markInFlight(_ position: Position) throws(SystemError) {
         try state.withLock { (s: inout State) throws(SystemError) in
-            guard s.segments.contains(where: { $0.sequence == position.sequence && $0.records.first.map { $0.offset < position.end } == true })
-            else { return }
+            guard s.holdsUnsent(position.sequence, before: position.end) else { return }
             s.inFlight = (position.sequence, position.end)
             try writeAck(s)
         }
