@@ -70,11 +70,14 @@ struct TerminalEscapeTests {
                 "ip", "netns", "exec", ns.name, try ifmeterBinary(), "export",
                 "--state", state, "--json", folder + "/r.json", "--every", "300ms",
             ], name: "export-escape")
-        Thread.sleep(forTimeInterval: 0.5)
-        // Usage rows are made of traffic: some frames out of each end.
+        // Usage rows are made of traffic: some frames out of each end, sent
+        // once export took its baseline (its first report), and counted
+        // (in its totals) before it stops.
+        try ExportReport.waitForFirst(folder + "/r.json")
         try sendFrames(in: ns.name, interface: Self.clear, count: 10)
         try sendFrames(in: ns.name, interface: Self.title, count: 10)
-        Thread.sleep(forTimeInterval: 0.7)
+        try ExportReport.waitForTotal(folder + "/r.json", Self.clear, atLeast: 10 * 300)
+        try ExportReport.waitForTotal(folder + "/r.json", Self.title, atLeast: 10 * 300)
         #expect(export.stop() == 0)
         expectClean(export.log, "export")
         let usage = try ifmeter(["usage", "--state", state])

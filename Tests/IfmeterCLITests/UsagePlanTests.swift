@@ -45,9 +45,10 @@ struct UsagePlanTests {
         let frame = VethPair.frameBytes(payload: 700)
 
         var exporter = try export(pair.a, arguments)
-        Thread.sleep(forTimeInterval: 0.4)
+        // Sent once the baseline is taken, and counted before anything is read.
+        try ExportReport.waitForFirst(dir + "/r.json")
         try pair.sendUDP(count: 40, payload: 700)
-        Thread.sleep(forTimeInterval: 0.6)
+        try ExportReport.waitForTotal(dir + "/r.json", "vA", atLeast: 40 * frame)
         // A state file in use: one line, 64, nothing changed.
         let busy = try ifmeter(["plan", "set", "vA", "--state", state, "--cycle-start", "1"])
         #expect(busy.status == 64 && busy.err.contains("in use"), "\(busy)")
@@ -88,18 +89,23 @@ struct UsagePlanTests {
         #expect(schema.ok, "\(schema.output)")
 
         _ = try ifmeter(["plan", "set", "vA", "--state", state, "--cycle-start", "31", "--quota", "1GiB", "--direction", "tx"])
+        // Under the quota as of the last save; but once export stopped more
+        // than two save intervals (200 ms) ago, nothing says it is under now.
+        // The file's clock is moved, not the test's: its last save and stop
+        // are put 10 s back.
+        try run(["sqlite3", state, "UPDATE meta SET value = CAST(value AS REAL) - 10 WHERE key IN ('saved', 'stopped')"])
         check = try ifmeter(["usage", "--state", state, "--check"])
-        // Under the quota as of the last save; but export stopped more than
-        // two save intervals (200 ms) ago, so nothing says it is under now.
         #expect(check.status == 4 && check.out.contains("UNKNOWN vA") && check.out.contains("as of the last save"), "\(check)")
 
         // Across a reboot the totals and the new traffic are lower bounds:
         // under the quota cannot be proven (4); over it is certain (3).
         try "boot-two\n".write(toFile: bootFile, atomically: true, encoding: .utf8)
+        try FileManager.default.removeItem(atPath: dir + "/r.json")
         exporter = try export(pair.a, arguments)
-        Thread.sleep(forTimeInterval: 0.4)
+        try ExportReport.waitForFirst(dir + "/r.json")
         try pair.sendUDP(count: 10, payload: 700)
-        Thread.sleep(forTimeInterval: 0.6)
+        // The restored totals (sent, a lower bound now) and the new frames.
+        try ExportReport.waitForTotal(dir + "/r.json", "vA", atLeast: sent + 10 * frame)
         #expect(exporter.stop() == 0)
         check = try ifmeter(["usage", "--state", state, "--check"])
         #expect(check.status == 4 && check.out.contains("UNKNOWN vA"), "\(check)")
@@ -179,12 +185,15 @@ struct UsagePlanTests {
     /// `count` datagrams out of vA, saved by export into `dir`/state.db;
     /// returns the bytes vA sent.
     func saveTraffic(_ pair: VethPair, in dir: String, count: Int, payload: Int) throws -> UInt64 {
+        try? FileManager.default.removeItem(atPath: dir + "/r.json")
         let exporter = try export(pair.a, ["--json", dir + "/r.json", "--every", "200ms", "--state", dir + "/state.db"])
-        Thread.sleep(forTimeInterval: 0.4)
+        try ExportReport.waitForFirst(dir + "/r.json")
+        let before = ExportReport.read(dir + "/r.json").map { ExportReport.total($0, "vA", "tx_bytes") } ?? 0
         try pair.sendUDP(count: count, payload: payload)
-        Thread.sleep(forTimeInterval: 0.6)
+        let sent = UInt64(count) * VethPair.frameBytes(payload: payload)
+        try ExportReport.waitForTotal(dir + "/r.json", "vA", atLeast: before + sent)
         #expect(exporter.stop() == 0)
-        return UInt64(count) * VethPair.frameBytes(payload: payload)
+        return sent
     }
 
     @Test func serveExposesEachPlansQuotaUseAndCycle() throws {
