@@ -140,6 +140,9 @@ let package = Package(
         .testTarget(
             name: "IfmeterTests", dependencies: ["Ifmeter", "IfmeterCore", "IfmeterSampling", "IfmeterSystem", "IfmeterTestSupport"]),
         .testTarget(
+            name: "IfmeterRemoteWriteTests",
+            dependencies: ["IfmeterRemoteWrite", "IfmeterServe", "IfmeterOutput", "IfmeterSystem", "IfmeterCore", "IfmeterTestSupport"]),
+        .testTarget(
             name: "IfmeterPipelineTests",
             dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterCore", "IfmeterStore", "IfmeterTestSupport"]),
     ],

@@ -5,15 +5,12 @@
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 static struct {
     CURLcode (*global_init)(long);
@@ -128,7 +125,13 @@ void cifm_rw_client_free(cifm_rw_client *client) {
 typedef struct {
     cifm_rw_result *result;
     size_t body_used;
+    long long body_total;
 } response_state;
+
+/// The most of a response body read: what follows the start kept for the
+/// log is only counted, and past this the transfer is cut (an endless body
+/// cannot hold the sender).
+#define CIFM_RW_BODY_CAP (64 * 1024)
 
 static size_t on_header(char *buffer, size_t size, size_t count, void *context) {
     response_state *state = context;
@@ -162,6 +165,11 @@ static size_t on_header(char *buffer, size_t size, size_t count, void *context) 
 static size_t on_body(char *buffer, size_t size, size_t count, void *context) {
     response_state *state = context;
     size_t length = size * count;
+    state->body_total += (long long)length;
+    if (state->body_total > CIFM_RW_BODY_CAP) {
+        state->result->body_cut = 1;
+        return 0;
+    }
     size_t room = sizeof state->result->body - 1 - state->body_used;
     size_t n = length < room ? length : room;
     memcpy(state->result->body + state->body_used, buffer, n);
@@ -175,7 +183,7 @@ int cifm_rw_post(cifm_rw_client *client, const cifm_rw_request *request, cifm_rw
     result->retry_after = -1;
     CURL *curl = client->curl;
     rw.easy_reset(curl);
-    response_state state = {result, 0};
+    response_state state = {result, 0, 0};
     // libcurl's detailed message ("SSL certificate problem: ..."), where
     // curl_easy_strerror only names the error's kind.
     char detail[CURL_ERROR_SIZE] = {0};
@@ -185,12 +193,14 @@ int cifm_rw_post(cifm_rw_client *client, const cifm_rw_request *request, cifm_rw
     headers = rw.slist_append(headers, "Content-Type: application/x-protobuf");
     headers = rw.slist_append(headers, "X-Prometheus-Remote-Write-Version: 0.1.0");
     headers = rw.slist_append(headers, "Expect:");
-    char bearer[4200];
-    if (request->bearer_token) {
-        snprintf(bearer, sizeof bearer, "Authorization: Bearer %s", request->bearer_token);
-        headers = rw.slist_append(headers, bearer);
-    }
     rw.easy_setopt(curl, CURLOPT_URL, request->url);
+    // Redirects are followed as Prometheus' own sender does, a bounded
+    // number, never from https to http, the POST and its body kept; curl
+    // sends credentials only to the host (and port) they were given for.
+    rw.easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
+    rw.easy_setopt(curl, CURLOPT_MAXREDIRS, 10L);
+    rw.easy_setopt(curl, CURLOPT_POSTREDIR, (long)CURL_REDIR_POST_ALL);
+    rw.easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, strncmp(request->url, "https:", 6) == 0 ? "https" : "http,https");
     rw.easy_setopt(curl, CURLOPT_POST, 1L);
     rw.easy_setopt(curl, CURLOPT_POSTFIELDS, request->body);
     rw.easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)request->body_len);
@@ -204,7 +214,10 @@ int cifm_rw_post(cifm_rw_client *client, const cifm_rw_request *request, cifm_rw
     rw.easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
     rw.easy_setopt(curl, CURLOPT_WRITEDATA, &state);
     if (request->user_agent) rw.easy_setopt(curl, CURLOPT_USERAGENT, request->user_agent);
-    if (request->username) {
+    if (request->bearer_token) {
+        rw.easy_setopt(curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BEARER);
+        rw.easy_setopt(curl, CURLOPT_XOAUTH2_BEARER, request->bearer_token);
+    } else if (request->username) {
         rw.easy_setopt(curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
         rw.easy_setopt(curl, CURLOPT_USERNAME, request->username);
         rw.easy_setopt(curl, CURLOPT_PASSWORD, request->password ? request->password : "");
@@ -220,6 +233,12 @@ int cifm_rw_post(cifm_rw_client *client, const cifm_rw_request *request, cifm_rw
     rw.slist_free_all(headers);
     curl_off_t uploaded = 0;
     if (rw.easy_getinfo(curl, CURLINFO_SIZE_UPLOAD_T, &uploaded) == CURLE_OK) result->uploaded = (long long)uploaded;
+    if (code == CURLE_WRITE_ERROR && result->body_cut) {
+        // A response came; only its body was cut.
+        code = CURLE_OK;
+    }
+    long redirects = 0;
+    if (rw.easy_getinfo(curl, CURLINFO_REDIRECT_COUNT, &redirects) == CURLE_OK) result->redirects = redirects;
     if (code != CURLE_OK) {
         snprintf(result->error, sizeof result->error, "%s", detail[0] ? detail : rw.easy_strerror(code));
         rw.easy_setopt(curl, CURLOPT_ERRORBUFFER, NULL);
@@ -231,76 +250,6 @@ int cifm_rw_post(cifm_rw_client *client, const cifm_rw_request *request, cifm_rw
     rw.easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
     result->status = status;
     return 0;
-}
-
-int cifm_rw_open_append(const char *path) { return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600); }
-
-int cifm_rw_write_sync(int fd, const void *bytes, size_t length) {
-    const char *p = bytes;
-    while (length > 0) {
-        ssize_t n = write(fd, p, length);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += n;
-        length -= (size_t)n;
-    }
-    return fdatasync(fd);
-}
-
-int cifm_rw_close(int fd) { return close(fd); }
-
-long long cifm_rw_file_size(const char *path) {
-    struct stat st;
-    if (stat(path, &st) != 0) return -1;
-    return (long long)st.st_size;
-}
-
-long long cifm_rw_read(const char *path, long long offset, void *buffer, size_t capacity) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    size_t got = 0;
-    while (got < capacity) {
-        ssize_t n = pread(fd, (char *)buffer + got, capacity - got, (off_t)(offset + (long long)got));
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            int saved = errno;
-            close(fd);
-            errno = saved;
-            return -1;
-        }
-        if (n == 0) break;
-        got += (size_t)n;
-    }
-    close(fd);
-    return (long long)got;
-}
-
-int cifm_rw_truncate(const char *path, long long length) {
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    int rc = ftruncate(fd, (off_t)length);
-    if (rc == 0) rc = fdatasync(fd);
-    int saved = errno;
-    close(fd);
-    errno = saved;
-    return rc;
-}
-
-int cifm_rw_unlink(const char *path) { return unlink(path); }
-
-int cifm_rw_mkdir(const char *path) {
-    if (mkdir(path, 0700) == 0 || errno == EEXIST) return 0;
-    return -1;
-}
-
-int cifm_rw_sync_dir(const char *path) {
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
 }
 
 int cifm_rw_errno(void) { return errno; }

@@ -15,6 +15,11 @@ public struct RemoteWriteStatus: Sendable, Hashable {
     public var droppedQueueFull: UInt64 = 0
     /// Dropped because the receiver refused them (a 4xx other than 429).
     public var droppedRejected: UInt64 = 0
+    /// Lost because the queue could not take them (a full disk, an I/O
+    /// error) while they were in memory nowhere else.
+    public var droppedUnwritable: UInt64 = 0
+    /// Lost to damage in the queue's files (found when the queue opened).
+    public var droppedCorrupt: UInt64 = 0
     /// In a request posted again (after a failed try or a kill before its
     /// acknowledgement) that the receiver refused: most likely it had them.
     public var duplicate: UInt64 = 0
@@ -44,11 +49,13 @@ extension ExpositionWriter {
         header(
             "ifmeter_remote_write_samples_dropped", .counter,
             help:
-                "Samples never sent: reason queue_full (the queue was at its bound: the oldest went) or rejected (the receiver answered 4xx). \(note)"
+                "Samples never sent: reason queue_full (the queue was at its bound: the oldest went), rejected (the receiver answered 4xx), write_failed (the queue on disk could not take them: a full disk, an I/O error) or corrupt (lost to damage in the queue's files). \(note)"
         )
         for s in statuses {
+            labeledSample("ifmeter_remote_write_samples_dropped_total", [("reason", "corrupt"), ("url", s.url)], String(s.droppedCorrupt))
             labeledSample("ifmeter_remote_write_samples_dropped_total", [("reason", "queue_full"), ("url", s.url)], String(s.droppedQueueFull))
             labeledSample("ifmeter_remote_write_samples_dropped_total", [("reason", "rejected"), ("url", s.url)], String(s.droppedRejected))
+            labeledSample("ifmeter_remote_write_samples_dropped_total", [("reason", "write_failed"), ("url", s.url)], String(s.droppedUnwritable))
         }
         header(
             "ifmeter_remote_write_samples_duplicate", .counter,

@@ -1,23 +1,37 @@
-import CIfmeterRemoteWrite
 import IfmeterCore
 import IfmeterSystem
 import Synchronization
 
 /// Samples waiting to be sent, on disk, oldest first (docs/metrics.md,
-/// "Remote write").
+/// "Remote write"; what it does against damage and other users:
+/// docs/hardening.md, "The remote write queue").
 ///
-/// A folder of segments, `NNNNNNNNNNNNNNNNNNNN.seg`, each a run of records
-/// appended and fdatasync()ed one at a time. A record is a 16-byte header
-/// (magic `IFQ2`, payload length, sample count, CRC-32 of count and
-/// payload; little-endian) and its payload: for remote write, one push's
-/// WriteRequest `timeseries` entries as a snappy block (the queue itself
-/// does not look inside). `ack` (written atomically) names the segment and offset
-/// of the first record not yet sent and, while a request is in flight, the
-/// segment and end of that request: a batch posted once is posted again with
-/// the same bounds (after a failed try or a restart), so a copy the receiver
-/// already has is never joined to newer records it would refuse with it. Opening reads every segment and cuts
-/// each at its first record that is short or fails its CRC: a record half
-/// written when ifmeter was killed is never read back as data.
+/// A folder of segments, `NNNNNNNNNNNNNNNNNNNN.seg` (20 digits), each a
+/// 32-byte header (magic `IFQS`, version, its own sequence number, the
+/// queue's identity, CRC-32) and a run of records appended and
+/// fdatasync()ed one at a time. A record is a 28-byte header (magic `IFQ3`,
+/// payload length, sample count, the index of its first sample, a CRC-32
+/// of those and one of the payload; little-endian) and its payload: for
+/// remote write, one push's WriteRequest `timeseries` entries as a snappy
+/// block (the queue itself does not look inside). Sample indices run on
+/// across records and segments; `head` holds the next one, so a record
+/// lost anywhere (a cut, a flipped bit, a segment gone) is a gap between
+/// indices: counted, never silent.
+///
+/// `ack` (written atomically) names the segment, offset and sample index of
+/// the first record not yet sent and, while a request is in flight, the
+/// segment and end of that request: a batch posted once is posted again
+/// with the same bounds (after a failed try or a restart), so a copy the
+/// receiver already has is never joined to newer records it would refuse
+/// with it.
+///
+/// Opening reads every segment in bounded pieces: a damaged record is
+/// skipped (its neighbours are found again by their magic and CRCs), the
+/// segment is renamed `NNN.damaged` and read the same way until what is
+/// left in it is sent, then set aside as `NNN.damaged.corrupt-TIME`.
+/// Anything that is not a segment this queue wrote (another user's file, a
+/// FIFO, a link, a name out of range, another queue's header) is set aside
+/// without being read, as `NAME.corrupt-TIME`, and never posted.
 ///
 /// Bounded: past `maxBytes` of unsent records the oldest go (whole segments
 /// while there are several), counted in `droppedFull`.
@@ -26,23 +40,42 @@ public final class DiskQueue: Sendable {
         var offset: Int64
         var length: Int64
         var samples: UInt64
+        var index: UInt64
     }
 
     struct Segment: Sendable {
         var sequence: UInt64
+        /// Its file's name: `NNN.seg`, or `NNN.damaged` once damage was found.
+        var name: String
         var size: Int64
         /// The records not yet sent.
         var records: [Record]
+        var damaged: Bool { name.hasSuffix(DiskQueue.damagedSuffix) }
     }
 
     struct State: Sendable {
         var segments: [Segment] = []
         var ackSequence: UInt64 = 1
         var ackOffset: Int64 = 0
-        var activeFD: Int32 = -1
+        /// The index of the first sample not yet sent (nor dropped).
+        var ackIndex: UInt64 = 0
+        /// The index the next record's first sample gets.
+        var nextIndex: UInt64 = 0
+        /// Samples below this index that are missing were counted lost
+        /// already (at an earlier start): not counted again.
+        var lossCountedThrough: UInt64 = 0
+        /// `ack` is on disk: the first record queued writes one, so that a
+        /// queue of records without one is known to have lost it.
+        var ackOnDisk = false
+        var active: OwnFile?
+        var head: OwnFile?
         var droppedFull: UInt64 = 0
+        var droppedCorrupt: UInt64 = 0
         /// The segment and end of the batch posted and not yet acknowledged.
         var inFlight: (sequence: UInt64, end: Int64)?
+        /// Records up to here may have been posted already (the `ack` that
+        /// would say was damaged): a refused copy is a duplicate.
+        var maybeSentThrough: (sequence: UInt64, end: Int64)?
 
         /// Whether segment `sequence` still has unsent records before `end`.
         func holdsUnsent(_ sequence: UInt64, before end: Int64) -> Bool {
@@ -63,118 +96,129 @@ public final class DiskQueue: Sendable {
         /// The payloads joined.
         public var payload: [UInt8] { Array(payloads.joined()) }
         public var samples: UInt64
-        /// Posted before (a failed try, or a kill before its `ack`): the
-        /// receiver may have it already.
+        /// Posted before (a failed try, a kill before its `ack`, or an `ack`
+        /// found damaged): the receiver may have it already.
         public var resent: Bool
         let sequence: UInt64
         let end: Int64
     }
 
-    public static let headerBytes = 16
-    static let magic: [UInt8] = Array("IFQ2".utf8)
+    public static let segmentHeaderBytes = 32
+    public static let headerBytes = 28
+    static let segmentMagic: [UInt8] = Array("IFQS".utf8)
+    static let magic: [UInt8] = Array("IFQ3".utf8)
+    static let headMagic: [UInt8] = Array("IFQH".utf8)
+    static let version: UInt32 = 3
+    /// Sequence numbers stay below this: one more is always a valid one,
+    /// whatever name a file in the folder has.
+    static let sequenceLimit: UInt64 = 1 << 62
+    static let segmentSuffix = ".seg"
+    static let damagedSuffix = ".damaged"
+    static let asideMark = ".corrupt-"
 
     public let folder: String
     public let maxBytes: Int64
+    /// The queue's identity (a hash of its receiver's URL): a segment of
+    /// another queue, copied or moved here, is not posted to this receiver.
+    public let identity: UInt64
     let segmentBytes: Int64
+    /// What opening found and did (damage, files set aside, samples lost),
+    /// one line each, for the caller's log.
+    public let openingNotes: [String]
     private let state = Mutex(State())
+    private let clock: @Sendable () -> Double
 
     /// Opens (creating) the queue in `folder`, keeping every whole record.
-    public init(folder: String, maxBytes: Int64) throws(SystemError) {
+    /// The folder must be one no other user controls (`OwnFolder`); one
+    /// that is not is refused, never adopted.
+    public init(folder: String, maxBytes: Int64, identity: UInt64 = 0, wallClock: @escaping @Sendable () -> Double = { wallClock() })
+        throws(SystemError)
+    {
         self.folder = folder
         self.maxBytes = maxBytes
+        self.identity = identity
+        self.clock = wallClock
         segmentBytes = max(16 * 1024, min(4 * 1024 * 1024, maxBytes / 16))
-        guard cifm_rw_mkdir(folder) == 0 else { throw .system("mkdir \(folder)", code: cifm_rw_errno()) }
-        var s = State()
-        var ackKnown = false
-        if let text = readSmallFile(folder + "/ack") {
-            let parts = text.split(whereSeparator: { $0 == " " || $0 == "\n" })
-            if parts.count == 2 || parts.count == 4, let sequence = UInt64(parts[0]), let offset = Int64(parts[1]) {
-                s.ackSequence = sequence
-                s.ackOffset = offset
-                ackKnown = true
-                if parts.count == 4, let flying = UInt64(parts[2]), let end = Int64(parts[3]) { s.inFlight = (flying, end) }
-            }
-        }
-        let sequences = listDirectory(folder).compactMap { name -> UInt64? in
-            guard name.hasSuffix(".seg") else { return nil }
-            return UInt64(name.dropLast(4))
-        }.sorted()
-        if !ackKnown, let first = sequences.first { s.ackSequence = first }
-        for sequence in sequences {
-            let path = Self.path(folder, sequence)
-            if sequence < s.ackSequence {
-                _ = cifm_rw_unlink(path)
-                continue
-            }
-            let (records, valid, size) = try Self.scan(path)
-            if valid < size, cifm_rw_truncate(path, valid) != 0 {
-                throw .system("truncate \(path)", code: cifm_rw_errno())
-            }
-            let from = sequence == s.ackSequence ? s.ackOffset : 0
-            s.segments.append(Segment(sequence: sequence, size: valid, records: records.filter { $0.offset >= from }))
-        }
-        if s.segments.isEmpty, ackKnown { s.ackOffset = 0 }
-        // A request in flight whose records are gone (sent, or dropped for
-        // room) is no longer one: a new segment may take its number.
-        if let flying = s.inFlight, !s.holdsUnsent(flying.sequence, before: flying.end) { s.inFlight = nil }
+        try OwnFolder.make(folder)
+        AtomicFile.removeLeftovers(of: folder + "/ack")
+        var opening = DiskQueueOpening(folder: folder, identity: identity, largestSegment: Self.largestSegment(maxBytes), now: wallClock())
+        var s = try opening.open()
+        s.ackOnDisk = pathExists(folder + "/ack") || opening.rewriteAck
+        openingNotes = opening.notes
         state.withLock { $0 = s }
+        if opening.rewriteAck { try state.withLock { (s: inout State) throws(SystemError) in try writeAck(s) } }
+        // The first release's records, queued again in this format; then
+        // its files go.
+        for record in opening.legacy { try append(payload: record.payload, samples: record.samples) }
+        for name in opening.legacyFiles { try OwnFolder.remove(name, in: folder) }
     }
 
-    deinit {
-        state.withLock { if $0.activeFD >= 0 { _ = cifm_rw_close($0.activeFD) } }
+    /// The largest segment file a queue of this bound writes: its header, a
+    /// full segment and one more record of the whole bound (with room for
+    /// a bound raised since). Anything larger is set aside unread.
+    static func largestSegment(_ maxBytes: Int64) -> Int64 {
+        Int64(segmentHeaderBytes) + 4 * 1024 * 1024 + Int64(headerBytes) + max(2 * maxBytes, 256 * 1024 * 1024)
     }
 
-    static func path(_ folder: String, _ sequence: UInt64) -> String {
+    static func name(_ sequence: UInt64, suffix: String = segmentSuffix) -> String {
         let digits = String(sequence)
-        return folder + "/" + String(repeating: "0", count: max(0, 20 - digits.count)) + digits + ".seg"
+        return String(repeating: "0", count: max(0, 20 - digits.count)) + digits + suffix
     }
 
-    /// A segment's whole records, where they end, and its size.
-    static func scan(_ path: String) throws(SystemError) -> ([Record], Int64, Int64) {
-        let size = cifm_rw_file_size(path)
-        guard size >= 0 else { throw .system("stat \(path)", code: cifm_rw_errno()) }
-        var bytes = [UInt8](repeating: 0, count: Int(size))
-        let got = bytes.withUnsafeMutableBytes { cifm_rw_read(path, 0, $0.baseAddress, $0.count) }
-        guard got >= 0 else { throw .system("read \(path)", code: cifm_rw_errno()) }
-        var records: [Record] = []
-        var at = 0
-        let end = Int(got)
-        while at + headerBytes <= end {
-            guard Array(bytes[at..<at + 4]) == magic else { break }
-            let length = Int(Self.u32(bytes, at + 4))
-            let samples = Self.u32(bytes, at + 8)
-            let crc = Self.u32(bytes, at + 12)
-            guard at + headerBytes + length <= end, CRC32.of(bytes[at + 8..<at + 12], bytes[at + headerBytes..<at + headerBytes + length]) == crc
-            else {
-                break
-            }
-            records.append(Record(offset: Int64(at), length: Int64(headerBytes + length), samples: UInt64(samples)))
-            at += headerBytes + length
-        }
-        return (records, Int64(at), Int64(size))
-    }
+    func path(_ segment: Segment) -> String { folder + "/" + segment.name }
+
+    // MARK: bytes
 
     static func u32(_ b: [UInt8], _ at: Int) -> UInt32 {
         UInt32(b[at]) | UInt32(b[at + 1]) << 8 | UInt32(b[at + 2]) << 16 | UInt32(b[at + 3]) << 24
     }
 
+    static func u64(_ b: [UInt8], _ at: Int) -> UInt64 { UInt64(u32(b, at)) | UInt64(u32(b, at + 4)) << 32 }
+
     static func put32(_ v: UInt32, _ out: inout [UInt8]) {
         for shift in [0, 8, 16, 24] as [UInt32] { out.append(UInt8(truncatingIfNeeded: v >> shift)) }
     }
 
-    /// The record's bytes: header and payload.
-    public static func record(payload: [UInt8], samples: UInt32) -> [UInt8] {
+    static func put64(_ v: UInt64, _ out: inout [UInt8]) {
+        put32(UInt32(truncatingIfNeeded: v), &out)
+        put32(UInt32(truncatingIfNeeded: v >> 32), &out)
+    }
+
+    /// A segment's header.
+    static func segmentHeader(sequence: UInt64, identity: UInt64) -> [UInt8] {
+        var out = segmentMagic
+        put32(version, &out)
+        put64(sequence, &out)
+        put64(identity, &out)
+        put32(0, &out)
+        put32(CRC32.of(out[...]), &out)
+        return out
+    }
+
+    /// A record's bytes: header and payload.
+    public static func record(payload: [UInt8], samples: UInt32, index: UInt64) -> [UInt8] {
         var out = magic
         put32(UInt32(payload.count), &out)
-        var count: [UInt8] = []
-        put32(samples, &count)
-        out += count
-        put32(CRC32.of(count[...], payload[...]), &out)
+        put32(samples, &out)
+        put64(index, &out)
+        put32(CRC32.of(out[4...]), &out)
+        put32(CRC32.of(payload[...]), &out)
         return out + payload
     }
 
-    /// Unsent bytes and samples, and the samples dropped for room.
-    public var counts: (bytes: UInt64, samples: UInt64, droppedFull: UInt64) {
+    /// A record header's fields, when its magic and CRC hold.
+    static func parseHeader(_ b: [UInt8], at: Int = 0) -> (length: Int64, samples: UInt64, index: UInt64)? {
+        guard b.count >= at + headerBytes, Array(b[at..<at + 4]) == magic, CRC32.of(b[at + 4..<at + 20]) == u32(b, at + 20) else {
+            return nil
+        }
+        return (Int64(u32(b, at + 4)), UInt64(u32(b, at + 8)), u64(b, at + 12))
+    }
+
+    // MARK: counts
+
+    /// Unsent bytes and samples, and the samples dropped for room and lost
+    /// to damage.
+    public var counts: (bytes: UInt64, samples: UInt64, droppedFull: UInt64, droppedCorrupt: UInt64) {
         state.withLock { s in
             var bytes: Int64 = 0
             var samples: UInt64 = 0
@@ -184,44 +228,103 @@ public final class DiskQueue: Sendable {
                     samples += r.samples
                 }
             }
-            return (UInt64(bytes), samples, s.droppedFull)
+            return (UInt64(bytes), samples, s.droppedFull, s.droppedCorrupt)
         }
     }
+
+    /// Whether no record waits.
+    public var isEmpty: Bool { state.withLock { s in s.segments.allSatisfy { $0.records.isEmpty } } }
+
+    // MARK: appending
 
     /// Appends one record and syncs it; then drops the oldest records
     /// while the unsent ones are over the bound. Returns where it ends.
     @discardableResult
     public func append(payload: [UInt8], samples: UInt32) throws(SystemError) -> Position {
-        let bytes = Self.record(payload: payload, samples: samples)
-        return try state.withLock { (s: inout State) throws(SystemError) -> Position in
-            if s.activeFD < 0 || (s.segments.last?.size ?? 0) + Int64(bytes.count) > segmentBytes {
-                if s.activeFD >= 0 { _ = cifm_rw_close(s.activeFD) }
-                s.activeFD = -1
-                let sequence = (s.segments.last?.sequence ?? s.ackSequence - 1) + 1
-                let path = Self.path(folder, sequence)
-                let fd = cifm_rw_open_append(path)
-                guard fd >= 0 else { throw .system("open \(path)", code: cifm_rw_errno()) }
-                _ = cifm_rw_sync_dir(folder)
-                s.activeFD = fd
-                let size = max(0, cifm_rw_file_size(path))
-                s.segments.append(Segment(sequence: sequence, size: size, records: []))
-                if s.segments.count == 1 { (s.ackSequence, s.ackOffset) = (sequence, size) }
+        try state.withLock { (s: inout State) throws(SystemError) -> Position in
+            let bytes = Self.record(payload: payload, samples: samples, index: s.nextIndex)
+            if s.active == nil || (s.segments.last?.size ?? 0) + Int64(bytes.count) > segmentBytes {
+                try startSegment(&s)
             }
+            guard let active = s.active else { throw SystemError(call: "append(\(folder))", message: "no segment open") }
             let last = s.segments.count - 1
             let offset = s.segments[last].size
-            let rc = bytes.withUnsafeBytes { cifm_rw_write_sync(s.activeFD, $0.baseAddress, $0.count) }
-            guard rc == 0 else {
-                let code = cifm_rw_errno()
+            do throws(SystemError) {
+                try active.writeSynced(bytes)
+            } catch {
                 // Nothing half written stays before the next record.
-                _ = cifm_rw_truncate(Self.path(folder, s.segments[last].sequence), offset)
-                throw .system("write \(folder)", code: code)
+                try? active.truncate(to: offset)
+                throw error
             }
             s.segments[last].size += Int64(bytes.count)
-            s.segments[last].records.append(Record(offset: offset, length: Int64(bytes.count), samples: UInt64(samples)))
+            s.segments[last].records.append(Record(offset: offset, length: Int64(bytes.count), samples: UInt64(samples), index: s.nextIndex))
+            s.nextIndex += UInt64(samples)
+            try writeHead(&s)
             let position = Position(sequence: s.segments[last].sequence, end: offset + Int64(bytes.count))
             try enforceBound(&s)
             return position
         }
+    }
+
+    /// A new segment after the last one (or the acknowledged point), made
+    /// exclusively: a name taken meanwhile is set aside first.
+    private func startSegment(_ s: inout State) throws(SystemError) {
+        s.active = nil
+        let sequence = (s.segments.last?.sequence ?? s.ackSequence - 1) + 1
+        guard sequence < Self.sequenceLimit else {
+            throw SystemError(call: "append(\(folder))", message: "the segment numbers ran out (\(sequence)); move the queue folder away")
+        }
+        let name = Self.name(sequence)
+        if let status = FileStatus(folder + "/" + name) {
+            _ = try? setAside(name, status: status, now: clock())
+        }
+        let file = try OwnFile(folder + "/" + name, .create)
+        do throws(SystemError) {
+            try file.writeSynced(Self.segmentHeader(sequence: sequence, identity: identity))
+            try OwnFolder.sync(folder)
+        } catch {
+            try? OwnFolder.remove(name, in: folder)
+            throw error
+        }
+        s.active = file
+        s.segments.append(Segment(sequence: sequence, name: name, size: Int64(Self.segmentHeaderBytes), records: []))
+        if s.segments.count == 1 {
+            (s.ackSequence, s.ackOffset) = (sequence, Int64(Self.segmentHeaderBytes))
+            s.ackIndex = s.nextIndex
+        }
+        if !s.ackOnDisk {
+            try writeAck(s)
+            s.ackOnDisk = true
+        }
+    }
+
+    /// `head`: the index the next record gets (magic, index, CRC), written
+    /// in place and synced after each record.
+    private func writeHead(_ s: inout State) throws(SystemError) {
+        if s.head == nil { s.head = try OwnFile(folder + "/head", .update) }
+        var bytes = Self.headMagic
+        Self.put64(s.nextIndex, &bytes)
+        Self.put32(CRC32.of(bytes[...]), &bytes)
+        try s.head?.writeSynced(bytes, at: 0)
+    }
+
+    /// Renames a file that is not (or no longer) a live segment to
+    /// `NAME.corrupt-TIME`: kept for whoever looks into it, never read.
+    @discardableResult
+    func setAside(_ name: String, status: FileStatus?, now: Double) throws(SystemError) -> String {
+        try Self.setAside(name, in: folder, now: now)
+    }
+
+    static func setAside(_ name: String, in folder: String, now: Double) throws(SystemError) -> String {
+        let stamp = String(Int64(now.isFinite ? now.rounded(.down) : 0))
+        var target = name + asideMark + stamp
+        var n = 1
+        while pathExists(folder + "/" + target) {
+            target = name + asideMark + stamp + "-" + String(n)
+            n += 1
+        }
+        try OwnFolder.rename(name, to: target, in: folder)
+        return target
     }
 
     private func enforceBound(_ s: inout State) throws(SystemError) {
@@ -236,13 +339,15 @@ public final class DiskQueue: Sendable {
                     s.droppedFull += r.samples
                     total -= r.length
                 }
-                _ = cifm_rw_unlink(Self.path(folder, oldest.sequence))
+                retire(oldest)
+                s.ackIndex = Self.firstIndex(s)
                 (s.ackSequence, s.ackOffset) = (s.segments[0].sequence, s.segments[0].records.first?.offset ?? s.segments[0].size)
             } else if !s.segments[0].records.isEmpty {
                 let r = s.segments[0].records.removeFirst()
                 s.droppedFull += r.samples
                 total -= r.length
                 (s.ackSequence, s.ackOffset) = (s.segments[0].sequence, r.offset + r.length)
+                s.ackIndex = Self.firstIndex(s)
             } else {
                 break
             }
@@ -251,48 +356,83 @@ public final class DiskQueue: Sendable {
         if moved { try writeAck(s) }
     }
 
-    private func writeAck(_ s: State) throws(SystemError) {
-        let flying = s.inFlight.map { " \($0.sequence) \($0.end)" } ?? ""
-        try AtomicFile.write(Array("\(s.ackSequence) \(s.ackOffset)\(flying)\n".utf8), to: folder + "/ack")
+    /// The index of the first unsent sample: the first record's, else the
+    /// next one to be queued.
+    static func firstIndex(_ s: State) -> UInt64 {
+        s.segments.lazy.compactMap { $0.records.first?.index }.first ?? s.nextIndex
     }
 
-    /// Whether no record waits.
-    public var isEmpty: Bool { state.withLock { s in s.segments.allSatisfy { $0.records.isEmpty } } }
+    /// A segment with nothing left to send goes; a damaged one is set aside.
+    private func retire(_ segment: Segment) {
+        if segment.damaged {
+            _ = try? setAside(segment.name, status: nil, now: clock())
+        } else {
+            try? OwnFolder.remove(segment.name, in: folder)
+        }
+    }
+
+    /// `ack`: version, acknowledged segment, offset and sample index, the
+    /// request in flight (0 0 for none), the index below which losses were
+    /// counted, and a CRC of the line.
+    private func writeAck(_ s: State) throws(SystemError) {
+        let flying = s.inFlight.map { "\($0.sequence) \($0.end)" } ?? "0 0"
+        let line = "\(Self.version) \(s.ackSequence) \(s.ackOffset) \(s.ackIndex) \(flying) \(s.lossCountedThrough)"
+        let crc = String(CRC32.of(Array(line.utf8)[...]), radix: 16)
+        try AtomicFile.write(Array("\(line) \(crc)\n".utf8), to: folder + "/ack")
+    }
+
+    // MARK: sending
 
     /// The oldest unsent records of one segment, up to about `maxBytes` and
     /// `maxRecords` (at least one record); the batch in flight again when
     /// there is one.
     public func peek(maxBytes: Int, maxRecords: Int = .max) -> Batch? {
-        let picked = state.withLock { s -> (UInt64, [Record], Bool)? in
+        let picked = state.withLock { s -> (Segment, [Record], Bool)? in
             guard let segment = s.segments.first(where: { !$0.records.isEmpty }) else { return nil }
             if let flying = s.inFlight, flying.sequence == segment.sequence, segment.records[0].offset < flying.end {
-                return (segment.sequence, segment.records.filter { $0.offset < flying.end }, true)
+                return (segment, segment.records.filter { $0.offset < flying.end }, true)
             }
             var records: [Record] = []
             var bytes: Int64 = 0
             for r in segment.records {
                 if !records.isEmpty && (bytes + r.length > Int64(maxBytes) || records.count >= maxRecords) { break }
+                // A batch stays on one side of what may have been posted.
+                if let maybe = s.maybeSentThrough, maybe.sequence == segment.sequence, let first = records.first,
+                    (first.offset < maybe.end) != (r.offset < maybe.end)
+                {
+                    break
+                }
                 records.append(r)
                 bytes += r.length
             }
-            return (segment.sequence, records, false)
+            let maybeSent = s.maybeSentThrough.map {
+                segment.sequence < $0.sequence || (segment.sequence == $0.sequence && records[0].offset < $0.end)
+            }
+            return (segment, records, maybeSent ?? false)
         }
-        guard let (sequence, records, resent) = picked, let first = records.first, let last = records.last else { return nil }
+        guard let (segment, records, resent) = picked, let first = records.first, let last = records.last else { return nil }
         let end = last.offset + last.length
-        var raw = [UInt8](repeating: 0, count: Int(end - first.offset))
-        let path = Self.path(folder, sequence)
-        let got = raw.withUnsafeMutableBytes { cifm_rw_read(path, first.offset, $0.baseAddress, $0.count) }
-        // Dropped for room meanwhile: the next peek finds what is left.
-        guard got == Int64(raw.count) else { return nil }
+        // Read again through a checked open: a file replaced meanwhile is
+        // not posted.
+        guard let file = try? OwnFile(path(segment), .read), let raw = try? file.read(at: first.offset, count: Int(end - first.offset)),
+            raw.count == Int(end - first.offset)
+        else {
+            // Dropped for room meanwhile: the next peek finds what is left.
+            return nil
+        }
         var payloads: [[UInt8]] = []
         payloads.reserveCapacity(records.count)
         var samples: UInt64 = 0
         for r in records {
-            let from = Int(r.offset - first.offset) + Self.headerBytes
-            payloads.append(Array(raw[from..<Int(r.offset - first.offset + r.length)]))
+            let at = Int(r.offset - first.offset)
+            // What was read is what was checked at open, or this is no batch.
+            guard let header = Self.parseHeader(raw, at: at), header.index == r.index else { return nil }
+            let payload = Array(raw[at + Self.headerBytes..<Int(r.offset - first.offset + r.length)])
+            guard CRC32.of(payload[...]) == Self.u32(raw, at + 24) else { return nil }
+            payloads.append(payload)
             samples += r.samples
         }
-        return Batch(payloads: payloads, samples: samples, resent: resent, sequence: sequence, end: end)
+        return Batch(payloads: payloads, samples: samples, resent: resent, sequence: segment.sequence, end: end)
     }
 
     /// Takes back `samples` counted dropped for room: they were in a request
@@ -338,11 +478,14 @@ public final class DiskQueue: Sendable {
             (s.ackSequence, s.ackOffset) = (position.sequence, position.end)
             s.inFlight = nil
             // Whole segments behind the acknowledged point go.
-            while let first = s.segments.first, first.records.isEmpty, s.segments.count > 1 {
-                _ = cifm_rw_unlink(Self.path(folder, first.sequence))
+            while let first = s.segments.first, first.records.isEmpty, s.segments.count > 1 || first.damaged {
+                retire(first)
                 s.segments.removeFirst()
-                (s.ackSequence, s.ackOffset) = (s.segments[0].sequence, s.segments[0].records.first?.offset ?? s.segments[0].size)
+                if let next = s.segments.first {
+                    (s.ackSequence, s.ackOffset) = (next.sequence, next.records.first?.offset ?? next.size)
+                }
             }
+            s.ackIndex = Self.firstIndex(s)
             try writeAck(s)
             return true
         }
@@ -359,14 +502,15 @@ enum CRC32 {
 
     static func of(_ parts: ArraySlice<UInt8>...) -> UInt32 {
         var crc: UInt32 = 0xFFFF_FFFF
-        for part in parts {
-            for byte in part { crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
-        }
+        for part in parts { crc = update(crc, part) }
         return crc ^ 0xFFFF_FFFF
     }
-}
 
-extension DiskQueue {
-    /// mkdir (0700); 0 when it exists already.
-    public static func makeFolder(_ path: String) -> Int32 { cifm_rw_mkdir(path) }
+    /// Feeds `bytes` to a running CRC (start at 0xFFFFFFFF; the result is
+    /// the running value XOR 0xFFFFFFFF).
+    static func update(_ running: UInt32, _ bytes: ArraySlice<UInt8>) -> UInt32 {
+        var crc = running
+        for byte in bytes { crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
+        return crc
+    }
 }

@@ -40,6 +40,9 @@ public final class RemoteWriter: Sendable {
         var duplicate: UInt64 = 0
         var sentBytes: UInt64 = 0
         var lastSuccess: Double?
+        /// Samples that could not be written to the queue (a full disk, an
+        /// I/O error) and were in memory nowhere else.
+        var unwritable: UInt64 = 0
     }
 
     private let counts = Mutex(Counts())
@@ -73,14 +76,26 @@ public final class RemoteWriter: Sendable {
         self.log = log
     }
 
-    /// `scheme://user:pass@host/...` without `user:pass@`.
+    /// The URL as the `url` label and the log say it: without a user name
+    /// or password (`user:pass@`) and without its query and fragment, where
+    /// receivers take API keys (`?api_key=...`).
     public static func withoutCredentials(_ url: String) -> String {
-        let parts = url.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false)
-        // scheme:, "", authority, path
-        guard parts.count >= 3, parts[0].hasSuffix(":"), parts[1].isEmpty, let at = parts[2].lastIndex(of: "@") else { return url }
-        var clean = parts
-        clean[2] = parts[2][parts[2].index(after: at)...]
-        return clean.joined(separator: "/")
+        let (scheme, authority, rest) = parts(url)
+        var path = rest
+        if let cut = path.firstIndex(where: { $0 == "?" || $0 == "#" }) { path = path[..<cut] }
+        let host = authority.lastIndex(of: "@").map { authority[authority.index(after: $0)...] } ?? authority
+        return String(scheme) + String(host) + String(path)
+    }
+
+    /// Whether the URL names a user (and maybe a password) before its host.
+    public static func hasUserInfo(_ url: String) -> Bool { parts(url).authority.contains("@") }
+
+    /// `scheme://`, the authority, and the rest (path, query, fragment).
+    static func parts(_ url: String) -> (scheme: Substring, authority: Substring, rest: Substring) {
+        guard let range = url.firstRange(of: "://") else { return ("", "", url[...]) }
+        let after = url[range.upperBound...]
+        let end: String.Index = after.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? after.endIndex
+        return (url[..<range.upperBound], after[..<end], after[end...])
     }
 
     public var status: RemoteWriteStatus {
@@ -89,12 +104,14 @@ public final class RemoteWriter: Sendable {
         status.queueBytes = q.bytes
         status.queueSamples = q.samples
         status.droppedQueueFull = q.droppedFull
+        status.droppedCorrupt = q.droppedCorrupt
         counts.withLock { c in
             status.sent = c.sent
             status.retried = c.retried
             status.droppedRejected = c.rejected
             status.duplicate = c.duplicate
             status.sentBytes = c.sentBytes
+            status.droppedUnwritable = c.unwritable
             status.lastSuccess = c.lastSuccess
         }
         return status
@@ -106,13 +123,14 @@ public final class RemoteWriter: Sendable {
     /// any push in flight (which may yet fail).
     public func enqueue(payload: [UInt8], samples: UInt32) {
         guard let compressed = RemoteWriteLibraries.compress(payload) else {
-            log("remote write \(label): snappy failed; \(samples) samples not queued")
+            counts.withLock { $0.unwritable += UInt64(samples) }
+            log("remote write \(label): snappy failed; \(samples) samples not queued (counted as dropped, reason write_failed)")
             return
         }
         memory.withLock { m in
             if m.toDisk || !queue.isEmpty || m.flying != nil {
                 spill(&m)
-                write(compressed, samples)
+                if write(compressed, samples) == nil { lost(UInt64(samples)) }
             } else {
                 m.records.append((compressed, samples))
             }
@@ -122,8 +140,10 @@ public final class RemoteWriter: Sendable {
 
     /// Everything in memory to disk, in order, and pushes after it too:
     /// the post in flight first, as the one record it posted, marked in
-    /// flight (if the receiver had it, a copy is refused alone).
-    private func spill(_ m: inout Memory) {
+    /// flight (if the receiver had it, a copy is refused alone). A push
+    /// that cannot be written is lost, and counted; the post in flight only
+    /// once it failed (`flyingFailed`): until then it may yet arrive.
+    private func spill(_ m: inout Memory, flyingFailed: Bool = false) {
         m.toDisk = true
         if let flying = m.flying, m.spilled == nil {
             m.spilled = write(flying.body, UInt32(clamping: flying.samples))
@@ -133,20 +153,26 @@ public final class RemoteWriter: Sendable {
                 } catch {
                     log("remote write \(label): cannot record the request in flight: \(error.message)")
                 }
+            } else if flyingFailed {
+                lost(flying.samples)
             }
         }
-        for r in m.records { write(r.payload, r.samples) }
+        for r in m.records where write(r.payload, r.samples) == nil { lost(UInt64(r.samples)) }
         m.records = []
     }
 
-    @discardableResult
     private func write(_ payload: [UInt8], _ samples: UInt32) -> DiskQueue.Position? {
         do throws(SystemError) {
             return try queue.append(payload: payload, samples: samples)
         } catch {
-            log("remote write \(label): cannot queue \(samples) samples: \(error.message)")
+            log("remote write \(label): cannot queue \(samples) samples: \(error.message); dropped (counted as dropped, reason write_failed)")
             return nil
         }
+    }
+
+    /// Samples in memory nowhere else that the queue could not take.
+    private func lost(_ samples: UInt64) {
+        counts.withLock { $0.unwritable += samples }
     }
 
     /// Starts the sender thread.
@@ -242,7 +268,7 @@ public final class RemoteWriter: Sendable {
             if case .retry = attempt {
                 // Failed: to disk, in order, and from there on (spill marks
                 // it in flight).
-                spill(&m)
+                spill(&m, flyingFailed: true)
             } else if let position = m.spilled {
                 // Sent or refused, but on disk meanwhile: settled there
                 // (unless the bound dropped it first).

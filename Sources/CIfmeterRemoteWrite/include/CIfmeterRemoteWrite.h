@@ -1,8 +1,8 @@
 // C shims for remote write: libcurl (HTTP; curl_easy_setopt is variadic)
 // and libsnappy (block compression), both loaded with dlopen when remote
-// write starts, so other commands do not pay for them; and the few file,
-// thread and wait primitives the queue needs. Every name is prefixed
-// `cifm_rw_`.
+// write starts, so other commands do not pay for them; and the thread and
+// wait primitives the sender needs (the queue's files go through
+// IfmeterSystem). Every name is prefixed `cifm_rw_`.
 #ifndef CIFMETER_REMOTE_WRITE_H
 #define CIFMETER_REMOTE_WRITE_H
 
@@ -42,6 +42,8 @@ typedef struct cifm_rw_result {
     char error[256];             // libcurl's message when status is 0
     char body[256];              // the start of the response body
     long long uploaded;          // bytes of the body libcurl sent, even on an error
+    int body_cut;                // the response body passed 64 KiB and was not read further
+    long redirects;              // redirects followed
 } cifm_rw_result;
 
 typedef struct cifm_rw_client cifm_rw_client;
@@ -52,17 +54,7 @@ void cifm_rw_client_free(cifm_rw_client *client);
 /// 0.1.0). Returns 0 when an HTTP response came, -1 otherwise.
 int cifm_rw_post(cifm_rw_client *client, const cifm_rw_request *request, cifm_rw_result *result);
 
-/// Files for the queue. Each returns -1 with errno set on failure.
-int cifm_rw_open_append(const char *path);
-int cifm_rw_write_sync(int fd, const void *bytes, size_t length);
-int cifm_rw_close(int fd);
-long long cifm_rw_file_size(const char *path);
-/// Reads up to `capacity` bytes from `offset`; returns the count.
-long long cifm_rw_read(const char *path, long long offset, void *buffer, size_t capacity);
-int cifm_rw_truncate(const char *path, long long length);
-int cifm_rw_unlink(const char *path);
-int cifm_rw_mkdir(const char *path);
-int cifm_rw_sync_dir(const char *path);
+/// errno after a failed cifm_rw_thread.
 int cifm_rw_errno(void);
 
 /// A detached thread running `body(context)`.
