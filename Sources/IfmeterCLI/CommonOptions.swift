@@ -281,7 +281,7 @@ struct SamplingSetup {
         var persistence: StatePersistence?
         if var state {
             state.path = try CommandLinePath.output(
-                state.path, option: "--state", command: "ifmeter", writing: .inPlace, sideSuffixes: ["-wal", "-shm"])
+                state.path, option: "--state", command: "ifmeter", writing: .inPlace, sideSuffixes: ["-wal", "-shm"], ownFolder: true)
             do {
                 persistence = try state.open(wallTime: wallClock())
             } catch {

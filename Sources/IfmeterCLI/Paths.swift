@@ -37,8 +37,11 @@ enum CommandLinePath {
     /// - a file written in place must have one link: writing a hard link
     ///   writes every name of the file.
     /// `sideSuffixes`: files written beside it, checked alike (SQLite's).
+    /// `ownFolder`: the file is read back and written for as long as ifmeter
+    /// runs (the state file), so its folder, when it exists, must be one no
+    /// other user controls (`checkOwnFolder`).
     static func output(
-        _ path: String, option: String, command: String, writing: Writing, sideSuffixes: [String] = []
+        _ path: String, option: String, command: String, writing: Writing, sideSuffixes: [String] = [], ownFolder: Bool = false
     ) throws(CLIError) -> String {
         guard path != "-" else { return path }
         guard !path.isEmpty, !path.hasSuffix("/") else {
@@ -46,10 +49,27 @@ enum CommandLinePath {
         }
         try checkFolders(of: path, option: option)
         let resolved = try resolve(path, option: option, command: command)
+        if ownFolder { try checkOwnFolder(SafeFile.folder(of: resolved), for: path, option: option) }
         for name in [resolved] + sideSuffixes.map({ resolved + $0 }) {
             try checkTarget(name, given: name == resolved ? path : name, option: option, command: command, writing: writing)
         }
         return resolved
+    }
+
+    /// A folder ifmeter keeps files in that it reads back (the state file's,
+    /// the remote write queue's): owned by this user or root and writable
+    /// by no one else unless sticky (`OwnFolder.check`); otherwise that
+    /// user could move the file away or plant another. A folder not made
+    /// yet is said when it is made. `--allow-foreign-files` uses it anyway.
+    static func checkOwnFolder(_ folder: String, for path: String, option: String) throws(CLIError) {
+        guard !allowForeign, let status = FileStatus(folder, followingLinks: true) else { return }
+        do throws(SystemError) {
+            try OwnFolder.check(status, path: folder)
+        } catch {
+            throw .runtime(
+                "cannot use \(TerminalText.escaped(path)) for \(option): its folder \(TerminalText.escaped(folder)): \(error.message); refusing it (give a folder of your own, or --allow-foreign-files)"
+            )
+        }
     }
 
     /// A symbolic link given on the command line is resolved here, once, at

@@ -200,7 +200,7 @@ struct PlanCommand: Command {
     /// Opens the state file for a change; one in use is refused (64).
     func open(create: Bool) throws(CLIError) -> StateStore {
         let path = try CommandLinePath.output(
-            self.path, option: "--state", command: Self.spec.name, writing: .inPlace, sideSuffixes: ["-wal", "-shm"])
+            self.path, option: "--state", command: Self.spec.name, writing: .inPlace, sideSuffixes: ["-wal", "-shm"], ownFolder: true)
         if FileStatus(path, followingLinks: true) == nil {
             guard create else { throw .usage(StoreError.missing(path: path).description, command: Self.spec.name) }
             DefaultState.makeFolders(for: path)

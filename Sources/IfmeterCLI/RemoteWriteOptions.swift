@@ -52,6 +52,11 @@ struct RemoteWriteOptions {
             throw p.usage(
                 "invalid value '\(url)' for '--remote-write <url>': expected an http:// or https:// URL, like http://prometheus:9090/api/v1/write")
         }
+        for url in urls where RemoteWriter.hasUserInfo(url) {
+            throw p.usage(
+                "invalid value '\(RemoteWriter.withoutCredentials(url))' for '--remote-write <url>': it carries a user name or password, which any local user could read in the process list; give them as basic_auth in '--remote-write-config FILE' instead"
+            )
+        }
         self.urls = urls
         interval = try CommonOptions.duration(p, "--remote-write-interval", default: 15)
         guard let folder = p.value("--remote-write-queue") ?? statePath.map({ $0 + ".remote-write" }) else {
@@ -88,7 +93,8 @@ struct RemoteWriteOptions {
     }
 
     /// Opens each receiver's queue, starts its sender and adds the feed to
-    /// the pipeline (after the scrape feed: it renders the same series).
+    /// the pipeline (after the scrape feed: it renders the same series);
+    /// after `makeQueueFolder`.
     func start(pipeline: Pipeline, cache: ScrapeCache, sampleInterval: Double, log: @escaping @Sendable (String) -> Void) throws(CLIError)
         -> [RemoteWriter]
     {
@@ -97,14 +103,13 @@ struct RemoteWriteOptions {
         } catch {
             throw .runtime("remote write: \(error.message)")
         }
-        if cifmMakeFolder(queueFolder) != 0 {
-            throw .runtime("cannot create the remote write queue folder \(queueFolder). Choose another with --remote-write-queue.")
-        }
         var writers: [RemoteWriter] = []
         for url in urls {
             let folder = queueFolder + "/" + Self.folderName(url)
             do throws(SystemError) {
-                let queue = try DiskQueue(folder: folder, maxBytes: Int64(queueMax))
+                let queue = try DiskQueue(folder: folder, maxBytes: Int64(queueMax), identity: FNV1a.hash(url.utf8))
+                // What opening found is said whole, not rate-limited.
+                for note in queue.openingNotes { Output.error("ifmeter serve: " + note) }
                 let transport = try CurlTransport(url: url, settings: settings, userAgent: "ifmeter/\(IfmeterCLI.version)")
                 let writer = RemoteWriter(url: url, queue: queue, transport: transport, log: log)
                 try writer.start()
@@ -120,11 +125,25 @@ struct RemoteWriteOptions {
         return writers
     }
 
+    /// The queue folder, made (0700) or adopted, and the folder it is in:
+    /// each must be one no other user controls, or another local user
+    /// could plant segments for root's ifmeter to post with root's
+    /// credentials, or links for it to truncate and append to.
+    func makeQueueFolder() throws(CLIError) {
+        let parent = SafeFile.folder(of: queueFolder)
+        do throws(SystemError) {
+            try OwnFolder.check(parent, followingLinks: true)
+            try OwnFolder.make(queueFolder)
+        } catch {
+            throw .runtime(
+                "cannot keep the remote write queue in \(TerminalText.escaped(queueFolder)): \(TerminalText.escaped(error.call)): \(error.message). Choose a folder of your own with --remote-write-queue."
+            )
+        }
+    }
+
     /// A receiver's queue folder: a hash of its URL (FNV-1a, 64 bits).
     static func folderName(_ url: String) -> String {
         let hex = String(FNV1a.hash(url.utf8), radix: 16)
         return String(repeating: "0", count: 16 - hex.count) + hex
     }
 }
-
-private func cifmMakeFolder(_ path: String) -> Int32 { DiskQueue.makeFolder(path) }
