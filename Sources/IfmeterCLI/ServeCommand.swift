@@ -149,6 +149,10 @@ struct ServeCommand: Command {
         StopSignal.block()
         // libmicrohttpd's own limit sits a quarter above (see HTTPServer).
         raiseOpenFileLimit(to: Int(limits.connections) * 5 / 4 + 128)
+        // The queue's folders are checked (and made) before the state file
+        // is opened: one another user controls stops the start with nothing
+        // written.
+        try remoteWrite?.makeQueueFolder()
         let pipeline = try setup.pipeline()
         let interval = setup.configuration.interval
         let cache = ScrapeCache(families: families, version: IfmeterCLI.version, interval: interval)
@@ -165,7 +169,13 @@ struct ServeCommand: Command {
         let announce = "ifmeter serve: \(target) (source \(pipeline.source.sourceName), every \(Units.duration(interval)))"
         pipeline.add(sink: ScrapeFeed(cache: cache) { Output.error(announce) })
         let log = RateLimitedLog(prefix: "ifmeter serve: ", every: 10)
-        let writers = try remoteWrite?.start(pipeline: pipeline, cache: cache, sampleInterval: interval) { log.write($0) } ?? []
+        let writers: [RemoteWriter]
+        do {
+            writers = try remoteWrite?.start(pipeline: pipeline, cache: cache, sampleInterval: interval) { log.write($0) } ?? []
+        } catch {
+            pipeline.persistence?.abandon()
+            throw error
+        }
         defer { for writer in writers { writer.stop() } }
         // The family is there from the first render, before any update.
         cache.setHTTPClosed(HTTPConnectionCounts(deadline: 0, idle: 0, evicted: 0))
@@ -267,30 +277,39 @@ struct ServeCommand: Command {
     }
 }
 
-/// Writes at most one line per `every` seconds to stderr, and says how many
-/// it held back, so a flood of bad requests cannot flood the log.
+/// Writes at most one line per `every` seconds of each kind to stderr, and
+/// says how many of that kind it held back, so a flood of bad requests
+/// cannot flood the log, nor hide a line of another kind (a failed push
+/// does not hide a sample that could not be queued). A line's kind is its
+/// start without digits; past 16 kinds, the rest share one.
 final class RateLimitedLog: Sendable {
     private let prefix: String
     private let every: Double
-    private let state = Mutex<(last: Double, suppressed: Int)>((-.infinity, 0))
+    private let state = Mutex<[String: (last: Double, suppressed: Int)]>([:])
+    static let kinds = 16
 
     init(prefix: String, every: Double) {
         self.prefix = prefix
         self.every = every
     }
 
+    static func kind(_ line: String) -> String { String(line.lazy.filter { !$0.isNumber }.prefix(80)) }
+
     func write(_ line: String) {
         let now = monotonicSeconds()
         let (print, suppressed) = state.withLock { state -> (Bool, Int) in
-            guard now - state.last >= every else {
-                state.suppressed += 1
+            var key = Self.kind(line)
+            if state[key] == nil, state.count >= Self.kinds { key = "" }
+            let entry = state[key] ?? (-.infinity, 0)
+            guard now - entry.last >= every else {
+                state[key] = (entry.last, entry.suppressed + 1)
                 return (false, 0)
             }
-            let held = state.suppressed
-            state = (now, 0)
-            return (true, held)
+            state[key] = (now, 0)
+            return (true, entry.suppressed)
         }
         guard print else { return }
-        Output.error(prefix + line + (suppressed > 0 ? " (and \(suppressed) more messages in the last \(Units.duration(every)))" : ""))
+        Output.error(
+            prefix + line + (suppressed > 0 ? " (and \(suppressed) more messages like it in the last \(Units.duration(every)))" : ""))
     }
 }
