@@ -259,9 +259,13 @@ public final class DiskQueue: Sendable {
             s.segments[last].size += Int64(bytes.count)
             s.segments[last].records.append(Record(offset: offset, length: Int64(bytes.count), samples: UInt64(samples), index: s.nextIndex))
             s.nextIndex += UInt64(samples)
-            try writeHead(&s)
+            // The record is queued: what follows only helps a later start
+            // count losses (head) or skip what the bound dropped (ack), so
+            // a failure here costs no sample; the next append says a full
+            // disk.
+            try? writeHead(&s)
             let position = Position(sequence: s.segments[last].sequence, end: offset + Int64(bytes.count))
-            try enforceBound(&s)
+            try? enforceBound(&s)
             return position
         }
     }
@@ -481,9 +485,9 @@ public final class DiskQueue: Sendable {
             while let first = s.segments.first, first.records.isEmpty, s.segments.count > 1 || first.damaged {
                 retire(first)
                 s.segments.removeFirst()
-                if let next = s.segments.first {
-                    (s.ackSequence, s.ackOffset) = (next.sequence, next.records.first?.offset ?? next.size)
-                }
+                // A damaged last segment went: the next one is numbered after it.
+                let next = s.segments.first
+                (s.ackSequence, s.ackOffset) = (next?.sequence ?? first.sequence + 1, next.map { $0.records.first?.offset ?? $0.size } ?? 0)
             }
             s.ackIndex = Self.firstIndex(s)
             try writeAck(s)
