@@ -31,6 +31,9 @@ let package = Package(
         // and the apt provider, not pkg-config's -lmicrohttpd.
         .systemLibrary(name: "CMicroHTTPD", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        // libyaml for the configuration files (the web config, the remote
+        // write config), through IfmeterConfig.
+        .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         // SQLite for persistent totals.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // C shims for libmicrohttpd's variadic start and zlib's macros.
@@ -44,11 +47,14 @@ let package = Package(
         .target(
             name: "IfmeterRemoteWrite",
             dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterServe", "CIfmeterRemoteWrite"]),
+        // Configuration files: YAML read by libyaml into a tree with lines,
+        // and the strict readers the configs are made of.
+        .target(name: "IfmeterConfig", dependencies: ["IfmeterCore", "IfmeterSystem", "CYAML"]),
         // serve: the scrape cache, the HTTP server (the one place that calls
         // libmicrohttpd), basic auth and the web config.
         .target(
             name: "IfmeterServe",
-            dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "CIfmeterHTTP", "CMicroHTTPD"]),
+            dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterConfig", "CIfmeterHTTP", "CMicroHTTPD"]),
         // C shims for kernel macros and inline structures Swift cannot import.
         .target(
             name: "CIfmeterLinux",
@@ -139,6 +145,7 @@ let package = Package(
             name: "IfmeterStoreTests", dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterStore", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(
             name: "IfmeterTests", dependencies: ["Ifmeter", "IfmeterCore", "IfmeterSampling", "IfmeterSystem", "IfmeterTestSupport"]),
+        .testTarget(name: "IfmeterConfigTests", dependencies: ["IfmeterConfig", "IfmeterServe", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(
             name: "IfmeterRemoteWriteTests",
             dependencies: ["IfmeterRemoteWrite", "IfmeterServe", "IfmeterOutput", "IfmeterSystem", "IfmeterCore", "IfmeterTestSupport"]),

@@ -1,3 +1,4 @@
+import IfmeterConfig
 import IfmeterCore
 import IfmeterSystem
 
@@ -44,23 +45,29 @@ public struct RemoteWriteConfig: Sendable {
     }
 
     public static func load(_ path: String) throws(LoadError) -> RemoteWriteConfig {
-        try MiniYAML.load(path, parse)
+        try YAML.load(path) { root, folder throws(ConfigError) in try read(root?.mapping("the remote write config") ?? [], folder: folder) }
     }
 
     public static func parse(_ text: String, folder: String) throws(WebConfigError) -> RemoteWriteConfig {
+        try read(try YAML.parse(text)?.mapping("the remote write config") ?? [], folder: folder)
+    }
+
+    /// The settings in a mapping's entries (a file's, or a target's in the
+    /// main config); relative file names start at `folder`.
+    public static func read(_ entries: [YAMLEntry], folder: String) throws(WebConfigError) -> RemoteWriteConfig {
         var config = RemoteWriteConfig()
-        func file(_ entry: MiniYAML.Entry) throws(WebConfigError) -> String {
-            let name = try scalar(entry)
+        func file(_ entry: YAMLEntry) throws(WebConfigError) -> String {
+            let name = try entry.string()
             guard !name.isEmpty else { throw WebConfigError(line: entry.line, message: "'\(entry.key)' names no file") }
             return name.hasPrefix("/") ? name : folder + "/" + name
         }
-        for entry in try MiniYAML.parse(text) {
+        for entry in entries {
             switch entry.key {
             case "basic_auth":
-                for e in try mapping(entry) {
+                for e in try entry.mapping() {
                     switch e.key {
-                    case "username": config.username = try scalar(e)
-                    case "password": config.password = try scalar(e)
+                    case "username": config.username = try e.string()
+                    case "password": config.password = try e.string()
                     case "password_file":
                         let path = try file(e)
                         guard let text = readSmallFile(path, limit: 4096) else {
@@ -74,13 +81,13 @@ public struct RemoteWriteConfig: Sendable {
             case "bearer_token_file":
                 config.bearerTokenFile = try file(entry)
             case "tls_config":
-                for e in try mapping(entry) {
+                for e in try entry.mapping() {
                     switch e.key {
                     case "ca_file": config.caFile = try file(e)
                     case "cert_file": config.certFile = try file(e)
                     case "key_file": config.keyFile = try file(e)
                     case "insecure_skip_verify":
-                        let value = try scalar(e)
+                        let value = try e.string()
                         guard value == "true" || value == "false" else {
                             throw WebConfigError(line: e.line, message: "insecure_skip_verify is true or false, not '\(value)'")
                         }
@@ -94,17 +101,17 @@ public struct RemoteWriteConfig: Sendable {
                     throw WebConfigError(line: entry.line, message: "tls_config needs both cert_file and key_file, or neither")
                 }
             case "remote_timeout":
-                let value = try scalar(entry)
+                let value = try entry.string()
                 guard value.hasSuffix("s"), let seconds = Double(value.dropLast()), seconds > 0 else {
                     throw WebConfigError(line: entry.line, message: "remote_timeout is seconds, like 30s, not '\(value)'")
                 }
                 config.timeoutSeconds = seconds
             case "external_labels":
-                for e in try mapping(entry) {
+                for e in try entry.mapping() {
                     guard validLabelName(e.key), !e.key.hasPrefix("__") else {
                         throw WebConfigError(line: e.line, message: "'\(e.key)' is not a label name ([a-zA-Z_][a-zA-Z0-9_]*, not __*)")
                     }
-                    config.externalLabels.append((e.key, try scalar(e)))
+                    config.externalLabels.append((e.key, try e.string()))
                 }
             default:
                 throw WebConfigError(
@@ -116,21 +123,5 @@ public struct RemoteWriteConfig: Sendable {
             throw WebConfigError(line: nil, message: "basic_auth and bearer_token_file together; keep one")
         }
         return config
-    }
-
-    private static func mapping(_ entry: MiniYAML.Entry) throws(WebConfigError) -> [MiniYAML.Entry] {
-        switch entry.value {
-        case .mapping(let entries, _): return entries
-        case .empty: return []
-        case .scalar: throw WebConfigError(line: entry.line, message: "'\(entry.key)' must be a mapping (nested 'key: value' lines), not a value")
-        }
-    }
-
-    private static func scalar(_ entry: MiniYAML.Entry) throws(WebConfigError) -> String {
-        switch entry.value {
-        case .scalar(let text, _): return text
-        case .empty: return ""
-        case .mapping: throw WebConfigError(line: entry.line, message: "'\(entry.key)' must be a value, not a mapping")
-        }
     }
 }

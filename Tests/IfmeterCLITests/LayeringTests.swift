@@ -14,7 +14,7 @@ import Testing
         ["IfmeterCore"],
         ["IfmeterOutput"],
         ["IfmeterSystem"],
-        ["IfmeterSampling"],
+        ["IfmeterSampling", "IfmeterConfig"],
         ["IfmeterStore", "Ifmeter"],
         ["IfmeterPipeline"],
         ["IfmeterServe", "IfmeterRoute", "IfmeterLive"],
