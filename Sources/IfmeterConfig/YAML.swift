@@ -165,7 +165,7 @@ public enum YAML {
         let lines = String(decoding: buffer, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
         let text = line - 1 < lines.count ? lines[line - 1] : ""
         let hint: String
-        if problem.contains("cannot start any token"), text.prefix { $0 == " " || $0 == "\t" }.contains("\t") {
+        if problem.contains("cannot start any token"), text.prefix(while: { $0 == " " || $0 == "\t" }).contains("\t") {
             hint = "a tab in the indentation; YAML indents with spaces"
         } else if problem.contains("end of stream"), context?.contains("quoted scalar") == true {
             line = Int(parser.context_mark.line) + 1
