@@ -81,6 +81,7 @@ static-cxx: deps
 	ln -sfn "$$archive" $(STATIC_CXX)/libstdc++.a
 
 release: static-cxx
+	@scripts/write-revision
 	$(RELEASE_INPUTS_CHECK)
 	$(SWIFT) build $(RELEASE_FLAGS) --product ifmeter
 
@@ -88,6 +89,7 @@ run: release
 	@.build/release/ifmeter $(RUN_ARGS)
 
 build: deps
+	@scripts/write-revision
 	$(SWIFT) build
 
 # The release build first: `make run` builds it, and a release build sees
@@ -127,6 +129,7 @@ api-baseline: deps
 
 bench: static-cxx
 	@scripts/ensure-packages $(BENCH_PACKAGES)
+	@scripts/write-revision
 	$(RELEASE_INPUTS_CHECK)
 	$(SWIFT) build $(RELEASE_FLAGS)
 	.build/release/ifmeter-bench

@@ -155,7 +155,8 @@ struct ServeCommand: Command {
         try remoteWrite?.makeQueueFolder()
         let pipeline = try setup.pipeline()
         let interval = setup.configuration.interval
-        let cache = ScrapeCache(families: families, version: IfmeterCLI.version, interval: interval)
+        let cache = ScrapeCache(families: families, version: IfmeterCLI.version, revision: buildRevision, interval: interval)
+        pipeline.add(enricher: ProcessFeed(cache: cache))
         #if os(Linux)
         // Enrichers run before every sink: a generation's render has its
         // routes and plans.

@@ -14,6 +14,9 @@ public final class LinkAttributes: Sendable, Hashable {
     public let reportedSpeedBps: UInt64?
     /// Backed by real hardware (a `device` link in sysfs).
     public let isHardware: Bool?
+    /// Times the carrier came or went since the link was made
+    /// (IFLA_CARRIER_CHANGES): what tells a flapping link.
+    public let carrierChanges: UInt32?
     /// node_exporter's netclass facts; only when asked for (`--compat node`).
     public var netclass: NetclassFacts? { netclassBox?.facts }
     /// Boxed: inline, the facts (about 100 bytes) took room in every
@@ -28,7 +31,8 @@ public final class LinkAttributes: Sendable, Hashable {
     public static func == (a: LinkAttributes, b: LinkAttributes) -> Bool {
         a === b
             || (a.operstate == b.operstate && a.adminUp == b.adminUp && a.mtu == b.mtu && a.arphrdType == b.arphrdType
-                && a.reportedSpeedBps == b.reportedSpeedBps && a.isHardware == b.isHardware && a.netclass == b.netclass)
+                && a.reportedSpeedBps == b.reportedSpeedBps && a.isHardware == b.isHardware && a.carrierChanges == b.carrierChanges
+                && a.netclass == b.netclass)
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -38,12 +42,13 @@ public final class LinkAttributes: Sendable, Hashable {
         hasher.combine(arphrdType)
         hasher.combine(reportedSpeedBps)
         hasher.combine(isHardware)
+        hasher.combine(carrierChanges)
         hasher.combine(netclass)
     }
 
     public init(
         operstate: String? = nil, adminUp: Bool? = nil, mtu: UInt32? = nil, arphrdType: Int? = nil,
-        reportedSpeedBps: UInt64? = nil, isHardware: Bool? = nil, netclass: NetclassFacts? = nil
+        reportedSpeedBps: UInt64? = nil, isHardware: Bool? = nil, carrierChanges: UInt32? = nil, netclass: NetclassFacts? = nil
     ) {
         self.operstate = operstate
         self.adminUp = adminUp
@@ -51,6 +56,7 @@ public final class LinkAttributes: Sendable, Hashable {
         self.arphrdType = arphrdType
         self.reportedSpeedBps = reportedSpeedBps
         self.isHardware = isHardware
+        self.carrierChanges = carrierChanges
         netclassBox = netclass.map(NetclassBox.init)
     }
 }

@@ -87,6 +87,11 @@ public struct ExporterHealth: Sendable, Hashable {
     public var httpClosed: HTTPConnectionCounts?
     /// serve --remote-write: each receiver's queue and counts.
     public var remoteWrite: [RemoteWriteStatus] = []
+    /// The commit the binary was built from (`ifmeter_build_info`).
+    public var revision = "unknown"
+    /// serve's own CPU, memory and descriptors (`process_*`), as of the
+    /// sample; nil where they cannot be read.
+    public var process: ProcessMetrics?
 
     public init(
         version: String, source: String, samples: UInt64 = 0, sampleErrors: UInt64 = 0, overruns: UInt64 = 0,
@@ -304,6 +309,12 @@ struct ExpositionWriter {
             help:
                 "1 when the interface was in the last sample, 0 while a gone one is still kept. \(Self.caveat)")
         for i in interfaces { sample("ifmeter_interface_present", i, value: i.present ? 1 : 0) }
+        header(
+            "ifmeter_interface_carrier_changes", .counter,
+            help: "Times the link's carrier came or went since the link was made (the kernel's count): a link that flaps. \(Self.caveat)")
+        for i in interfaces {
+            if let changes = i.attributes?.carrierChanges { sample("ifmeter_interface_carrier_changes", suffix: "_total", i, value: UInt64(changes)) }
+        }
         header("ifmeter_interface_up", .gauge, help: "1 when the operational state is up. \(Self.caveat)")
         for i in interfaces where i.attributes?.operstate != nil {
             sample("ifmeter_interface_up", i, value: i.attributes?.operstate == "up" ? 1 : 0)
@@ -470,12 +481,26 @@ struct ExpositionWriter {
         plain("ifmeter_sample_interval_seconds", Self.number(health.intervalSeconds))
         header("ifmeter_interfaces", .gauge, help: "Interfaces in this exposition. \(note)")
         plain("ifmeter_interfaces", String(interfaces))
-        header("ifmeter_build", .info, help: "ifmeter's version and counter source. \(note)")
-        append("ifmeter_build_info{source=\"")
-        appendEscaped(health.source)
-        append("\",version=\"")
-        appendEscaped(health.version)
-        append("\"} 1\n")
+        header("ifmeter_build", .info, help: "ifmeter's version, the commit it was built from, and its counter source. \(note)")
+        labeledSample("ifmeter_build_info", [("revision", health.revision), ("source", health.source), ("version", health.version)], "1")
+        if let process = health.process { writeProcess(process) }
+    }
+
+    /// The families every Prometheus client library exposes, named and
+    /// typed as client_golang's process collector has them.
+    mutating func writeProcess(_ p: ProcessMetrics) {
+        header("process_cpu_seconds", .counter, unit: "seconds", help: "Total user and system CPU time spent in seconds.")
+        plain("process_cpu_seconds_total", Self.number(p.cpuSeconds))
+        header("process_max_fds", .gauge, help: "Maximum number of open file descriptors.")
+        plain("process_max_fds", String(p.maxFDs))
+        header("process_open_fds", .gauge, help: "Number of open file descriptors.")
+        plain("process_open_fds", String(p.openFDs))
+        header("process_resident_memory_bytes", .gauge, unit: "bytes", help: "Resident memory size in bytes.")
+        plain("process_resident_memory_bytes", String(p.residentBytes))
+        header("process_start_time_seconds", .gauge, unit: "seconds", help: "Start time of the process since unix epoch in seconds.")
+        plain("process_start_time_seconds", Self.number(p.startTime))
+        header("process_virtual_memory_bytes", .gauge, unit: "bytes", help: "Virtual memory size in bytes.")
+        plain("process_virtual_memory_bytes", String(p.virtualBytes))
     }
 
     // MARK: writing

@@ -113,6 +113,7 @@ final class LinkCatalog {
         var flags: UInt32
         var operstate: String
         var mtu: UInt32
+        var carrierChanges: UInt32?
         var link: Int?
         var linkNetnsID: Int32?
         var netclass: NetclassFacts?
@@ -131,7 +132,8 @@ final class LinkCatalog {
             guard let link = parseLinkMessage(message, netclass: netclass), !link.deleted, let name = link.name else { return }
             let kernel = KernelLink(
                 index: link.index, name: name, linkKind: link.linkKind, arphrd: link.arphrd, flags: link.flags,
-                operstate: link.operstate ?? "unknown", mtu: link.mtu ?? 0, link: link.link, linkNetnsID: link.linkNetnsID,
+                operstate: link.operstate ?? "unknown", mtu: link.mtu ?? 0, carrierChanges: link.carrierChanges, link: link.link,
+                linkNetnsID: link.linkNetnsID,
                 netclass: link.netclass)
             byIndex[link.index] = entry(for: kernel, was: byIndex[link.index])
             seen.insert(link.index)
@@ -153,6 +155,7 @@ final class LinkCatalog {
             index: message.index, name: name, linkKind: message.linkKind, arphrd: message.arphrd, flags: message.flags,
             operstate: message.operstate ?? old?.attributes.operstate ?? "unknown",
             mtu: message.mtu ?? old?.attributes.mtu ?? 0,
+            carrierChanges: message.carrierChanges ?? old?.attributes.carrierChanges,
             // A veth whose peer is going names it no more (0): keep the one known.
             link: (message.link ?? 0) > 0 ? message.link : old?.peer?.index,
             linkNetnsID: (message.link ?? 0) > 0 ? message.linkNetnsID : old?.peer?.netnsID,
@@ -205,6 +208,7 @@ final class LinkCatalog {
         var attributes = LinkAttributes(
             operstate: link.operstate, adminUp: link.flags & 1 != 0 /* IFF_UP */, mtu: link.mtu,
             arphrdType: link.arphrd, reportedSpeedBps: reportedSpeed, isHardware: sysfs == nil ? nil : hardware ?? false,
+            carrierChanges: link.carrierChanges,
             netclass: link.netclass.map {
                 withSysfs(
                     $0, name: link.name, verified: hardware != nil, hardware: hardware == true,

@@ -15,6 +15,8 @@ struct LinkMessage {
     var flags: UInt32
     var operstate: String?
     var mtu: UInt32?
+    /// IFLA_CARRIER_CHANGES.
+    var carrierChanges: UInt32?
     /// The final counters, on a deletion (RTM_DELLINK carries IFLA_STATS64).
     var counters: Counters?
     /// The link's peer or lower device (IFLA_LINK), and the peer's
@@ -54,6 +56,7 @@ func parseLinkMessage(_ message: NetlinkReceived, netclass: Bool = false) -> Lin
         switch attribute.type {
         case Int(IFLA_IFNAME): link.name = attribute.string
         case Int(IFLA_MTU): link.mtu = attribute.u32
+        case Int(IFLA_CARRIER_CHANGES): link.carrierChanges = attribute.u32
         case Int(IFLA_OPERSTATE): link.operstate = attribute.u8.map(operstateName)
         case Int(IFLA_LINKINFO):
             if let kind = attribute.nested.first(Int32(IFLA_INFO_KIND)) { link.linkKind = kind.string }

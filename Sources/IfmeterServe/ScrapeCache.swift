@@ -42,12 +42,17 @@ public final class ScrapeCache: Sendable {
     private let httpClosed = Mutex<HTTPConnectionCounts?>(nil)
     /// serve --remote-write: each receiver's status, as of the last update.
     private let remoteWrite = Mutex<[RemoteWriteStatus]>([])
+    /// serve's own process figures, as of the last update.
+    private let process = Mutex<ProcessMetrics?>(nil)
     /// Planned interfaces' cycles, and a count of their changes.
     private let plans = Mutex<(gauges: [PlanGauge], changes: Int)>(([], 0))
 
-    public init(families: ExpositionFamilies, version: String, interval: Double) {
+    private let revision: String
+
+    public init(families: ExpositionFamilies, version: String, revision: String = "unknown", interval: Double) {
         self.families = families
         self.version = version
+        self.revision = revision
         self.interval = interval
     }
 
@@ -75,6 +80,12 @@ public final class ScrapeCache: Sendable {
         httpClosed.withLock { $0 = counts }
     }
 
+    /// Sets serve's own `process_*` figures (on the pipeline's thread,
+    /// before the update's render).
+    public func setProcess(_ metrics: ProcessMetrics?) {
+        process.withLock { $0 = metrics }
+    }
+
     /// Sets what remote write shows (on the pipeline's thread, before the
     /// update's render).
     public func setRemoteWrite(_ statuses: [RemoteWriteStatus]) {
@@ -89,8 +100,7 @@ public final class ScrapeCache: Sendable {
             var input = Self.input(current.view.sorted(), health: current.health, families: families, version: version, interval: interval)
             input.routes = current.routes
             input.plans = planned
-            input.health.httpClosed = httpClosed.withLock { $0 }
-            input.health.remoteWrite = remoteWrite.withLock { $0 }
+            fill(&input)
             PrometheusTextRenderer().render(input, chunk: chunk, into: sink)
         }
     }
@@ -118,8 +128,7 @@ public final class ScrapeCache: Sendable {
                 var input = Self.input(current.view.sorted(), health: current.health, families: families, version: version, interval: interval)
                 input.routes = current.routes
                 input.plans = planned.gauges
-                input.health.httpClosed = httpClosed.withLock { $0 }
-                input.health.remoteWrite = remoteWrite.withLock { $0 }
+                fill(&input)
                 let renderer: any ExpositionRenderer = openMetrics ? OpenMetricsRenderer() : PrometheusTextRenderer()
                 // Room for about the last render's size at once (the other
                 // format's, the first time: they differ by a few percent).
@@ -141,6 +150,15 @@ public final class ScrapeCache: Sendable {
             cache.withLock { $0[openMetrics] = result }
             return result
         }
+    }
+
+    /// What the cache keeps beside the pipeline's update: the endpoint's,
+    /// remote write's and the process's figures, and the build.
+    private func fill(_ input: inout ExpositionInput) {
+        input.health.httpClosed = httpClosed.withLock { $0 }
+        input.health.remoteWrite = remoteWrite.withLock { $0 }
+        input.health.process = process.withLock { $0 }
+        input.health.revision = revision
     }
 
     /// The exposition input for totals and the pipeline's health.
@@ -165,6 +183,18 @@ public final class HTTPClosedFeed: PipelineEnricher {
 
     public func enrich(_ update: borrowing PipelineUpdate) {
         cache.setHTTPClosed(server.closedCounts)
+    }
+}
+
+/// Reads serve's own `process_*` figures into the cache at each sample, on
+/// the pipeline's thread (a /proc read and a listing of its descriptors).
+public final class ProcessFeed: PipelineEnricher {
+    let cache: ScrapeCache
+
+    public init(cache: ScrapeCache) { self.cache = cache }
+
+    public func enrich(_ update: borrowing PipelineUpdate) {
+        cache.setProcess(ProcessStats.current())
     }
 }
 

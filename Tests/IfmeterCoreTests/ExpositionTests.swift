@@ -28,7 +28,7 @@ import Testing
         #expect(out.contains(#"ifmeter_interface_quality{interface="wg0",kind="tunnel",quality="lower-bound"} 1"#))
         #expect(out.contains(#"ifmeter_interface_quality{interface="wg0",kind="tunnel",quality="exact"} 0"#))
         #expect(out.contains("# TYPE ifmeter_receive_bytes_total counter"))
-        #expect(out.contains("ifmeter_build_info{source=\"netlink\",version=\"9.9\"} 1"))
+        #expect(out.contains("ifmeter_build_info{revision=\"unknown\",source=\"netlink\",version=\"9.9\"} 1"))
         #expect(!out.contains("_created"))
         #expect(!out.contains("node_network"))
     }

@@ -4,6 +4,9 @@
 #ifndef CIFMETER_LINUX_H
 #define CIFMETER_LINUX_H
 
+/// The commit the binary was built from, or "unknown" (revision.c).
+const char *cifm_revision(void);
+
 #ifdef __linux__
 #include <stddef.h>
 #include <stdint.h>
