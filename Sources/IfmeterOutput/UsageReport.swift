@@ -253,8 +253,10 @@ public struct UsageTable: Sendable {
     /// CSV (RFC 4180 quoting, LF line ends), one row per period; the `estimate` column is always
     /// true: the figures are estimates from interface counters.
     public func csv() -> String {
+        // Scalar by scalar: `"` or `,` followed by a combining accent is one
+        // Character, and must be quoted all the same.
         func field(_ s: String) -> String {
-            s.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" })
+            s.unicodeScalars.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" })
                 ? "\"" + s.replacingAll("\"", with: "\"\"") + "\"" : s
         }
         var out = Self.csvHeader + "\n"
@@ -352,9 +354,13 @@ extension PeriodCalendar {
 }
 
 extension String {
-    func replacingAll(_ target: Character, with replacement: String) -> String {
+    /// Every `target` scalar replaced, also where a combining mark after
+    /// it makes one Character of the two.
+    func replacingAll(_ target: Unicode.Scalar, with replacement: String) -> String {
         var out = ""
-        for c in self { if c == target { out += replacement } else { out.append(c) } }
+        for scalar in unicodeScalars {
+            if scalar == target { out += replacement } else { out.unicodeScalars.append(scalar) }
+        }
         return out
     }
 }
