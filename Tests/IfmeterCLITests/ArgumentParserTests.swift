@@ -94,6 +94,19 @@ import Testing
         }
     }
 
+    /// Issue 29, finding 10: `serve --remote-write ''` blamed
+    /// `--remote-write-queue` ("needs '--remote-write URL'"): an empty URL
+    /// was dropped as no URL at all. It is refused as what it is.
+    @Test(arguments: ["", " ", ",", " , "])
+    func anEmptyRemoteWriteURLIsNamed(url: String) throws {
+        for extra in [[], ["--remote-write-queue", "/tmp/q"], ["--state", "/tmp/s.db"]] {
+            let error = try #require(failure(["--remote-write", url] + extra, ServeCommand.self))
+            #expect(error.exitCode == 64)
+            #expect(error.line.contains("for '--remote-write <url>': the URL is empty"), "\(error.line)")
+            #expect(!error.line.contains("needs"), "\(error.line)")
+        }
+    }
+
     @Test func helpHasUsageAndOptions() {
         for command in IfmeterCLI.commands {
             let help = command.spec.help
