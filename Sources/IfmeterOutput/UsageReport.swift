@@ -149,7 +149,8 @@ public struct UsageTable: Sendable {
         var verdict = Check.Verdict.under
         var lines: [String] = []
         // A stale file's figures are as of its last save: the use now is
-        // at least that, so under the quota cannot be proven.
+        // at least that, so under the quota cannot be proven. So with a save
+        // in the future (a clock that was ahead or stepped back) or no time.
         let staleWarning = saves?.warning(now: wallTime, zone: zone)
         if let staleWarning { lines.append(staleWarning) }
         /// One verdict line, for a cycle quota or a period limit (`bound`).
@@ -162,7 +163,8 @@ public struct UsageTable: Sendable {
                 lines.append("UNKNOWN \(name): at least \(used) used of \(of), \(when): a lower bound under the \(bound) cannot prove it is under.")
             } else if staleWarning != nil {
                 verdict = max(verdict, .unknown)
-                lines.append("UNKNOWN \(name): \(used) used of \(of) as of the last save, \(when): nothing saved since, so under cannot be proven.")
+                lines.append(
+                    "UNKNOWN \(name): \(used) used of \(of) as of the last save, \(when): that save is not current, so under cannot be proven.")
             } else {
                 lines.append("under \(name): \(used) used of \(of), \(when).")
             }
