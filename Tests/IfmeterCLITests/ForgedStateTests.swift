@@ -57,4 +57,26 @@ import Testing
             #expect(json.err.hasPrefix("WARNING: "), "beside JSON, on stderr: \(json.err)")
         }
     }
+
+    @Test func sumsPastTwoToThe64AreLowerBounds() throws {
+        let folder = try ScenarioFolder("forged-sums")
+        let most = UInt64(Int64.max)
+        // Three hours of today (local midnight on), 2^63-1 bytes each.
+        let midnight = Int64(Calendar.current.startOfDay(for: Date()).timeIntervalSince1970)
+        let rows = (0..<3).map { ("eth0", midnight + 3600 * Int64($0), most) }
+        let path = try state(folder, rows: rows, meta: [("saved", String(Date().timeIntervalSince1970)), ("running", "0")])
+
+        let json = try ifmeter(["usage", "--state", path, "--format", "json"])
+        #expect(json.status == 0, "\(json.err)")
+        guard case .array(let interfaces)? = try JSONParser.parse(json.out)["interfaces"],
+            case .array(let periods)? = interfaces.first?["periods"], let today = periods.last
+        else { throw TestFailure("no periods: \(json.out)") }
+        #expect(today["rx_bytes"]?.uint64Value == .max && today["quality"]?.stringValue == "lower-bound", "\(today)")
+        let text = try ifmeter(["usage", "--state", path])
+        #expect(text.out.contains("≥ 16.0 EiB") && text.out.contains("lower-bound"), "\(text.out)")
+        let oneline = try ifmeter(["usage", "--state", path, "--oneline"])
+        #expect(oneline.out.contains(";18446744073709551615;0;18446744073709551615;lower-bound;"), "\(oneline.out)")
+        let check = try ifmeter(["usage", "--state", path, "--check"])
+        #expect(check.status == 3 && check.out.contains("OVER eth0: at least"), "\(check.out)")
+    }
 }
