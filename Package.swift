@@ -141,7 +141,9 @@ let package = Package(
             name: "IfmeterTests", dependencies: ["Ifmeter", "IfmeterCore", "IfmeterSampling", "IfmeterSystem", "IfmeterTestSupport"]),
         .testTarget(
             name: "IfmeterPipelineTests",
-            dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterCore", "IfmeterStore", "IfmeterTestSupport"]),
+            dependencies: [
+                "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterCore", "IfmeterStore", "IfmeterExport", "IfmeterTestSupport",
+            ]),
     ],
     swiftLanguageModes: [.v6]
 )
