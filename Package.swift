@@ -151,7 +151,9 @@ let package = Package(
             dependencies: ["IfmeterRemoteWrite", "IfmeterServe", "IfmeterOutput", "IfmeterSystem", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(
             name: "IfmeterPipelineTests",
-            dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterCore", "IfmeterStore", "IfmeterTestSupport"]),
+            dependencies: [
+                "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterCore", "IfmeterStore", "IfmeterExport", "IfmeterTestSupport",
+            ]),
     ],
     swiftLanguageModes: [.v6]
 )

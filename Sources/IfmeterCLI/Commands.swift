@@ -167,12 +167,12 @@ struct SampleCommand: Command {
                     return JSONWriter().string(
                         renderer.json(
                             deltas: update.deltas, totals: { totals[$0] }, time: update.time, seconds: update.seconds,
-                            wallTime: LocalZone.system.rfc3339(milliseconds: update.wallTime))) + "\n"
+                            wallTime: LocalZone.system.rfc3339(milliseconds: update.wallTime), clockStep: update.clockStepSeconds)) + "\n"
                 }
                 return Output.forPeople(
                     renderer.text(
                         deltas: update.deltas, totals: { totals[$0] }, time: update.time, seconds: update.seconds,
-                        heading: localTimeLabel(update.wallTime),
+                        heading: localTimeLabel(update.wallTime), clockStep: update.clockStepSeconds,
                         wide: wide, shown: &shown.value) + "\n")
             }
             if !json, !watch || Output.isTerminal(1) {

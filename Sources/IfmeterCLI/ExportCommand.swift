@@ -13,7 +13,8 @@ struct ExportCommand: Command {
         abstract: "Write reports or metrics to files periodically, never half-written.",
         discussion: """
             --json PATH replaces PATH with each period's report (schema
-            ifmeter.export 1, schemas/ifmeter-report.v1.schema.json);
+            ifmeter.export 2, schemas/ifmeter-report.v2.schema.json; a period
+            across a step of the wall clock says so in clock_step_seconds and note);
             --json-lines PATH appends one report per line, rotating by size;
             '-' writes to stdout. --textfile PATH writes the Prometheus exposition
             for node_exporter's textfile collector (name it *.prom). Replaced files

@@ -83,7 +83,7 @@ struct PlanCommand: Command {
             }
             var quota: UInt64?
             if let text = p.value("--quota") {
-                guard let bytes = Plan.parseSize(text), bytes > 0 else {
+                guard let bytes = Units.parseSize(text), bytes > 0 else {
                     throw p.usage(
                         "invalid value '\(text)' for '--quota <size>': expected a size from 1B to 9223372036854775807B (2^63-1), like 20GB, 20GiB or 500MB"
                     )

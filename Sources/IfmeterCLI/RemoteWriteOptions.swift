@@ -38,6 +38,13 @@ struct RemoteWriteOptions {
 
     /// Nil without --remote-write (its other options are then an error).
     init?(_ p: ParsedArguments, statePath: String?) throws(CLIError) {
+        // An empty URL is said as one, before anything else: dropped from
+        // the list, it read as no --remote-write at all.
+        for given in p.values["--remote-write"] ?? [] where given.allSatisfy({ $0 == "," || $0.isWhitespace }) {
+            throw p.usage(
+                "invalid value '\(given)' for '--remote-write <url>': the URL is empty; expected an http:// or https:// URL, like http://prometheus:9090/api/v1/write"
+            )
+        }
         let urls = p.list("--remote-write")
         guard !urls.isEmpty else {
             for option in [

@@ -173,8 +173,11 @@ enum RouteOptions {
             var out: [String: String] = [:]
             for item in p.list(long) {
                 let parts = item.split(separator: "=", maxSplits: 1).map(String.init)
-                guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
-                    throw p.usage("invalid value '\(item)' for '\(long) <tun=\(what)>': expected TUNNEL=\(what.uppercased()), like \(example)")
+                // No interface name holds a space, nor does a number: a value
+                // with one is refused, not matched against nothing.
+                guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty, !item.contains(where: \.isWhitespace) else {
+                    throw p.usage(
+                        "invalid value '\(item)' for '\(long) <tun=\(what)>': expected TUNNEL=\(what.uppercased()) with no spaces, like \(example)")
                 }
                 out[parts[0]] = parts[1]
             }

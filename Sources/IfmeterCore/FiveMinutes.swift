@@ -84,10 +84,11 @@ public struct PeriodLimit: Sendable, Hashable {
         self.bytes = bytes
     }
 
-    /// `day=2GB`: a period and a size (`Plan.parseSize`); nil otherwise.
+    /// `day=2GB`: a period and a size (`Units.parseSize`: no spaces around
+    /// it, as no other number takes); nil otherwise.
     public static func parse(_ text: String) -> PeriodLimit? {
         guard let eq = text.firstIndex(of: "="), let period = Period(rawValue: String(text[..<eq])),
-            let bytes = Plan.parseSize(String(text[text.index(after: eq)...])), bytes > 0
+            let bytes = Units.parseSize(String(text[text.index(after: eq)...])), bytes > 0
         else { return nil }
         return PeriodLimit(period: period, bytes: bytes)
     }

@@ -347,6 +347,16 @@ public struct PeriodUsage: Sendable, Hashable {
 
     /// rx + tx, stopping at 2^64-1 (never a small sum that wrapped).
     public var totalBytes: UInt64 { counters.rxBytes.saturatingAdd(counters.txBytes) }
+
+    /// Adds a stored slice: its four counters and its quality. A sum that
+    /// stopped at 2^64-1 (a counter, or rx + tx) lost what did not fit, so
+    /// the period is a lower bound: a crafted state file's rows of 2^63-1
+    /// summed to 18446744073709551615 labelled exact.
+    public mutating func add(_ slice: UsageSlice) {
+        let saturated = counters.addSaturating(slice.counters.required)
+        quality = max(quality, slice.quality)
+        if saturated || counters.rxBytes.addingReportingOverflow(counters.txBytes).overflow { quality = .lowerBound }
+    }
 }
 
 extension UInt64 {
@@ -367,8 +377,7 @@ extension PeriodCalendar {
         for s in slices {
             let period = self.period(kind, containing: s.start, cycleDay: cycleDay)
             var u = byStart[period.start] ?? PeriodUsage(period: period, counters: .zero, quality: .exact)
-            u.counters.add(s.counters.required)
-            u.quality = max(u.quality, s.quality)
+            u.add(s)
             byStart[period.start] = u
         }
         return byStart.values.sorted { $0.period < $1.period }

@@ -44,20 +44,4 @@ public struct Plan: Sendable, Hashable {
         if let exact = plans.first(where: { $0.pattern == stored }) { return exact }
         return plans.sorted { $0.pattern < $1.pattern }.first { $0.matches(stored) }
     }
-
-    /// Parses a size like 20GB, 20GiB, 1.5TB, 500MiB or 1000 (bytes), with
-    /// spaces around it, up to 2^63-1 bytes (`Units.parseSize`); nil for
-    /// anything else.
-    public static func parseSize(_ text: String) -> UInt64? {
-        Units.parseSize(text.trimmingSpaces)
-    }
-}
-
-extension String {
-    var trimmingSpaces: String {
-        var s = Substring(self)
-        while s.first == " " { s.removeFirst() }
-        while s.last == " " { s.removeLast() }
-        return String(s)
-    }
 }

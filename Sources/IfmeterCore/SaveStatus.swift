@@ -51,20 +51,60 @@ public struct SaveStatus: Sendable, Hashable {
     }
 
     /// The save interval a staleness judgment uses: the writer's, else the
-    /// default of serve and live before ifmeter recorded it (10 s).
-    public var interval: Double { saveEvery ?? 10 }
+    /// default of serve and live before ifmeter recorded it (10 s). An
+    /// interval no ifmeter writes (not 1 ms to 365 days: NaN, 0, 1e308) is
+    /// no interval: the default judges, so no file is current for ever.
+    public var interval: Double {
+        guard let saveEvery, Units.durationRange.contains(saveEvery) else { return 10 }
+        return saveEvery
+    }
 
-    /// The last save is older than two save intervals: what happened since
-    /// is not in the file.
+    /// How far in the future a save time may be before the clocks are said
+    /// to disagree: the writer and `usage` read the same machine's clock,
+    /// so more than a few seconds is a clock that was ahead or stepped.
+    public static let futureTolerance = 5.0
+
+    /// How the last save stands against now.
+    public enum Standing: Sendable, Hashable {
+        /// No save was made.
+        case never
+        /// Within two save intervals.
+        case current
+        /// Older than two save intervals.
+        case stale
+        /// Later than now by more than `futureTolerance`, by this many
+        /// seconds: the writer's clock was ahead, or this one stepped back.
+        case ahead(Double)
+        /// No time a calendar holds (NaN, infinite, past the years 0001 to
+        /// 9999): a crafted or damaged file.
+        case unreadable
+    }
+
+    public func standing(now: Double) -> Standing {
+        guard let savedAt else { return .never }
+        guard Self.readable(savedAt) else { return .unreadable }
+        if savedAt - now > Self.futureTolerance { return .ahead(savedAt - now) }
+        return now - savedAt > 2 * interval ? .stale : .current
+    }
+
+    /// What happened since the last save may not be in the file: it is
+    /// older than two save intervals, or later than now, or no time at all.
     public func isStale(now: Double) -> Bool {
-        guard let savedAt else { return false }
-        return now - savedAt > 2 * interval
+        switch standing(now: now) {
+        case .never, .current: false
+        case .stale, .ahead, .unreadable: true
+        }
     }
 
     /// One sentence: when the file was last saved, and by whom.
     public func sentence(now: Double, zone: LocalZone) -> String {
         guard let savedAt else { return "Never saved by serve, live or export: no traffic has been counted in it yet." }
-        let when = "\(Self.stamp(savedAt, zone)) (\(Units.duration(max(0, now - savedAt))) ago)"
+        let when: String
+        switch standing(now: now) {
+        case .unreadable: when = "at a time that cannot be read (\(savedAt))"
+        case .ahead(let ahead): when = "\(Self.stamp(savedAt, zone)) (\(Units.duration(ahead)) in the future)"
+        default: when = "\(Self.stamp(savedAt, zone)) (\(savedAt >= now ? "just now" : Units.duration(now - savedAt) + " ago"))"
+        }
         let pace = saveEvery.map { " every \(Units.duration($0))" } ?? ""
         switch writer {
         case .running:
@@ -79,32 +119,47 @@ public struct SaveStatus: Sendable, Hashable {
         }
     }
 
-    /// The warning when the last save is stale; nil otherwise.
+    /// The warning when the last save is not current (stale, in the
+    /// future, or no time); nil otherwise.
     public func warning(now: Double, zone: LocalZone) -> String? {
-        guard isStale(now: now), let savedAt else { return nil }
-        let age = Units.duration(max(0, now - savedAt))
-        let why: String =
-            switch writer {
-            case .running:
-                "the ifmeter writing this file has not saved for \(age), more than two of its save intervals (\(Units.duration(interval))): it may be hung"
-            case .stopped: "ifmeter stopped \(age) ago; nothing has been counted since"
-            case .stoppedUncleanly: "the ifmeter that wrote this file stopped without a clean stop \(age) ago or less; nothing has been saved since"
-            case .none: "nothing has been saved for \(age)"
-            }
-        return "WARNING: these figures are as of \(Self.stamp(savedAt, zone)): \(why)."
+        guard let savedAt else { return nil }
+        switch standing(now: now) {
+        case .never, .current:
+            return nil
+        case .unreadable:
+            return "WARNING: the state file's last save time cannot be read (\(savedAt)): how current these figures are is unknown."
+        case .ahead(let ahead):
+            return "WARNING: these figures are as of \(Self.stamp(savedAt, zone)), \(Units.duration(ahead)) in the future: "
+                + "the clock of the ifmeter that saved them was ahead, or this clock stepped back since; how current they are is unknown."
+        case .stale:
+            let age = Units.duration(now - savedAt)
+            let why: String =
+                switch writer {
+                case .running:
+                    "the ifmeter writing this file has not saved for \(age), more than two of its save intervals (\(Units.duration(interval))): it may be hung"
+                case .stopped: "ifmeter stopped \(age) ago; nothing has been counted since"
+                case .stoppedUncleanly:
+                    "the ifmeter that wrote this file stopped without a clean stop \(age) ago or less; nothing has been saved since"
+                case .none: "nothing has been saved for \(age)"
+                }
+            return "WARNING: these figures are as of \(Self.stamp(savedAt, zone)): \(why)."
+        }
     }
+
+    /// A time a calendar holds, as `stamp` prints it.
+    static func readable(_ time: Double) -> Bool { time.isFinite && abs(time) < 1e12 }
 
     /// RFC 3339 local time; a time no calendar holds (a crafted file's)
     /// is said to be unknown rather than trapping.
     static func stamp(_ time: Double, _ zone: LocalZone) -> String {
-        guard time.isFinite, abs(time) < 1e12 else { return "an unknown time" }
+        guard readable(time) else { return "an unknown time" }
         return zone.rfc3339(Int64(time.rounded(.down)))
     }
 
     public func json(now: Double, zone: LocalZone, path: String) -> JSONValue {
         .object([
             "path": .string(path),
-            "saved_at": savedAt.flatMap { $0.isFinite && abs($0) < 1e12 ? .string(Self.stamp($0, zone)) : nil } ?? .null,
+            "saved_at": savedAt.flatMap { Self.readable($0) ? .string(Self.stamp($0, zone)) : nil } ?? .null,
             "save_every_seconds": saveEvery.flatMap { $0.isFinite && $0 > 0 ? .number($0) : nil } ?? .null,
             "writer": .string(writer.rawValue),
             "stale": .bool(isStale(now: now)),

@@ -14,10 +14,13 @@ public struct JSONEnvelope: Sendable, Hashable {
         self.version = version
     }
 
-    /// `replay --format json` (`schemas/ifmeter-report.v1.schema.json`).
+    /// `replay --format json` (`schemas/ifmeter-report.v2.schema.json`;
+    /// the same in v1).
     public static let replay = JSONEnvelope(schema: "ifmeter.replay", version: 1)
-    /// `export` reports (`schemas/ifmeter-report.v1.schema.json`).
-    public static let export = JSONEnvelope(schema: "ifmeter.export", version: 1)
+    /// `export` reports (`schemas/ifmeter-report.v2.schema.json`: version 2
+    /// adds the period's `clock_step_seconds` and `note`; version 1 is in
+    /// `ifmeter-report.v1.schema.json`).
+    public static let export = JSONEnvelope(schema: "ifmeter.export", version: 2)
     /// `usage --format json` (`schemas/ifmeter-usage.v3.schema.json`).
     public static let usage = JSONEnvelope(schema: "ifmeter.usage", version: 3)
     /// `usage --fiveminutes --format json` (`schemas/ifmeter-usage.v4.schema.json`:

@@ -1,7 +1,7 @@
 import IfmeterCore
 
-/// A periodic export report, schema `ifmeter.export` version 1
-/// (`schemas/ifmeter-report.v1.schema.json`).
+/// A periodic export report, schema `ifmeter.export` version 2
+/// (`schemas/ifmeter-report.v2.schema.json`).
 public struct PeriodReport: Sendable {
     public struct Period: Sendable {
         /// Unix times (written as RFC 3339) and monotonic seconds.
@@ -15,6 +15,12 @@ public struct PeriodReport: Sendable {
             self.endWall = endWall
             self.startMonotonic = startMonotonic
             self.endMonotonic = endMonotonic
+        }
+
+        /// How far the wall clock stepped during the period (`ClockStep`);
+        /// 0 without a step.
+        public var clockStepSeconds: Double {
+            ClockStep.seconds(wall: (startWall, endWall), monotonic: (startMonotonic, endMonotonic))
         }
     }
 
@@ -103,16 +109,19 @@ public struct PeriodReportRenderer: Sendable {
                 "tx_bytes_per_second": seconds > 0 ? .number(tx / seconds) : .null,
             ])
         }
+        var period: [String: JSONValue] = [
+            "start": .string(RFC3339.format(report.period.startWall)),
+            "end": .string(RFC3339.format(report.period.endWall)),
+            "start_monotonic": .number(report.period.startMonotonic),
+            "end_monotonic": .number(report.period.endMonotonic),
+            "seconds": .number(seconds),
+            "clock_step_seconds": .number(report.period.clockStepSeconds),
+        ]
+        if let note = ClockStep.sentence(report.period.clockStepSeconds, during: "this period") { period["note"] = .string(note) }
         var o: [String: JSONValue] = [
             "host": .string(report.host),
             "source": .string(report.source),
-            "period": .object([
-                "start": .string(RFC3339.format(report.period.startWall)),
-                "end": .string(RFC3339.format(report.period.endWall)),
-                "start_monotonic": .number(report.period.startMonotonic),
-                "end_monotonic": .number(report.period.endMonotonic),
-                "seconds": .number(seconds),
-            ]),
+            "period": .object(period),
             "totals_since": .string(RFC3339.format(report.totalsSince)),
             "interfaces": .array(interfaces),
             "summary": .object([

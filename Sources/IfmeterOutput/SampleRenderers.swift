@@ -111,11 +111,12 @@ public struct IntervalRenderer: Sendable {
     public init(bits: Bool = false) { self.bits = bits }
 
     /// `heading`: the interval's wall-clock time as people read it (the
-    /// monotonic `t` without it); `shown` gathers the quality marks printed,
-    /// for the legend at the end.
+    /// monotonic `t` without it); `clockStep`: how far the wall clock
+    /// stepped during the interval (`ClockStep`), said under the heading;
+    /// `shown` gathers the quality marks printed, for the legend at the end.
     public func text(
         deltas: [InterfaceDelta], totals: (SeriesKey) -> InterfaceTotals?, time: Double, seconds: Double?, heading: String? = nil,
-        wide: Bool = false, shown: inout Set<Quality>
+        clockStep: Double = 0, wide: Bool = false, shown: inout Set<Quality>
     ) -> String {
         var headers = ["INTERFACE", "KIND", "RX RATE", "TX RATE", "RX", "TX", "RX PKTS", "TX PKTS"]
         if wide { headers += ["RX PKT/S", "TX PKT/S", "RX ERR", "TX ERR", "RX DROP", "TX DROP"] }
@@ -151,38 +152,48 @@ public struct IntervalRenderer: Sendable {
         }
         var head = heading ?? "t=\(Units.fixed(time, 3))"
         if let seconds { head += " (interval \(Units.duration(seconds)))" }
+        if let step = ClockStep.sentence(clockStep, during: "this interval") { head += "\n" + step }
         return ([head] + table.lines()).joined(separator: "\n") + "\n"
     }
 
+    /// `clockStep`: as for `text`; `clock_step_seconds` and `note` are
+    /// there only when the wall clock stepped (an interval without a step
+    /// is as before).
     public func json(
-        deltas: [InterfaceDelta], totals: (SeriesKey) -> InterfaceTotals?, time: Double, seconds: Double?, wallTime: String? = nil
+        deltas: [InterfaceDelta], totals: (SeriesKey) -> InterfaceTotals?, time: Double, seconds: Double?, wallTime: String? = nil,
+        clockStep: Double = 0
     ) -> JSONValue {
-        JSONEnvelope.interval.document([
-            "t": .number(time),
-            "time": wallTime.map(JSONValue.string) ?? .null,
-            "seconds": seconds.map(JSONValue.number) ?? .null,
-            "interfaces": .array(
-                deltas.sorted(by: { $0.key < $1.key }).map { d in
-                    var o: [String: JSONValue] = [
-                        "name": .string(d.name),
-                        "netns": d.netns.isEmpty ? .null : .string(d.netns),
-                        "kind": .string(d.classification.kind.rawValue),
-                        "evidence": .string(d.classification.evidence),
-                        "change": .string(d.change.rawValue),
-                        "quality": .string(d.quality.name),
-                        "delta": JSONReportRenderer.counters(d.counters),
-                        "seconds": d.seconds.map(JSONValue.number) ?? .null,
-                    ]
-                    if let index = d.index { o["index"] = .number(index) }
-                    var rates: [String: JSONValue] = [:]
-                    for key in d.counters.keys { rates[key.jsonKey + "_per_second"] = d.rate(key).map(JSONValue.number) ?? .null }
-                    o["rates"] = .object(rates)
-                    if let t = totals(d.key) {
-                        o["totals"] = JSONReportRenderer.counters(t.totals)
-                        o["totals_quality"] = .string(t.quality.name)
-                    }
-                    return .object(o)
-                }),
-        ])
+        var step: [String: JSONValue] = [:]
+        if let note = ClockStep.sentence(clockStep, during: "this interval") {
+            step = ["clock_step_seconds": .number(clockStep), "note": .string(note)]
+        }
+        return JSONEnvelope.interval.document(
+            step.merging([
+                "t": .number(time),
+                "time": wallTime.map(JSONValue.string) ?? .null,
+                "seconds": seconds.map(JSONValue.number) ?? .null,
+                "interfaces": .array(
+                    deltas.sorted(by: { $0.key < $1.key }).map { d in
+                        var o: [String: JSONValue] = [
+                            "name": .string(d.name),
+                            "netns": d.netns.isEmpty ? .null : .string(d.netns),
+                            "kind": .string(d.classification.kind.rawValue),
+                            "evidence": .string(d.classification.evidence),
+                            "change": .string(d.change.rawValue),
+                            "quality": .string(d.quality.name),
+                            "delta": JSONReportRenderer.counters(d.counters),
+                            "seconds": d.seconds.map(JSONValue.number) ?? .null,
+                        ]
+                        if let index = d.index { o["index"] = .number(index) }
+                        var rates: [String: JSONValue] = [:]
+                        for key in d.counters.keys { rates[key.jsonKey + "_per_second"] = d.rate(key).map(JSONValue.number) ?? .null }
+                        o["rates"] = .object(rates)
+                        if let t = totals(d.key) {
+                            o["totals"] = JSONReportRenderer.counters(t.totals)
+                            o["totals_quality"] = .string(t.quality.name)
+                        }
+                        return .object(o)
+                    }),
+            ]) { a, _ in a })
     }
 }

@@ -237,17 +237,27 @@ public struct UsageChart: Sendable {
 
     static func f(_ v: Double) -> String { Units.fixed(v, 1) }
 
-    /// Text for XML: the five special characters escaped.
+    /// Text for XML, in an attribute or an element: every name and label
+    /// in a chart goes through here. Control characters and the invisible
+    /// ones are escaped visibly first, as the text outputs write them
+    /// (`TerminalText`: `\x1b`, `\u{202e}`), since XML 1.0 cannot carry
+    /// most C0 controls even as character references; U+FFFE and U+FFFF,
+    /// which no XML document may hold, become `\u{fffe}` and `\u{ffff}`;
+    /// then the five special characters become entities. Scalar by scalar:
+    /// `<` followed by a combining accent is one `Character`, and must be
+    /// escaped all the same.
     public static func xml(_ text: String) -> String {
         var out = ""
-        for c in text {
-            switch c {
+        for scalar in TerminalText.escaped(text).unicodeScalars {
+            switch scalar {
             case "&": out += "&amp;"
             case "<": out += "&lt;"
             case ">": out += "&gt;"
             case "\"": out += "&quot;"
             case "'": out += "&apos;"
-            default: out.append(c)
+            case "\u{FFFE}": out += "\\u{fffe}"
+            case "\u{FFFF}": out += "\\u{ffff}"
+            default: out.unicodeScalars.append(scalar)
             }
         }
         return out

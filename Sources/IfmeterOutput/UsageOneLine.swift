@@ -33,13 +33,9 @@ public struct UsageOneLine: Sendable {
         lines = byName.keys.sorted { StoreKey.key($0) < StoreKey.key($1) }.map { name in
             let mine = byName[name] ?? []
             func group(_ period: UsagePeriod?) -> [String] {
-                var c = Counters.zero
-                var q = Quality.exact
-                for s in mine where period.map({ $0.start <= s.start && s.start < $0.end }) ?? true {
-                    c.add(s.counters.required)
-                    q = max(q, s.quality)
-                }
-                return [String(c.rxBytes), String(c.txBytes), String(c.rxBytes.saturatingAdd(c.txBytes)), q.name]
+                var sum = PeriodUsage(period: period ?? UsagePeriod(label: "all", start: 0, end: 0), counters: .zero, quality: .exact)
+                for s in mine where period.map({ $0.start <= s.start && s.start < $0.end }) ?? true { sum.add(s) }
+                return [String(sum.counters.rxBytes), String(sum.counters.txBytes), String(sum.totalBytes), sum.quality.name]
             }
             let first = mine.map(\.start).min().map { calendar.period(.day, containing: $0).label } ?? ""
             let kind = mine.last?.kind ?? kinds[name]

@@ -149,7 +149,8 @@ public struct UsageTable: Sendable {
         var verdict = Check.Verdict.under
         var lines: [String] = []
         // A stale file's figures are as of its last save: the use now is
-        // at least that, so under the quota cannot be proven.
+        // at least that, so under the quota cannot be proven. So with a save
+        // in the future (a clock that was ahead or stepped back) or no time.
         let staleWarning = saves?.warning(now: wallTime, zone: zone)
         if let staleWarning { lines.append(staleWarning) }
         /// One verdict line, for a cycle quota or a period limit (`bound`).
@@ -162,7 +163,8 @@ public struct UsageTable: Sendable {
                 lines.append("UNKNOWN \(name): at least \(used) used of \(of), \(when): a lower bound under the \(bound) cannot prove it is under.")
             } else if staleWarning != nil {
                 verdict = max(verdict, .unknown)
-                lines.append("UNKNOWN \(name): \(used) used of \(of) as of the last save, \(when): nothing saved since, so under cannot be proven.")
+                lines.append(
+                    "UNKNOWN \(name): \(used) used of \(of) as of the last save, \(when): that save is not current, so under cannot be proven.")
             } else {
                 lines.append("under \(name): \(used) used of \(of), \(when).")
             }
@@ -253,8 +255,10 @@ public struct UsageTable: Sendable {
     /// CSV (RFC 4180 quoting, LF line ends), one row per period; the `estimate` column is always
     /// true: the figures are estimates from interface counters.
     public func csv() -> String {
+        // Scalar by scalar: `"` or `,` followed by a combining accent is one
+        // Character, and must be quoted all the same.
         func field(_ s: String) -> String {
-            s.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" })
+            s.unicodeScalars.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" })
                 ? "\"" + s.replacingAll("\"", with: "\"\"") + "\"" : s
         }
         var out = Self.csvHeader + "\n"
@@ -352,9 +356,13 @@ extension PeriodCalendar {
 }
 
 extension String {
-    func replacingAll(_ target: Character, with replacement: String) -> String {
+    /// Every `target` scalar replaced, also where a combining mark after
+    /// it makes one Character of the two.
+    func replacingAll(_ target: Unicode.Scalar, with replacement: String) -> String {
         var out = ""
-        for c in self { if c == target { out += replacement } else { out.append(c) } }
+        for scalar in unicodeScalars {
+            if scalar == target { out += replacement } else { out.unicodeScalars.append(scalar) }
+        }
         return out
     }
 }

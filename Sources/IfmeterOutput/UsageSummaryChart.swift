@@ -72,10 +72,7 @@ public struct UsageSummaryChart: Sendable {
             return (period, found ?? PeriodUsage(period: period, counters: .zero, quality: .exact))
         }
         var all = PeriodUsage(period: UsagePeriod(label: "all", start: 0, end: 0), counters: .zero, quality: .exact)
-        for slice in mine {
-            all.counters.add(slice.counters.required)
-            all.quality = max(all.quality, slice.quality)
-        }
+        for slice in mine { all.add(slice) }
         let (day, today) = usage(.day)
         let (cycle, thisCycle) = usage(.cycle, cycleDay: plan?.cycleStartDay ?? 1)
         let since = mine.map(\.start).min().map { calendar.period(.day, containing: $0).label }

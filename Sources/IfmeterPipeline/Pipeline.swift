@@ -108,6 +108,9 @@ public struct PipelineUpdate: ~Copyable, Sendable {
     /// On the first sample only: the `--include`/`--exclude` patterns that
     /// matched none of its interfaces (empty when every one did).
     public var unmatchedPatterns: [UnmatchedPattern]?
+    /// How far the wall clock stepped since this pipeline's previous sample
+    /// (`ClockStep`: forward positive, back negative); 0 without a step.
+    public var clockStepSeconds: Double = 0
 
     /// A copy of everything, to keep past this publish: it holds the
     /// sample, so the next sample is built beside it, not over it.
@@ -115,7 +118,7 @@ public struct PipelineUpdate: ~Copyable, Sendable {
         KeptUpdate(
             sequence: sequence, outcome: outcome, isBaseline: isBaseline, time: time, wallTime: wallTime, reading: reading,
             deltas: deltas, changed: changed, forgotten: forgotten, health: health, persistence: persistence,
-            windowStart: windowStart, windowEnd: windowEnd, seconds: seconds)
+            windowStart: windowStart, windowEnd: windowEnd, seconds: seconds, clockStepSeconds: clockStepSeconds)
     }
 }
 
@@ -136,6 +139,7 @@ public struct KeptUpdate: Sendable {
     public var windowStart: Double?
     public var windowEnd: Double?
     public var seconds: Double?
+    public var clockStepSeconds: Double = 0
 }
 
 /// An `--include` or `--exclude` pattern that matched no interface.
@@ -213,6 +217,9 @@ public final class Pipeline {
     private var enrichers: [any PipelineEnricher] = []
     private var sinks: [any PipelineSink] = []
     private var sequence = 0
+    /// This pipeline's last sample: its monotonic time and the wall clock
+    /// then, to tell a step of the wall clock (`ClockStep`).
+    private var lastClocks: (monotonic: Double, wall: Double)?
     private let clock: PipelineClock
 
     /// With `persistence`, the engine starts from the saved totals.
@@ -276,7 +283,9 @@ public final class Pipeline {
         health.lastError = nil
         health.lastSampleTime = wall
         health.lastSampleSeconds = clock.monotonic() - started
-        let update = publish(outcome: .sampled, reading: filtered, deltas: deltas, time: t, previous: previous, wall: wall)
+        let step = lastClocks.map { ClockStep.seconds(wall: ($0.wall, wall), monotonic: ($0.monotonic, t)) } ?? 0
+        lastClocks = (t, wall)
+        let update = publish(outcome: .sampled, reading: filtered, deltas: deltas, time: t, previous: previous, wall: wall, clockStep: step)
         // What this sample (and the scrapes since the last one) freed goes
         // back to the system: glibc keeps freed pages between live blocks
         // resident, about 0.7 MB at 4000 interfaces.
@@ -375,7 +384,7 @@ public final class Pipeline {
     @discardableResult
     private func publish(
         outcome: PipelineUpdate.Outcome, reading: SourceReading?, deltas: [InterfaceDelta], time: Double,
-        previous: Double?, wall: Double? = nil
+        previous: Double?, wall: Double? = nil, clockStep: Double = 0
     ) -> PipelineUpdate {
         sequence += 1
         let (changed, forgotten) = engine.takeChangedTotals()
@@ -387,7 +396,7 @@ public final class Pipeline {
             sequence: sequence, outcome: outcome, isBaseline: isBaseline, time: time, wallTime: wall ?? clock.wall(),
             reading: reading, deltas: deltas, changed: changed, forgotten: forgotten, health: health,
             persistence: persistence?.status, windowStart: engine.firstTime, windowEnd: engine.lastTime, seconds: seconds,
-            unmatchedPatterns: patternsSaid || !isSampled(outcome) ? nil : (unmatchedPatterns ?? []))
+            unmatchedPatterns: patternsSaid || !isSampled(outcome) ? nil : (unmatchedPatterns ?? []), clockStepSeconds: clockStep)
         if isSampled(outcome) { patternsSaid = true }
         for enricher in enrichers { enricher.enrich(update) }
         for sink in sinks { sink.receive(update) }

@@ -19,6 +19,9 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
     /// and IPv6, as Go servers read it). HOST may be a name (`localhost`),
     /// resolved when listening. Nil when malformed.
     public init?(parsing text: String) {
+        // No host name or address holds a space (one around the port is
+        // refused, not handed to the resolver).
+        guard !text.contains(where: \.isWhitespace) else { return nil }
         let host: Substring, portText: Substring
         if text.hasPrefix("[") {
             guard let close = text.firstIndex(of: "]") else { return nil }

@@ -57,8 +57,10 @@ extension StateStore {
         } else {
             writer = .none
         }
+        // A save time that is there but no number is no time (NaN), not
+        // "never saved".
         return SaveStatus(
-            savedAt: meta["saved"].flatMap(Double.init), saveEvery: meta["save_every"].flatMap(Double.init), writer: writer,
+            savedAt: meta["saved"].map { Double($0) ?? .nan }, saveEvery: meta["save_every"].flatMap(Double.init), writer: writer,
             stoppedAt: meta["stopped"].flatMap(Double.init))
     }
 }

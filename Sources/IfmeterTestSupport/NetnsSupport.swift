@@ -280,10 +280,10 @@ public func ifmeter(_ arguments: [String], input: String? = nil, in namespace: T
 public let repositoryRoot = URL(fileURLWithPath: #filePath)
     .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-/// Validates JSON files against `schemas/ifmeter-report.v1.schema.json`
+/// Validates JSON files against `schemas/ifmeter-report.v2.schema.json`
 /// (or another file of `schemas/`) with check-jsonschema (PyPI, installed
 /// by `make test` in .build/venv).
-public func checkJSONSchema(_ files: [String], schema name: String = "ifmeter-report.v1.schema.json") throws -> (ok: Bool, output: String) {
+public func checkJSONSchema(_ files: [String], schema name: String = "ifmeter-report.v2.schema.json") throws -> (ok: Bool, output: String) {
     let tool =
         ProcessInfo.processInfo.environment["IFMETER_CHECK_JSONSCHEMA"]
         ?? repositoryRoot.appendingPathComponent(".build/venv/bin/check-jsonschema").path

@@ -1,5 +1,6 @@
 import Foundation
 import IfmeterCore
+import IfmeterOutput
 import IfmeterTestSupport
 import Testing
 
@@ -202,5 +203,8 @@ struct TerminalEscapeTests {
         #expect(InterfaceName.decode([0x61, 0xFF]) != InterfaceName.decode(Array(#"a\xff"#.utf8)))
         #expect(InterfaceName.decode([0x61, 0xFF]) == "a:xff" && InterfaceName.decode(Array(#"a\xff"#.utf8)) == #"a\xff"#)
         #expect(InterfaceName.decode(Array("wlan0 ü".utf8)) == "wlan0 ü")
+        // SVG (issue 29, finding 7): escaped as text is, then as XML, scalar
+        // by scalar (`<` with a combining accent is one Character).
+        #expect(UsageChart.xml("a\u{1B}b<\u{301}&\"'\u{FFFF}") == #"a\x1bb&lt;\#u{301}&amp;&quot;&apos;\u{ffff}"#)
     }
 }

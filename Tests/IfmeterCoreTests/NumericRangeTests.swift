@@ -31,9 +31,10 @@ import Testing
         ] {
             #expect(Units.parseSize(bad) == nil, "\(bad)")
         }
-        // What plan --quota reads: the same, spaces trimmed.
-        #expect(Plan.parseSize(" 20GiB ") == 21_474_836_480)
-        #expect(Plan.parseSize("9223372036854775808B") == nil)
+        // Spaces around a size are refused, as around every other number
+        // (issue 29, finding 10: plan --quota trimmed them).
+        for spaced in [" 20GiB ", " 20GiB", "20GiB ", "\t20GiB"] { #expect(Units.parseSize(spaced) == nil, "\(spaced)") }
+        #expect(PeriodLimit.parse("day= 20GiB") == nil && PeriodLimit.parse("day=20GiB ") == nil)
     }
 
     @Test func durationsAndRatesHaveRangesTheirOptionsCheck() {

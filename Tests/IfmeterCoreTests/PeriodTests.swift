@@ -208,3 +208,69 @@ import Testing
         #expect(exposition.contains(#"ifmeter_plan_used_bytes{direction="both",interface="wwan0",kind="cellular"} 30"#), "\(exposition)")
     }
 }
+
+/// Issue 29, finding 9: rows of 2^63-1 bytes (what a state file's integers
+/// hold) summed to 18446744073709551615 labelled exact. A sum that stops at
+/// 2^64-1 lost what did not fit: it is a lower bound, in every output that
+/// sums stored usage (a period, a row's rx + tx total, usage --oneline, the
+/// summary chart's figures, a plan's use).
+@Suite struct SaturatedSumTests {
+    let noon: Int64 = 1_796_040_000 // 2026-11-30 12:00 UTC
+    static let most = UInt64(Int64.max)
+
+    func slice(_ start: Int64, rx: UInt64, tx: UInt64) -> UsageSlice {
+        UsageSlice(
+            name: "wan0", kind: .ethernet, start: start, seconds: 3600,
+            counters: Counters(rxBytes: rx, txBytes: tx, rxPackets: 1, txPackets: 1), quality: .exact)
+    }
+
+    /// Three hours of the day, 2^63-1 bytes received in each.
+    var overflowing: [UsageSlice] { (0..<3).map { slice(noon - 3600 * Int64($0), rx: Self.most, tx: 0) } }
+    /// One hour: rx 2^63-1 twice over in two rows, so rx fits (2^64-2) but
+    /// rx + tx does not.
+    var overflowingTotal: [UsageSlice] { [slice(noon, rx: Self.most, tx: 2), slice(noon - 3600, rx: Self.most, tx: 0)] }
+
+    @Test func aSumPastTwoToThe64IsALowerBound() {
+        let calendar = PeriodCalendar(zone: .utc)
+        let day = calendar.group(overflowing, by: .day)
+        #expect(day.count == 1 && day[0].counters.rxBytes == .max)
+        #expect(day[0].quality == .lowerBound, "it stopped at 2^64-1: at least that")
+        let total = calendar.group(overflowingTotal, by: .day)
+        #expect(total[0].counters.rxBytes == .max - 1 && total[0].totalBytes == .max)
+        #expect(total[0].quality == .lowerBound, "rx + tx stopped at 2^64-1")
+        // Two rows that fit stay exact.
+        let fits = calendar.group([slice(noon, rx: Self.most, tx: 0), slice(noon - 3600, rx: Self.most, tx: 0)], by: .day)
+        #expect(fits[0].counters.rxBytes == .max - 1 && fits[0].quality == .exact)
+    }
+
+    @Test func everyOutputMarksTheSaturatedSumAsALowerBound() throws {
+        for slices in [overflowing, overflowingTotal] {
+            let table = UsageTable(slices: slices, plans: [], granularity: .day, zone: .utc, now: noon)
+            let row = try #require(table.interfaces.first?.rows.first)
+            #expect(row.quality == .lowerBound)
+            #expect(table.text(path: "s.db").contains("≥ 16.0 EiB"), "\(table.text(path: "s.db"))")
+            guard case .array(let list)? = table.json()["interfaces"], case .array(let periods)? = list.first?["periods"] else {
+                throw TestFailure("no periods")
+            }
+            #expect(periods.first?["quality"]?.stringValue == "lower-bound")
+            #expect(table.csv().contains(",lower-bound,"))
+
+            let line = try #require(UsageOneLine(slices: slices, names: [], kinds: [:], zone: .utc, now: noon).lines.first)
+            let fields = line.split(separator: ";", omittingEmptySubsequences: false)
+            #expect(fields[7] == "lower-bound" && fields[12] == "lower-bound" && fields[17] == "lower-bound", "\(line)")
+
+            let svg = UsageSummaryChart(slices: slices, plans: [], zone: .utc, now: noon).svg()
+            for key in ["today", "cycle", "all"] {
+                #expect(svg.contains("data-period=\"\(key)\"") && svg.contains("data-total=\"18446744073709551615\" data-quality=\"lower-bound\""))
+            }
+            #expect(!svg.contains("data-total=\"18446744073709551615\" data-quality=\"exact\""), "\(svg)")
+        }
+        // A plan's use of such a cycle: over its quota, and a lower bound.
+        let plan = Plan(pattern: "wan0", cycleStartDay: 1, quotaBytes: 1_000_000, direction: .both)
+        let table = UsageTable(slices: overflowingTotal, plans: [plan], granularity: .cycle, zone: .utc, now: noon)
+        let row = try #require(table.interfaces.first?.rows.first { $0.current })
+        #expect(row.plan?.usedBytes == .max && row.quality == .lowerBound)
+        let check = table.check(plans: [plan])
+        #expect(check.verdict == .over && check.lines.first?.contains("OVER wan0: at least") == true, "\(check.lines)")
+    }
+}
