@@ -66,6 +66,25 @@ struct PrometheusRulesTests {
         }
     }
 
+    /// Each alert points an on-call person at its own runbook: a
+    /// `runbook_url` whose anchor is a heading of docs/alerts.md.
+    @Test func everyAlertHasARunbookThatExists() throws {
+        let rules = Self.rules(try String(contentsOfFile: Self.rulesFile, encoding: .utf8)).filter(\.isAlert)
+        let anchors = ReadmeShapeTests.anchors(try String(contentsOf: repositoryRoot.appendingPathComponent("docs/alerts.md"), encoding: .utf8))
+        for rule in rules {
+            let line = rule.text.components(separatedBy: "\n").first { $0.trimmingCharacters(in: .whitespaces).hasPrefix("runbook_url:") }
+            guard let line, let hash = line.firstIndex(of: "#") else {
+                Issue.record("\(rule.name) has no runbook_url with an anchor")
+                continue
+            }
+            let anchor = String(line[line.index(after: hash)...]).trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
+            #expect(anchor == rule.name.lowercased(), "\(rule.name)'s runbook is its own section: \(line)")
+            #expect(anchors.contains(anchor), "\(rule.name): docs/alerts.md has no heading #\(anchor)")
+            #expect(line.contains("file:///usr/share/doc/ifmeter/alerts.md#"), "where the package installs the page: \(line)")
+        }
+        #expect(rules.count >= 17, "\(rules.map(\.name))")
+    }
+
     @Test(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)))
     func everyMetricAndLabelTheRulesUseIsServed() throws {
         try Netns.requireRoot()
