@@ -97,6 +97,12 @@ struct RemoteWriteOptions {
             settings.externalLabels.removeAll { $0.0 == name }
             settings.externalLabels.append((name, String(item[item.index(after: eq)...])))
         }
+        // Pushed series carry the identity a scrape would give them, so
+        // that every rule joins and names hosts alike: job and instance,
+        // unless the config or --external-label sets them.
+        for (name, value) in Self.identity(host: hostName()) where !settings.externalLabels.contains(where: { $0.0 == name }) {
+            settings.externalLabels.append((name, value))
+        }
     }
 
     /// Opens each receiver's queue, starts its sender and adds the feed to
@@ -118,7 +124,9 @@ struct RemoteWriteOptions {
                 // What opening found is said whole, not rate-limited.
                 for note in queue.openingNotes { Output.error("ifmeter serve: " + note) }
                 let transport = try CurlTransport(url: url, settings: settings, userAgent: "ifmeter/\(IfmeterCLI.version)")
-                let writer = RemoteWriter(url: url, queue: queue, transport: transport, log: log)
+                let writer = RemoteWriter(
+                    url: url, queue: queue, transport: transport, minBackoff: settings.queue.minBackoff, maxBackoff: settings.queue.maxBackoff,
+                    capacity: settings.queue.capacity, maxSamplesPerSend: settings.queue.maxSamplesPerSend, log: log)
                 try writer.start()
                 writers.append(writer)
             } catch {
@@ -126,7 +134,8 @@ struct RemoteWriteOptions {
             }
         }
         let feed = RemoteWriteFeed(
-            cache: cache, writers: writers, externalLabels: settings.externalLabels, every: interval, sampleInterval: sampleInterval)
+            cache: cache, writers: writers, externalLabels: settings.externalLabels, relabel: settings.relabel, every: interval,
+            sampleInterval: sampleInterval, maxSamplesPerRecord: settings.queue.maxSamplesPerSend)
         pipeline.add(enricher: feed)
         pipeline.add(sink: feed)
         return writers
@@ -147,6 +156,11 @@ struct RemoteWriteOptions {
             )
         }
     }
+
+    /// The labels every pushed series gets unless told otherwise:
+    /// `job="ifmeter"` and `instance` the host's name (a scrape's are the
+    /// job's name and `host:port`).
+    static func identity(host: String) -> [(String, String)] { [("job", "ifmeter"), ("instance", host)] }
 
     /// A receiver's queue folder: a hash of its URL (FNV-1a, 64 bits).
     static func folderName(_ url: String) -> String {

@@ -177,7 +177,12 @@ struct ServeCommand: Command {
             pipeline.persistence?.abandon()
             throw error
         }
-        defer { for writer in writers { writer.stop() } }
+        // After the loop's last push (and the stale markers of every series),
+        // a moment for what is in memory to go out, then the rest to disk.
+        defer {
+            for writer in writers { writer.drain(timeout: 2) }
+            for writer in writers { writer.stop() }
+        }
         // The family is there from the first render, before any update.
         cache.setHTTPClosed(HTTPConnectionCounts(deadline: 0, idle: 0, evicted: 0))
         let users = webConfig?.users ?? [:]

@@ -390,7 +390,7 @@ public final class DiskQueue: Sendable {
     /// The oldest unsent records of one segment, up to about `maxBytes` and
     /// `maxRecords` (at least one record); the batch in flight again when
     /// there is one.
-    public func peek(maxBytes: Int, maxRecords: Int = .max) -> Batch? {
+    public func peek(maxBytes: Int, maxRecords: Int = .max, maxSamples: UInt64 = .max) -> Batch? {
         let picked = state.withLock { s -> (Segment, [Record], Bool)? in
             guard let segment = s.segments.first(where: { !$0.records.isEmpty }) else { return nil }
             if let flying = s.inFlight, flying.sequence == segment.sequence, segment.records[0].offset < flying.end {
@@ -398,8 +398,11 @@ public final class DiskQueue: Sendable {
             }
             var records: [Record] = []
             var bytes: Int64 = 0
+            var samples: UInt64 = 0
             for r in segment.records {
-                if !records.isEmpty && (bytes + r.length > Int64(maxBytes) || records.count >= maxRecords) { break }
+                if !records.isEmpty && (bytes + r.length > Int64(maxBytes) || records.count >= maxRecords || samples + r.samples > maxSamples) {
+                    break
+                }
                 // A batch stays on one side of what may have been posted.
                 if let maybe = s.maybeSentThrough, maybe.sequence == segment.sequence, let first = records.first,
                     (first.offset < maybe.end) != (r.offset < maybe.end)
@@ -408,6 +411,7 @@ public final class DiskQueue: Sendable {
                 }
                 records.append(r)
                 bytes += r.length
+                samples += r.samples
             }
             let maybeSent = s.maybeSentThrough.map {
                 segment.sequence < $0.sequence || (segment.sequence == $0.sequence && records[0].offset < $0.end)

@@ -82,6 +82,35 @@ public enum RemoteWriteEncoding {
     }
 }
 
+extension RemoteWriteEncoding {
+    /// Cuts a run of `timeseries` entries (one sample each) into runs of at
+    /// most `maxSeries`, at entry boundaries: `max_samples_per_send`.
+    public static func split(_ entries: [UInt8], maxSeries: Int) -> [(bytes: [UInt8], count: UInt32)] {
+        var parts: [(bytes: [UInt8], count: UInt32)] = []
+        var start = 0, at = 0, count: UInt32 = 0
+        while at < entries.count {
+            // Tag 1, wire type 2 (0x0A), then the length as a varint.
+            var length = 0, shift = 0, i = at + 1
+            while i < entries.count {
+                let byte = entries[i]
+                length |= Int(byte & 0x7F) << shift
+                i += 1
+                if byte & 0x80 == 0 { break }
+                shift += 7
+            }
+            at = min(entries.count, i + length)
+            count += 1
+            if count == UInt32(maxSeries) {
+                parts.append((Array(entries[start..<at]), count))
+                start = at
+                count = 0
+            }
+        }
+        if count > 0 { parts.append((Array(entries[start..<at]), count)) }
+        return parts
+    }
+}
+
 extension ProtobufWriter {
     /// Bytes of `value` as a varint.
     static func varintLength(_ value: UInt64) -> Int {

@@ -29,6 +29,11 @@ public final class RemoteWriter: Sendable {
     let batchBytes: Int
     let minBackoff: Double
     let maxBackoff: Double
+    /// `queue_config`'s capacity: samples held in memory while a post is
+    /// in flight before pushes go to disk.
+    let capacity: Int?
+    /// `queue_config`'s max_samples_per_send: samples in one request.
+    let maxSamplesPerSend: Int?
     private let wake = WakeEvent()
     private let stopping = Atomic<Bool>(false)
     private let running = Atomic<Bool>(false)
@@ -40,6 +45,8 @@ public final class RemoteWriter: Sendable {
         var duplicate: UInt64 = 0
         var sentBytes: UInt64 = 0
         var lastSuccess: Double?
+        /// Samples of the last request accepted.
+        var lastSent: UInt64 = 0
         /// Samples that could not be written to the queue (a full disk, an
         /// I/O error) and were in memory nowhere else.
         var unwritable: UInt64 = 0
@@ -65,8 +72,10 @@ public final class RemoteWriter: Sendable {
 
     public init(
         url: String, queue: DiskQueue, transport: any RemoteWriteTransport, batchBytes: Int = 4 << 20, minBackoff: Double = 0.1,
-        maxBackoff: Double = 5, log: @escaping @Sendable (String) -> Void
+        maxBackoff: Double = 5, capacity: Int? = nil, maxSamplesPerSend: Int? = nil, log: @escaping @Sendable (String) -> Void
     ) {
+        self.capacity = capacity
+        self.maxSamplesPerSend = maxSamplesPerSend
         label = Self.withoutCredentials(url)
         self.queue = queue
         self.transport = transport
@@ -128,7 +137,9 @@ public final class RemoteWriter: Sendable {
             return
         }
         memory.withLock { m in
-            if m.toDisk || !queue.isEmpty || m.flying != nil {
+            // Past the capacity, what waits in memory goes to disk too.
+            let held = m.records.reduce(UInt64(samples)) { $0 + UInt64($1.samples) }
+            if m.toDisk || !queue.isEmpty || m.flying != nil || capacity.map({ held > UInt64($0) }) == true {
                 spill(&m)
                 if write(compressed, samples) == nil { lost(UInt64(samples)) }
             } else {
@@ -191,6 +202,19 @@ public final class RemoteWriter: Sendable {
         }
     }
 
+    /// Waits up to `timeout` seconds for the pushes held in memory to be
+    /// posted (a stop's last push, its stale markers): while the receiver
+    /// keeps up they arrive now; otherwise `stop` writes them to disk.
+    public func drain(timeout: Double) {
+        let deadline = monotonicSeconds() + timeout
+        while monotonicSeconds() < deadline, running.load(ordering: .acquiring) {
+            let idle = memory.withLock { $0.records.isEmpty && $0.flying == nil && !$0.toDisk }
+            if idle { return }
+            wake.signal()
+            sleepSeconds(0.01)
+        }
+    }
+
     /// Stops the sender after its request in flight; what is queued stays,
     /// pushes in memory (the one in flight too) written to disk first.
     public func stop() {
@@ -206,13 +230,24 @@ public final class RemoteWriter: Sendable {
     func run() {
         var attempt = 0
         var failingSince: Double?
+        /// Since the receiver came back: how long it was gone and the
+        /// samples sent before it, until what waited has gone out.
+        var recovering: (down: Double, sentBefore: UInt64)?
         while !stopped {
             switch sendOnce() {
             case nil:
+                if let r = recovering {
+                    let replayed = counts.withLock { $0.sent } - r.sentBefore
+                    log(
+                        "remote write \(label): the receiver is back after \(Units.duration(r.down)) of failures; \(replayed) samples that waited were sent"
+                    )
+                    recovering = nil
+                }
                 wake.wait(1)
             case .sent?, .drop?:
                 if let since = failingSince {
-                    log("remote write \(label): sending again after \(Units.duration(monotonicSeconds() - since)) of failures")
+                    // The request that just went is among what waited.
+                    recovering = (monotonicSeconds() - since, counts.withLock { $0.sent - $0.lastSent })
                 }
                 attempt = 0
                 failingSince = nil
@@ -239,16 +274,17 @@ public final class RemoteWriter: Sendable {
     /// Sends the oldest batch once (from disk, else from memory); nil when
     /// nothing waits.
     public func sendOnce() -> Attempt? {
-        if let batch = queue.peek(maxBytes: batchBytes) { return send(batch) }
+        if let batch = queue.peek(maxBytes: batchBytes, maxSamples: maxSamplesPerSend.map(UInt64.init) ?? .max) { return send(batch) }
         let taken = memory.withLock { m -> (body: [UInt8], samples: UInt64)? in
             // A push may have gone to disk since the peek.
             guard queue.isEmpty, !stopped else { return nil }
             m.toDisk = false
             guard !m.records.isEmpty else { return nil }
-            var bytes = 0, count = 0
+            var bytes = 0, count = 0, samples = 0
             for r in m.records {
-                if count > 0 && bytes + r.payload.count > batchBytes { break }
+                if count > 0 && (bytes + r.payload.count > batchBytes || samples + Int(r.samples) > maxSamplesPerSend ?? .max) { break }
                 bytes += r.payload.count
+                samples += Int(r.samples)
                 count += 1
             }
             let picked = m.records.prefix(count)
@@ -309,6 +345,7 @@ public final class RemoteWriter: Sendable {
         case .sent:
             counts.withLock {
                 $0.sent += samples
+                $0.lastSent = samples
                 $0.lastSuccess = wallClock()
             }
             return .sent
@@ -373,12 +410,20 @@ public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
     private let lastPushed = Mutex<Double?>(nil)
     private let encoder: Mutex<SeriesEncoder>
 
-    public init(cache: ScrapeCache, writers: [RemoteWriter], externalLabels: [(String, String)], every: Double = 0, sampleInterval: Double = 1) {
+    /// At most this many samples in one record (and so one request);
+    /// nil: a push is one record.
+    let maxSamplesPerRecord: Int?
+
+    public init(
+        cache: ScrapeCache, writers: [RemoteWriter], externalLabels: [(String, String)], relabel: [RelabelRule] = [], every: Double = 0,
+        sampleInterval: Double = 1, maxSamplesPerRecord: Int? = nil
+    ) {
         self.cache = cache
         self.writers = writers
         self.every = every
         self.sampleInterval = sampleInterval
-        encoder = Mutex(SeriesEncoder(externalLabels: externalLabels))
+        self.maxSamplesPerRecord = maxSamplesPerRecord
+        encoder = Mutex(SeriesEncoder(externalLabels: externalLabels, relabel: relabel))
         cache.setRemoteWrite(writers.map(\.status))
     }
 
@@ -400,7 +445,24 @@ public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
     public func receive(_ update: borrowing PipelineUpdate) {
         guard case .sampled = update.outcome, due(update.wallTime) else { return }
         let (payload, count) = encode(timestampMs: Int64((update.wallTime * 1000).rounded()))
-        for writer in writers { writer.enqueue(payload: payload, samples: count) }
+        enqueue(payload, count)
+    }
+
+    /// The loop ended (a stop): every series ends, so its stale marker goes
+    /// out, through the queue, before the writers stop.
+    public func finished() {
+        let (payload, count) = encoder.withLock { $0.encodeEnd(timestampMs: Int64((wallClock() * 1000).rounded())) }
+        if count > 0 { enqueue(payload, count) }
+    }
+
+    /// To every writer, in records of at most `maxSamplesPerRecord`.
+    private func enqueue(_ payload: [UInt8], _ count: UInt32) {
+        let parts =
+            maxSamplesPerRecord.map { count > UInt32($0) ? RemoteWriteEncoding.split(payload, maxSeries: $0) : [(payload, count)] }
+            ?? [(payload, count)]
+        for writer in writers {
+            for part in parts { writer.enqueue(payload: part.bytes, samples: part.count) }
+        }
     }
 
     /// The cache's series as WriteRequest entries, stamped `timestampMs`.

@@ -4,8 +4,14 @@ import IfmeterCore
 /// each series' encoded labels from one push to the next: a series' line
 /// up to its value (its name and labels, as the renderer writes them) is
 /// looked up, and only a series not seen in the previous push is parsed
-/// (`ExpositionSeries`), given the external labels and sorted. The output
-/// is byte for byte what parsing every line gives.
+/// (`ExpositionSeries`), given the external labels, relabeled
+/// (`write_relabel_configs`) and sorted. The output is byte for byte what
+/// parsing every line gives.
+///
+/// A series in the last push and not in this one has ended (an interface
+/// forgotten, a probe, plan or tunnel gone): this push carries its stale
+/// marker (Remote-Write 1.0: the NaN 0x7ff0000000000002), stamped with
+/// this push's time, after its last sample.
 public struct SeriesEncoder: Sendable {
     /// A series: its key and then its TimeSeries label fields (tag 1,
     /// length, Label, in order) in `arena`; no allocation of its own.
@@ -20,6 +26,7 @@ public struct SeriesEncoder: Sendable {
     }
 
     let externalLabels: [(String, String)]
+    let relabel: [RelabelRule]
     private var entries: [Entry] = []
     private var arena: [UInt8] = []
     /// A hash of the key to its first entry.
@@ -28,7 +35,13 @@ public struct SeriesEncoder: Sendable {
     /// The size of the last text encoded.
     public private(set) var lastTextBytes = 0
 
-    public init(externalLabels: [(String, String)]) { self.externalLabels = externalLabels }
+    public init(externalLabels: [(String, String)], relabel: [RelabelRule] = []) {
+        self.externalLabels = externalLabels
+        self.relabel = relabel
+    }
+
+    /// Prometheus' staleness marker: a NaN no arithmetic makes.
+    public static let staleMarker = Double(bitPattern: 0x7ff0_0000_0000_0002)
 
     /// The entries of every sample line of `text`, stamped `timestampMs`,
     /// and how many.
@@ -92,6 +105,8 @@ public struct SeriesEncoder: Sendable {
                 }
                 entries[found].push = push
                 let e = entries[found]
+                // Dropped by a relabel rule: seen, never sent.
+                guard e.labelsLength >= 0 else { continue }
                 let from = e.start + Int(e.keyLength)
                 arena.withUnsafeBufferPointer { a in
                     RemoteWriteEncoding.appendTimeSeries(
@@ -101,15 +116,45 @@ public struct SeriesEncoder: Sendable {
                 count += 1
             }
         }
+        // Series in the last push and not in this one: their stale markers.
+        count += appendStaleMarkers(to: &out, lastSeen: push &- 1, timestampMs: timestampMs)
         // Series gone for a push are forgotten, once they are half.
         if entries.count > 2 * Int(count) + 64 { forget(before: push) }
         return (out.bytes, count)
     }
 
-    private mutating func add(key: some Collection<UInt8>, labels: [UInt8], hash: UInt64, push: Int32) -> Int {
-        let entry = Entry(start: arena.count, keyLength: Int32(key.count), labelsLength: Int32(labels.count), push: push, next: index[hash] ?? -1)
+    /// Stale markers for every series of the last push, stamped
+    /// `timestampMs`: what a stopping serve sends, so that the receiver's
+    /// instant queries end its series at once instead of 5 minutes later.
+    public mutating func encodeEnd(timestampMs: Int64) -> ([UInt8], UInt32) {
+        var out = ProtobufWriter()
+        let count = appendStaleMarkers(to: &out, lastSeen: pushes, timestampMs: timestampMs)
+        pushes &+= 1
+        return (out.bytes, count)
+    }
+
+    private func appendStaleMarkers(to out: inout ProtobufWriter, lastSeen: Int32, timestampMs: Int64) -> UInt32 {
+        var count: UInt32 = 0
+        arena.withUnsafeBufferPointer { a in
+            for e in entries where e.push == lastSeen && e.labelsLength >= 0 {
+                let from = e.start + Int(e.keyLength)
+                RemoteWriteEncoding.appendTimeSeries(
+                    to: &out, labelFields: UnsafeBufferPointer(rebasing: a[from..<from + Int(e.labelsLength)]), value: Self.staleMarker,
+                    timestampMs: timestampMs)
+                count += 1
+            }
+        }
+        return count
+    }
+
+    /// `labels` nil: a series a relabel rule drops (kept, so it is not
+    /// parsed again, and never sent).
+    private mutating func add(key: some Collection<UInt8>, labels: [UInt8]?, hash: UInt64, push: Int32) -> Int {
+        let entry = Entry(
+            start: arena.count, keyLength: Int32(key.count), labelsLength: labels.map { Int32($0.count) } ?? -1, push: push,
+            next: index[hash] ?? -1)
         arena.append(contentsOf: key)
-        arena.append(contentsOf: labels)
+        if let labels { arena.append(contentsOf: labels) }
         entries.append(entry)
         index[hash] = Int32(entries.count - 1)
         return entries.count - 1
@@ -124,7 +169,7 @@ public struct SeriesEncoder: Sendable {
         for e in old where e.push >= push {
             let key = oldArena[e.start..<e.start + Int(e.keyLength)]
             let hash = FNV1a.hash(key)
-            let labels = Array(oldArena[e.start + Int(e.keyLength)..<e.start + Int(e.keyLength) + Int(e.labelsLength)])
+            let labels = e.labelsLength < 0 ? nil : Array(oldArena[e.start + Int(e.keyLength)..<e.start + Int(e.keyLength) + Int(e.labelsLength)])
             _ = add(key: key, labels: labels, hash: hash, push: e.push)
         }
     }
@@ -133,11 +178,16 @@ public struct SeriesEncoder: Sendable {
     public var kept: Int { entries.count }
 
     /// The label fields of a series: its own labels and the external ones
-    /// it does not have, sorted by name.
-    func encodeLabels(_ own: [ExpositionSeries.Label]) -> [UInt8] {
+    /// it does not have, relabeled, sorted by name; nil when a relabel rule
+    /// drops it (or leaves it without a name).
+    func encodeLabels(_ own: [ExpositionSeries.Label]) -> [UInt8]? {
         var labels = own.map { ($0.name, $0.value) }
         // External labels never replace a series' own (as Prometheus's).
         for (name, value) in externalLabels where !labels.contains(where: { $0.0 == name }) { labels.append((name, value)) }
+        if !relabel.isEmpty {
+            guard let relabeled = RelabelRule.apply(relabel, to: labels), relabeled.contains(where: { $0.0 == "__name__" }) else { return nil }
+            labels = relabeled
+        }
         labels.sort { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
         return RemoteWriteEncoding.labelFields(labels)
     }

@@ -11,6 +11,8 @@ import IfmeterSystem
 ///     tls_config: {ca_file, cert_file, key_file, insecure_skip_verify}
 ///     remote_timeout: 30s
 ///     external_labels: {host: gw1}
+///     write_relabel_configs: [{source_labels, separator, regex, target_label, replacement, action}]
+///     queue_config: {capacity, max_samples_per_send, batch_send_deadline, min_backoff, max_backoff}
 ///
 /// Relative file names are relative to the file's folder.
 public struct RemoteWriteConfig: Sendable {
@@ -24,6 +26,27 @@ public struct RemoteWriteConfig: Sendable {
     /// Nil: `defaultTimeoutSeconds`.
     public var timeoutSeconds: Double?
     public var externalLabels: [(String, String)] = []
+    /// `write_relabel_configs`, applied in order to every series pushed
+    /// (after the external labels, as Prometheus applies them).
+    public var relabel: [RelabelRule] = []
+    public var queue = QueueSettings()
+
+    /// `queue_config`, Prometheus's keys as ifmeter's sender reads them.
+    public struct QueueSettings: Sendable, Equatable {
+        /// Samples kept in memory while a request is in flight; past them,
+        /// pushes go to the queue on disk. Nil: no bound but the pushes'.
+        public var capacity: Int?
+        /// Samples in one request at most (a push is split to fit).
+        public var maxSamplesPerSend: Int?
+        /// The longest a sample may wait for its request: ifmeter holds no
+        /// push back to fill a batch, so this is met whatever it is.
+        public var batchSendDeadline: Double?
+        /// The first and the longest wait between retries.
+        public var minBackoff = 0.1
+        public var maxBackoff = 5.0
+
+        public init() {}
+    }
 
     /// A request's limit without `remote_timeout`, as Prometheus's.
     public static let defaultTimeoutSeconds: Double = 30
@@ -113,15 +136,99 @@ public struct RemoteWriteConfig: Sendable {
                     }
                     config.externalLabels.append((e.key, try e.string()))
                 }
+            case "write_relabel_configs":
+                for item in try entry.list() { config.relabel.append(try relabelRule(item)) }
+            case "queue_config":
+                config.queue = try queueSettings(entry)
             default:
                 throw WebConfigError(
                     line: entry.line,
-                    message: "unknown key '\(entry.key)'; expected basic_auth, bearer_token_file, tls_config, remote_timeout or external_labels")
+                    message:
+                        "unknown key '\(entry.key)'; expected basic_auth, bearer_token_file, tls_config, remote_timeout, external_labels, write_relabel_configs or queue_config"
+                )
             }
+        }
+        if config.queue.minBackoff > config.queue.maxBackoff {
+            throw WebConfigError(line: nil, message: "queue_config: min_backoff is longer than max_backoff; shorten it or raise max_backoff")
         }
         if config.username != nil && config.bearerTokenFile != nil {
             throw WebConfigError(line: nil, message: "basic_auth and bearer_token_file together; keep one")
         }
         return config
+    }
+
+    /// One `write_relabel_configs` item, checked as Prometheus checks it.
+    static func relabelRule(_ item: YAMLNode) throws(WebConfigError) -> RelabelRule {
+        var action = RelabelRule.Action.replace
+        var sources: [String] = []
+        var separator = ";", regex = "(.*)", target = "", replacement = "$1"
+        for e in try item.mapping("a write_relabel_configs item") {
+            switch e.key {
+            case "action":
+                let text = try e.string()
+                guard let known = RelabelRule.Action(rawValue: text.lowercased()) else {
+                    throw WebConfigError(
+                        line: e.line,
+                        message:
+                            "action '\(TerminalText.escaped(text))' is not one ifmeter applies; use \(RelabelRule.Action.allCases.map(\.rawValue).joined(separator: ", "))"
+                    )
+                }
+                action = known
+            case "source_labels":
+                sources = try e.list().map { (node: YAMLNode) throws(WebConfigError) -> String in try node.string("a source label") }
+            case "separator": separator = try e.string()
+            case "regex": regex = try e.string()
+            case "target_label": target = try e.string()
+            case "replacement": replacement = try e.string()
+            case "modulus":
+                throw WebConfigError(line: e.line, message: "'modulus' (hashmod) is not supported by ifmeter's remote write; remove it")
+            default:
+                throw WebConfigError(
+                    line: e.line,
+                    message: "unknown key '\(e.key)'; expected source_labels, separator, regex, target_label, replacement or action")
+            }
+        }
+        do throws(RelabelRule.Invalid) {
+            return try RelabelRule(
+                action: action, sourceLabels: sources, separator: separator, regex: regex, targetLabel: target, replacement: replacement)
+        } catch {
+            throw WebConfigError(line: item.line, message: "write_relabel_configs: \(error.message)")
+        }
+    }
+
+    static func queueSettings(_ entry: YAMLEntry) throws(WebConfigError) -> QueueSettings {
+        var queue = QueueSettings()
+        func count(_ e: YAMLEntry) throws(WebConfigError) -> Int {
+            let text = try e.string()
+            guard let n = Int(text), n >= 1, n <= 10_000_000 else {
+                throw WebConfigError(line: e.line, message: "'\(e.key)' is a whole number from 1 to 10000000, not '\(TerminalText.escaped(text))'")
+            }
+            return n
+        }
+        func duration(_ e: YAMLEntry) throws(WebConfigError) -> Double {
+            let text = try e.string()
+            guard let seconds = Units.parseDuration(text), seconds >= 0.001, seconds <= 3600 else {
+                throw WebConfigError(
+                    line: e.line, message: "'\(e.key)' is a duration from 1ms to 1h, like 100ms or 5s, not '\(TerminalText.escaped(text))'")
+            }
+            return seconds
+        }
+        for e in try entry.mapping() {
+            switch e.key {
+            case "capacity": queue.capacity = try count(e)
+            case "max_samples_per_send": queue.maxSamplesPerSend = try count(e)
+            case "batch_send_deadline": queue.batchSendDeadline = try duration(e)
+            case "min_backoff": queue.minBackoff = try duration(e)
+            case "max_backoff": queue.maxBackoff = try duration(e)
+            case "max_shards", "min_shards", "retry_on_http_429", "sample_age_limit":
+                throw WebConfigError(
+                    line: e.line, message: "'\(e.key)' is not supported by ifmeter (one sender per receiver, every 429 retried); remove it")
+            default:
+                throw WebConfigError(
+                    line: e.line,
+                    message: "unknown key '\(e.key)'; expected capacity, max_samples_per_send, batch_send_deadline, min_backoff or max_backoff")
+            }
+        }
+        return queue
     }
 }

@@ -270,17 +270,25 @@ import Testing
         #expect(writer.status.sent == 6)
     }
 
-    /// What parsing every line gives: the reference for `SeriesEncoder`.
-    static func reference(_ text: String, external: [(String, String)], timestampMs: Int64) -> ([UInt8], UInt32) {
-        let series = ExpositionSeries.parse(Array(text.utf8))
-        var out = ProtobufWriter()
-        for s in series {
+    /// What parsing every line gives: the reference for `SeriesEncoder`;
+    /// then a stale marker for each series of `previous` not in `text`.
+    static func reference(_ text: String, previous: String = "", external: [(String, String)], timestampMs: Int64) -> ([UInt8], UInt32) {
+        func labels(_ s: ExpositionSeries) -> [(String, String)] {
             var labels = s.labels.map { ($0.name, $0.value) }
             for (name, value) in external where !labels.contains(where: { $0.0 == name }) { labels.append((name, value)) }
             labels.sort { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
-            RemoteWriteEncoding.appendTimeSeries(to: &out, labels: labels, value: s.value, timestampMs: timestampMs)
+            return labels
         }
-        return (out.bytes, UInt32(series.count))
+        let series = ExpositionSeries.parse(Array(text.utf8))
+        var out = ProtobufWriter()
+        for s in series { RemoteWriteEncoding.appendTimeSeries(to: &out, labels: labels(s), value: s.value, timestampMs: timestampMs) }
+        let now = Set(series.map { labels($0).map { "\($0.0)=\($0.1)" }.joined(separator: ",") })
+        var stale: UInt32 = 0
+        for s in ExpositionSeries.parse(Array(previous.utf8)) where !now.contains(labels(s).map { "\($0.0)=\($0.1)" }.joined(separator: ",")) {
+            RemoteWriteEncoding.appendTimeSeries(to: &out, labels: labels(s), value: SeriesEncoder.staleMarker, timestampMs: timestampMs)
+            stale += 1
+        }
+        return (out.bytes, UInt32(series.count) + stale)
     }
 
     @Test func theSeriesEncoderKeepsLabelsAndGivesWhatParsingEveryLineGives() {
@@ -299,21 +307,26 @@ import Testing
             ifmeter_spaced{a="x", b="y z"} 7
 
             """
+        var previous = ""
         for (n, text) in [
             first, first,
             first.replacingOccurrences(of: "123456789", with: "123456790").replacingOccurrences(of: "ifmeter_up 1\n", with: ""),
         ].enumerated() {
             let got = encoder.encode(Array(text.utf8), timestampMs: 1_700_000_000_000 + Int64(n))
-            let want = Self.reference(text, external: external, timestampMs: 1_700_000_000_000 + Int64(n))
+            let want = Self.reference(text, previous: previous, external: external, timestampMs: 1_700_000_000_000 + Int64(n))
             #expect(got.1 == want.1 && got.0 == want.0, "push \(n): \(got.1) series against \(want.1)")
+            previous = text
         }
+        // ifmeter_up ended in the last push (its stale marker went then).
         #expect(encoder.encode(Array(first.utf8), timestampMs: 0).1 == 8)
-        // Interfaces come and go (recreated under new names): what is kept
-        // stays bounded by what a push has.
+        previous = first
+        // Interfaces come and go (recreated under new names): each push ends
+        // the last one's series; what is kept stays bounded by what a push has.
         for push in 0..<50 {
             let text = (0..<100).map { "ifmeter_up{interface=\"v\(push)-\($0)\"} 1\n" }.joined()
             let got = encoder.encode(Array(text.utf8), timestampMs: Int64(push))
-            #expect(got.0 == Self.reference(text, external: external, timestampMs: Int64(push)).0)
+            #expect(got.0 == Self.reference(text, previous: previous, external: external, timestampMs: Int64(push)).0, "push \(push)")
+            previous = text
         }
         #expect(encoder.kept <= 2 * 100 + 64 + 100, "\(encoder.kept) series kept")
     }
