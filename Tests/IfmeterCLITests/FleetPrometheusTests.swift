@@ -1,0 +1,254 @@
+import Foundation
+import IfmeterCore
+import IfmeterTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 30, as a fleet runs it: one real Prometheus (with the shipped
+/// rules) in a hub namespace scrapes one serve and receives the pushes of
+/// two gateways, each in its own namespace with its own host name. gw-a has
+/// a tunnel its probe routes through; gw-c has none. Pushed series carry
+/// job and instance; no alert expression matches the wrong host; the route
+/// alert matches gw-a alone once its route leaves outside the tunnel; an
+/// interface that ends disappears at the next push (its stale marker)
+/// while increase() over its life is the bytes sent; and every panel of
+/// the Grafana dashboard returns data.
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+struct FleetPrometheusTests {
+    static let prometheusPort: UInt16 = 39620
+    static let scrapedPort: UInt16 = 39621
+    static let rules = repositoryRoot.appendingPathComponent("dist/prometheus/ifmeter-rules.yml").path
+    static let dashboard = repositoryRoot.appendingPathComponent("dist/grafana/ifmeter.json").path
+
+    /// The hub's Prometheus API.
+    struct API {
+        let hub: TestNamespace
+
+        func query(_ promql: String) throws -> [JSONValue] {
+            let encoded = promql.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            let response = try RawHTTP.request("/api/v1/query?query=\(encoded)", port: FleetPrometheusTests.prometheusPort, in: hub.name)
+            let json = try JSONParser.parse(response.text)
+            guard json["status"]?.stringValue == "success" else {
+                throw TestFailure("\(promql): \(json["error"]?.stringValue ?? response.text)")
+            }
+            guard case .array(let result)? = json["data"]?["result"] else { return [] }
+            return result
+        }
+
+        /// The `instance` labels of what `promql` returns.
+        func instances(_ promql: String) throws -> Set<String> {
+            Set(try query(promql).compactMap { $0["metric"]?["instance"]?.stringValue })
+        }
+
+        /// The raw samples of one series over `seconds` (stale markers are
+        /// not among them).
+        func samples(_ selector: String, seconds: Int) throws -> [Double] {
+            guard let first = try query("\(selector)[\(seconds)s]").first, case .array(let values)? = first["values"] else { return [] }
+            return values.compactMap { pair in
+                guard case .array(let p) = pair, p.count == 2 else { return nil }
+                return p[1].stringValue.flatMap(Double.init)
+            }
+        }
+    }
+
+    /// A gateway: a namespace joined to the hub by a veth, with a host name
+    /// of its own (a UTS namespace) for the serve it runs.
+    struct Gateway {
+        let ns: TestNamespace
+        let host: String
+        let device: String
+        let hubAddress: String
+
+        init(hub: TestNamespace, host: String, subnet: Int) throws {
+            ns = try TestNamespace()
+            self.host = host
+            device = "up\(subnet)"
+            hubAddress = "10.79.\(subnet).1"
+            try hub.ip("link", "add", "hub\(subnet)", "type", "veth", "peer", "name", device, "netns", ns.name)
+            try hub.ip("addr", "add", hubAddress + "/24", "dev", "hub\(subnet)")
+            try ns.ip("addr", "add", "10.79.\(subnet).2/24", "dev", device)
+            try hub.ip("link", "set", "hub\(subnet)", "up")
+            try ns.ip("link", "set", device, "up")
+            try ns.ip("route", "add", "default", "via", hubAddress)
+        }
+
+        /// `ifmeter ARGUMENTS` as run on the gateway (its namespace, its host name).
+        func command(_ arguments: [String]) throws -> [String] {
+            let command = ([try ifmeterBinary()] + arguments).map { "'\($0)'" }.joined(separator: " ")
+            return ["ip", "netns", "exec", ns.name, "unshare", "--uts", "sh", "-c", "hostname \(host) && exec \(command)"]
+        }
+
+        func serve(_ arguments: [String]) throws -> Background {
+            try Background(try command(["serve"] + arguments), name: "serve-\(host)")
+        }
+    }
+
+    @Test func aFleetPushesWithItsIdentityAndPagesTheRightHost() throws {
+        try Netns.requireRoot()
+        let hub = try TestNamespace()
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-fleet-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try """
+        global:
+          scrape_interval: 1s
+          evaluation_interval: 1s
+        rule_files:
+          - \(Self.rules)
+        scrape_configs:
+          - job_name: ifmeter
+            static_configs:
+              - targets: ['127.0.0.1:\(Self.scrapedPort)']
+        """.write(toFile: dir + "/prometheus.yml", atomically: true, encoding: .utf8)
+        let prometheus = try Background(
+            [
+                "ip", "netns", "exec", hub.name, "prometheus", "--config.file=\(dir)/prometheus.yml", "--storage.tsdb.path=\(dir)/data",
+                "--web.listen-address=0.0.0.0:\(Self.prometheusPort)", "--web.enable-remote-write-receiver", "--log.level=warn",
+            ], name: "prometheus-fleet")
+        defer { _ = prometheus.stop() }
+        let api = API(hub: hub)
+        _ = try waitFor("Prometheus to answer", timeout: 30) { try? api.query("vector(1)") }
+
+        // The scraped serve, in the hub.
+        let scraped = try Background(
+            [
+                "ip", "netns", "exec", hub.name, try ifmeterBinary(), "serve", "--interval", "500ms", "--listen",
+                "127.0.0.1:\(Self.scrapedPort)",
+            ], name: "serve-scraped")
+        defer { _ = scraped.stop() }
+
+        // gw-a: a tunnel its probe routes through, a plan, an underlay.
+        let a = try Gateway(hub: hub, host: "gw-a", subnet: 1)
+        let tun = try a.ns.openTun("tunA")
+        defer { close(tun) }
+        try a.ns.ip("link", "set", "tunA", "up")
+        try a.ns.ip("route", "add", "192.0.2.99", "dev", "tunA")
+        let stateA = dir + "/a.db"
+        let plan = try run(
+            try a.command(["plan", "set", a.device, "--state", stateA, "--cycle-start", "1", "--quota", "5GB", "--direction", "tx"]),
+            allowFailure: true)
+        try #require(plan.status == 0, "\(plan.err)")
+        let push = { (g: Gateway) in
+            [
+                "--listen", "none", "--interval", "500ms", "--remote-write", "http://\(g.hubAddress):\(Self.prometheusPort)/api/v1/write",
+                "--remote-write-interval", "1s", "--remote-write-queue", dir + "/queue-\(g.host)", "--probe", "192.0.2.99", "--series-lifetime", "2s",
+            ]
+        }
+        let serveA = try a.serve(push(a) + ["--state", stateA, "--underlay", "tunA=\(a.device)"])
+        defer { _ = serveA.stop() }
+        // gw-c: no tunnel at all; its probe leaves by its uplink.
+        let c = try Gateway(hub: hub, host: "gw-c", subnet: 2)
+        let serveC = try c.serve(push(c))
+        defer { _ = serveC.stop() }
+
+        for instance in ["gw-a", "gw-c", "127.0.0.1:\(Self.scrapedPort)"] {
+            _ = try waitFor("\(instance) in Prometheus", timeout: 40) { () -> Bool? in
+                for server in [serveA, serveC, scraped] where !server.process.isRunning { throw TestFailure("a serve exited: \(server.log)") }
+                return try api.query(
+                    #"ifmeter_route_egress_info{instance="\#(instance)"} or ifmeter_build_info{instance="\#(instance)",job="ifmeter"}"#
+                )
+                .isEmpty ? nil : true
+            }
+        }
+        // Every pushed series has the identity a scrape gives; none lacks it.
+        #expect(try api.query(#"count({__name__=~"ifmeter_.+|process_.+",job=""})"#).isEmpty, "a series without job")
+        #expect(try api.query(#"count({__name__=~"ifmeter_.+|process_.+",instance=""})"#).isEmpty, "a series without instance")
+        #expect(try api.instances(#"ifmeter_build_info{job="ifmeter"}"#) == ["gw-a", "gw-c", "127.0.0.1:\(Self.scrapedPort)"])
+        #expect(try api.instances("process_resident_memory_bytes > 0").count == 3, "process metrics, scraped and pushed")
+
+        // The shipped alerts' expressions: none matches gw-c, and, while
+        // gw-a's probe goes through its tunnel, none matches gw-a either.
+        let alerts = PrometheusRulesTests.rules(try String(contentsOfFile: Self.rules, encoding: .utf8)).filter(\.isAlert)
+        try #require(alerts.count >= 17)
+        _ = try waitFor("the probe's route through the tunnel", timeout: 20) {
+            try api.instances(#"ifmeter_route_egress_info{kind="tunnel"}"#).contains("gw-a") ? true : nil
+        }
+        for alert in alerts {
+            let matched = try api.instances(alert.expr)
+            #expect(!matched.contains("gw-c") && !matched.contains("gw-a"), "\(alert.name) matches \(matched)")
+        }
+
+        // gw-a's route now leaves outside its tunnel: the route alert
+        // matches gw-a, and gw-a alone.
+        try a.ns.ip("route", "del", "192.0.2.99", "dev", "tunA")
+        let route = try #require(alerts.first { $0.name == "IfmeterRouteOutsideTunnel" })
+        let leaking = try waitFor("the route alert on gw-a", timeout: 30) { () -> Set<String>? in
+            let matched = try api.instances(route.expr)
+            return matched.isEmpty ? nil : matched
+        }
+        #expect(leaking == ["gw-a"], "\(leaking)")
+        for alert in alerts where alert.name != route.name {
+            let matched = try api.instances(alert.expr)
+            #expect(!matched.contains("gw-c") && !matched.contains("gw-a"), "\(alert.name) matches \(matched)")
+        }
+
+        // An interface that ends: its series disappears from instant
+        // queries at the next push (the stale marker), while its samples
+        // still hold every byte sent over its life.
+        try a.ns.ip("link", "add", "vX", "type", "veth", "peer", "name", "vY")
+        try a.ns.ip("link", "set", "vX", "up")
+        try a.ns.ip("link", "set", "vY", "up")
+        let selector = #"ifmeter_transmit_bytes_total{instance="gw-a",interface="vX"}"#
+        let before = try waitFor("vX in Prometheus", timeout: 20) { () -> Double? in
+            try api.query(selector).first?["value"].flatMap { value -> Double? in
+                guard case .array(let pair) = value, pair.count == 2 else { return nil }
+                return pair[1].stringValue.flatMap(Double.init)
+            }
+        }
+        try sendFrames(in: a.ns.name, interface: "vX", count: 10, size: 300)
+        _ = try waitFor("vX's frames in Prometheus", timeout: 20) { () -> Bool? in
+            (try api.samples(selector, seconds: 300).last ?? 0) >= before + 3000 ? true : nil
+        }
+        try a.ns.ip("link", "del", "vX")
+        _ = try waitFor("vX's series to end", timeout: 20) { try api.query(selector).isEmpty ? true : nil }
+        let life = try api.samples(selector, seconds: 300)
+        #expect((life.last ?? 0) - (life.first ?? 0) == 3000, "increase over its life: \(life)")
+
+        // Every panel of the dashboard, and every variable, returns data.
+        try checkDashboard(api)
+        print("fleet: \(alerts.count) alert expressions checked on gw-a and gw-c; route alert on \(leaking.sorted())")
+    }
+
+    /// Each target of `dist/grafana/ifmeter.json`, with its variables set
+    /// to all values and `$__rate_interval` to 1m, runs without an error
+    /// and returns something; so does each variable's query.
+    func checkDashboard(_ api: API) throws {
+        let json = try JSONParser.parse(try String(contentsOfFile: Self.dashboard, encoding: .utf8))
+        guard case .array(let panels)? = json["panels"], case .array(let variables)? = json["templating"]?["list"] else {
+            throw TestFailure("no panels or variables in the dashboard")
+        }
+        func substituted(_ expr: String) -> String {
+            expr.replacingOccurrences(of: "$__rate_interval", with: "1m").replacingOccurrences(of: "$job", with: ".*")
+                .replacingOccurrences(of: "$instance", with: ".*").replacingOccurrences(of: "$interface", with: ".*")
+        }
+        var checked = 0
+        for panel in panels where panel["type"]?.stringValue != "row" {
+            guard case .array(let targets)? = panel["targets"], !targets.isEmpty else {
+                Issue.record("panel \(panel["title"]?.stringValue ?? "?") has no query")
+                continue
+            }
+            for target in targets {
+                let expr = substituted(target["expr"]?.stringValue ?? "")
+                let result = try api.query(expr)
+                #expect(!result.isEmpty, "panel '\(panel["title"]?.stringValue ?? "?")': \(expr) returns nothing")
+                checked += 1
+            }
+        }
+        for variable in variables where variable["type"]?.stringValue == "query" {
+            let definition = variable["definition"]?.stringValue ?? ""
+            // label_values(SELECTOR, LABEL)
+            guard definition.hasPrefix("label_values("), let comma = definition.lastIndex(of: ",") else {
+                Issue.record("variable \(variable["name"]?.stringValue ?? "?"): \(definition)")
+                continue
+            }
+            let selector = substituted(String(definition[definition.index(definition.startIndex, offsetBy: 13)..<comma]))
+            let label = definition[definition.index(after: comma)...].dropLast().trimmingCharacters(in: .whitespaces)
+            let values = Set(try api.query(selector).compactMap { $0["metric"]?[label]?.stringValue })
+            #expect(!values.isEmpty, "variable \(variable["name"]?.stringValue ?? "?"): no \(label) in \(selector)")
+        }
+        #expect(checked >= 20, "\(checked) queries")
+    }
+}
