@@ -63,10 +63,15 @@ FISHCOMPLETIONDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 # Where Debian's packages put units for PREFIX=/usr; under the prefix otherwise
 # (systemd also reads /usr/local/lib/systemd/system).
 SYSTEMDUNITDIR ?= $(if $(filter /usr,$(PREFIX)),/lib/systemd/system,$(PREFIX)/lib/systemd/system)
+# The Prometheus rules with their promtool suite, the Grafana dashboard,
+# and the alerts' runbook, which every alert's runbook_url points at (here,
+# not under share/doc, which packages may compress or leave out).
+DATADIR ?= $(PREFIX)/share/ifmeter
 BINARY ?=
 INSTALL_BINARY := $(if $(BINARY),$(BINARY),.build/release/ifmeter)
 GENERATED := .build/install
-INSTALLED_DIRS := $(BINDIR) $(MANDIR)/man1 $(BASHCOMPLETIONDIR) $(ZSHCOMPLETIONDIR) $(FISHCOMPLETIONDIR) $(SYSTEMDUNITDIR)
+INSTALLED_DIRS := $(BINDIR) $(MANDIR)/man1 $(BASHCOMPLETIONDIR) $(ZSHCOMPLETIONDIR) $(FISHCOMPLETIONDIR) $(SYSTEMDUNITDIR) \
+	$(DATADIR)/prometheus $(DATADIR)/grafana
 
 .PHONY: run test bench build release deps clean install uninstall hot-functions static-cxx docs api-check api-baseline format deb deb-lint
 
@@ -160,6 +165,9 @@ install: $(if $(BINARY),,release)
 	install -m 644 $(GENERATED)/_ifmeter $(DESTDIR)$(ZSHCOMPLETIONDIR)/_ifmeter
 	install -m 644 $(GENERATED)/ifmeter.fish $(DESTDIR)$(FISHCOMPLETIONDIR)/ifmeter.fish
 	install -m 644 $(GENERATED)/ifmeter-serve.service $(DESTDIR)$(SYSTEMDUNITDIR)/ifmeter-serve.service
+	install -m 644 dist/prometheus/ifmeter-rules.yml dist/prometheus/ifmeter-rules-test.yml $(DESTDIR)$(DATADIR)/prometheus/
+	install -m 644 dist/grafana/ifmeter.json $(DESTDIR)$(DATADIR)/grafana/
+	install -m 644 docs/alerts.md $(DESTDIR)$(DATADIR)/
 
 # The Debian package: .build/deb/ifmeter_VERSION_ARCH.deb (VERSION from
 # debian/changelog, which debian/rules checks against `ifmeter --version`;
@@ -199,6 +207,9 @@ uninstall:
 	rm -f $(DESTDIR)$(ZSHCOMPLETIONDIR)/_ifmeter
 	rm -f $(DESTDIR)$(FISHCOMPLETIONDIR)/ifmeter.fish
 	rm -f $(DESTDIR)$(SYSTEMDUNITDIR)/ifmeter-serve.service
+	rm -f $(DESTDIR)$(DATADIR)/prometheus/ifmeter-rules.yml $(DESTDIR)$(DATADIR)/prometheus/ifmeter-rules-test.yml
+	rm -f $(DESTDIR)$(DATADIR)/grafana/ifmeter.json $(DESTDIR)$(DATADIR)/alerts.md
+	rmdir $(DESTDIR)$(DATADIR)/prometheus $(DESTDIR)$(DATADIR)/grafana $(DESTDIR)$(DATADIR) 2>/dev/null || true
 	@if [ -n "$(DESTDIR)" ]; then \
 		for dir in $(INSTALLED_DIRS); do \
 			while [ "$$dir" != / ] && [ "$$dir" != . ] && rmdir "$(DESTDIR)$$dir" 2>/dev/null; do dir=$$(dirname "$$dir"); done; \

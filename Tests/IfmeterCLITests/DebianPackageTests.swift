@@ -108,6 +108,15 @@ struct DebianPackageTests {
         for doc in ["copyright", "changelog.gz", "README.Debian"] {
             #expect(FileManager.default.fileExists(atPath: "/usr/share/doc/ifmeter/" + doc), "\(doc)")
         }
+        // For a fleet: the rules with their suite (which passes where it
+        // lies), the dashboard and the runbook the alerts point at.
+        let shipped = [
+            "/usr/share/ifmeter/prometheus/ifmeter-rules.yml", "/usr/share/ifmeter/prometheus/ifmeter-rules-test.yml",
+            "/usr/share/ifmeter/grafana/ifmeter.json", "/usr/share/ifmeter/alerts.md",
+        ]
+        for file in shipped { #expect(FileManager.default.fileExists(atPath: file), "\(file)") }
+        let suite = try run(["promtool", "test", "rules", shipped[1]], allowFailure: true)
+        #expect(suite.status == 0 && suite.out.contains("SUCCESS"), "\(suite.out)\(suite.err)")
 
         // What systemd would have made when the service ran: its totals.
         var isDirectory: ObjCBool = false
@@ -118,6 +127,7 @@ struct DebianPackageTests {
 
         let listed = try run(["dpkg-query", "-L", "ifmeter"]).out.split(separator: "\n").map(String.init)
         #expect(listed.contains("/usr/bin/ifmeter") && listed.contains(unit))
+        #expect(shipped.allSatisfy(listed.contains), "the rules, dashboard and runbook are the package's")
 
         // Removal: ifmeter's files go, its totals stay.
         try run(["dpkg", "--remove", "ifmeter"])

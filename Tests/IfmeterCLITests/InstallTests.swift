@@ -169,6 +169,64 @@ import Testing
         #expect(line?.contains(" OK") == true, "\(line ?? "")")
     }
 
+    /// Issue 30: the rules, their promtool suite, the dashboard and the
+    /// alerts' runbook are installed under share/ifmeter, and the installed
+    /// suite passes where it lies.
+    @Test func theRulesDashboardAndRunbookAreInstalled() throws {
+        let tree = try Installation(prefix: "/usr")
+        defer { tree.remove() }
+        let files = try tree.files()
+        for file in [
+            "/usr/share/ifmeter/prometheus/ifmeter-rules.yml", "/usr/share/ifmeter/prometheus/ifmeter-rules-test.yml",
+            "/usr/share/ifmeter/grafana/ifmeter.json", "/usr/share/ifmeter/alerts.md",
+        ] {
+            #expect(files.contains(file), "\(file) in \(files)")
+        }
+        let suite = try run(["promtool", "test", "rules", tree.path("/usr/share/ifmeter/prometheus/ifmeter-rules-test.yml")], allowFailure: true)
+        #expect(suite.status == 0 && suite.out.contains("SUCCESS"), "\(suite.out)\(suite.err)")
+        // Where every alert's runbook_url points, on the installed system.
+        let rules = try String(contentsOfFile: tree.path("/usr/share/ifmeter/prometheus/ifmeter-rules.yml"), encoding: .utf8)
+        #expect(rules.contains("file:///usr/share/ifmeter/alerts.md#ifmeterhostsilent"))
+    }
+
+    /// Issue 30, finding 6: the packaged unit talks to localhost only; a
+    /// drop-in (what docs/service.md and README.Debian say) makes it push to
+    /// a receiver off the host, its credentials loaded as systemd
+    /// credentials. The unit with the drop-in verifies and keeps its score.
+    @Test func aDropInMakesTheServicePushOffTheHost() throws {
+        let tree = try Installation(prefix: "/usr")
+        defer { tree.remove() }
+        let dropIn = tree.path("/etc/systemd/system/ifmeter-serve.service.d")
+        try FileManager.default.createDirectory(atPath: dropIn, withIntermediateDirectories: true)
+        let text = try String(contentsOf: repositoryRoot.appendingPathComponent("docs/service.md"), encoding: .utf8)
+        // The drop-in as the documentation gives it, between its markers.
+        let start = try #require(text.range(of: "# /etc/systemd/system/ifmeter-serve.service.d/push.conf\n"))
+        let end = try #require(text.range(of: "```", range: start.upperBound..<text.endIndex))
+        try String(text[start.upperBound..<end.lowerBound]).write(toFile: dropIn + "/push.conf", atomically: true, encoding: .utf8)
+        for file in ["remote-write.yml", "rw-password"] {
+            try FileManager.default.createDirectory(atPath: tree.path("/etc/ifmeter"), withIntermediateDirectories: true)
+            try "x\n".write(toFile: tree.path("/etc/ifmeter/" + file), atomically: true, encoding: .utf8)
+        }
+        // What systemd needs to verify a unit offline under a root: the targets.
+        let units = tree.path("/usr/lib/systemd/system")
+        try FileManager.default.createDirectory(atPath: units, withIntermediateDirectories: true)
+        for name in try FileManager.default.contentsOfDirectory(atPath: "/lib/systemd/system") where name.hasSuffix(".target") || name.hasSuffix(".slice") {
+            try? FileManager.default.copyItem(atPath: "/lib/systemd/system/" + name, toPath: units + "/" + name)
+        }
+        let verify = try run(
+            ["env", "MANPATH=\(tree.path("/usr/share/man"))", "systemd-analyze", "verify", "--root=\(tree.root.path)", "ifmeter-serve.service"],
+            allowFailure: true)
+        #expect(verify.status == 0 && verify.err.isEmpty, "\(verify.out)\(verify.err)")
+        let effective = try run(["systemd-analyze", "cat-config", "--root=\(tree.root.path)", "systemd/system/ifmeter-serve.service"], allowFailure: true)
+        #expect(effective.out.contains("--remote-write https://") && effective.out.contains("IPAddressAllow=192.0.2.10"), "\(effective.out)")
+        let security = try run(
+            ["systemd-analyze", "security", "--offline=true", "--no-pager", "--root=\(tree.root.path)", "ifmeter-serve.service"], allowFailure: true)
+        let line = security.out.split(separator: "\n").first { $0.contains("Overall exposure level") }
+        let score = line.flatMap { $0.split(separator: ":").last?.split(separator: " ").first }.flatMap { Double($0) }
+        let value = try #require(score, "no score in: \(security.out)\(security.err)")
+        #expect(value <= 3.0 && line?.contains(" OK") == true, "\(line ?? "")")
+    }
+
     @Test func everyDirectiveOfTheUnitIsInTheManPage() throws {
         let tree = try Installation(prefix: "/usr")
         defer { tree.remove() }

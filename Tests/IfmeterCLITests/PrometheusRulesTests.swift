@@ -80,7 +80,7 @@ struct PrometheusRulesTests {
             let anchor = String(line[line.index(after: hash)...]).trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
             #expect(anchor == rule.name.lowercased(), "\(rule.name)'s runbook is its own section: \(line)")
             #expect(anchors.contains(anchor), "\(rule.name): docs/alerts.md has no heading #\(anchor)")
-            #expect(line.contains("file:///usr/share/doc/ifmeter/alerts.md#"), "where the package installs the page: \(line)")
+            #expect(line.contains("file:///usr/share/ifmeter/alerts.md#"), "where the package installs the page: \(line)")
         }
         #expect(rules.count >= 17, "\(rules.map(\.name))")
     }
