@@ -210,14 +210,16 @@ import Testing
         // What systemd needs to verify a unit offline under a root: the targets.
         let units = tree.path("/usr/lib/systemd/system")
         try FileManager.default.createDirectory(atPath: units, withIntermediateDirectories: true)
-        for name in try FileManager.default.contentsOfDirectory(atPath: "/lib/systemd/system") where name.hasSuffix(".target") || name.hasSuffix(".slice") {
+        for name in try FileManager.default.contentsOfDirectory(atPath: "/lib/systemd/system")
+        where name.hasSuffix(".target") || name.hasSuffix(".slice") {
             try? FileManager.default.copyItem(atPath: "/lib/systemd/system/" + name, toPath: units + "/" + name)
         }
         let verify = try run(
             ["env", "MANPATH=\(tree.path("/usr/share/man"))", "systemd-analyze", "verify", "--root=\(tree.root.path)", "ifmeter-serve.service"],
             allowFailure: true)
         #expect(verify.status == 0 && verify.err.isEmpty, "\(verify.out)\(verify.err)")
-        let effective = try run(["systemd-analyze", "cat-config", "--root=\(tree.root.path)", "systemd/system/ifmeter-serve.service"], allowFailure: true)
+        let effective = try run(
+            ["systemd-analyze", "cat-config", "--root=\(tree.root.path)", "systemd/system/ifmeter-serve.service"], allowFailure: true)
         #expect(effective.out.contains("--remote-write https://") && effective.out.contains("IPAddressAllow=192.0.2.10"), "\(effective.out)")
         let security = try run(
             ["systemd-analyze", "security", "--offline=true", "--no-pager", "--root=\(tree.root.path)", "ifmeter-serve.service"], allowFailure: true)
