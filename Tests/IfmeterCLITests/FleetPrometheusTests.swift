@@ -158,6 +158,11 @@ struct FleetPrometheusTests {
         #expect(try api.query(#"count({__name__=~"ifmeter_.+|process_.+",instance=""})"#).isEmpty, "a series without instance")
         #expect(try api.instances(#"ifmeter_build_info{job="ifmeter"}"#) == ["gw-a", "gw-c", "127.0.0.1:\(Self.scrapedPort)"])
         #expect(try api.instances("process_resident_memory_bytes > 0").count == 3, "process metrics, scraped and pushed")
+        // The process families as client libraries have them: promtool's lint passes.
+        let text = try RawHTTP.request("/metrics", port: Self.scrapedPort, in: hub.name).text
+        #expect(["process_cpu_seconds_total ", "process_open_fds ", "process_max_fds ", "process_start_time_seconds "].allSatisfy(text.contains))
+        let lint = try run(["promtool", "check", "metrics"], input: text, allowFailure: true)
+        #expect(lint.status == 0 && lint.out.isEmpty && lint.err.isEmpty, "promtool: \(lint.out)\(lint.err)")
 
         // The shipped alerts' expressions: none matches gw-c, and, while
         // gw-a's probe goes through its tunnel, none matches gw-a either.
