@@ -294,6 +294,23 @@ struct SamplingSetup {
     }
 }
 
+extension Pipeline {
+    /// With a state file, says each failed save (once per cause), the
+    /// first that works again, and a file written anew, each line after
+    /// `prefix` through `log` (stderr unless given).
+    func sayStateSaves(prefix: String, log: ((String) -> Void)? = nil) {
+        guard persistence != nil else { return }
+        add(sink: StateSaveLog { line in (log ?? { Output.error($0) })(prefix + line) })
+    }
+
+    /// Exit 1 when the last save failed: what was counted since the last
+    /// good one is not in the file, and the exit status says so.
+    func checkLastSave() throws(CLIError) {
+        guard let status = persistence?.status, let line = StateSaveLog.finalFailure(status) else { return }
+        throw .runtime(line)
+    }
+}
+
 /// The `--include`/`--exclude` patterns no interface has matched yet, for
 /// what reads many samples (replay) or stored names (usage).
 struct UnmatchedPatterns {

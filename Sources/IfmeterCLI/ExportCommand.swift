@@ -119,11 +119,13 @@ struct ExportCommand: Command {
         }
         #endif
         pipeline.add(sink: exporter)
+        pipeline.sayStateSaves(prefix: "ifmeter export: ")
         StopSignal.install(hangup: true)
         var waiter = SignalWaiter(hangup: { pipeline in
             pipeline.saveNow()
             exporter.reopen()
         })
         pipeline.run(&waiter)
+        try pipeline.checkLastSave()
     }
 }

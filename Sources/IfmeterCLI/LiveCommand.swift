@@ -47,17 +47,30 @@ struct LiveCommand: Command {
             #endif
             if let state = setup.state { pipeline.add(enricher: PlanFeed(path: state.path) { screen.model.plans = $0 }) }
             pipeline.add(sink: screen)
-            TerminalState.enter()
-            defer { TerminalState.restore() }
-            var waiter = KeyWaiter(screen: screen)
-            pipeline.run(&waiter)
+            // Said after the screen is gone: a line on stderr would tear it.
+            let said = LinesHeld()
+            pipeline.sayStateSaves(prefix: "ifmeter live: ") { said.lines.append($0) }
+            do {
+                TerminalState.enter()
+                defer { TerminalState.restore() }
+                var waiter = KeyWaiter(screen: screen)
+                pipeline.run(&waiter)
+            }
+            for line in said.lines { Output.error(line) }
         } else {
             let lines = PlainLines(source: pipeline.source.sourceName, interval: setup.configuration.interval, bits: bits)
             try Output.put(Output.forPeople(lines.header))
             pipeline.add(sink: lines)
             StopSignal.install(hangupStops: true)
+            pipeline.sayStateSaves(prefix: "ifmeter live: ")
             var waiter = SignalWaiter(stop: { lines.failure != nil })
             pipeline.run(&waiter)
         }
+        try pipeline.checkLastSave()
     }
+}
+
+/// Lines kept to say later.
+final class LinesHeld {
+    var lines: [String] = []
 }

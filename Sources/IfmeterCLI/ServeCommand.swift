@@ -169,6 +169,7 @@ struct ServeCommand: Command {
         let target = address.map { "listening on \(scheme)://\($0)/metrics\(auth)" + pushing } ?? "pushing only, to " + pushing.dropFirst(16)
         let announce = "ifmeter serve: \(target) (source \(pipeline.source.sourceName), every \(Units.duration(interval)))"
         pipeline.add(sink: ScrapeFeed(cache: cache) { Output.error(announce) })
+        pipeline.sayStateSaves(prefix: "ifmeter serve: ")
         let log = RateLimitedLog(prefix: "ifmeter serve: ", every: 10)
         let writers: [RemoteWriter]
         do {
@@ -217,6 +218,7 @@ struct ServeCommand: Command {
         pipeline.run(&waiter)
         server?.stop()
         Output.error("ifmeter serve: stopped")
+        try pipeline.checkLastSave()
     }
 
     #if os(Linux)

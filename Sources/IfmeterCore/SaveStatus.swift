@@ -167,3 +167,27 @@ public struct SaveStatus: Sendable, Hashable {
         ])
     }
 }
+
+/// How the saves of a running writer go, as its metrics say it
+/// (`ifmeter_state_*`): a save that fails is counted and said, never
+/// silent.
+public struct StateHealth: Sendable, Hashable {
+    /// Saves that worked, and saves that failed (each retried).
+    public var saves: UInt64 = 0
+    public var failures: UInt64 = 0
+    /// Unix time of the last save that worked (this run's); nil before one.
+    public var lastSaveTime: Double?
+    /// The last save failed (and no later one worked yet).
+    public var failing = false
+    /// Times the state file was found deleted or replaced under the writer
+    /// and written anew at its path.
+    public var recreations: UInt64 = 0
+    /// Seconds between saves, and between tries of a failing one.
+    public var saveEvery: Double
+    public var retryEvery: Double
+
+    public init(saveEvery: Double, retryEvery: Double) {
+        self.saveEvery = saveEvery
+        self.retryEvery = retryEvery
+    }
+}

@@ -46,7 +46,6 @@ public final class Exporter: PipelineSink {
     private let interval: Double
     private var since: Double?
     private var failing: [String: Bool] = [:]
-    private var stateFailing = false
     #if os(Linux)
     /// `--probe`: the route feed, and its outside totals at the period's start.
     public var routes: RouteFeed?
@@ -114,12 +113,6 @@ public final class Exporter: PipelineSink {
     private func writePeriod(end: (wall: Double, monotonic: Double)) {
         guard let start = periodStart, let last else { return }
         let entries = accumulator.take()
-        if let stateError = last.persistence?.lastError, !stateFailing {
-            log("ifmeter export: saving state failed: \(stateError); retrying")
-            stateFailing = true
-        } else if last.persistence?.lastError == nil {
-            stateFailing = false
-        }
         let totals = self.totals.rows
         if command.json != nil || command.jsonLines != nil {
             var periodReport = PeriodReport(

@@ -92,6 +92,8 @@ public struct ExporterHealth: Sendable, Hashable {
     /// serve's own CPU, memory and descriptors (`process_*`), as of the
     /// sample; nil where they cannot be read.
     public var process: ProcessMetrics?
+    /// With a state file: its saves (`ifmeter_state_*`).
+    public var state: StateHealth?
 
     public init(
         version: String, source: String, samples: UInt64 = 0, sampleErrors: UInt64 = 0, overruns: UInt64 = 0,
@@ -469,6 +471,7 @@ struct ExpositionWriter {
             labeledSample("ifmeter_http_connections_closed_total", [("reason", "idle")], String(closed.idle))
         }
         writeRemoteWrite(health.remoteWrite)
+        if let state = health.state { writeState(state, startTime: health.startTime) }
         if let seconds = health.lastSampleSeconds {
             header("ifmeter_last_sample_duration_seconds", .gauge, unit: "seconds", help: "How long the last sample took. \(note)")
             plain("ifmeter_last_sample_duration_seconds", Self.number(seconds))
@@ -484,6 +487,39 @@ struct ExpositionWriter {
         header("ifmeter_build", .info, help: "ifmeter's version, the commit it was built from, and its counter source. \(note)")
         labeledSample("ifmeter_build_info", [("revision", health.revision), ("source", health.source), ("version", health.version)], "1")
         if let process = health.process { writeProcess(process) }
+    }
+
+    /// The state file's saves: a save that fails is never silent
+    /// (docs/hardening.md, "Saves").
+    mutating func writeState(_ state: StateHealth, startTime: Double) {
+        let note = Caveat.health
+        header("ifmeter_state_saves", .counter, help: "Saves of the state file that worked. \(note)")
+        plain("ifmeter_state_saves_total", String(state.saves))
+        created("ifmeter_state_saves", startTime)
+        header(
+            "ifmeter_state_save_failures", .counter,
+            help:
+                "Saves of the state file that failed (full disk, deleted folder, I/O error); each is retried and what it held is kept in memory until one works. \(note)"
+        )
+        plain("ifmeter_state_save_failures_total", String(state.failures))
+        created("ifmeter_state_save_failures", startTime)
+        header(
+            "ifmeter_state_save_failing", .gauge,
+            help: "1 while the last save of the state file failed: what was counted since the last good save is not on disk. \(note)")
+        plain("ifmeter_state_save_failing", state.failing ? "1" : "0")
+        header(
+            "ifmeter_state_recreations", .counter,
+            help: "Times the state file was found deleted or replaced under ifmeter and written anew at its path. \(note)")
+        plain("ifmeter_state_recreations_total", String(state.recreations))
+        created("ifmeter_state_recreations", startTime)
+        header("ifmeter_state_save_interval_seconds", .gauge, unit: "seconds", help: "Time between saves of the state file. \(note)")
+        plain("ifmeter_state_save_interval_seconds", Self.number(state.saveEvery))
+        if let time = state.lastSaveTime {
+            header(
+                "ifmeter_state_last_save_timestamp_seconds", .gauge, unit: "seconds",
+                help: "Unix time of the last save of the state file that worked. \(note)")
+            plain("ifmeter_state_last_save_timestamp_seconds", Self.number(time))
+        }
     }
 
     /// The families every Prometheus client library exposes, named and

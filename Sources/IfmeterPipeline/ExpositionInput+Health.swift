@@ -15,5 +15,6 @@ extension ExpositionInput {
                 overruns: health.overruns, lastSampleSeconds: health.lastSampleSeconds, lastSampleTime: health.lastSampleTime,
                 startTime: health.startTime, intervalSeconds: interval),
             families: families)
+        self.health.state = health.state
     }
 }

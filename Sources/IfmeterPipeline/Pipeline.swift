@@ -52,6 +52,8 @@ public struct PipelineHealth: Sendable, Hashable {
     public var lastSampleTime: Double?
     /// The last sample's failure; nil once sampling works again.
     public var lastError: SystemError?
+    /// With a state file: how its saves go.
+    public var state: StateHealth?
 
     public init(source: String, startTime: Double) {
         self.source = source
@@ -372,6 +374,7 @@ public final class Pipeline {
 
     /// Saves now, whatever the pace (SIGHUP); no-op without a state file.
     public func saveNow() {
+        persistence?.retryNow()
         persistence?.saveIfDue(engine, at: engine.lastSampleTime ?? clock.monotonic(), wallTime: clock.wall(), force: true)
     }
 
@@ -387,6 +390,7 @@ public final class Pipeline {
         previous: Double?, wall: Double? = nil, clockStep: Double = 0
     ) -> PipelineUpdate {
         sequence += 1
+        health.state = persistence?.health
         let (changed, forgotten) = engine.takeChangedTotals()
         var seconds: Double?
         if case .sampled = outcome, let previous { seconds = time - previous }
@@ -400,6 +404,7 @@ public final class Pipeline {
         if isSampled(outcome) { patternsSaid = true }
         for enricher in enrichers { enricher.enrich(update) }
         for sink in sinks { sink.receive(update) }
+        persistence?.noticesSaid()
         return update
     }
 }

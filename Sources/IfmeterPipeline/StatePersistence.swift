@@ -23,6 +23,11 @@ public protocol StateSaving: AnyObject {
     func markStopped(wallTime: Double) throws(StoreError)
     /// The start failed: remove what this start created.
     func abandon()
+    /// Whether the path still names the file being written.
+    func standing() -> StatePathStanding
+    /// The file written anew at its path (it was deleted or replaced), and
+    /// where what was there went.
+    func rewritten(now: Double) throws(StoreError) -> (store: any StateSaving, movedAside: String?)
 }
 
 extension StateSaving {
@@ -30,12 +35,29 @@ extension StateSaving {
     public var lastSaved: Double? { nil }
     public func markStopped(wallTime: Double) throws(StoreError) {}
     public func abandon() {}
+    public func standing() -> StatePathStanding { .same }
+    public func rewritten(now: Double) throws(StoreError) -> (store: any StateSaving, movedAside: String?) { (self, nil) }
 }
 
 extension StateStore: StateSaving {
     public var info: StateInfo {
         StateInfo(path: path, since: since, restored: restoresTotals, sameBoot: sameBoot)
     }
+
+    public func rewritten(now: Double) throws(StoreError) -> (store: any StateSaving, movedAside: String?) {
+        let (store, aside) = try recreated(now: now)
+        return (store, aside)
+    }
+}
+
+/// Something that happened to the state file that the log should say.
+public enum PersistenceNotice: Sendable, Hashable {
+    /// The file was deleted (or its folder) under the writer and written
+    /// anew at its path.
+    case recreated(path: String)
+    /// Another file was put at the path: moved aside to `aside`, and the
+    /// writer's written anew.
+    case replaced(path: String, aside: String)
 }
 
 /// The state of persistence, as updates carry it.
@@ -44,6 +66,10 @@ public struct PersistenceStatus: Sendable {
     public var saves: Int
     /// The last save's failure; nil once a save works again.
     public var lastError: StoreError?
+    /// Saves, failures and the last good save, as metrics say them.
+    public var health: StateHealth
+    /// What happened to the file since the last update (each said once).
+    public var notices: [PersistenceNotice] = []
 }
 
 /// A state file in use: restores the engine, then saves its totals, and
@@ -51,9 +77,19 @@ public struct PersistenceStatus: Sendable {
 /// Traffic of a failed save is kept for the next one: nothing counted is
 /// dropped. Used from the pipeline's thread.
 public final class StatePersistence {
-    public let store: any StateSaving
+    /// The store saved to: another one after the file was written anew.
+    public private(set) var store: any StateSaving
     /// Seconds between saves.
     public let every: Double
+    /// After a failed save, the next try comes this long after (or at the
+    /// next due save, when sooner): a full disk is not hammered every
+    /// sample, and a save that can work again does within half a minute.
+    public var retryEvery: Double {
+        didSet { health.retryEvery = retryEvery }
+    }
+    private var retryAt: Double?
+    public private(set) var health: StateHealth
+    private var notices: [PersistenceNotice] = []
     private var usage = PeriodAccumulator()
     /// The same traffic per local hour (what the usage tables get).
     private var hourly = HourlyUsage()
@@ -67,10 +103,21 @@ public final class StatePersistence {
     public init(store: any StateSaving, every: Double, zone: LocalZone = .system) {
         self.store = store
         self.every = every
+        retryEvery = min(every, 30)
+        health = StateHealth(saveEvery: every, retryEvery: min(every, 30))
         hourly = HourlyUsage(zone: zone)
     }
 
-    public var status: PersistenceStatus { PersistenceStatus(info: store.info, saves: saves, lastError: lastError) }
+    public var status: PersistenceStatus {
+        PersistenceStatus(info: store.info, saves: saves, lastError: lastError, health: health, notices: notices)
+    }
+
+    /// A failing save is tried at the next chance (SIGHUP: an operator
+    /// who freed space says so).
+    func retryNow() { retryAt = nil }
+
+    /// The notices of the last update are said: the next starts empty.
+    func noticesSaid() { notices.removeAll() }
 
     /// Continues `engine` from what the store held.
     func restore(into engine: inout DeltaEngine, now: Double) {
@@ -119,13 +166,19 @@ public final class StatePersistence {
             lastSave = time
             return save(engine, at: time, wallTime: wallTime)
         }
-        guard force || time - last >= every else { return false }
+        if lastError != nil, let retryAt {
+            // Failing: the next try is at `retryAt`, forced or not.
+            guard time >= retryAt else { return false }
+        } else {
+            guard force || time - last >= every else { return false }
+        }
         return save(engine, at: time, wallTime: wallTime)
     }
 
     /// The last save, then the mark of a clean stop (only when that save
     /// worked: otherwise the next start must not trust the file's end).
     func finish(_ engine: DeltaEngine, at time: Double, wallTime: Double) {
+        retryAt = nil
         saveIfDue(engine, at: time, wallTime: wallTime, force: true)
         guard lastError == nil else { return }
         do {
@@ -138,21 +191,42 @@ public final class StatePersistence {
     /// The start failed after the store was opened.
     public func abandon() { store.abandon() }
 
+    /// The file is still at its path, or written there anew (what was
+    /// put in its place moved aside): a save into a deleted file keeps
+    /// nothing.
+    private func checkPath(wallTime: Double) throws(StoreError) {
+        let standing = store.standing()
+        guard standing != .same else { return }
+        if case .unknown(let error) = standing { throw StoreError.system(path: store.info.path, error) }
+        let (fresh, aside) = try store.rewritten(now: wallTime)
+        store = fresh
+        health.recreations += 1
+        notices.append(aside.map { .replaced(path: store.info.path, aside: $0) } ?? .recreated(path: store.info.path))
+    }
+
     private func save(_ engine: DeltaEngine, at time: Double, wallTime: Double) -> Bool {
         let taken = usage.take()
         let takenHours = hourly.take()
         var rows = taken.mapValues { UsageEntry(kind: $0.classification.kind, counters: $0.counters, quality: $0.quality) }
         for (key, hours) in takenHours { rows[key]?.hours = hours }
-        do {
+        do throws(StoreError) {
+            try checkPath(wallTime: wallTime)
             try store.save(engine.saved, usage: rows, wallTime: wallTime)
             lastSave = time
             saves += 1
             lastError = nil
+            retryAt = nil
+            health.saves += 1
+            health.lastSaveTime = wallTime
+            health.failing = false
         } catch {
             // Kept for the next save.
             usage.putBack(taken)
             hourly.putBack(takenHours)
             lastError = error
+            retryAt = time + retryEvery
+            health.failures += 1
+            health.failing = true
         }
         return true
     }

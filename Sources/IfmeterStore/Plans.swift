@@ -110,7 +110,13 @@ extension StateStore {
     /// `UsageSlice.startRange`, whose length is not 1 s to 366 days, or
     /// whose byte or packet count is not a whole number from 0 to 2^63-1;
     /// a quality this version does not know reads as a lower bound.
-    static func slices(_ db: Database, path: String, zone: LocalZone, since: Int64?) throws(StoreError) -> [UsageSlice] {
+    ///
+    /// `suspectsOnly`: of the hours, read only the rows SQLite finds outside
+    /// those bounds (they then fail the same check): how a writer checks a
+    /// file at start without reading years of rows into memory.
+    static func slices(
+        _ db: Database, path: String, zone: LocalZone, since: Int64?, suspectsOnly: Bool = false
+    ) throws(StoreError) -> [UsageSlice] {
         var slices: [UsageSlice] = []
         func counters(_ check: RowCheck, _ from: Int32) throws(StoreError) -> Counters {
             Counters(
@@ -139,7 +145,8 @@ extension StateStore {
             }
             if try hasTable(db, "usage_hours") {
                 try db.prepare(
-                    "SELECT name, kind, start, seconds, rx_bytes, tx_bytes, rx_packets, tx_packets, quality FROM usage_hours WHERE start >= ? ORDER BY name, start"
+                    "SELECT name, kind, start, seconds, rx_bytes, tx_bytes, rx_packets, tx_packets, quality FROM usage_hours WHERE start >= ?"
+                        + (suspectsOnly ? " AND NOT (\(Self.plausibleHour))" : "") + " ORDER BY name, start"
                 ).query([.integer(since ?? Int64.min)]) { row throws(StoreError) in
                     let name = RowCheck.quoted(row.text(0))
                     let start = try RowCheck(row: row, path: db.path, what: "usage_hours row of \(name)")
@@ -157,6 +164,27 @@ extension StateStore {
             throw StoreError.tableFailure(error, path: path)
         }
         return slices
+    }
+
+    /// An hour row every check of `slices` passes, in SQL.
+    static var plausibleHour: String {
+        let counts = ["rx_bytes", "tx_bytes", "rx_packets", "tx_packets"].map { "typeof(\($0)) = 'integer' AND \($0) >= 0" }
+        return (["typeof(start) = 'integer' AND start BETWEEN \(UsageSlice.startRange.lowerBound) AND \(UsageSlice.startRange.upperBound)",
+            "typeof(seconds) = 'integer' AND seconds BETWEEN 1 AND \(UsageSlice.longestSeconds)"] + counts).joined(separator: " AND ")
+    }
+
+    /// Checks every row a reader checks (plans and their limits, the
+    /// five-minute, hour and day rows), keeping none: a writer refuses a
+    /// file `usage` would call corrupt, with the same message, before it
+    /// writes a byte (issue 29's finding 6).
+    static func checkRows(_ db: Database) throws(StoreError) {
+        do throws(StoreError) {
+            if try hasTable(db, "plans") { _ = try readPlans(db) }
+            _ = try fiveMinuteSlices(db)
+            _ = try slices(db, path: db.path, zone: .utc, since: nil, suspectsOnly: true)
+        } catch {
+            throw StoreError.tableFailure(error, path: db.path)
+        }
     }
 
     /// A calendar date as schema 1 stored it, `YYYY-MM-DD` (the year 1 to

@@ -2,6 +2,18 @@ import CSQLite
 import IfmeterCore
 import IfmeterSystem
 
+/// Whether a state file's path still names the file its writer writes.
+public enum StatePathStanding: Sendable, Hashable {
+    case same
+    /// Nothing is there (the file or its folder was deleted).
+    case missing
+    /// Another file is there (this kind): the writer's was moved or
+    /// deleted and something else put in its place.
+    case replaced(FileStatus.Kind)
+    /// lstat failed otherwise.
+    case unknown(SystemError)
+}
+
 /// Totals that survive restarts and reboots, usage per local hour and plans,
 /// in one SQLite file (WAL mode).
 ///
@@ -61,6 +73,12 @@ public final class StateStore {
     /// the file when the start fails).
     private let createdFiles: [String]
 
+    /// The file this store writes (device and inode), to notice one
+    /// deleted or replaced under it (`standing`).
+    private let identity: (device: UInt64, inode: UInt64)
+    /// What the store was opened with, to open the file written anew.
+    private let saveEvery: Double?
+
     /// SQLite's side files of a database.
     static let sideSuffixes = ["-wal", "-shm", "-journal"]
 
@@ -102,7 +120,8 @@ public final class StateStore {
                 throw StoreError.notRegularFile(path: path + suffix)
             }
         }
-        let existed = (FileStatus(descriptor: lock)?.size ?? 0) > 0
+        let opened = FileStatus(descriptor: lock)
+        let existed = (opened?.size ?? 0) > 0
 
         let db: Database
         var meta: [String: String] = [:]
@@ -142,6 +161,7 @@ public final class StateStore {
             // written: a file refused for a bad row keeps its marks as they
             // were.
             restored = try Self.loadSeries(db)
+            if existed { try Self.checkRows(db) }
             let set = try db.prepare(Self.setMetaSQL)
             if role == .sampler {
                 // Running from now: a clean stop says so (`markStopped`).
@@ -165,6 +185,8 @@ public final class StateStore {
         }
         database = db
         createdFiles = newFiles
+        identity = (opened?.device ?? 0, opened?.inode ?? 0)
+        self.saveEvery = saveEvery
         isNew = !existed
         since = (meta["totals_since"] ?? meta["created"]).flatMap(Double.init) ?? now
         sameBoot = meta["boot_id"] == bootID
@@ -191,6 +213,75 @@ public final class StateStore {
 
     /// Removes files (a failed start's), never through a link.
     static func remove(_ paths: [String]) { removeRegularFiles(paths) }
+
+    /// Whether the path still names the file this store writes: a save
+    /// into a file deleted (or moved away and replaced) under a running
+    /// writer would keep nothing anyone can read.
+    public func standing() -> StatePathStanding {
+        guard let now = FileStatus(path) else {
+            if currentErrno() == Errno.noSuchFile || currentErrno() == Errno.notADirectory { return .missing }
+            return .unknown(SystemError.system("lstat(\(path))"))
+        }
+        return now.device == identity.device && now.inode == identity.inode ? .same : .replaced(now.kind)
+    }
+
+    /// Writes what this store holds to its path anew (after `standing`
+    /// said it is gone or replaced) and returns the store of that file,
+    /// locked and marked as being written; this one is then done. What
+    /// another hand put at the path is moved aside (`PATH.replaced-TIME`),
+    /// never written over or removed. The folder is checked as at start:
+    /// one that came back owned by another user is refused.
+    public func recreated(now: Double) throws(StoreError) -> (store: StateStore, movedAside: String?) {
+        let folder = SafeFile.folder(of: path)
+        do throws(SystemError) {
+            try OwnFolder.check(folder, followingLinks: true)
+        } catch {
+            if error.errno == Errno.noSuchFile { throw StoreError.noFolder(path: path, folder: folder) }
+            throw StoreError.system(path: path, error)
+        }
+        var movedAside: String?
+        if FileStatus(path) != nil {
+            let aside = path + ".replaced-" + String(Int64(now.rounded(.down)))
+            do throws(SystemError) {
+                try renamePath(path, to: aside)
+            } catch {
+                throw StoreError.system(path: path, error)
+            }
+            movedAside = aside
+        }
+        // Written beside the path, then renamed onto it: a reader never
+        // sees half a file. O_EXCL and 0600: nothing planted is written
+        // through.
+        let fresh: String
+        do throws(SystemError) {
+            let made = try SafeFile.createTemporary(for: path, mode: 0o600)
+            _ = closeDescriptor(made.fd)
+            fresh = made.path
+        } catch {
+            throw StoreError.system(path: path, error)
+        }
+        do throws(StoreError) {
+            // SQLite reads a file moved or deleted under it (its WAL
+            // included), and writes it no more.
+            try database.prepare("VACUUM INTO ?").run([.text(fresh)])
+        } catch {
+            removeRegularFiles([fresh])
+            throw error
+        }
+        // The old file's WAL and its index keep their names: the new file's
+        // connection would open them as its own. This connection keeps
+        // them open, and cannot checkpoint a moved file, so never removes
+        // the new file's.
+        removeRegularFiles([path + "-wal", path + "-shm"])
+        do throws(SystemError) {
+            try renamePath(fresh, to: path)
+        } catch {
+            removeRegularFiles([fresh])
+            throw StoreError.system(path: path, error)
+        }
+        let store = try StateStore(path: path, host: host, bootID: bootID, now: now, role: role, saveEvery: saveEvery)
+        return (store, movedAside)
+    }
 
     /// Records a clean stop (after the last save): the next start knows
     /// that nothing counted is missing.

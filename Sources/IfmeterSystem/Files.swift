@@ -33,6 +33,10 @@ public struct FileStatus: Sendable, Hashable {
     public var permissions: UInt32
     public var links: UInt64
     public var size: Int64
+    /// Which file it is: the same device and inode are the same file,
+    /// whatever its name now.
+    public var device: UInt64
+    public var inode: UInt64
 
     /// Anyone may write it (o+w).
     public var writableByAll: Bool { permissions & 0o002 != 0 }
@@ -62,6 +66,8 @@ public struct FileStatus: Sendable, Hashable {
         permissions = UInt32(st.st_mode & 0o7777)
         links = UInt64(st.st_nlink)
         size = Int64(st.st_size)
+        device = UInt64(st.st_dev)
+        inode = UInt64(st.st_ino)
     }
 }
 

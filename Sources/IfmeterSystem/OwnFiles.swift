@@ -222,3 +222,9 @@ public final class OwnFile: @unchecked Sendable {
 
 /// rename(2), named apart from `OwnFolder.rename`.
 private func systemRename(_ from: String, _ to: String) -> Int32 { rename(from, to) }
+
+/// Renames a path (a link itself, never its target), replacing what is at
+/// `newPath`.
+public func renamePath(_ path: String, to newPath: String) throws(SystemError) {
+    if systemRename(path, newPath) != 0 { throw SystemError.system("rename(\(path), \(newPath))") }
+}

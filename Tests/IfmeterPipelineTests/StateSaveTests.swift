@@ -1,0 +1,103 @@
+import Foundation
+import IfmeterCore
+import IfmeterPipeline
+import IfmeterStore
+import IfmeterTestSupport
+import Testing
+
+/// Issue 29, finding 2: a save that fails is counted, said once per cause,
+/// retried at its pace, and leaves the final status failing; a state file
+/// deleted or replaced under its writer is written anew at its path.
+@Suite struct StateSaveTests {
+    func script(samples: Int) -> [ScriptedSource.Step] {
+        (0..<samples).map { n in .sample(Double(n), [("eth0", 2, UInt64(n) * 1000, UInt64(n) * 10)]) }
+    }
+
+    @Test func aFailingSaveIsCountedSaidOnceAndRetriedAtItsPace() throws {
+        let dir = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = try StateStore(path: dir + "/state.db", host: "h", bootID: "boot-1", now: 1_796_040_000)
+        // Fails at 0, 5 and 10 s; works from 15 s.
+        let flaky = FlakyStore(store, failures: 3)
+        let persistence = StatePersistence(store: flaky, every: 1)
+        persistence.retryEvery = 5
+        let (p, c) = pipeline(script(samples: 20), persistence: persistence, limit: 20)
+        var lines: [String] = []
+        p.add(sink: StateSaveLog(zone: .utc) { lines.append($0) })
+        var waiter = CountingWaiter(waits: 100)
+        p.run(&waiter)
+        // Not every sample: the failing save is tried every 5 s; then every
+        // second (its pace) from 15 s to 19 s, and once at the end.
+        #expect(flaky.attempts == 3 + 5 + 1, "\(flaky.attempts) attempts")
+        let failing = c.updates.compactMap(\.persistence).filter { $0.lastError != nil }
+        #expect(failing.count == 15, "failing from the first sample to the save at 15 s")
+        #expect(c.updates[14].health.state?.failures == 3 && c.updates[14].health.state?.failing == true)
+        #expect(c.updates[14].health.state?.lastSaveTime == nil, "no save has worked yet")
+        let last = try #require(c.updates.last?.health.state)
+        #expect(last.failures == 3 && !last.failing && last.saves == 5 && last.lastSaveTime == 1_796_040_000)
+        #expect(lines.count == 2, "one line for the cause, one when it works again: \(lines)")
+        #expect(lines.first?.contains("database or disk is full") == true && lines.first?.contains("Everything counted since") == true)
+        #expect(lines.first?.contains("retrying every 5 s") == true, "\(lines)")
+        #expect(lines.last == "saving state to \(dir)/state.db works again, after 3 failed saves")
+        #expect(StateSaveLog.finalFailure(try #require(p.persistence?.status)) == nil)
+        // Nothing was lost: every byte reached the file once.
+        #expect(try StateStore.usage(path: dir + "/state.db", granularity: .day).map(\.counters.rxBytes) == [19_000])
+    }
+
+    @Test func aLastSaveThatFailsIsTheFinalWord() throws {
+        let dir = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = try StateStore(path: dir + "/state.db", host: "h", bootID: "boot-1", now: 1_796_040_000)
+        let flaky = FlakyStore(store, failures: 0)
+        let persistence = StatePersistence(store: flaky, every: 1)
+        final class FailLate: PipelineSink {
+            let flaky: FlakyStore
+            init(_ flaky: FlakyStore) { self.flaky = flaky }
+            func receive(_ update: borrowing PipelineUpdate) { if update.sequence == 5 { flaky.failures = 1000 } }
+        }
+        let (p, _) = pipeline(script(samples: 8), persistence: persistence, limit: 8)
+        p.add(sink: FailLate(flaky))
+        var waiter = CountingWaiter(waits: 100)
+        p.run(&waiter)
+        let status = try #require(p.persistence?.status)
+        let line = try #require(StateSaveLog.finalFailure(status, zone: .utc))
+        #expect(line.contains("the last save of the state file \(dir)/state.db failed (database or disk is full)"), "\(line)")
+        #expect(line.contains("what was counted since the last good save at 2026-11-30T12:00:00Z is not in it"), "\(line)")
+    }
+
+    @Test func aStateFileDeletedOrReplacedUnderItsWriterIsWrittenAnew() throws {
+        let dir = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/state.db"
+        let store = try StateStore(path: path, host: "h", bootID: "boot-1", now: 1_796_040_000)
+        let persistence = StatePersistence(store: store, every: 1)
+        final class Meddler: PipelineSink {
+            let path: String
+            init(_ path: String) { self.path = path }
+            func receive(_ update: borrowing PipelineUpdate) {
+                if update.sequence == 3 { unlink(path) }
+                if update.sequence == 6 {
+                    unlink(path)
+                    _ = FileManager.default.createFile(atPath: path, contents: Data("not ifmeter's".utf8))
+                }
+            }
+        }
+        let (p, c) = pipeline(script(samples: 10), persistence: persistence, limit: 10)
+        p.add(sink: Meddler(path))
+        var lines: [String] = []
+        p.add(sink: StateSaveLog(zone: .utc) { lines.append($0) })
+        var waiter = CountingWaiter(waits: 100)
+        p.run(&waiter)
+        #expect(c.updates.allSatisfy { $0.persistence?.lastError == nil })
+        #expect(c.updates.last?.health.state?.recreations == 2)
+        #expect(lines.count == 2, "\(lines)")
+        #expect(lines.first?.contains("was deleted under this ifmeter") == true)
+        let aside = try #require(try FileManager.default.contentsOfDirectory(atPath: dir).first { $0.hasPrefix("state.db.replaced-") })
+        #expect(lines.last == "state file \(path) was replaced by another file under this ifmeter: that file was moved to \(dir)/\(aside), and this ifmeter's written anew at \(path)")
+        #expect(try String(contentsOfFile: dir + "/" + aside, encoding: .utf8) == "not ifmeter's", "what was put there is kept")
+        // Everything counted is in the file at the path, once.
+        #expect(try StateStore.usage(path: path, granularity: .day).map(\.counters.rxBytes) == [9_000])
+        let files = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasPrefix(".state.db.tmp-") }
+        #expect(files.isEmpty, "no temporary file is left: \(files)")
+    }
+}
