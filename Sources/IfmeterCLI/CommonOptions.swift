@@ -346,8 +346,10 @@ final class PatternWarning: PipelineSink {
 }
 
 extension CLIError {
-    /// A state file a running command cannot use: it cannot start (1).
-    static func opening(_ error: StoreError) -> CLIError { .runtime(error.description) }
+    /// A state file a running command cannot use: its content is bad
+    /// data (65, as `usage` says it, with the same words), anything else a
+    /// start that failed (1).
+    static func opening(_ error: StoreError) -> CLIError { error.isBadData ? .data(error.description) : .runtime(error.description) }
 
     /// A state file that cannot be read: missing or not a file at all (a
     /// FIFO, a folder) is a usage error (64: the argument names no state

@@ -163,7 +163,7 @@ struct ManPages {
         Bad data: an input's content is wrong (a malformed trace line, named with its line number; a state file that is not ifmeter's or is corrupt).
         .TP
         .B 1
-        Runtime failure: a system call failed, a file could not be written, the state file is in use.
+        Runtime failure: a system call failed, a file could not be written (serve, export and live: the last save of the state file failed), the state file is in use.
         .PP
         Errors are one line on standard error, starting with \\(lqError:\\(rq and saying what was wrong; usage errors add where to find help.
 

@@ -203,6 +203,8 @@ extension StateStore {
         try reading(path, verify: verify) { db throws(StoreError) in
             do throws(StoreError) {
                 guard try hasTable(db, "plans") else { return [] }
+                // A file `usage` calls corrupt is called so here too.
+                if verify { try checkRows(db) }
                 return try readPlans(db)
             } catch {
                 throw StoreError.tableFailure(error, path: path)
