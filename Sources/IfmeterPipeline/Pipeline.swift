@@ -277,8 +277,9 @@ public final class Pipeline {
         if let persistence {
             persistence.record(deltas, engine: &engine, sample: filtered.sample, sampleTime: t, wallTime: wall)
             // A deletion's final counters exist nowhere else any more: saved
-            // at once, so a kill right after cannot lose them.
-            persistence.saveIfDue(engine, at: t, wallTime: wall, force: !filtered.events.deleted.isEmpty)
+            // soon (at most one such save per `deletionGap`), so a kill
+            // after that cannot lose them.
+            persistence.saveIfDue(engine, at: t, wallTime: wall, deletion: !filtered.events.deleted.isEmpty)
         }
         health.samples += 1
         health.overruns += UInt64(filtered.events.overruns)

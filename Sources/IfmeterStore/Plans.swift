@@ -74,8 +74,11 @@ extension StateStore {
                 ? [HourUsage(start: zone.hourStart(Int64(wallTime.rounded(.down))), counters: entry.counters, quality: entry.quality)]
                 : entry.hours
             for h in hours.sorted(by: { $0.start < $1.start }) {
-                slots += h.fiveMinutes.sorted { $0.start < $1.start }.map { (key, entry.kind, $0) }
+                // An exact zero adds nothing: an idle interface writes no
+                // row (a churned veth peer would leave one per hour).
                 let c = h.counters
+                if h.quality == .exact, c.rxBytes == 0, c.txBytes == 0, c.rxPackets == 0, c.txPackets == 0 { continue }
+                slots += h.fiveMinutes.sorted { $0.start < $1.start }.map { (key, entry.kind, $0) }
                 try add.run([
                     .text(key.description), .integer(h.start), .text(entry.kind.rawValue),
                     .integer(Int64(clamping: c.rxBytes)), .integer(Int64(clamping: c.txBytes)),

@@ -183,7 +183,7 @@ final class Statement {
     /// SQLite's "copy this text now" destructor.
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
-    enum Value {
+    enum Value: Hashable {
         case null, integer(Int64), real(Double), text(String)
     }
 

@@ -64,11 +64,18 @@ public final class StateStore {
 
     let database: Database
     private let upsertInterface: Statement
+    private let removeInterface: Statement
     private let addUsage: Statement
     private let setMeta: Statement
     /// This boot's id is in the file (written by the first save that
     /// worked; a save after that leaves its row alone).
     private var bootIDSaved = false
+    /// Each row in the file as this store last wrote (or read) it, without
+    /// its times: a save rewrites only the rows whose content changed
+    /// (`full` saves write all), and removes those of interfaces the
+    /// engine forgot. Keeps churn within the write budget (issue 29,
+    /// finding 8).
+    private var written: [String: Int] = [:]
     /// The side files that did not exist before this start (removed with
     /// the file when the start fails).
     private let createdFiles: [String]
@@ -177,6 +184,7 @@ public final class StateStore {
             }
             setMeta = set
             upsertInterface = try db.prepare(Self.upsertSQL)
+            removeInterface = try db.prepare("DELETE FROM interfaces WHERE name = ?")
             addUsage = try db.prepare(Self.usageSQL)
         } catch {
             // What this start made goes with it.
@@ -185,6 +193,8 @@ public final class StateStore {
         }
         database = db
         createdFiles = newFiles
+        // Rows read back count as unwritten: the first save writes them.
+        for item in restored { written[item.totals.key.description] = 0 }
         identity = (opened?.device ?? 0, opened?.inode ?? 0)
         self.saveEvery = saveEvery
         isNew = !existed
@@ -458,12 +468,31 @@ public final class StateStore {
     /// Saves every interface's state and adds `usage` (the traffic since
     /// the last save, per interface) to today's and this month's rows, in
     /// one transaction: a kill at any moment leaves the last save whole.
+    ///
+    /// `saved` is every series the engine keeps: a row of one it no longer
+    /// keeps is removed, and so is that of an interface deleted (its final
+    /// traffic is in the usage rows this save adds) or gone with nothing
+    /// counted (an idle peer of a churned veth pair). The engine keeps
+    /// their totals for `--series-lifetime`; a restart forgets them. A
+    /// save that is not `full` (one forced by a deletion) rewrites only the
+    /// rows whose content changed since they were last written.
     public func save(
-        _ saved: [DeltaEngine.SavedSeries], usage: [SeriesKey: UsageEntry], wallTime: Double
+        _ saved: [DeltaEngine.SavedSeries], usage: [SeriesKey: UsageEntry], wallTime: Double, full: Bool = true
     ) throws(StoreError) {
+        var nowWritten = written
         try database.transaction { () throws(StoreError) in
+            var kept = Set<String>()
             for item in saved {
                 let t = item.totals
+                let name = t.key.description
+                // A deleted interface's row goes at the save that holds its
+                // final traffic (in the usage rows, which keep its history);
+                // so does that of one gone with nothing counted.
+                let idle =
+                    t.quality == .exact && CounterKey.allCases.allSatisfy({ (t.totals[$0] ?? 0) == 0 })
+                    && t.events.wraps == 0 && t.events.resets == 0 && t.events.recreations == 0
+                if !t.present, t.deletedAt != nil || idle { continue }
+                kept.insert(name)
                 var values: [Statement.Value] = [
                     .text(t.key.description), .text(t.classification.kind.rawValue), .text(t.classification.evidence),
                     t.index.map { .integer(Int64($0)) } ?? .null, .integer(Int64(t.width.rawValue)),
@@ -480,7 +509,18 @@ public final class StateStore {
                     .integer(Int64(t.events.recreations)), .integer(Int64(t.events.deletions)), .real(t.firstSeen),
                     .real(t.lastSeen), t.deletedAt.map { .real($0) } ?? .null,
                 ]
+                // The content without its times (last_time, last_seen):
+                // an idle interface's row changes only by them.
+                var hasher = Hasher()
+                for (i, value) in values.enumerated() where i != 7 && i != values.count - 2 { hasher.combine(value) }
+                let digest = hasher.finalize() | 1
+                if !full, nowWritten[name] == digest { continue }
                 try upsertInterface.run(values)
+                nowWritten[name] = digest
+            }
+            for name in nowWritten.keys where !kept.contains(name) {
+                try removeInterface.run([.text(name)])
+                nowWritten[name] = nil
             }
             // Usage goes into local hours (schema 2); the day and month rows
             // of schema 1 are kept as they were and read with them.
@@ -490,6 +530,7 @@ public final class StateStore {
             }
             try setMeta.run([.text("saved"), .text(String(wallTime))])
         }
+        written = nowWritten
         bootIDSaved = true
     }
 

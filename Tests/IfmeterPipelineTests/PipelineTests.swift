@@ -244,13 +244,13 @@ final class FlakyStore: StateSaving {
     var sameBoot: Bool { store.sameBoot }
     var info: PeriodReport.State { store.info }
 
-    func save(_ saved: [DeltaEngine.SavedSeries], usage: [SeriesKey: UsageEntry], wallTime: Double) throws(StoreError) {
+    func save(_ saved: [DeltaEngine.SavedSeries], usage: [SeriesKey: UsageEntry], wallTime: Double, full: Bool) throws(StoreError) {
         attempts += 1
         if failures > 0 {
             failures -= 1
             throw StoreError.sqlite(path: store.path, call: "sqlite3_step", message: "database or disk is full")
         }
-        try store.save(saved, usage: usage, wallTime: wallTime)
+        try store.save(saved, usage: usage, wallTime: wallTime, full: full)
     }
 }
 
