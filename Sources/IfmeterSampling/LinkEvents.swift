@@ -78,6 +78,13 @@ func parseLinkMessage(_ message: NetlinkReceived, netclass: Bool = false) -> Lin
 /// two watched ones), each end's final receive counters are the other's
 /// final transmit counters, which are complete: write them, and they are
 /// no longer a lower bound.
+///
+/// Which end is whose peer: an end's own word (`peer`, which the catalog
+/// keeps, since a deletion names no peer), else the word of the end that
+/// names it. Only one end may have said it: `ip link add P type veth peer
+/// name Q` registers and announces Q before P exists, so Q's announcement
+/// names no peer (IFLA_LINK 0), and nothing announces Q again while it
+/// stays as it is (an idle pair never brought up); P's names Q.
 enum VethPeers {
     /// Completes the deletions of pairs whose both ends are in `events`;
     /// `namespaces(id, in:)` names the namespaces the kernel's id for the
@@ -90,24 +97,47 @@ enum VethPeers {
         _ events: inout [DeletionEvent], namespaces: (Int32, String) -> [String] = { _, _ in [] },
         finals known: (String, Int) -> Counters? = { _, _ in nil }
     ) {
+        let finals = events
         var byKey: [PeerKey: Int] = [:]
-        for (n, event) in events.enumerated() {
+        for (n, event) in finals.enumerated() {
             guard let index = event.interface.index else { continue }
             byKey[PeerKey(netns: event.interface.netns, index: index)] = n
         }
-        let finals = events
-        for n in events.indices {
-            guard let peer = events[n].peer, events[n].lowerBound.contains(.rxBytes) else { continue }
-            let candidates = peer.netnsID.map { namespaces($0, events[n].interface.netns) } ?? [events[n].interface.netns]
-            var found: Counters?
-            for netns in candidates {
-                if let other = byKey[PeerKey(netns: netns, index: peer.index)] {
-                    found = finals[other].interface.counters
-                } else {
-                    found = known(netns, peer.index)
+        func candidates(_ event: DeletionEvent, _ peer: PeerLink) -> [String] {
+            peer.netnsID.map { namespaces($0, event.interface.netns) } ?? [event.interface.netns]
+        }
+        // Each end that a deletion among `events` names as its peer, and
+        // that deletion; made when first needed.
+        var namedBy: [PeerKey: Int]?
+        func namer(of event: DeletionEvent) -> Int? {
+            guard let index = event.interface.index else { return nil }
+            if namedBy == nil {
+                var map: [PeerKey: Int] = [:]
+                for (m, other) in finals.enumerated() {
+                    guard let peer = other.peer else { continue }
+                    for netns in candidates(other, peer) where byKey[PeerKey(netns: netns, index: peer.index)] != nil {
+                        map[PeerKey(netns: netns, index: peer.index)] = m
+                        break
+                    }
                 }
-                if found != nil { break }
+                namedBy = map
             }
+            return namedBy?[PeerKey(netns: event.interface.netns, index: index)]
+        }
+        for n in events.indices where events[n].lowerBound.contains(.rxBytes) {
+            var found: Counters?
+            if let peer = events[n].peer {
+                for netns in candidates(events[n], peer) {
+                    if let other = byKey[PeerKey(netns: netns, index: peer.index)] {
+                        found = finals[other].interface.counters
+                    } else {
+                        found = known(netns, peer.index)
+                    }
+                    if found != nil { break }
+                }
+            }
+            // The end that names this one as its peer.
+            if found == nil, let other = namer(of: finals[n]) { found = finals[other].interface.counters }
             guard let tx = found else { continue }
             events[n].interface.counters[.rxBytes] = tx.value(.txBytes)
             events[n].interface.counters[.rxPackets] = tx.value(.txPackets)
