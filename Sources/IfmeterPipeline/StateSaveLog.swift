@@ -31,7 +31,9 @@ public final class StateSaveLog: PipelineSink {
             case .recreated(let path):
                 log("state file \(path) was deleted under this ifmeter (or its folder was): written anew there with everything counted")
             case .replaced(let path, let aside):
-                log("state file \(path) was replaced by another file under this ifmeter: that file was moved to \(aside), and this ifmeter's written anew at \(path)")
+                log(
+                    "state file \(path) was replaced by another file under this ifmeter: that file was moved to \(aside), and this ifmeter's written anew at \(path)"
+                )
             }
         }
         if let error = status.lastError {
@@ -39,7 +41,9 @@ public final class StateSaveLog: PipelineSink {
             guard cause != saidCause else { return }
             saidCause = cause
             failuresWhenSaid = status.health.failures
-            log("saving state to \(path) failed: \(cause). \(Self.unsaved(status, zone: zone)) kept in memory, not in the file; retrying every \(Units.duration(status.health.retryEvery)) (ifmeter_state_save_failures_total)")
+            log(
+                "saving state to \(path) failed: \(cause). \(Self.unsaved(status, zone: zone)) kept in memory, not in the file; retrying every \(Units.duration(status.health.retryEvery)) (ifmeter_state_save_failures_total)"
+            )
         } else if saidCause != nil {
             saidCause = nil
             log("saving state to \(path) works again, after \(status.health.failures - failuresWhenSaid + 1) failed saves")
@@ -72,6 +76,7 @@ public final class StateSaveLog: PipelineSink {
     public static func finalFailure(_ status: PersistenceStatus, zone: LocalZone = .system) -> String? {
         guard let error = status.lastError else { return nil }
         let unsaved = unsaved(status, zone: zone)
-        return "the last save of the state file \(status.info.path) failed (\(cause(error))): \(unsaved.prefix(1).lowercased() + unsaved.dropFirst()) not in it"
+        return
+            "the last save of the state file \(status.info.path) failed (\(cause(error))): \(unsaved.prefix(1).lowercased() + unsaved.dropFirst()) not in it"
     }
 }

@@ -172,8 +172,11 @@ extension StateStore {
     /// An hour row every check of `slices` passes, in SQL.
     static var plausibleHour: String {
         let counts = ["rx_bytes", "tx_bytes", "rx_packets", "tx_packets"].map { "typeof(\($0)) = 'integer' AND \($0) >= 0" }
-        return (["typeof(start) = 'integer' AND start BETWEEN \(UsageSlice.startRange.lowerBound) AND \(UsageSlice.startRange.upperBound)",
-            "typeof(seconds) = 'integer' AND seconds BETWEEN 1 AND \(UsageSlice.longestSeconds)"] + counts).joined(separator: " AND ")
+        return
+            ([
+                "typeof(start) = 'integer' AND start BETWEEN \(UsageSlice.startRange.lowerBound) AND \(UsageSlice.startRange.upperBound)",
+                "typeof(seconds) = 'integer' AND seconds BETWEEN 1 AND \(UsageSlice.longestSeconds)",
+            ] + counts).joined(separator: " AND ")
     }
 
     /// Checks every row a reader checks (plans and their limits, the

@@ -58,8 +58,10 @@ struct StateSaveAbuseTests {
         let state = dir + "/s.db"
         let port: UInt16 = 19311
         let serve = try Background(
-            ["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:\(port)", "--interval", "200ms",
-             "--state", state, "--save-every", "1s"], name: "serve-full")
+            [
+                "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:\(port)", "--interval", "200ms",
+                "--state", state, "--save-every", "1s",
+            ], name: "serve-full")
         _ = try waitFor("serve") { serve.log.contains("listening") ? true : nil }
         try waitForMetric(pair.a, port, "ifmeter_state_saves_total") { $0 >= 1 }
         try fill(dir)
@@ -95,8 +97,10 @@ struct StateSaveAbuseTests {
         defer { _ = try? run(["umount", "-l", dir], allowFailure: true) }
         let state = dir + "/s.db"
         let export = try Background(
-            ["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "export", "--interval", "200ms", "--every", "200ms",
-             "--json", out + "/r.json", "--state", state, "--save-every", "1s"], name: "export-full")
+            [
+                "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "export", "--interval", "200ms", "--every", "200ms",
+                "--json", out + "/r.json", "--state", state, "--save-every", "1s",
+            ], name: "export-full")
         _ = try ExportReport.waitForFirst(out + "/r.json")
         try fill(dir)
         try pair.sendUDP(count: 50, payload: 1000)
@@ -117,8 +121,10 @@ struct StateSaveAbuseTests {
         let state = sub + "/s.db"
         let port: UInt16 = 19312
         let serve = try Background(
-            ["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:\(port)", "--interval", "200ms",
-             "--state", state, "--save-every", "1s"], name: "serve-deleted")
+            [
+                "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:\(port)", "--interval", "200ms",
+                "--state", state, "--save-every", "1s",
+            ], name: "serve-deleted")
         _ = try waitFor("serve") { serve.log.contains("listening") ? true : nil }
         try waitForMetric(pair.a, port, "ifmeter_state_saves_total") { $0 >= 1 }
         try pair.sendUDP(count: 20, payload: 1000)
@@ -162,8 +168,10 @@ struct StateSaveAbuseTests {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let state = dir + "/s.db"
         #expect(try ifmeter(["plan", "set", "lo", "--state", state, "--cycle-start", "1", "--quota", "1GB"]).status == 0)
-        try run(["sqlite3", state,
-            "INSERT INTO usage_hours VALUES ('lo', 1796040000, 3600, 'loopback', 0, -5, 0, 0, 0);"])
+        try run([
+            "sqlite3", state,
+            "INSERT INTO usage_hours VALUES ('lo', 1796040000, 3600, 'loopback', 0, -5, 0, 0, 0);",
+        ])
         let before = try Data(contentsOf: URL(fileURLWithPath: state))
         let usage = try ifmeter(["usage", "--state", state])
         #expect(usage.status == 65, "\(usage.err)")

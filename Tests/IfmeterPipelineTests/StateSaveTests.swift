@@ -93,7 +93,10 @@ import Testing
         #expect(lines.count == 2, "\(lines)")
         #expect(lines.first?.contains("was deleted under this ifmeter") == true)
         let aside = try #require(try FileManager.default.contentsOfDirectory(atPath: dir).first { $0.hasPrefix("state.db.replaced-") })
-        #expect(lines.last == "state file \(path) was replaced by another file under this ifmeter: that file was moved to \(dir)/\(aside), and this ifmeter's written anew at \(path)")
+        #expect(
+            lines.last
+                == "state file \(path) was replaced by another file under this ifmeter: that file was moved to \(dir)/\(aside), and this ifmeter's written anew at \(path)"
+        )
         #expect(try String(contentsOfFile: dir + "/" + aside, encoding: .utf8) == "not ifmeter's", "what was put there is kept")
         // Everything counted is in the file at the path, once.
         #expect(try StateStore.usage(path: path, granularity: .day).map(\.counters.rxBytes) == [9_000])
