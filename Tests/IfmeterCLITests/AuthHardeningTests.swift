@@ -285,14 +285,17 @@ struct AuthHardeningTests {
         }
         let none = timedRequest(from: "127.0.0.5", port: Self.port, in: ns, headers: [:])
         #expect(none.status == 401 && none.headers["www-authenticate"] == "Basic" && none.seconds < 0.05, "no credentials: \(Self.describe(none))")
-        func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
-        let ratio = median(unknown) / median(known)
+        // The fastest of each: what a check costs when nothing else runs.
+        // Other tests' load only ever adds time, to one request or another
+        // (a median of six took a busy second for one side and not the
+        // other: 0.256 s against 0.956 s); the least time does not move
+        // with it, and a cheaper check for unknown users still shows.
+        let fastestUnknown = unknown.min() ?? 0, fastestKnown = known.min() ?? 1
+        let ratio = fastestUnknown / fastestKnown
         let summary =
-            "unknown user: median \(String(format: "%.3f", median(unknown))) s \(unknown.map { String(format: "%.3f", $0) }), wrong password: median \(String(format: "%.3f", median(known))) s \(known.map { String(format: "%.3f", $0) })"
+            "unknown user: fastest \(String(format: "%.3f", fastestUnknown)) s \(unknown.map { String(format: "%.3f", $0) }), wrong password: fastest \(String(format: "%.3f", fastestKnown)) s \(known.map { String(format: "%.3f", $0) })"
         print("AuthHardeningTests: \(summary)")
-        // Before: 0.25 (a cost-10 decoy against a cost-12 user). The bounds
-        // leave room for a busy machine, where the times measured for the
-        // decoy's delay lag the load of the moment.
+        // Before: 0.25 (a cost-10 decoy against a cost-12 user).
         #expect(ratio > 0.6 && ratio < 1.6, "\(summary)")
     }
 
