@@ -45,7 +45,9 @@ struct LiveCommand: Command {
                 feed.onPublish = { [unowned screen, unowned feed] in screen.model.route = feed.summary }
             }
             #endif
-            if let state = setup.state { pipeline.add(enricher: PlanFeed(path: state.path) { screen.model.plans = $0 }) }
+            if let state = setup.state {
+                pipeline.add(enricher: PlanFeed(path: state.path, persistence: pipeline.persistence) { screen.model.plans = $0 })
+            }
             pipeline.add(sink: screen)
             // Said after the screen is gone: a line on stderr would tear it.
             let said = LinesHeld()

@@ -25,8 +25,8 @@ struct PlanCommand: Command {
             the period holding now (the cycle defaults to day 1 with limits
             alone). 'usage --cycle' and 'usage --check' use the plans;
             serve and live show them when they have --state. set and remove
-            change the state file, so they refuse one in use by serve, live or
-            export (stop it, or set the plan first).
+            work while serve, live or export write the file: each change is
+            one transaction, and the running ifmeter shows it within a sample.
             Without --state: $IFMETER_STATE, else /var/lib/ifmeter/state.db for
             root, else $XDG_STATE_HOME/ifmeter/state.db or
             ~/.local/state/ifmeter/state.db.
@@ -197,7 +197,7 @@ struct PlanCommand: Command {
         }
     }
 
-    /// Opens the state file for a change; one in use is refused (64).
+    /// Opens the state file for a change (one a sampler writes included).
     func open(create: Bool) throws(CLIError) -> StateStore {
         let path = try CommandLinePath.output(
             self.path, option: "--state", command: Self.spec.name, writing: .inPlace, sideSuffixes: ["-wal", "-shm"], ownFolder: true)

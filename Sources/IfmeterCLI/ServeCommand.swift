@@ -65,6 +65,7 @@ struct ServeCommand: Command {
             at most together (past it the oldest one's connection is closed).
             """,
         options: [
+            ConfigFile.option,
             OptionSpec(
                 "--listen", value: "address",
                 help:
@@ -161,7 +162,7 @@ struct ServeCommand: Command {
         // Enrichers run before every sink: a generation's render has its
         // routes and plans.
         if let routes { pipeline.add(enricher: try Self.routeFeed(routes) { cache.setRoutes($0) }) }
-        if let state = setup.state { pipeline.add(enricher: PlanFeed(path: state.path) { cache.setPlans($0) }) }
+        if let state = setup.state { pipeline.add(enricher: PlanFeed(path: state.path, persistence: pipeline.persistence) { cache.setPlans($0) }) }
         #endif
         let scheme = webConfig?.tls == nil ? "http" : "https"
         let auth = (webConfig?.users.isEmpty ?? true) ? "" : ", basic auth"

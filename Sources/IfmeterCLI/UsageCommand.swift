@@ -18,7 +18,9 @@ struct UsageCommand: Command {
             'ifmeter plan'; the calendar month without one). --check exits 0 when
             every planned interface is under its quota, 3 when one is over (a
             lower bound over the quota is over for certain), 4 when a lower bound
-            is under its quota (under cannot be proven); the same for each plan's
+            is under its quota (under cannot be proven), 5 when all are under but
+            one is projected over by its cycle's end (its use so far extended at
+            its average rate so far, an estimate); the same for each plan's
             limits per hour, day, month or year ('plan set --limit'), in the
             period holding now. --fiveminutes shows five-minute slots, which
             serve, live and export keep for 48 hours (vnStat's 5MinuteHours).
@@ -31,8 +33,8 @@ struct UsageCommand: Command {
             (YYYY-MM) and its bytes; SINCE the first day with usage (empty with
             none) and all time's bytes. Every figure is a whole number of bytes;
             each group ends with its QUALITY: exact, wrap-corrected, or
-            lower-bound (the true figure is at least the one given). A ';' or
-            control character in a name is written \\xHH.
+            lower-bound (the true figure is at least the one given). A ';', a
+            '\\' or a control character in a name is written \\xHH.
             --summary with --svg draws one picture (vnstati -s): per interface
             today, this cycle, all time and the last 24 hours by hour.
             Without --state: $IFMETER_STATE, else /var/lib/ifmeter/state.db for
@@ -50,7 +52,7 @@ struct UsageCommand: Command {
             OptionSpec("--fiveminutes", help: "One row per five minutes (kept 48 hours)."),
             OptionSpec("--oneline", help: "One line per interface for scripts and status bars (fields above)."),
             OptionSpec("--summary", help: "With --svg: today, this cycle, all time and the last 24 hours in one picture."),
-            OptionSpec("--check", help: "Check every plan's quota in its current cycle; exit 0 under, 3 over, 4 unknown."),
+            OptionSpec("--check", help: "Check every plan's quota in its current cycle; exit 0 under, 3 over, 4 unknown, 5 projected over."),
             OptionSpec("--svg", value: "file", help: "Also draw the periods as an SVG bar chart in this file."),
             OptionSpec("--format", value: "format", help: "text, json or csv.", default: "text", choices: ["text", "json", "csv"]),
             OptionSpec("--bits", help: "Not for usage: its figures are byte totals.", hidden: true),

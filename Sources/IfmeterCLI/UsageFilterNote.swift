@@ -40,10 +40,24 @@ struct UsageFilterNote {
         given += filter.exclude.map { "--exclude '\(TerminalText.escaped($0))'" }
         if let wanted = filter.kinds { given.append("--kind " + wanted.map(\.rawValue).sorted().joined(separator: ",")) }
         if let namespaces = filter.namespaces { given.append("--netns " + namespaces.sorted().joined(separator: ",")) }
-        let listed = names.prefix(20).map { name in
-            TerminalText.escaped(name) + (kinds[name].map { " (\($0.rawValue))" } ?? "")
+        func list(_ names: [String]) -> String {
+            let listed = names.prefix(20).map { name in
+                TerminalText.escaped(name) + (kinds[name].map { " (\($0.rawValue))" } ?? "")
+            }
+            return listed.joined(separator: ", ") + (names.count > 20 ? ", and \(names.count - 20) more" : "")
         }
-        let more = names.count > 20 ? ", and \(names.count - 20) more" : ""
+        // Interfaces the filter did match, recorded but with no usage to
+        // show: said as they are, not as a filter that matched nothing.
+        let matched = names.filter { name in
+            guard filter.kinds != nil else { return filter.admits(StateStore.key(name)) }
+            return kinds[name].map { filter.admits(StateStore.key(name), kind: $0) } ?? false
+        }
+        if !matched.isEmpty {
+            return "No usage recorded in \(TerminalText.escaped(path)) for \(list(matched)): the filter (\(given.joined(separator: " "))) "
+                + "matched \(matched.count == 1 ? "it" : "them"), recorded but idle (nothing counted yet)."
+        }
+        let listed = [list(names)]
+        let more = ""
         return "The filter (\(given.joined(separator: " "))) matched none of the interfaces recorded in \(TerminalText.escaped(path)): "
             + listed.joined(separator: ", ") + more + ".\nHint: check the spelling, or leave the filter out to see them all."
     }

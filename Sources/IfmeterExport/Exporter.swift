@@ -92,7 +92,9 @@ public final class Exporter: PipelineSink {
     }
 
     public func finished() {
-        guard let last else { return }
+        // A period that just ended has nothing after it: a stop then adds
+        // no period of 0 seconds with no rates over the last real one.
+        guard let last, let start = periodStart, last.time > start.monotonic else { return }
         writePeriod(end: (last.wallTime, last.time))
     }
 

@@ -14,6 +14,10 @@ public struct PlanGauge: Sendable, Hashable {
     public var cycleEnd: Int64
     /// The cycle's last local day, YYYY-MM-DD.
     public var lastDay: String
+    /// The cycle's use at its end at its average rate so far (an
+    /// estimate, as `usage --cycle` and `--check` give it); nil when it
+    /// cannot be told (the cycle's first second).
+    public var projectedBytes: UInt64?
 
     public init(
         name: String, netns: String, kind: InterfaceKind?, direction: Plan.Direction, quotaBytes: UInt64?, usedBytes: UInt64,
@@ -30,6 +34,14 @@ public struct PlanGauge: Sendable, Hashable {
         self.cycleEnd = cycleEnd
         self.lastDay = lastDay
     }
+
+    /// `used` bytes `now` into the cycle, extended to its end at the
+    /// average rate so far; nil before the cycle's first second is over.
+    public static func projection(used: UInt64, start: Int64, end: Int64, now: Int64) -> UInt64? {
+        guard now > start, now < end else { return nil }
+        let fraction = Double(end - start) / Double(now - start)
+        return UInt64(min(9.2e18, (Double(used) * fraction).rounded()))
+    }
 }
 
 extension UsageTable {
@@ -37,10 +49,12 @@ extension UsageTable {
     public func planGauges() -> [PlanGauge] {
         interfaces.compactMap { i in
             guard let row = i.rows.first(where: { $0.current }), let status = row.plan else { return nil }
-            return PlanGauge(
+            var gauge = PlanGauge(
                 name: i.key.name, netns: i.key.netns, kind: i.kind, direction: status.plan.direction, quotaBytes: status.plan.quotaBytes,
                 usedBytes: status.usedBytes, lowerBound: row.quality == .lowerBound, cycleStart: row.period.start, cycleEnd: row.period.end,
                 lastDay: PeriodCalendar.dayLabel(zone, row.period.end))
+            gauge.projectedBytes = status.projectedBytes
+            return gauge
         }
     }
 }
@@ -49,7 +63,7 @@ extension ExpositionWriter {
     /// The plans' families (serve with --state): quota, use and cycle.
     mutating func writePlans(_ plans: [PlanGauge]) {
         guard !plans.isEmpty else { return }
-        let note = "Read from the state file after each save, so up to one save period behind. \(Self.caveat)"
+        let note = "Current within one sample: the state file as of its last save plus what was counted since. \(Self.caveat)"
         header("ifmeter_plan_quota_bytes", .gauge, unit: "bytes", help: "The plan's quota per billing cycle (ifmeter plan set). \(note)")
         for p in plans {
             if let q = p.quotaBytes { planSample("ifmeter_plan_quota_bytes", p, value: String(q)) }
@@ -61,6 +75,14 @@ extension ExpositionWriter {
         for p in plans { planSample("ifmeter_plan_used_bytes", p, value: String(p.usedBytes)) }
         header("ifmeter_plan_used_lower_bound", .gauge, help: "1 when the cycle's use is a lower bound (traffic was lost), else 0. \(note)")
         for p in plans { planSample("ifmeter_plan_used_lower_bound", p, value: p.lowerBound ? "1" : "0") }
+        if plans.contains(where: { $0.projectedBytes != nil }) {
+            header(
+                "ifmeter_plan_projected_bytes", .gauge, unit: "bytes",
+                help:
+                    "The current cycle's use at its end if it goes on at its average rate so far (an estimate, as usage --check judges it: exit 5 when it passes the quota). \(note)"
+            )
+            for p in plans { if let bytes = p.projectedBytes { planSample("ifmeter_plan_projected_bytes", p, value: String(bytes)) } }
+        }
         header(
             "ifmeter_plan_cycle_start_timestamp_seconds", .gauge, unit: "seconds", help: "When the current billing cycle started (Unix time). \(note)"
         )

@@ -101,11 +101,7 @@ public struct UsageTable: Sendable {
                 var status: PlanStatus?
                 if granularity == .cycle, let plan {
                     let used = plan.direction.used(p.counters)
-                    var projected: UInt64?
-                    if current, now > p.period.start {
-                        let fraction = Double(p.period.end - p.period.start) / Double(now - p.period.start)
-                        projected = UInt64(min(9.2e18, (Double(used) * fraction).rounded()))
-                    }
+                    let projected = current ? PlanGauge.projection(used: used, start: p.period.start, end: p.period.end, now: now) : nil
                     status = PlanStatus(
                         plan: plan, usedBytes: used,
                         usedRatio: plan.quotaBytes.map { $0 == 0 ? (used == 0 ? 0 : .infinity) : Double(used) / Double($0) },
@@ -123,12 +119,18 @@ public struct UsageTable: Sendable {
     /// The outcome of `usage --check`.
     public struct Check: Sendable {
         public enum Verdict: Int, Sendable, Comparable {
-            case under = 0, unknown = 4, over = 3
+            /// Under now, and the cycle's projection too.
+            case under = 0
+            /// Under now, but projected over the quota by the cycle's end
+            /// at its average rate so far: a warning before the fact.
+            case projectedOver = 5
+            case unknown = 4, over = 3
             var rank: Int {
                 switch self {
-                case .under: 0;
-                case .unknown: 1;
-                case .over: 2
+                case .under: 0
+                case .projectedOver: 1
+                case .unknown: 2
+                case .over: 3
                 }
             }
             public static func < (a: Verdict, b: Verdict) -> Bool { a.rank < b.rank }
@@ -141,7 +143,10 @@ public struct UsageTable: Sendable {
 
     /// Every planned interface's current cycle against its quota: over (3)
     /// when any is over (a lower bound over the quota is over for certain),
-    /// else unknown (4) when a lower bound is under its quota, else under (0).
+    /// else unknown (4) when a lower bound is under its quota, else
+    /// projected over (5) when the cycle's use, extended to its end at its
+    /// average rate so far (the figure `--cycle` shows), passes the quota,
+    /// else under (0).
     /// `slices`: the stored usage, for the limits per hour, day, month or
     /// year (`Plan.limits`), each checked in the period holding `now` with
     /// the cycle quota's rules.
@@ -153,8 +158,11 @@ public struct UsageTable: Sendable {
         // in the future (a clock that was ahead or stepped back) or no time.
         let staleWarning = saves?.warning(now: wallTime, zone: zone)
         if let staleWarning { lines.append(staleWarning) }
-        /// One verdict line, for a cycle quota or a period limit (`bound`).
-        func judge(_ name: String, over: Bool, lowerBound: Bool, used: String, of: String, when: String, bound: String) {
+        /// One verdict line, for a cycle quota or a period limit (`bound`);
+        /// `projected`: the cycle's projection when it passes the quota.
+        func judge(
+            _ name: String, over: Bool, lowerBound: Bool, used: String, of: String, when: String, bound: String, projected: String? = nil
+        ) {
             if over {
                 verdict = max(verdict, .over)
                 lines.append("OVER \(name): \(lowerBound ? "at least " : "")\(used) used of \(of), \(when).")
@@ -165,6 +173,11 @@ public struct UsageTable: Sendable {
                 verdict = max(verdict, .unknown)
                 lines.append(
                     "UNKNOWN \(name): \(used) used of \(of) as of the last save, \(when): that save is not current, so under cannot be proven.")
+            } else if let projected {
+                verdict = max(verdict, .projectedOver)
+                lines.append(
+                    "PROJECTED OVER \(name): \(used) used of \(of), \(when); at its average rate so far the cycle ends at \(projected) (an estimate)."
+                )
             } else {
                 lines.append("under \(name): \(used) used of \(of), \(when).")
             }
@@ -174,9 +187,10 @@ public struct UsageTable: Sendable {
             let used = "\(Units.bytes(status.usedBytes)) (\(status.usedBytes) B, \(status.plan.direction.rawValue))"
             let limit = "\(Units.bytes(quota)) (\(quota) B)"
             let cycle = "cycle from \(zone.rfc3339(row.period.start))"
+            let projected = status.projectedBytes.flatMap { $0 > quota ? "\(Units.bytes($0)) (\($0) B)" : nil }
             judge(
                 TerminalText.escaped(i.stored), over: status.usedBytes > quota, lowerBound: row.quality == .lowerBound, used: used, of: limit,
-                when: cycle, bound: "quota")
+                when: cycle, bound: "quota", projected: projected)
         }
         let calendar = PeriodCalendar(zone: zone)
         let byName = Dictionary(grouping: slices, by: \.name)

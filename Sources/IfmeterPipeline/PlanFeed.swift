@@ -3,24 +3,97 @@ import IfmeterOutput
 import IfmeterStore
 import IfmeterSystem
 
-/// Reads the plans and their current cycles from the state file after each
-/// save (and at the first update), for serve's families and live's quota
-/// bars. What was counted since the last save is not in them yet.
+/// The plans and their current cycles, for serve's families and live's
+/// quota bars, current within one sample: what the state file holds (read
+/// after each save, after a plan changed under the running writer, and
+/// when a cycle ends) plus what was counted since the last save that
+/// worked. The save interval decides only what a power cut can lose.
 public final class PlanFeed: PipelineEnricher {
     let path: String
+    /// The writer's persistence: the file is read through its store's
+    /// connection, never through a descriptor of its own.
+    let persistence: StatePersistence?
     private let deliver: ([PlanGauge]) -> Void
     private var lastSaves = -1
+    /// The gauges as the file holds them.
+    private var stored: [PlanGauge] = []
+    /// Traffic counted since the last save that worked, per interface: not
+    /// in the file yet.
+    private var pending: [SeriesKey: (counters: Counters, lowerBound: Bool)] = [:]
+    /// The WAL's size and change time when the file was last read: another
+    /// ifmeter's `plan set` commits there.
+    private var walStamp: FileStamp?
+    private var delivered: [PlanGauge]?
 
-    public init(path: String, deliver: @escaping ([PlanGauge]) -> Void) {
+    public init(path: String, persistence: StatePersistence? = nil, deliver: @escaping ([PlanGauge]) -> Void) {
         self.path = path
+        self.persistence = persistence
         self.deliver = deliver
     }
 
     public func enrich(_ update: borrowing PipelineUpdate) {
         let saves = update.persistence?.saves ?? 0
-        guard saves != lastSaves else { return }
-        lastSaves = saves
-        deliver(Self.gauges(path: path, now: wallClock()))
+        let now = update.wallTime
+        if saves != lastSaves {
+            // This update's save holds everything counted up to it.
+            lastSaves = saves
+            pending.removeAll()
+            reread(now: now)
+        } else {
+            for delta in update.deltas where delta.counters.rxBytes != 0 || delta.counters.txBytes != 0 || delta.quality == .lowerBound {
+                var entry = pending[delta.key] ?? (Counters.zero, false)
+                entry.counters.add(delta.counters)
+                entry.lowerBound = entry.lowerBound || delta.quality == .lowerBound
+                pending[delta.key] = entry
+            }
+            if FileStamp(walPath) != walStamp || stored.contains(where: { Double($0.cycleEnd) <= now }) { reread(now: now) }
+        }
+        let gauges = stored.map { current($0, now: now) }
+        guard gauges != delivered else { return }
+        delivered = gauges
+        deliver(gauges)
+    }
+
+    /// The WAL beside the file the writer writes (a link given is resolved).
+    private var walPath: String { (persistence?.store.info.path ?? path) + "-wal" }
+
+    private func reread(now: Double) {
+        walStamp = FileStamp(walPath)
+        if let store = persistence?.store as? StateStore {
+            stored = Self.gauges(store, now: now)
+        } else {
+            stored = Self.gauges(path: path, now: now)
+        }
+    }
+
+    /// The same, read through a writer's own store.
+    public static func gauges(_ store: StateStore, now: Double) -> [PlanGauge] {
+        let t = Int64(now.rounded(.down))
+        guard let plans = try? store.plans(), !plans.isEmpty, let slices = try? store.slices(since: t - 32 * 86400),
+            let stored = try? store.storedInterfaces()
+        else { return [] }
+        return gauges(plans: plans, slices: slices, stored: stored, now: t)
+    }
+
+    static func gauges(
+        plans: [Plan], slices: [UsageSlice], stored: (names: [String], kinds: [String: InterfaceKind]), now t: Int64
+    ) -> [PlanGauge] {
+        let planned = slices.filter { Plan.find(for: $0.name, in: plans) != nil }
+        // The stored kind of a planned interface idle this cycle (no usage),
+        // so its gauges keep one label set.
+        return UsageTable(
+            slices: planned, plans: plans, granularity: .cycle, zone: .system, now: t, names: stored.names, kinds: stored.kinds
+        ).planGauges()
+    }
+
+    /// A gauge with the traffic not saved yet added.
+    func current(_ gauge: PlanGauge, now: Double) -> PlanGauge {
+        guard let extra = pending[SeriesKey(netns: gauge.netns, name: gauge.name)] else { return gauge }
+        var g = gauge
+        g.usedBytes = g.usedBytes.saturatingAdd(g.direction.used(extra.counters))
+        g.lowerBound = g.lowerBound || extra.lowerBound
+        g.projectedBytes = PlanGauge.projection(used: g.usedBytes, start: g.cycleStart, end: g.cycleEnd, now: Int64(now.rounded(.down)))
+        return g
     }
 
     /// The planned interfaces' current cycles; none when the file cannot be
@@ -33,11 +106,21 @@ public final class PlanFeed: PipelineEnricher {
             let slices = try? StateStore.slices(path: path, since: t - 32 * 86400, verify: false),
             let stored = try? StateStore.storedInterfaces(path: path, verify: false)
         else { return [] }
-        let planned = slices.filter { Plan.find(for: $0.name, in: plans) != nil }
-        // The stored kind of a planned interface idle this cycle (no usage),
-        // so its gauges keep one label set.
-        return UsageTable(
-            slices: planned, plans: plans, granularity: .cycle, zone: .system, now: t, names: stored.names, kinds: stored.kinds
-        ).planGauges()
+        return gauges(plans: plans, slices: slices, stored: stored, now: t)
+    }
+}
+
+/// A file's size and change time, to tell that it changed without reading
+/// it; nil when it is not there.
+struct FileStamp: Hashable {
+    let size: Int64
+    let inode: UInt64
+    let changed: Double
+
+    init?(_ path: String) {
+        guard let status = FileStatus(path) else { return nil }
+        size = status.size
+        inode = status.inode
+        changed = status.modified
     }
 }

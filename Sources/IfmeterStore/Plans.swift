@@ -276,6 +276,24 @@ extension StateStore {
     /// The plans of this (open) state file.
     public func plans() throws(StoreError) -> [Plan] { try Self.readPlans(database) }
 
+    /// The slices starting at `since` or later, read through this store's
+    /// own connection: a writer must not open and close other descriptors
+    /// of its file (closing one drops every POSIX lock the process holds on
+    /// it, SQLite's included, and another process's `plan set` would then
+    /// take itself for the last connection and delete the WAL).
+    public func slices(since: Int64, zone: LocalZone = .system) throws(StoreError) -> [UsageSlice] {
+        try Self.slices(database, path: path, zone: zone, since: since)
+    }
+
+    /// The stored names and kinds, through this store's connection.
+    public func storedInterfaces() throws(StoreError) -> (names: [String], kinds: [String: InterfaceKind]) {
+        var kinds: [String: InterfaceKind] = [:]
+        try database.prepare("SELECT name, kind FROM interfaces").query { row throws(StoreError) in
+            if let name = row.text(0), let kind = row.text(1).flatMap(InterfaceKind.init(rawValue:)) { kinds[name] = kind }
+        }
+        return (try Self.names(database), kinds)
+    }
+
     /// The stored interface names (those with totals or usage).
     public func interfaceNames() throws(StoreError) -> [String] { try Self.names(database) }
 

@@ -112,7 +112,7 @@ public final class StateStore {
         guard FileStatus(folder, followingLinks: true)?.kind == .directory else {
             throw StoreError.noFolder(path: path, folder: folder)
         }
-        let (lock, created) = try Self.openLocked(path)
+        let (lock, created) = try Self.openLocked(path, role: role)
         var newFiles = created ? [path] : []
         for suffix in Self.sideSuffixes {
             // SQLite opens its side files with O_NOFOLLOW; say why a planted
@@ -209,13 +209,25 @@ public final class StateStore {
     /// link or another name of the same file finds it taken). Readers
     /// (`usage`) hold a shared lock for a moment: a writer waits a second
     /// for them. Checks after locking that the path still names the file.
-    static func openLocked(_ path: String) throws(StoreError) -> (fd: Int32, created: Bool) {
+    ///
+    /// An editor (`plan set`) of a file a sampler holds opens it without
+    /// the lock: its change is one SQLite transaction, which SQLite's own
+    /// locking keeps apart from the sampler's saves (neither writes the
+    /// other's tables), and the sampler reads it within a sample
+    /// (`PlanFeed`).
+    static func openLocked(_ path: String, role: Role = .sampler) throws(StoreError) -> (fd: Int32, created: Bool) {
         do throws(FileLock.Failure) {
-            return try FileLock.openExclusive(path)
+            return try FileLock.openExclusive(path, waiting: role != .editor)
         } catch {
             switch error {
             case .notRegular: throw StoreError.notRegularFile(path: path)
-            case .inUse: throw StoreError.inUse(path: path)
+            case .inUse:
+                guard role == .editor else { throw StoreError.inUse(path: path) }
+                do throws(SystemError) {
+                    return (try FileLock.openUnlocked(path), false)
+                } catch {
+                    throw StoreError.system(path: path, error)
+                }
             case .system(let cause): throw StoreError.system(path: path, cause)
             }
         }

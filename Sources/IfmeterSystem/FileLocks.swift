@@ -22,7 +22,9 @@ public enum FileLock {
     /// shared lock for a moment). Checks after locking that the path still
     /// names the file (moved or replaced meanwhile: opened again). Returns
     /// the descriptor, which holds the lock, and whether this made the file.
-    public static func openExclusive(_ path: String) throws(Failure) -> (fd: Int32, created: Bool) {
+    /// `waiting`: false tries the lock once (an editor, which goes on
+    /// without it).
+    public static func openExclusive(_ path: String, waiting: Bool = true) throws(Failure) -> (fd: Int32, created: Bool) {
         for _ in 0..<3 {
             let fd: Int32, created: Bool
             do {
@@ -32,7 +34,7 @@ public enum FileLock {
                 throw .system(error)
             }
             var locked = false
-            for _ in 0..<20 {
+            for _ in 0..<(waiting ? 20 : 1) {
                 if flock(fd, LOCK_EX | LOCK_NB) == 0 {
                     locked = true
                     break
@@ -51,6 +53,12 @@ public enum FileLock {
             release(fd)
         }
         throw .inUse
+    }
+
+    /// Opens an existing `path` for reading and writing without following
+    /// a link and without the lock (another process holds it).
+    public static func openUnlocked(_ path: String) throws(SystemError) -> Int32 {
+        try SafeFile.open(path, flags: O_RDWR).fd
     }
 
     /// Takes the shared lock if no writer holds the file; true when taken.

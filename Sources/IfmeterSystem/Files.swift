@@ -37,6 +37,9 @@ public struct FileStatus: Sendable, Hashable {
     /// whatever its name now.
     public var device: UInt64
     public var inode: UInt64
+    /// When its content last changed (Unix time, nanosecond resolution
+    /// where the file system has it).
+    public var modified: Double
 
     /// Anyone may write it (o+w).
     public var writableByAll: Bool { permissions & 0o002 != 0 }
@@ -68,6 +71,11 @@ public struct FileStatus: Sendable, Hashable {
         size = Int64(st.st_size)
         device = UInt64(st.st_dev)
         inode = UInt64(st.st_ino)
+        #if canImport(Darwin)
+        modified = Double(st.st_mtimespec.tv_sec) + Double(st.st_mtimespec.tv_nsec) / 1e9
+        #else
+        modified = Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9
+        #endif
     }
 }
 

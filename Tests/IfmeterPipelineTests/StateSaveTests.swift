@@ -1,5 +1,6 @@
 import Foundation
 import IfmeterCore
+import IfmeterOutput
 import IfmeterPipeline
 import IfmeterStore
 import IfmeterTestSupport
@@ -102,5 +103,36 @@ import Testing
         #expect(try StateStore.usage(path: path, granularity: .day).map(\.counters.rxBytes) == [9_000])
         let files = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasPrefix(".state.db.tmp-") }
         #expect(files.isEmpty, "no temporary file is left: \(files)")
+    }
+}
+
+/// Issue 31: plan gauges (serve's families, live's quota bars) follow the
+/// samples, not the saves.
+@Suite struct PlanFeedTests {
+    final class Seen {
+        var gauges: [[PlanGauge]] = []
+    }
+
+    @Test func planGaugesFollowTheSamplesBetweenSaves() throws {
+        let dir = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/state.db"
+        let store = try StateStore(path: path, host: "h", bootID: "boot-1", now: 1_796_040_000)
+        try store.setPlan(Plan(pattern: "eth0", cycleStartDay: 1, quotaBytes: 5_000, direction: .rx))
+        // Saved at the first sample only.
+        let persistence = StatePersistence(store: store, every: 1000)
+        let steps: [ScriptedSource.Step] = (0..<10).map { n in .sample(Double(n), [("eth0", 2, UInt64(n) * 1000, 0)]) }
+        let (p, c) = pipeline(steps, persistence: persistence, limit: 10)
+        let seen = Seen()
+        p.add(enricher: PlanFeed(path: path) { seen.gauges.append($0) })
+        var waiter = CountingWaiter(waits: 100)
+        p.run(&waiter)
+        #expect(c.updates.compactMap(\.persistence?.saves).max() == 1, "one save, at the first sample")
+        #expect(seen.gauges.map { $0.first?.usedBytes ?? 0 } == (0..<10).map { UInt64($0) * 1000 }, "each sample's bytes at once")
+        // Over the quota at 6,000 bytes, as soon as it is.
+        #expect(seen.gauges[6].first.map { $0.usedBytes > $0.quotaBytes ?? 0 } == true)
+        // The projection follows too (the cycle began on the 1st; now is the 30th at noon).
+        let last = try #require(seen.gauges.last?.first)
+        #expect(last.projectedBytes == PlanGauge.projection(used: 9_000, start: last.cycleStart, end: last.cycleEnd, now: 1_796_040_000))
     }
 }
