@@ -67,11 +67,15 @@ SYSTEMDUNITDIR ?= $(if $(filter /usr,$(PREFIX)),/lib/systemd/system,$(PREFIX)/li
 # and the alerts' runbook, which every alert's runbook_url points at (here,
 # not under share/doc, which packages may compress or leave out).
 DATADIR ?= $(PREFIX)/share/ifmeter
+# The config file the service reads (/etc/ifmeter/ifmeter.yml for /usr):
+# every setting commented out; installed only where none is (an edited one
+# is kept), a conffile in the .deb.
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
 BINARY ?=
 INSTALL_BINARY := $(if $(BINARY),$(BINARY),.build/release/ifmeter)
 GENERATED := .build/install
 INSTALLED_DIRS := $(BINDIR) $(MANDIR)/man1 $(BASHCOMPLETIONDIR) $(ZSHCOMPLETIONDIR) $(FISHCOMPLETIONDIR) $(SYSTEMDUNITDIR) \
-	$(DATADIR)/prometheus $(DATADIR)/grafana
+	$(DATADIR)/prometheus $(DATADIR)/grafana $(SYSCONFDIR)/ifmeter
 
 .PHONY: run test bench build release deps clean install uninstall hot-functions static-cxx docs api-check api-baseline format deb deb-lint
 
@@ -157,7 +161,8 @@ install: $(if $(BINARY),,release)
 	$(INSTALL_BINARY) --generate-completion bash > $(GENERATED)/ifmeter.bash
 	$(INSTALL_BINARY) --generate-completion zsh > $(GENERATED)/_ifmeter
 	$(INSTALL_BINARY) --generate-completion fish > $(GENERATED)/ifmeter.fish
-	sed 's|@BINDIR@|$(BINDIR)|g' dist/ifmeter-serve.service.in > $(GENERATED)/ifmeter-serve.service
+	$(INSTALL_BINARY) --generate-config > $(GENERATED)/ifmeter.yml
+	sed 's|@BINDIR@|$(BINDIR)|g; s|@SYSCONFDIR@|$(SYSCONFDIR)|g' dist/ifmeter-serve.service.in > $(GENERATED)/ifmeter-serve.service
 	install -d $(addprefix $(DESTDIR),$(INSTALLED_DIRS))
 	install -m 755 $(INSTALL_BINARY) $(DESTDIR)$(BINDIR)/ifmeter
 	install -m 644 $(GENERATED)/man1/*.1 $(DESTDIR)$(MANDIR)/man1/
@@ -168,6 +173,7 @@ install: $(if $(BINARY),,release)
 	install -m 644 dist/prometheus/ifmeter-rules.yml dist/prometheus/ifmeter-rules-test.yml $(DESTDIR)$(DATADIR)/prometheus/
 	install -m 644 dist/grafana/ifmeter.json $(DESTDIR)$(DATADIR)/grafana/
 	install -m 644 docs/alerts.md $(DESTDIR)$(DATADIR)/
+	[ -e $(DESTDIR)$(SYSCONFDIR)/ifmeter/ifmeter.yml ] || install -m 644 $(GENERATED)/ifmeter.yml $(DESTDIR)$(SYSCONFDIR)/ifmeter/ifmeter.yml
 
 # The Debian package: .build/deb/ifmeter_VERSION_ARCH.deb (VERSION from
 # debian/changelog, which debian/rules checks against `ifmeter --version`;
@@ -210,6 +216,9 @@ uninstall:
 	rm -f $(DESTDIR)$(DATADIR)/prometheus/ifmeter-rules.yml $(DESTDIR)$(DATADIR)/prometheus/ifmeter-rules-test.yml
 	rm -f $(DESTDIR)$(DATADIR)/grafana/ifmeter.json $(DESTDIR)$(DATADIR)/alerts.md
 	rmdir $(DESTDIR)$(DATADIR)/prometheus $(DESTDIR)$(DATADIR)/grafana $(DESTDIR)$(DATADIR) 2>/dev/null || true
+	# The config file goes only as it was shipped: an edited one is kept.
+	if [ -x $(INSTALL_BINARY) ] && $(INSTALL_BINARY) --generate-config | cmp -s - $(DESTDIR)$(SYSCONFDIR)/ifmeter/ifmeter.yml; then \
+		rm -f $(DESTDIR)$(SYSCONFDIR)/ifmeter/ifmeter.yml; fi
 	@if [ -n "$(DESTDIR)" ]; then \
 		for dir in $(INSTALLED_DIRS); do \
 			while [ "$$dir" != / ] && [ "$$dir" != . ] && rmdir "$(DESTDIR)$$dir" 2>/dev/null; do dir=$$(dirname "$$dir"); done; \

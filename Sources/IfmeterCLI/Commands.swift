@@ -19,7 +19,7 @@ public enum IfmeterCLI {
     static var commands: [any Command.Type] {
         [
             LiveCommand.self, ListCommand.self, SampleCommand.self, RecordCommand.self, ReplayCommand.self,
-            ServeCommand.self, ExportCommand.self, UsageCommand.self, PlanCommand.self, RouteCommand.self,
+            ServeCommand.self, ExportCommand.self, UsageCommand.self, PlanCommand.self, RouteCommand.self, ConfigCommand.self,
         ]
     }
 
@@ -71,6 +71,10 @@ public enum IfmeterCLI {
         let parsed = try ParsedArguments.parse(Array(arguments.dropFirst()), spec: command.spec)
         if parsed.wantsHelp { return try Output.put(Output.forPeople(command.spec.help)) }
         CommandLinePath.allowForeign = parsed.flag(CommandLinePath.allowForeignSpec.long)
+        // serve and export: the config file's settings, under the flags.
+        if let path = parsed.value(ConfigFile.option.long) {
+            return try ConfigFile.load(path).command(command, parsed, arguments: Array(arguments.dropFirst())).run()
+        }
         try command.init(parsed).run()
     }
 }

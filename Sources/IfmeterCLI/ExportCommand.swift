@@ -25,6 +25,7 @@ struct ExportCommand: Command {
             and reopens the --json-lines file (for logrotate), and export goes on.
             """,
         options: [
+            ConfigFile.option,
             OptionSpec("--json", value: "path", help: "Replace this file with each period's JSON report ('-' for stdout)."),
             OptionSpec("--json-lines", value: "path", help: "Append each period's JSON report as one line ('-' for stdout)."),
             OptionSpec("--max-size", value: "size", help: "Rotate the --json-lines file past this size, like 10MB or 512KiB.", default: "10MB"),

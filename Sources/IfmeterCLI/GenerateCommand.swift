@@ -13,7 +13,10 @@ enum Generate {
         "--generate-completion", value: "shell", help: "Print the completion script for this shell.",
         choices: CompletionShell.allCases.map(\.rawValue))
 
-    static let options = [manpage, completion]
+    static let config = OptionSpec(
+        "--generate-config", help: "Print the config file with every setting of serve and export commented out (what the package ships).")
+
+    static let options = [manpage, completion, config]
 
     /// Runs a `--generate-...` request; false when `arguments` is not one.
     static func run(_ arguments: [String]) throws(CLIError) -> Bool {
@@ -30,6 +33,9 @@ enum Generate {
         switch option.long {
         case manpage.long:
             try writeManPages(into: values.first ?? ".")
+        case config.long:
+            if let extra = values.first { throw usage("unexpected argument '\(extra)' after '\(option.long)'") }
+            try Output.put(ConfigFile.example)
         default:
             guard let text = values.first else {
                 throw usage("missing value for '\(option.synopsis)': one of \(option.choices.joined(separator: ", "))")

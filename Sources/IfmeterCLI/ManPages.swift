@@ -150,24 +150,63 @@ struct ManPages {
         return s
     }
 
-    static let exitStatus = """
-        .SH EXIT STATUS
-        .TP
-        .B 0
-        Success.
-        .TP
-        .B 64
-        Usage error: an unknown option or subcommand, an invalid value (such as \\fB\\-\\-interval 0\\fR), a missing file.
-        .TP
-        .B 65
-        Bad data: an input's content is wrong (a malformed trace line, named with its line number; a state file that is not ifmeter's or is corrupt).
-        .TP
-        .B 1
-        Runtime failure: a system call failed, a file could not be written (serve, export and live: the last save of the state file failed), the state file is in use.
-        .PP
-        Errors are one line on standard error, starting with \\(lqError:\\(rq and saying what was wrong; usage errors add where to find help.
+    static let exitStatus = exitStatus(for: nil)
 
-        """
+    /// EXIT STATUS, as true of `spec` (the overview's for nil): its own
+    /// example of a usage error, and the statuses only it gives.
+    static func exitStatus(for spec: CommandSpec?) -> String {
+        let sub = spec.map(CompletionScript.subcommand)
+        let has = { (option: String) in spec?.options.contains { $0.long == option } ?? true }
+        let example =
+            has("--interval")
+            ? "an invalid value (such as \\fB\\-\\-interval 0\\fR)"
+            : has("--format") ? "an invalid value (such as \\fB\\-\\-format yaml\\fR)" : "an invalid value"
+        var runtime = "Runtime failure: a system call failed, a file could not be written"
+        if sub == nil || ["serve", "export", "live"].contains(sub ?? "") {
+            runtime += " (with \\fB\\-\\-state\\fR: the state file is in use by another sampler, or its last save failed)"
+        }
+        var extra = ""
+        if sub == nil || sub == "usage" {
+            extra += """
+                .TP
+                .B 3
+                \(sub == nil ? "usage \\-\\-check: " : "With \\fB\\-\\-check\\fR: ")a planned interface is over its quota or a limit (a lower bound over it is over for certain).
+                .TP
+                .B 4
+                \(sub == nil ? "usage \\-\\-check: " : "With \\fB\\-\\-check\\fR: ")under cannot be proven: a lower bound under the quota, or a state file not saved for more than two save intervals.
+                .TP
+                .B 5
+                \(sub == nil ? "usage \\-\\-check: " : "With \\fB\\-\\-check\\fR: ")under now, but a cycle is projected over its quota by its end at its average rate so far (an estimate).
+
+                """
+        }
+        if sub == nil || sub == "route" {
+            extra += """
+                .TP
+                .B 3
+                \(sub == nil ? "route: " : "")ordinary traffic leaves outside the tunnels.
+
+                """
+        }
+        return """
+            .SH EXIT STATUS
+            .TP
+            .B 0
+            Success.
+            .TP
+            .B 64
+            Usage error: an unknown option or subcommand, \(example), a missing file.
+            .TP
+            .B 65
+            Bad data: an input's content is wrong (a malformed trace line, named with its line number; a state file that is not ifmeter's or is corrupt, named with its row).
+            .TP
+            .B 1
+            \(runtime).
+            \(extra).PP
+            Errors are one line on standard error, starting with \\(lqError:\\(rq and saying what was wrong; usage errors add where to find help.
+
+            """
+    }
 
     func seeAlso(except name: String) -> String {
         let pages = (["ifmeter"] + commands.map { "ifmeter-" + CompletionScript.subcommand($0) }).filter { $0 != name }
@@ -188,7 +227,7 @@ struct ManPages {
             for p in spec.positionals { s += ".TP\n" + Roff.italic(p.name) + "\n" + Roff.text(p.help) + "\n" }
         }
         s += ".SH OPTIONS\n" + Self.options(spec.options)
-        s += Self.exitStatus
+        s += Self.exitStatus(for: spec)
         if let examples = Self.examples[sub] {
             s += ".SH EXAMPLES\n"
             for (command, explanation) in examples {
@@ -299,7 +338,7 @@ struct ManPages {
             The kernel's boot id, kept in the state file to tell a restart from a reboot.
             .SH SYSTEMD SERVICE
             \\fBifmeter\\-serve.service\\fR runs \\fBifmeter serve \\-\\-state /var/lib/ifmeter/state.db\\fR: Prometheus metrics on http://127.0.0.1:9874/metrics (loopback only), totals kept across restarts.
-            Enable it with \\fBsystemctl enable \\-\\-now ifmeter\\-serve\\fR; change it with \\fBsystemctl edit ifmeter\\-serve\\fR (to listen elsewhere, override \\fBExecStart=\\fR with a \\fB\\-\\-listen\\fR option, and \\fBIPAddressAllow=\\fR with the networks that may scrape).
+            Enable it with \\fBsystemctl enable \\-\\-now ifmeter\\-serve\\fR; its settings are in \\fI/etc/ifmeter/ifmeter.yml\\fR (see \\fBifmeter\\-config\\fR(1): to listen elsewhere, set \\fBlisten:\\fR under \\fBserve:\\fR there); change the unit with \\fBsystemctl edit ifmeter\\-serve\\fR (\\fBIPAddressAllow=\\fR with the networks that may scrape).
             Sampling the host's own network namespace needs no privilege, so the service runs with none:
 
             """

@@ -76,7 +76,13 @@ struct DebianPackageTests {
         // by its postinst (no systemd runs here to start it).
         let unit = "/lib/systemd/system/ifmeter-serve.service"
         let text = try String(contentsOfFile: unit, encoding: .utf8)
-        #expect(text.contains("ExecStart=/usr/bin/ifmeter serve --state /var/lib/ifmeter/state.db\n"))
+        #expect(text.contains("ExecStart=/usr/bin/ifmeter serve --config /etc/ifmeter/ifmeter.yml --state /var/lib/ifmeter/state.db\n"))
+        // The config file it reads: a conffile (kept when edited, on
+        // upgrades), every setting commented out, and good.
+        let conffiles = try run(["dpkg-query", "-W", "-f=${Conffiles}", "ifmeter"]).out
+        #expect(conffiles.contains("/etc/ifmeter/ifmeter.yml "), "\(conffiles)")
+        let check = try run(["/usr/bin/ifmeter", "config", "check"], allowFailure: true)
+        #expect(check.status == 0 && check.out.contains("/etc/ifmeter/ifmeter.yml: good."), "\(check)")
         #expect(text.contains("DynamicUser=yes\n"), "no user to create")
         let verify = try run(["systemd-analyze", "verify", unit], allowFailure: true)
         #expect(verify.status == 0 && verify.err.isEmpty, "\(verify.out)\(verify.err)")

@@ -151,7 +151,7 @@ import Testing
         defer { tree.remove() }
         let unit = tree.path("/lib/systemd/system/ifmeter-serve.service")
         let text = try String(contentsOfFile: unit, encoding: .utf8)
-        #expect(text.contains("ExecStart=/usr/bin/ifmeter serve --state /var/lib/ifmeter/state.db\n"))
+        #expect(text.contains("ExecStart=/usr/bin/ifmeter serve --config /etc/ifmeter/ifmeter.yml --state /var/lib/ifmeter/state.db\n"))
         // verify needs ExecStart's binary to exist: the installed one, by its
         // path under the temporary root. MANPATH lets it check Documentation=.
         let check = tree.root.appendingPathComponent("verify")
@@ -227,6 +227,42 @@ import Testing
         let score = line.flatMap { $0.split(separator: ":").last?.split(separator: " ").first }.flatMap { Double($0) }
         let value = try #require(score, "no score in: \(security.out)\(security.err)")
         #expect(value <= 3.0 && line?.contains(" OK") == true, "\(line ?? "")")
+    }
+
+    /// Issue 31: the unit reads the shipped config file, every setting in
+    /// it commented out; its ExecStart, run as it stands (the paths under
+    /// the temporary root), starts serve from it.
+    @Test(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)))
+    func theUnitStartsFromTheShippedConfig() throws {
+        try Netns.requireRoot()
+        let tree = try Installation(prefix: "/usr")
+        defer { tree.remove() }
+        let config = tree.path("/etc/ifmeter/ifmeter.yml")
+        let shipped = try String(contentsOfFile: config, encoding: .utf8)
+        #expect(shipped == (try ifmeter(["--generate-config"]).out))
+        #expect(try ifmeter(["config", "check", config]).status == 0)
+        let unit = try String(contentsOfFile: tree.path("/lib/systemd/system/ifmeter-serve.service"), encoding: .utf8)
+        let line = try #require(unit.split(separator: "\n").first { $0.hasPrefix("ExecStart=") })
+        let state = tree.root.appendingPathComponent("state").path
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        chmod(state, 0o700)
+        let words = line.dropFirst("ExecStart=".count).split(separator: " ").map { word -> String in
+            switch word {
+            case "/usr/bin/ifmeter": tree.path("/usr/bin/ifmeter")
+            case "/etc/ifmeter/ifmeter.yml": config
+            case "/var/lib/ifmeter/state.db": state + "/state.db"
+            default: String(word)
+            }
+        }
+        #expect(words.contains(config), "the unit reads the config file: \(line)")
+        let ns = try TestNamespace()
+        let serve = try Background(["ip", "netns", "exec", ns.name] + words, name: "serve-unit")
+        _ = try waitFor("serve from the unit's command line") { serve.log.contains("listening on http://127.0.0.1:9874/metrics") ? true : nil }
+        #expect(serve.stop() == 0, "\(serve.log)")
+        // A make install over an edited file keeps it.
+        try (shipped + "interval: 2s\n").write(toFile: config, atomically: true, encoding: .utf8)
+        try tree.make("install")
+        #expect(try String(contentsOfFile: config, encoding: .utf8).hasSuffix("interval: 2s\n"))
     }
 
     @Test func everyDirectiveOfTheUnitIsInTheManPage() throws {

@@ -1,0 +1,135 @@
+import Foundation
+import IfmeterCore
+import IfmeterTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 31, finding 4: one config file for serve and export, checked
+/// without running, with the flags on top.
+@Suite(.serialized)
+struct ConfigFileTests {
+    func folder() throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-config-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    /// A broken file, the line its error names, and words the error says.
+    static let broken: [(name: String, text: String, line: Int, words: String)] = [
+        ("unknown key", "interval: 1s\nlistne: 127.0.0.1:9\n", 2, "'listne' is not a setting of serve or export (did you mean 'listen'?)"),
+        ("another command's key", "serve:\n  json: r.json\n", 2, "'json' is not a setting of ifmeter serve"),
+        ("a section misspelt", "sever:\n  listen: 127.0.0.1:9\n", 1, "(did you mean 'serve'?)"),
+        ("an interval of 0", "\n\ninterval: 0\n", 3, "interval: invalid value '0'"),
+        ("a list for one value", "interval: [1s, 2s]\n", 1, "'interval' takes one value, not a list"),
+        ("a mapping for a value", "interval:\n  every: 1s\n", 1, "'interval' must be a value, not a mapping"),
+        ("no value", "state:\n", 1, "'state' has no value"),
+        ("an empty list", "include: []\n", 1, "'include' is an empty list"),
+        ("a YAML syntax error", "interval: 1s\ninclude: [eth0\n", 2, "a bracket or brace left open"),
+        ("a duplicate key", "interval: 1s\ninterval: 2s\n", 2, "interval"),
+        ("a list at the top", "- interval\n", 1, "the config file must be a mapping"),
+        ("a flag that is not true or false", "all-netns: maybe\n", 1, "'all-netns' is true or false"),
+        ("a size that is not one", "export:\n  json: r.json\n  max-size: 10XB\n", 3, "export.max-size: "),
+        ("a count below 1", "export:\n  json-lines: r.jsonl\n  keep: -1\n", 3, "export.keep: "),
+        ("a choice it does not have", "serve:\n  compat: nodes\n", 2, "serve.compat: "),
+        ("a listen address without a port", "serve:\n  listen: localhost\n", 2, "serve.listen: "),
+        ("a save interval without a state file", "serve:\n  save-every: 1m\n", 2, "serve.save-every: "),
+        ("an anchor and its alias", "interval: &a 1s\nsave-every: *a\n", 1, "an anchor (&name); write the value out"),
+    ]
+
+    @Test func configCheckNamesTheLineOfEachBrokenFile() throws {
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for (n, c) in Self.broken.enumerated() {
+            let path = dir + "/broken-\(n).yml"
+            try c.text.write(toFile: path, atomically: true, encoding: .utf8)
+            let result = try ifmeter(["config", "check", path])
+            #expect(result.status == 65, "\(c.name): \(result.status) \(result.err)")
+            #expect(result.err.hasPrefix("Error: \(path):\(c.line): "), "\(c.name): \(result.err)")
+            #expect(result.err.contains(c.words), "\(c.name): \(result.err)")
+            #expect(result.err.split(separator: "\n").count == 1, "\(c.name): one line: \(result.err)")
+            #expect(result.out.isEmpty, "\(c.name)")
+            // serve (export for export's section) says the same before
+            // running anything.
+            let command = c.text.hasPrefix("export:") ? ["export", "--config", path] : ["serve", "--config", path]
+            let started = try ifmeter(command)
+            #expect(started.status == 65 && started.err == result.err, "\(c.name): \(command[0]): \(started.err)")
+        }
+        #expect(Self.broken.count >= 15)
+        // A file that is not there: a usage error.
+        let missing = try ifmeter(["config", "check", dir + "/missing.yml"])
+        #expect(missing.status == 64 && missing.err.contains("cannot read the config file"), "\(missing.err)")
+    }
+
+    @Test func aGoodFileIsPrintedWithWhereEachSettingComesFrom() throws {
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/ifmeter.yml"
+        try "interval: 2s\ninclude: [eth*, wlan*]\nserve:\n  listen: 127.0.0.1:9999\n  interval: 5s\nexport:\n  every: 1m\n  json: r.json\n"
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        let result = try ifmeter(["config", "check", path])
+        #expect(result.status == 0, "\(result.err)")
+        #expect(result.out.contains("\(path): good."), "\(result.out)")
+        // serve's own interval wins over the top's; export takes the top's.
+        #expect(
+            result.out.contains(
+                "ifmeter serve\n  listen: 127.0.0.1:9999  (line 4, under serve:)\n  interval: 5s  (line 5, under serve:)\n  include: eth*, wlan*  (line 2)"
+            ), "\(result.out)")
+        #expect(
+            result.out.contains(
+                "ifmeter export\n  every: 1m  (line 7, under export:)\n  json: r.json  (line 8, under export:)\n  interval: 2s  (line 1)\n  include: eth*, wlan*  (line 2)"
+            ), "\(result.out)")
+    }
+
+    @Test func theShippedFileIsGoodAndNamesEverySetting() throws {
+        let example = try ifmeter(["--generate-config"])
+        #expect(example.status == 0, "\(example.err)")
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try example.out.write(toFile: dir + "/ifmeter.yml", atomically: true, encoding: .utf8)
+        let check = try ifmeter(["config", "check", dir + "/ifmeter.yml"])
+        #expect(check.status == 0 && check.out.contains("ifmeter serve: no settings (the defaults)"), "\(check)")
+        #expect(check.out.contains("ifmeter export: not set up in this file"), "\(check)")
+        let help = try ifmeter(["serve", "--help"]).out + (try ifmeter(["export", "--help"]).out)
+        var keys = Set<String>()
+        // The options' own lines: "  --listen <address> ..." or "  -i, --interval <duration>".
+        for line in help.split(separator: "\n") where line.hasPrefix("  -") {
+            guard let word = line.split(separator: " ").first(where: { $0.hasPrefix("--") }) else { continue }
+            keys.insert(String(word.dropFirst(2)))
+        }
+        keys.subtract(["config", "help", "allow-foreign-files"])
+        let missing = keys.filter { key in !example.out.contains("#\(key): ") }
+        #expect(missing.isEmpty, "every setting is in the shipped file, commented out: \(missing.sorted())")
+        #expect(!example.out.split(separator: "\n").contains { !$0.isEmpty && !$0.hasPrefix("#") && !$0.hasPrefix("  #") }, "every line is a comment")
+    }
+
+    /// Flags override the file; a repeatable option given as a flag takes
+    /// none of the file's values.
+    @Test(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)))
+    func flagsOverrideTheFile() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/ifmeter.yml"
+        try "include: [lo]\nserve:\n  listen: 127.0.0.1:19341\n  interval: 200ms\n".write(toFile: path, atomically: true, encoding: .utf8)
+        // From the file alone: its address, its filter.
+        var serve = try Background(["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--config", path], name: "serve-config")
+        _ = try waitFor("serve") { serve.log.contains("listening") ? true : nil }
+        #expect(serve.log.contains("127.0.0.1:19341") && serve.log.contains("every 200 ms"), "\(serve.log)")
+        var metrics = try RawHTTP.request("/metrics", port: 19341, in: pair.a.name).text
+        #expect(metrics.contains("interface=\"lo\"") && !metrics.contains("interface=\"vA\""))
+        #expect(serve.stop() == 0)
+        // Flags on top: another address, another filter (not added to the file's).
+        serve = try Background(
+            ["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--config", path, "--listen", "127.0.0.1:19342", "--include", "vA"],
+            name: "serve-config")
+        _ = try waitFor("serve") { serve.log.contains("listening") ? true : nil }
+        #expect(serve.log.contains("127.0.0.1:19342"), "\(serve.log)")
+        metrics = try RawHTTP.request("/metrics", port: 19342, in: pair.a.name).text
+        #expect(metrics.contains("interface=\"vA\"") && !metrics.contains("interface=\"lo\""))
+        #expect(serve.stop() == 0)
+    }
+}
