@@ -53,6 +53,9 @@ struct UsageCommand: Command {
             OptionSpec("--oneline", help: "One line per interface for scripts and status bars (fields above)."),
             OptionSpec("--summary", help: "With --svg: today, this cycle, all time and the last 24 hours in one picture."),
             OptionSpec("--check", help: "Check every plan's quota in its current cycle; exit 0 under, 3 over, 4 unknown, 5 projected over."),
+            OptionSpec("--begin", value: "date", help: "Only usage from this local date or time on: 2026-11-01 or 2026-11-01T08:00."),
+            OptionSpec("--end", value: "date", help: "Only usage before this local time, or up to the end of this local date."),
+            OptionSpec("--limit", value: "n", help: "At most N rows per interface, the latest (with --top, the biggest)."),
             OptionSpec("--svg", value: "file", help: "Also draw the periods as an SVG bar chart in this file."),
             OptionSpec("--format", value: "format", help: "text, json or csv.", default: "text", choices: ["text", "json", "csv"]),
             OptionSpec("--bits", help: "Not for usage: its figures are byte totals.", hidden: true),
@@ -68,6 +71,36 @@ struct UsageCommand: Command {
     let oneline: Bool
     let summary: Bool
     let filter: InterfaceFilter
+    /// `--begin`, `--end` (Unix times) and `--limit`.
+    let begin: Int64?
+    let end: Int64?
+    let limit: Int?
+
+    /// A local date (`2026-11-01`: its midnight, or the next one for an
+    /// end, which takes the whole day) or date and time (`2026-11-01T08:30`,
+    /// `2026-11-01 08:30:15`) as a Unix time in `zone`.
+    static func localTime(_ p: ParsedArguments, _ option: String, end: Bool, zone: LocalZone = .system) throws(CLIError) -> Int64? {
+        guard let text = p.value(option) else { return nil }
+        let bad = p.usage(
+            "invalid value '\(TerminalText.escaped(text))' for '\(option) <date>': expected a local date or time like 2026-11-01 or 2026-11-01T08:30")
+        let parts = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "T" || $0 == " " })
+        guard (1...2).contains(parts.count) else { throw bad }
+        func numbers(_ part: Substring, _ separator: Character, count: ClosedRange<Int>) -> [Int]? {
+            let fields = part.split(separator: separator, omittingEmptySubsequences: false)
+            guard count.contains(fields.count), fields.allSatisfy({ !$0.isEmpty && $0.count <= 4 && $0.allSatisfy(\.isASCII) }) else { return nil }
+            let values = fields.compactMap { Int($0) }
+            return values.count == fields.count && values.allSatisfy({ $0 >= 0 }) ? values : nil
+        }
+        guard let date = numbers(parts[0], "-", count: 3...3), (1...9999).contains(date[0]), (1...12).contains(date[1]),
+            (1...LocalZone.daysInMonth(date[0], date[1])).contains(date[2])
+        else { throw bad }
+        guard parts.count == 2 else {
+            let midnight = zone.unix(date[0], date[1], date[2])
+            return end ? zone.unix(date[0], date[1], date[2] + 1) : midnight
+        }
+        guard let time = numbers(parts[1], ":", count: 2...3), time[0] < 24, time[1] < 60, time.count == 2 || time[2] < 60 else { throw bad }
+        return zone.unix(date[0], date[1], date[2], hour: time[0]) + Int64(time[1] * 60 + (time.count == 3 ? time[2] : 0))
+    }
 
     init(_ p: ParsedArguments) throws(CLIError) {
         if p.flag("--bits") {
@@ -110,6 +143,16 @@ struct UsageCommand: Command {
         var filter = try CommonOptions.filter(p)
         filter.namespaces = try CommonOptions.namespaceNames(p).map(Set.init)
         self.filter = filter
+        begin = try Self.localTime(p, "--begin", end: false)
+        end = try Self.localTime(p, "--end", end: true)
+        if let begin, let end, begin >= end { throw p.usage("'--begin' must be before '--end'") }
+        limit = try CommonOptions.positiveInt(p, "--limit")
+        if oneline || summary, begin != nil || end != nil || limit != nil {
+            throw p.usage("'\(oneline ? "--oneline" : "--summary")' shows its own periods; leave out '--begin', '--end' and '--limit'")
+        }
+        if check, begin != nil || end != nil || limit != nil {
+            throw p.usage("'--check' judges the current cycle; leave out '--begin', '--end' and '--limit'")
+        }
         path = DefaultState.resolve(p)
     }
 
@@ -143,7 +186,7 @@ struct UsageCommand: Command {
         let now = Int64(wall.rounded(.down))
         var table = UsageTable(
             slices: slices, plans: plans, granularity: check ? .cycle : granularity, top: top, zone: .system, now: now,
-            names: names, kinds: snapshot.kinds)
+            names: names, kinds: snapshot.kinds, begin: begin, end: end, limit: limit)
         table.saves = snapshot.saves
         table.path = path
         table.wallTime = wall

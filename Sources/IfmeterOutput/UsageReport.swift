@@ -23,9 +23,18 @@ public struct UsageTable: Sendable {
         public var plan: PlanStatus?
         /// The period holds `now`.
         public var current: Bool
+        /// The seconds the figures cover: the period's, cut to now for the
+        /// current one and to `--begin`/`--end`.
+        public var seconds: Int64 = 0
 
         /// rx + tx, stopping at 2^64-1.
         public var totalBytes: UInt64 { counters.rxBytes.saturatingAdd(counters.txBytes) }
+
+        /// rx + tx over the seconds covered, in bits per second (vnStat's
+        /// average rate column); nil when no second is covered yet.
+        public var averageBitsPerSecond: Double? {
+            seconds > 0 ? Double(totalBytes) * 8 / Double(seconds) : nil
+        }
     }
 
     public struct Interface: Sendable {
@@ -68,10 +77,16 @@ public struct UsageTable: Sendable {
     /// starts on its plan's day (others use the calendar month) and its
     /// current cycle is shown even when nothing was used yet. `kinds`: the
     /// kinds the file holds by stored name, for an interface without usage.
+    ///
+    /// `begin` and `end` (Unix times, `usage --begin/--end`): only the
+    /// usage in between is summed, and only the periods it falls in are
+    /// shown; `limit`: at most that many rows per interface, the latest
+    /// (`usage --limit`).
     public init(
         slices: [UsageSlice], plans: [Plan], granularity: UsagePeriodKind, top: Int? = nil, zone: LocalZone, now: Int64,
-        names: [String] = [], kinds: [String: InterfaceKind] = [:]
+        names: [String] = [], kinds: [String: InterfaceKind] = [:], begin: Int64? = nil, end: Int64? = nil, limit: Int? = nil
     ) {
+        let slices = begin == nil && end == nil ? slices : slices.filter { $0.start >= (begin ?? .min) && $0.start < (end ?? .max) }
         self.granularity = granularity
         self.zone = zone
         self.now = now
@@ -107,9 +122,13 @@ public struct UsageTable: Sendable {
                         usedRatio: plan.quotaBytes.map { $0 == 0 ? (used == 0 ? 0 : .infinity) : Double(used) / Double($0) },
                         over: plan.quotaBytes.map { used > $0 }, projectedBytes: projected)
                 }
-                return Row(period: p.period, counters: p.counters, quality: p.quality, plan: status, current: current)
+                var row = Row(period: p.period, counters: p.counters, quality: p.quality, plan: status, current: current)
+                let from = max(p.period.start, begin ?? .min), to = min(p.period.end, end ?? .max, max(now, p.period.start))
+                row.seconds = max(0, to - from)
+                return row
             }
-            list.append(Interface(stored: name, kind: mine.last?.kind ?? kinds[name], plan: plan, rows: rows))
+            let kept = limit.map { granularity == .top ? Array(rows.prefix($0)) : Array(rows.suffix($0)) } ?? rows
+            list.append(Interface(stored: name, kind: mine.last?.kind ?? kinds[name], plan: plan, rows: kept))
         }
         interfaces = list.sorted { $0.key < $1.key }
     }
@@ -241,6 +260,8 @@ public struct UsageTable: Sendable {
             "rx_bytes": .number(row.counters.rxBytes), "tx_bytes": .number(row.counters.txBytes),
             "rx_packets": .number(row.counters.rxPackets), "tx_packets": .number(row.counters.txPackets),
             "quality": .string(row.quality.name),
+            "seconds": .number(row.seconds),
+            "average_bits_per_second": row.averageBitsPerSecond.map { .number($0) } ?? .null,
         ]
         if let s = row.plan {
             var plan: [String: JSONValue] = [
@@ -264,7 +285,7 @@ public struct UsageTable: Sendable {
     }
 
     public static let csvHeader =
-        "interface,netns,kind,granularity,period,start,end,rx_bytes,tx_bytes,rx_packets,tx_packets,total_bytes,quality,quota_bytes,used_bytes,over,projected_bytes,estimate"
+        "interface,netns,kind,granularity,period,start,end,rx_bytes,tx_bytes,rx_packets,tx_packets,total_bytes,quality,quota_bytes,used_bytes,over,projected_bytes,estimate,seconds,average_bits_per_second"
 
     /// CSV (RFC 4180 quoting, LF line ends), one row per period; the `estimate` column is always
     /// true: the figures are estimates from interface counters.
@@ -285,6 +306,7 @@ public struct UsageTable: Sendable {
                     String(r.totalBytes), r.quality.name,
                     r.plan?.plan.quotaBytes.map { String($0) } ?? "", r.plan.map { String($0.usedBytes) } ?? "",
                     r.plan?.over.map { $0 ? "true" : "false" } ?? "", r.plan?.projectedBytes.map { String($0) } ?? "", "true",
+                    String(r.seconds), r.averageBitsPerSecond.map { Units.fixed($0, 3) } ?? "",
                 ]
                 out += fields.map(field).joined(separator: ",") + "\n"
             }
@@ -292,8 +314,9 @@ public struct UsageTable: Sendable {
         return out
     }
 
-    /// The usage tables' JSON version: 3 adds `state` (when the file was
-    /// last saved, by whom, and whether that is stale).
+    /// The usage tables' JSON version: 3 added `state` (when the file was
+    /// last saved, by whom, and whether that is stale), 5 each period's
+    /// `seconds` and `average_bits_per_second`.
     public static var schemaVersion: Int { JSONEnvelope.usage.version }
 
     public func text(path: String) -> String {
@@ -321,21 +344,22 @@ public struct UsageTable: Sendable {
                 if let q = plan.quotaBytes { title += ", quota \(Units.bytes(q)) \(plan.direction.rawValue)" }
             }
             out += title + "\n"
-            var headers = [header, "RX", "TX", "TOTAL", "QUALITY"]
+            var headers = [header, "RX", "TX", "TOTAL", "AVG RATE", "QUALITY"]
             if granularity == .cycle, i.plan != nil { headers += ["USED", "OF QUOTA"] }
-            var table = TextTable(headers: headers, rightAligned: [1, 2, 3, 5, 6])
+            var table = TextTable(headers: headers, rightAligned: [1, 2, 3, 4, 6, 7])
             for r in i.rows {
                 let q = r.quality
                 shown.insert(q)
                 var cells = [
                     r.period.label + (granularity == .cycle ? " – " + PeriodCalendar.dayLabel(zone, r.period.end) : ""),
                     q.marked(Units.bytes(r.counters.rxBytes)), q.marked(Units.bytes(r.counters.txBytes)),
-                    q.marked(Units.bytes(r.totalBytes)), q.name,
+                    q.marked(Units.bytes(r.totalBytes)),
+                    r.averageBitsPerSecond.map { q.marked(Units.rate(bytesPerSecond: $0 / 8, bits: true)) } ?? "-", q.name,
                 ]
                 if let s = r.plan {
                     cells.append(q.marked(Units.bytes(s.usedBytes)))
                     cells.append(s.usedRatio.map { $0.isFinite ? Units.fixed($0 * 100, 1) + "%" + (s.over == true ? " OVER" : "") : "-" } ?? "-")
-                } else if headers.count > 5 {
+                } else if headers.count > 6 {
                     cells += ["", ""]
                 }
                 table.add(cells)

@@ -127,3 +127,22 @@ struct SmallLiesTests {
         }
     }
 }
+
+/// `usage --begin/--end/--limit` refuse what they cannot mean, before any
+/// file is read.
+@Suite struct UsageRangeOptionTests {
+    @Test(arguments: [
+        (["--begin", "2026-13-01"], "invalid value '2026-13-01' for '--begin <date>'"),
+        (["--end", "2026-11-31"], "invalid value '2026-11-31' for '--end <date>'"),
+        (["--begin", "2026-11-01T25:00"], "invalid value '2026-11-01T25:00' for '--begin <date>'"),
+        (["--begin", "yesterday"], "expected a local date or time like 2026-11-01"),
+        (["--begin", "2026-11-02", "--end", "2026-11-01"], "'--begin' must be before '--end'"),
+        (["--limit", "0"], "--limit"),
+        (["--check", "--limit", "3"], "'--check' judges the current cycle"),
+        (["--oneline", "--begin", "2026-11-01"], "'--oneline' shows its own periods"),
+    ])
+    func refused(arguments: [String], words: String) throws {
+        let result = try ifmeter(["usage", "--state", "/nonexistent/s.db"] + arguments)
+        #expect(result.status == 64 && result.err.contains(words), "\(arguments): \(result.err)")
+    }
+}

@@ -87,7 +87,7 @@ struct UsagePlanTests {
         #expect(current?["plan"]?["projection"]?["estimate"] == .bool(true))
         #expect(current?["tx_bytes"]?.uint64Value == sent)
         try cycle.out.write(toFile: dir + "/cycle.json", atomically: true, encoding: .utf8)
-        let schema = try checkJSONSchema([dir + "/cycle.json"], schema: "ifmeter-usage.v3.schema.json")
+        let schema = try checkJSONSchema([dir + "/cycle.json"], schema: "ifmeter-usage.v5.schema.json")
         #expect(schema.ok, "\(schema.output)")
 
         _ = try ifmeter(["plan", "set", "vA", "--state", state, "--cycle-start", "31", "--quota", "1GiB", "--direction", "tx"])

@@ -136,3 +136,51 @@ import Testing
         #expect(last.projectedBytes == PlanGauge.projection(used: 9_000, start: last.cycleStart, end: last.cycleEnd, now: 1_796_040_000))
     }
 }
+
+/// Issue 31: vnStat's remaining table features, `--begin/--end`, `--limit`
+/// and an average rate per row.
+@Suite struct UsageRangeTests {
+    /// 1 MB an hour on 2026-11-29 and 2026-11-30 (UTC) until noon, now.
+    func table(begin: Int64? = nil, end: Int64? = nil, limit: Int? = nil) -> UsageTable {
+        let day29: Int64 = 1_795_910_400 // 2026-11-29T00:00:00Z
+        let slices = (0..<36).map { h in
+            UsageSlice(
+                name: "eth0", kind: .ethernet, start: day29 + Int64(h) * 3600, seconds: 3600,
+                counters: Counters(rxBytes: 1_000_000, txBytes: 0, rxPackets: 1000, txPackets: 0), quality: .exact)
+        }
+        return UsageTable(
+            slices: slices, plans: [], granularity: .day, zone: .utc, now: 1_796_040_000, begin: begin, end: end, limit: limit)
+    }
+
+    @Test func everyRowHasItsSecondsAndAverageRate() throws {
+        let rows = try #require(table().interfaces.first?.rows)
+        #expect(rows.map(\.period.label) == ["2026-11-29", "2026-11-30"])
+        #expect(rows.map(\.seconds) == [86400, 43200], "a past day whole, today until now")
+        #expect(rows[0].averageBitsPerSecond == 24_000_000 * 8 / 86400.0)
+        #expect(rows[1].averageBitsPerSecond == 12_000_000 * 8 / 43200.0)
+        let csv = table().csv().split(separator: "\n")
+        #expect(csv[0].hasSuffix(",estimate,seconds,average_bits_per_second"))
+        #expect(csv[2].hasSuffix(",true,43200,2222.222"), "\(csv[2])")
+        let json = table().json()
+        guard case .array(let interfaces)? = json["interfaces"], case .array(let periods)? = interfaces.first?["periods"] else {
+            throw TestFailure("no periods")
+        }
+        #expect(periods.first?["seconds"] == .number(86400) && periods.first?["average_bits_per_second"]?.doubleValue == 24_000_000 * 8 / 86400.0)
+        #expect(json["schema_version"] == .number(5))
+        #expect(table().text(path: "s.db").contains("AVG RATE"))
+    }
+
+    @Test func beginAndEndSumOnlyWhatIsBetween() throws {
+        // From 2026-11-29T18:00 to 2026-11-30T06:00: 6 hours of each day.
+        let rows = try #require(table(begin: 1_795_975_200, end: 1_796_018_400).interfaces.first?.rows)
+        #expect(rows.map(\.counters.rxBytes) == [6_000_000, 6_000_000])
+        #expect(rows.map(\.seconds) == [21600, 21600], "the seconds covered, not the days'")
+        // A begin after the usage: nothing.
+        #expect(table(begin: 1_796_100_000).interfaces.first?.rows.isEmpty ?? true)
+    }
+
+    @Test func limitKeepsTheLatestRows() throws {
+        #expect(table(limit: 1).interfaces.first?.rows.map(\.period.label) == ["2026-11-30"])
+        #expect(table(limit: 5).interfaces.first?.rows.count == 2)
+    }
+}
