@@ -163,7 +163,15 @@ struct UsageCommand: Command {
         }
         let snapshot: UsageSnapshot
         do {
-            snapshot = try StateStore.snapshot(path: path)
+            // --check judges the current cycles (31 days at most) and
+            // limits: it reads those days (a year's for a year limit), not
+            // years of hours.
+            var since: Int64?
+            if check {
+                let yearly = try StateStore.plans(path: path, verify: false).contains { $0.limits.contains { $0.period == .year } }
+                since = Int64(wallClock()) - (yearly ? 367 : 32) * 86400
+            }
+            snapshot = try StateStore.snapshot(path: path, since: since)
         } catch {
             throw CLIError.reading(error, command: Self.spec.name)
         }

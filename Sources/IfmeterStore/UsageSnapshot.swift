@@ -19,9 +19,14 @@ public struct UsageSnapshot: Sendable {
 
 extension StateStore {
     /// Reads a state file for `usage`, in one open, writing nothing.
-    public static func snapshot(path: String, zone: LocalZone = .system) throws(StoreError) -> UsageSnapshot {
+    /// `since`: only the slices starting then or later are read (`--check`
+    /// needs the current cycles, at most 31 days); every other row is still
+    /// checked (in SQL, as a writer checks them), so a file `usage` calls
+    /// corrupt is called so whatever is read of it.
+    public static func snapshot(path: String, zone: LocalZone = .system, since: Int64? = nil) throws(StoreError) -> UsageSnapshot {
         try reading(path) { db, written throws(StoreError) in
-            let slices = try slices(db, path: path, zone: zone, since: nil)
+            if since != nil { try checkRows(db) }
+            let slices = try slices(db, path: path, zone: zone, since: since)
             do throws(StoreError) {
                 let plans = try hasTable(db, "plans") ? readPlans(db) : []
                 var kinds: [String: InterfaceKind] = [:]
