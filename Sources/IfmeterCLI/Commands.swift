@@ -73,7 +73,14 @@ public enum IfmeterCLI {
         CommandLinePath.allowForeign = parsed.flag(CommandLinePath.allowForeignSpec.long)
         // serve and export: the config file's settings, under the flags.
         if let path = parsed.value(ConfigFile.option.long) {
-            return try ConfigFile.load(path).command(command, parsed, arguments: Array(arguments.dropFirst())).run()
+            let rest = Array(arguments.dropFirst())
+            let (built, effective) = try ConfigFile.load(path).built(command, parsed, arguments: rest)
+            // serve reads the file again on SIGHUP.
+            if var serve = built as? ServeCommand {
+                serve.reload = ConfigReload(path: path, given: parsed, arguments: rest, running: effective)
+                return try serve.run()
+            }
+            return try built.run()
         }
         try command.init(parsed).run()
     }

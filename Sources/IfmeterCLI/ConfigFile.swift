@@ -64,7 +64,7 @@ struct ConfigFile {
             # Flags on the command line override the file (the service gives
             # --state /var/lib/ifmeter/state.db, its StateDirectory).
             # Check it with: ifmeter config check /etc/ifmeter/ifmeter.yml
-            # (then: systemctl restart ifmeter-serve). Every setting below is
+            # (then: systemctl reload ifmeter-serve). Every setting below is
             # commented out, with its default or the kind of value it takes.
 
             # Settings of both commands:
@@ -195,10 +195,18 @@ struct ConfigFile {
     /// with the file's settings added, and builds the command: an error in
     /// one of the file's values names the file, its line and key (65).
     func command(_ type: any Command.Type, _ given: ParsedArguments, arguments: [String]) throws(CLIError) -> any Command {
+        try built(type, given, arguments: arguments).command
+    }
+
+    /// The command and the arguments it was built from (the file's and the
+    /// command line's): what a reload compares option by option.
+    func built(_ type: any Command.Type, _ given: ParsedArguments, arguments: [String]) throws(CLIError)
+        -> (command: any Command, parsed: ParsedArguments)
+    {
         let added = self.arguments(for: type.spec, besides: given)
         do {
             let parsed = try ParsedArguments.parse(added + arguments, spec: type.spec)
-            return try type.init(parsed)
+            return (try type.init(parsed), parsed)
         } catch {
             guard case .usage(let message, _) = error, let setting = location(of: message, spec: type.spec) else { throw error }
             let section = setting.section.map { $0 + "." } ?? ""
@@ -263,5 +271,35 @@ struct ConfigCommand: Command {
             }
         }
         try Output.put(Output.forPeople(out))
+    }
+}
+
+/// What serve needs to read its config file again on SIGHUP: the file, and
+/// the command line that overrides it.
+struct ConfigReload {
+    let path: String
+    let given: ParsedArguments
+    let arguments: [String]
+    /// The arguments the running serve was built from.
+    var running: ParsedArguments
+
+    /// Options a reload applies to a running serve; any other that changed
+    /// needs a restart and is said so.
+    static let filterOptions: Set<String> = ["--include", "--exclude", "--kind"]
+    static var remoteWriteOptions: Set<String> { Set(RemoteWriteOptions.specs.map(\.long)) }
+
+    /// The file read again, serve built from it (every value checked), and
+    /// which options differ from the running ones.
+    func reread() throws(CLIError) -> (serve: ServeCommand, parsed: ParsedArguments, changed: Set<String>) {
+        let (command, parsed) = try ConfigFile.load(path).built(ServeCommand.self, given, arguments: arguments)
+        guard let serve = command as? ServeCommand else { throw .runtime("reloading \(path): not serve's settings") }
+        var changed = Set<String>()
+        for option in ServeCommand.spec.options where option.long != ConfigFile.option.long {
+            if parsed.values[option.long] != running.values[option.long] || parsed.flags.contains(option.long) != running.flags.contains(option.long)
+            {
+                changed.insert(option.long)
+            }
+        }
+        return (serve, parsed, changed)
     }
 }

@@ -374,7 +374,11 @@ struct ManPages {
     static let unitDirectives: [(String, String)] = [
         (
             "ExecStart=",
-            "ifmeter serve --state /var/lib/ifmeter/state.db: listens on 127.0.0.1:9874, samples every second, saves every 5 minutes (SIGHUP saves at once). SIGTERM saves, then stops. Add --kind-of 'wwan*=cellular' (systemctl edit) where the kernel's facts give a kind wrongly, like a raw-IP modem that is a tun underneath."
+            "ifmeter serve --config /etc/ifmeter/ifmeter.yml --state /var/lib/ifmeter/state.db: its settings from that file (every one commented out as shipped: listens on 127.0.0.1:9874, samples every second, saves every 5 minutes). SIGTERM saves, then stops. Set kind-of: ['wwan*=cellular'] in the file where the kernel's facts give a kind wrongly, like a raw-IP modem that is a tun underneath."
+        ),
+        (
+            "ExecReload=",
+            "systemctl reload sends SIGHUP: serve saves its state and reads its config file again (filters and remote write apply at once; what needs a restart is said in the log)."
         ),
         ("Type=exec", "The service is up once ifmeter runs."),
         ("Restart=on-failure", "Started again after a failure, RestartSec= later."),

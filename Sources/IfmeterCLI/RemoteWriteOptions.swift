@@ -111,6 +111,13 @@ struct RemoteWriteOptions {
     func start(pipeline: Pipeline, cache: ScrapeCache, sampleInterval: Double, log: @escaping @Sendable (String) -> Void) throws(CLIError)
         -> [RemoteWriter]
     {
+        try started(pipeline: pipeline, cache: cache, sampleInterval: sampleInterval, log: log).writers
+    }
+
+    /// The same, and the feed that pushes to them (to remove on a reload).
+    func started(pipeline: Pipeline, cache: ScrapeCache, sampleInterval: Double, log: @escaping @Sendable (String) -> Void) throws(CLIError)
+        -> (writers: [RemoteWriter], feed: RemoteWriteFeed)
+    {
         do throws(SystemError) {
             try RemoteWriteLibraries.load()
         } catch {
@@ -138,7 +145,7 @@ struct RemoteWriteOptions {
             sampleInterval: sampleInterval, maxSamplesPerRecord: settings.queue.maxSamplesPerSend)
         pipeline.add(enricher: feed)
         pipeline.add(sink: feed)
-        return writers
+        return (writers, feed)
     }
 
     /// The queue folder, made (0700) or adopted, and the folder it is in:

@@ -88,6 +88,8 @@ struct ServeCommand: Command {
     let routes: RouteSettings?
     let webConfig: WebConfig?
     let webConfigPath: String?
+    /// With `--config`: the file and command line to read again on SIGHUP.
+    var reload: ConfigReload?
 
     init(_ p: ParsedArguments) throws(CLIError) {
         let listen = p.value("--listen") ?? "127.0.0.1:\(defaultServePort)"
@@ -172,18 +174,21 @@ struct ServeCommand: Command {
         pipeline.add(sink: ScrapeFeed(cache: cache) { Output.error(announce) })
         pipeline.sayStateSaves(prefix: "ifmeter serve: ")
         let log = RateLimitedLog(prefix: "ifmeter serve: ", every: 10)
-        let writers: [RemoteWriter]
+        let pushSet = RemoteWriteSet()
         do {
-            writers = try remoteWrite?.start(pipeline: pipeline, cache: cache, sampleInterval: interval) { log.write($0) } ?? []
+            if let started = try remoteWrite?.started(pipeline: pipeline, cache: cache, sampleInterval: interval, log: { log.write($0) }) {
+                pushSet.writers = started.writers
+                pushSet.feed = started.feed
+            }
         } catch {
             pipeline.persistence?.abandon()
             throw error
         }
         // After the loop's last push (and the stale markers of every series),
         // a moment for what is in memory to go out, then the rest to disk.
-        defer {
-            for writer in writers { writer.drain(timeout: 2) }
-            for writer in writers { writer.stop() }
+        defer { pushSet.stop() }
+        let reloader = reload.map {
+            ServeReloader(reload: $0, remoteWrite: remoteWrite, pushing: pushSet, cache: cache, sampleInterval: interval, log: log)
         }
         // The family is there from the first render, before any update.
         cache.setHTTPClosed(HTTPConnectionCounts(deadline: 0, idle: 0, evicted: 0))
@@ -215,7 +220,10 @@ struct ServeCommand: Command {
         // The server's threads have the signals blocked; this one takes
         // them. SIGHUP saves the state and serve goes on.
         StopSignal.install(hangup: true)
-        var waiter = SignalWaiter()
+        var waiter = SignalWaiter(hangup: { pipeline in
+            pipeline.saveNow()
+            reloader?.reload(pipeline)
+        })
         pipeline.run(&waiter)
         server?.stop()
         Output.error("ifmeter serve: stopped")
@@ -320,5 +328,109 @@ final class RateLimitedLog: Sendable {
         guard print else { return }
         Output.error(
             prefix + line + (suppressed > 0 ? " (and \(suppressed) more messages like it in the last \(Units.duration(every)))" : ""))
+    }
+}
+
+/// serve's remote write: the writers and the feed that pushes to them,
+/// replaced whole when a reload changes them.
+final class RemoteWriteSet {
+    var writers: [RemoteWriter] = []
+    var feed: RemoteWriteFeed?
+
+    /// Ends every series (its stale marker), lets what is in memory go out
+    /// for up to 2 s, then stops; the queues keep the rest on disk.
+    func stop(ending pipeline: Pipeline? = nil) {
+        if let pipeline, let feed {
+            feed.finished()
+            pipeline.remove(feed)
+        }
+        for writer in writers { writer.drain(timeout: 2) }
+        for writer in writers { writer.stop() }
+        writers = []
+        feed = nil
+    }
+}
+
+/// SIGHUP under `--config`: the file read again; a changed filter applies
+/// from the next sample, changed remote write settings (targets, labels,
+/// relabelling, queue, or the remote write config file's content) restart
+/// the pushing (queues on disk lose nothing); any other change is said to
+/// need a restart, and the running value stays. A file that no longer reads
+/// is said, and nothing changes.
+final class ServeReloader {
+    var reload: ConfigReload
+    var remoteWrite: RemoteWriteOptions?
+    let pushing: RemoteWriteSet
+    let cache: ScrapeCache
+    let sampleInterval: Double
+    let log: RateLimitedLog
+    private var remoteWriteFile: [UInt8]?
+
+    init(
+        reload: ConfigReload, remoteWrite: RemoteWriteOptions?, pushing: RemoteWriteSet, cache: ScrapeCache, sampleInterval: Double,
+        log: RateLimitedLog
+    ) {
+        self.reload = reload
+        self.remoteWrite = remoteWrite
+        self.pushing = pushing
+        self.cache = cache
+        self.sampleInterval = sampleInterval
+        self.log = log
+        remoteWriteFile = Self.contents(reload.running.value("--remote-write-config"))
+    }
+
+    /// An error's line without its "Error: ".
+    static func words(_ error: CLIError) -> String {
+        error.line.hasPrefix("Error: ") ? String(error.line.dropFirst(7)) : error.line
+    }
+
+    static func contents(_ path: String?) -> [UInt8]? {
+        guard let path else { return nil }
+        return (try? readTextFile(path)).map { Array($0.utf8) }
+    }
+
+    func reload(_ pipeline: Pipeline) {
+        let say = { (line: String) in Output.error("ifmeter serve: " + line) }
+        let fresh: (serve: ServeCommand, parsed: ParsedArguments, changed: Set<String>)
+        do {
+            fresh = try reload.reread()
+        } catch {
+            say("reloading \(reload.path) after SIGHUP failed: \(Self.words(error)); the running settings stay")
+            return
+        }
+        var applied: [String] = []
+        var running = reload.running
+        if !fresh.changed.isDisjoint(with: ConfigReload.filterOptions) {
+            pipeline.setFilter(fresh.serve.setup.configuration.filter)
+            for option in ConfigReload.filterOptions { running.values[option] = fresh.parsed.values[option] }
+            applied.append("filters")
+        }
+        let fileNow = Self.contents(fresh.parsed.value("--remote-write-config"))
+        if !fresh.changed.isDisjoint(with: ConfigReload.remoteWriteOptions) || fileNow != remoteWriteFile {
+            pushing.stop(ending: pipeline)
+            do {
+                try fresh.serve.remoteWrite?.makeQueueFolder()
+                if let started = try fresh.serve.remoteWrite?.started(
+                    pipeline: pipeline, cache: cache, sampleInterval: sampleInterval, log: { [log] in log.write($0) })
+                {
+                    pushing.writers = started.writers
+                    pushing.feed = started.feed
+                }
+                let urls = fresh.serve.remoteWrite?.urls.map(RemoteWriter.withoutCredentials) ?? []
+                applied.append(urls.isEmpty ? "remote write stopped" : "remote write to " + urls.joined(separator: ", "))
+            } catch {
+                say("remote write could not start after SIGHUP: \(Self.words(error)); nothing is pushed until it can")
+            }
+            remoteWrite = fresh.serve.remoteWrite
+            remoteWriteFile = fileNow
+            for option in ConfigReload.remoteWriteOptions { running.values[option] = fresh.parsed.values[option] }
+        }
+        let restart = fresh.changed.subtracting(ConfigReload.filterOptions).subtracting(ConfigReload.remoteWriteOptions).sorted()
+        reload.running = running
+        var line = "reloaded \(reload.path): " + (applied.isEmpty ? "nothing to apply" : applied.joined(separator: "; ") + " applied")
+        if !restart.isEmpty {
+            line += "; \(restart.joined(separator: ", ")) changed but need a restart (systemctl restart ifmeter-serve): the running values stay"
+        }
+        say(line)
     }
 }

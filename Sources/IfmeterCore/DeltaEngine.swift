@@ -660,6 +660,21 @@ public struct DeltaEngine: Sendable {
         }
     }
 
+    /// Forgets every series `keep` says no to, present or not (a filter
+    /// changed under a running ifmeter: what it now leaves out is gone as a
+    /// forgotten interface is, not a vanished one whose traffic is unknown).
+    public mutating func forget(keeping keep: (SeriesKey, InterfaceKind) -> Bool) {
+        for slot in series.indices where series[slot].inUse && !keep(series[slot].state.key, series[slot].state.classification.kind) {
+            let key = series[slot].state.key
+            slots[key] = nil
+            series[slot].inUse = false
+            series[slot].state = Self.vacant
+            series[slot].hasPrev = false
+            freeSlots.append(slot)
+            forgotten.append(key)
+        }
+    }
+
     // MARK: - Saved state
 
     /// What ifmeter saves of one interface to continue after a restart.

@@ -208,7 +208,7 @@ public struct PipelineClock: Sendable {
 /// thread, sleeping in its waiter between samples.
 public final class Pipeline {
     public let source: any CounterSource
-    public let configuration: PipelineConfiguration
+    public private(set) var configuration: PipelineConfiguration
     public private(set) var engine: DeltaEngine
     public let persistence: StatePersistence?
     public private(set) var health: PipelineHealth
@@ -236,6 +236,25 @@ public final class Pipeline {
         engine = DeltaEngine(configuration: configuration.engine)
         health = PipelineHealth(source: source.sourceName, startTime: clock.wall())
         persistence?.restore(into: &engine, now: clock.monotonic())
+    }
+
+    /// A new `--include`/`--exclude`/`--kind`/`--netns` filter (SIGHUP,
+    /// the config file changed), from the next sample on: what it leaves
+    /// out is forgotten now (gone from the outputs, its rows from the state
+    /// file at the next save; its usage history stays), what it lets in
+    /// starts from its baseline at the next sample, and patterns that match
+    /// nothing are said again.
+    public func setFilter(_ filter: InterfaceFilter) {
+        configuration.filter = filter
+        engine.forget { key, kind in filter.admits(key, kind: kind) }
+        unmatchedPatterns = nil
+        patternsSaid = false
+    }
+
+    /// Removes an enricher or a sink added before (by identity).
+    public func remove(_ subscriber: AnyObject) {
+        enrichers.removeAll { $0 === subscriber }
+        sinks.removeAll { $0 === subscriber }
     }
 
     /// Adds an enricher: it sees every update before any sink does.

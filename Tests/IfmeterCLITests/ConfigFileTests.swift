@@ -133,3 +133,61 @@ struct ConfigFileTests {
         #expect(serve.stop() == 0)
     }
 }
+
+/// Issue 31: SIGHUP under `--config` applies a changed filter and a changed
+/// remote write target without a restart, and says what needs one.
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+struct ConfigReloadTests {
+    @Test func sighupAppliesAChangedFilterAndRemoteWriteTarget() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-reload-\(UUID().uuidString)").path
+        for sub in ["", "/a", "/b"] { try FileManager.default.createDirectory(atPath: dir + sub, withIntermediateDirectories: true) }
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let first = try RemoteWriteReceiver(in: pair.a.name, port: 19351, folder: dir + "/a")
+        let second = try RemoteWriteReceiver(in: pair.a.name, port: 19352, folder: dir + "/b")
+        func config(include: String, target: UInt16, port: UInt16) -> String {
+            """
+            include: [\(include)]
+            serve:
+              listen: 127.0.0.1:\(port)
+              interval: 200ms
+              remote-write: [http://127.0.0.1:\(target)/api/v1/write]
+              remote-write-interval: 500ms
+              remote-write-queue: \(dir)/queue
+
+            """
+        }
+        let path = dir + "/ifmeter.yml"
+        try config(include: "lo", target: 19351, port: 19343).write(toFile: path, atomically: true, encoding: .utf8)
+        let serve = try Background(["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--config", path], name: "serve-reload")
+        _ = try waitFor("serve") { serve.log.contains("listening") ? true : nil }
+        _ = try waitFor("pushes to the first receiver") { first.requests.isEmpty ? nil : true }
+        var metrics = try RawHTTP.request("/metrics", port: 19343, in: pair.a.name).text
+        #expect(metrics.contains("interface=\"lo\"") && !metrics.contains("interface=\"vA\""))
+        // Another filter, another target, another address: SIGHUP.
+        try config(include: "vA", target: 19352, port: 19344).write(toFile: path, atomically: true, encoding: .utf8)
+        serve.process.signal(SIGHUP)
+        let line = try waitFor("the reload said") { () -> String? in
+            serve.log.split(separator: "\n").first { $0.contains("reloaded \(path)") }.map(String.init)
+        }
+        #expect(line.contains("filters; remote write to http://127.0.0.1:19352/api/v1/write applied"), "\(line)")
+        #expect(line.contains("--listen changed but need a restart"), "\(line)")
+        _ = try waitFor("the new filter on /metrics (the old address stays)") { () throws -> Bool? in
+            metrics = try RawHTTP.request("/metrics", port: 19343, in: pair.a.name).text
+            return metrics.contains("interface=\"vA\"") && !metrics.contains("interface=\"lo\"") ? true : nil
+        }
+        let before = first.requests.count
+        _ = try waitFor("pushes to the second receiver") { second.requests.isEmpty ? nil : true }
+        // The first receiver got the old series' stale markers, then nothing more.
+        let after = first.requests.count
+        _ = try waitFor("two more pushes to the second") { second.requests.count >= 3 ? true : nil }
+        #expect(first.requests.count == after && after >= before, "no push to the old target after the reload")
+        // A file that no longer reads: said, and nothing changes.
+        try "include: [\n".write(toFile: path, atomically: true, encoding: .utf8)
+        serve.process.signal(SIGHUP)
+        _ = try waitFor("the broken file said") { serve.log.contains("reloading \(path) after SIGHUP failed") ? true : nil }
+        #expect(serve.process.isRunning)
+        #expect(serve.stop() == 0, "\(serve.log)")
+    }
+}

@@ -207,7 +207,10 @@ import Testing
             try FileManager.default.createDirectory(atPath: tree.path("/etc/ifmeter"), withIntermediateDirectories: true)
             try "x\n".write(toFile: tree.path("/etc/ifmeter/" + file), atomically: true, encoding: .utf8)
         }
-        // What systemd needs to verify a unit offline under a root: the targets.
+        // What systemd needs to verify a unit offline under a root: the
+        // targets, and ExecReload='s kill.
+        try FileManager.default.createDirectory(atPath: tree.path("/bin"), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: "/bin/kill", toPath: tree.path("/bin/kill"))
         let units = tree.path("/usr/lib/systemd/system")
         try FileManager.default.createDirectory(atPath: units, withIntermediateDirectories: true)
         for name in try FileManager.default.contentsOfDirectory(atPath: "/lib/systemd/system")
