@@ -55,6 +55,9 @@ import Glibc
         // plan --limit's size is read by the size parser the fuzzed options
         // use; its period=size form is checked in FiveMinuteSplitTests.
         "period=size",
+        // usage --begin/--end: local dates and times, refused field by
+        // field (month 13, day 31 of November, hour 25) in UsageRangeOptionTests.
+        "date",
     ]
 
     static func kind(_ option: OptionSpec) -> Kind? {
