@@ -186,9 +186,13 @@ struct ConfigFile {
         return out
     }
 
-    /// `path:line` of the setting an error about option `--key` names.
-    func location(of message: String, spec: CommandSpec) -> Setting? {
-        settings(for: spec).first { message.contains("'--" + $0.key + "'") || message.contains("'--" + $0.key + " ") }
+    /// `path:line` of the setting an error about option `--key` names:
+    /// only among those the command line did not override (a bad flag is
+    /// the command line's, exit 64).
+    func location(of message: String, spec: CommandSpec, besides given: ParsedArguments) -> Setting? {
+        settings(for: spec).filter { !given.has("--" + $0.key) }.first {
+            message.contains("'--" + $0.key + "'") || message.contains("'--" + $0.key + " ")
+        }
     }
 
     /// Parses `arguments` (the command line, without the command's name)
@@ -208,7 +212,7 @@ struct ConfigFile {
             let parsed = try ParsedArguments.parse(added + arguments, spec: type.spec)
             return (try type.init(parsed), parsed)
         } catch {
-            guard case .usage(let message, _) = error, let setting = location(of: message, spec: type.spec) else { throw error }
+            guard case .usage(let message, _) = error, let setting = location(of: message, spec: type.spec, besides: given) else { throw error }
             let section = setting.section.map { $0 + "." } ?? ""
             throw .data("\(path):\(setting.line): \(section)\(setting.key): \(message); fix it, or see 'ifmeter config check \(path)'")
         }
@@ -255,15 +259,32 @@ struct ConfigCommand: Command {
         var out = "\(path): good.\n"
         for (name, spec) in ConfigFile.sections {
             let type: any Command.Type = name == "serve" ? ServeCommand.self : ExportCommand.self
-            // export runs only where the file sets it up (it needs a target).
-            if name == "export", !file.settings.contains(where: { $0.section == "export" }) {
-                out += "\nifmeter export: not set up in this file (no export: section)\n"
+            // export runs only where the file sets it up (it needs a
+            // target): an export: section, or a key only export has.
+            let exportOnly = { (s: ConfigFile.Setting) in
+                s.section == nil && !ServeCommand.spec.options.contains { $0.long == "--" + s.key }
+            }
+            if name == "export", !file.settings.contains(where: { $0.section == "export" || exportOnly($0) }) {
+                out += "\nifmeter export: not set up in this file (no export: section, no key only export has)\n"
                 continue
             }
-            // Built as the command would be (every value validated), not run.
-            let empty = try ParsedArguments.parse([], spec: spec)
-            _ = try file.command(type, empty, arguments: [])
-            let settings = file.settings(for: spec)
+            // Built as the command would be (every value validated), not
+            // run; serve as the unit runs it, with its --state.
+            var unit = name == "serve" ? ["--state", "/var/lib/ifmeter/state.db"] : []
+            // export without a target in the file takes one on its command
+            // line: its other values are checked all the same.
+            let targets = ["json", "json-lines", "textfile"]
+            if name == "export", !file.settings(for: spec).contains(where: { targets.contains($0.key) }) {
+                unit = ["--json", "-"]
+                out += "\nnote: no json, json-lines or textfile for export in this file: give one on its command line\n"
+            }
+            let given = try ParsedArguments.parse(unit, spec: spec)
+            _ = try file.command(type, given, arguments: unit)
+            var settings = file.settings(for: spec)
+            if name == "serve", let state = settings.first(where: { $0.key == "state" }) {
+                out += "\nnote: line \(state.line): the service's unit gives --state /var/lib/ifmeter/state.db, which overrides 'state'\n"
+                settings.removeAll { $0.key == "state" }
+            }
             out += "\nifmeter \(name)" + (settings.isEmpty ? ": no settings (the defaults)\n" : "\n")
             for s in settings {
                 let values = s.values.isEmpty ? "true" : s.values.joined(separator: ", ")

@@ -36,9 +36,14 @@ public struct PlanGauge: Sendable, Hashable {
     }
 
     /// `used` bytes `now` into the cycle, extended to its end at the
-    /// average rate so far; nil before the cycle's first second is over.
+    /// average rate so far; nil in the cycle's first day (or tenth, for a
+    /// shorter one): a minute into a 30-day cycle it would multiply
+    /// whatever came first by 43,200, and any backup at midnight would look
+    /// like the quota gone.
+    public static let projectionSettles: Int64 = 86400
+
     public static func projection(used: UInt64, start: Int64, end: Int64, now: Int64) -> UInt64? {
-        guard now > start, now < end else { return nil }
+        guard now - start >= min(projectionSettles, (end - start) / 10), now < end, now > start else { return nil }
         let fraction = Double(end - start) / Double(now - start)
         return UInt64(min(9.2e18, (Double(used) * fraction).rounded()))
     }

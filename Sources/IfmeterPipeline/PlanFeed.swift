@@ -34,12 +34,17 @@ public final class PlanFeed: PipelineEnricher {
     public func enrich(_ update: borrowing PipelineUpdate) {
         let saves = update.persistence?.saves ?? 0
         let now = update.wallTime
+        var heldByFile = false
         if saves != lastSaves {
-            // This update's save holds everything counted up to it.
+            // A save worked since the last update: the file holds what was
+            // counted up to it; this update's traffic too when the save was
+            // this sample's (not SIGHUP's, between samples).
             lastSaves = saves
             pending.removeAll()
+            heldByFile = update.persistence?.savedThrough == update.time
             reread(now: now)
-        } else {
+        }
+        if !heldByFile {
             for delta in update.deltas where delta.counters.rxBytes != 0 || delta.counters.txBytes != 0 || delta.quality == .lowerBound {
                 var entry = pending[delta.key] ?? (Counters.zero, false)
                 entry.counters.add(delta.counters)

@@ -71,6 +71,10 @@ public struct PersistenceStatus: Sendable {
     public var health: StateHealth
     /// What happened to the file since the last update (each said once).
     public var notices: [PersistenceNotice] = []
+    /// The sample time (monotonic) the last save that worked holds
+    /// everything up to: a save at SIGHUP, between samples, holds the
+    /// sample before.
+    public var savedThrough: Double?
 }
 
 /// A state file in use: restores the engine, then saves its totals, and
@@ -91,6 +95,7 @@ public final class StatePersistence {
     private var retryAt: Double?
     public private(set) var health: StateHealth
     private var notices: [PersistenceNotice] = []
+    private var savedThrough: Double?
     private var usage = PeriodAccumulator()
     /// The same traffic per local hour (what the usage tables get).
     private var hourly = HourlyUsage()
@@ -110,7 +115,7 @@ public final class StatePersistence {
     }
 
     public var status: PersistenceStatus {
-        PersistenceStatus(info: store.info, saves: saves, lastError: lastError, health: health, notices: notices)
+        PersistenceStatus(info: store.info, saves: saves, lastError: lastError, health: health, notices: notices, savedThrough: savedThrough)
     }
 
     /// A failing save is tried at the next chance (SIGHUP: an operator
@@ -235,6 +240,7 @@ public final class StatePersistence {
             try checkPath(wallTime: wallTime)
             try store.save(engine.saved, usage: rows, wallTime: wallTime, full: full)
             lastSave = time
+            savedThrough = time
             deletionPending = false
             saves += 1
             lastError = nil

@@ -113,12 +113,15 @@ public final class StateStore {
             throw StoreError.noFolder(path: path, folder: folder)
         }
         let (lock, created) = try Self.openLocked(path, role: role)
+        // An editor beside a running sampler holds no lock: side files it
+        // finds missing may be the sampler's to make, never its own to remove.
+        let locked = FileLock.holdsExclusive(lock)
         var newFiles = created ? [path] : []
         for suffix in Self.sideSuffixes {
             // SQLite opens its side files with O_NOFOLLOW; say why a planted
             // link or FIFO there stops the start, before SQLite says less.
             guard let side = FileStatus(path + suffix) else {
-                newFiles.append(path + suffix)
+                if locked { newFiles.append(path + suffix) }
                 continue
             }
             if side.kind != .regular {
@@ -223,6 +226,18 @@ public final class StateStore {
             case .notRegular: throw StoreError.notRegularFile(path: path)
             case .inUse:
                 guard role == .editor else { throw StoreError.inUse(path: path) }
+                // Only readers (usage's moment of a shared lock)? Then the
+                // lock is waited for, as a sampler waits: a reader takes a
+                // file no writer holds for immutable.
+                if !FileLock.heldByWriter(path) {
+                    do throws(FileLock.Failure) {
+                        return try FileLock.openExclusive(path, waiting: true)
+                    } catch {
+                        if case .notRegular = error { throw StoreError.notRegularFile(path: path) }
+                        if case .system(let cause) = error { throw StoreError.system(path: path, cause) }
+                        // A sampler took it meanwhile: go on beside it.
+                    }
+                }
                 do throws(SystemError) {
                     return (try FileLock.openUnlocked(path), false)
                 } catch {
@@ -263,9 +278,21 @@ public final class StateStore {
         }
         var movedAside: String?
         if FileStatus(path) != nil {
-            let aside = path + ".replaced-" + String(Int64(now.rounded(.down)))
+            // Another ifmeter's live file (it started on the path after
+            // this one's file went): left alone, with its side files; this
+            // one keeps what it counts in memory and tries again.
+            if FileLock.heldByWriter(path) {
+                throw StoreError.system(
+                    path: path,
+                    SystemError(
+                        call: "flock(\(path))", errno: Errno.again,
+                        message: "another ifmeter now writes the file at this path; this one keeps what it counts in memory and tries again"))
+            }
+            let aside = path + ".replaced-" + String(Int64(now.rounded(.down))) + "-" + String(currentProcessIdentifier())
             do throws(SystemError) {
-                try renamePath(path, to: aside)
+                // link, then unlink: an aside name already there is never replaced.
+                try linkPath(path, to: aside)
+                try removeFile(path)
             } catch {
                 throw StoreError.system(path: path, error)
             }
@@ -286,6 +313,11 @@ public final class StateStore {
             // SQLite reads a file moved or deleted under it (its WAL
             // included), and writes it no more.
             try database.prepare("VACUUM INTO ?").run([.text(fresh)])
+            // The permissions the file had (a group that reads it keeps
+            // reading it).
+            if let lock = database.lockDescriptor, let mode = FileStatus(descriptor: lock)?.permissions {
+                try? setPermissions(fresh, mode)
+            }
         } catch {
             removeRegularFiles([fresh])
             throw error
@@ -295,14 +327,27 @@ public final class StateStore {
         // them open, and cannot checkpoint a moved file, so never removes
         // the new file's.
         removeRegularFiles([path + "-wal", path + "-shm"])
+        let freshStatus = FileStatus(fresh)
         do throws(SystemError) {
-            try renamePath(fresh, to: path)
+            // link, then unlink: a file put at the path meanwhile is never
+            // replaced (the save fails, and is tried again).
+            try linkPath(fresh, to: path)
         } catch {
             removeRegularFiles([fresh])
             throw StoreError.system(path: path, error)
         }
-        let store = try StateStore(path: path, host: host, bootID: bootID, now: now, role: role, saveEvery: saveEvery)
-        return (store, movedAside)
+        removeRegularFiles([fresh])
+        do {
+            let store = try StateStore(path: path, host: host, bootID: bootID, now: now, role: role, saveEvery: saveEvery)
+            return (store, movedAside)
+        } catch {
+            // The copy put at the path goes again (this store still holds
+            // everything): the next try is no "other file" to move aside.
+            if let made = freshStatus, let there = FileStatus(path), made.inode == there.inode, made.device == there.device {
+                removeRegularFiles([path])
+            }
+            throw error
+        }
     }
 
     /// Records a clean stop (after the last save): the next start knows

@@ -61,6 +61,26 @@ public enum FileLock {
         try SafeFile.open(path, flags: O_RDWR).fd
     }
 
+    /// Whether a writer holds the lock on the regular file at `path` (not
+    /// followed when a link): a shared lock cannot be had. A reader's
+    /// shared lock is no writer's. Opens and closes a descriptor of that
+    /// file: never call it on a file this process writes.
+    public static func heldByWriter(_ path: String) -> Bool {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        guard FileStatus(descriptor: fd)?.kind == .regular else { return false }
+        if flock(fd, LOCK_SH | LOCK_NB) == 0 {
+            _ = flock(fd, LOCK_UN)
+            return false
+        }
+        return true
+    }
+
+    /// Whether `fd` holds the exclusive lock (taking it again through the
+    /// same open file succeeds and changes nothing).
+    public static func holdsExclusive(_ fd: Int32) -> Bool { flock(fd, LOCK_EX | LOCK_NB) == 0 }
+
     /// Takes the shared lock if no writer holds the file; true when taken.
     public static func tryShared(_ fd: Int32) -> Bool { flock(fd, LOCK_SH | LOCK_NB) == 0 }
 

@@ -223,6 +223,26 @@ public final class OwnFile: @unchecked Sendable {
 /// rename(2), named apart from `OwnFolder.rename`.
 private func systemRename(_ from: String, _ to: String) -> Int32 { rename(from, to) }
 
+/// Removes a name (a link itself, never its target).
+public func removeFile(_ path: String) throws(SystemError) {
+    if unlink(path) != 0 { throw SystemError.system("unlink(\(path))") }
+}
+
+/// This process's id.
+public func currentProcessIdentifier() -> Int32 { getpid() }
+
+/// Gives `path` a second name, `newPath`, which must not exist: nothing
+/// there is replaced.
+public func linkPath(_ path: String, to newPath: String) throws(SystemError) {
+    if link(path, newPath) != 0 { throw SystemError.system("link(\(path), \(newPath))") }
+}
+
+/// Sets a file's permission bits (never through a link's target: the
+/// caller made the file).
+public func setPermissions(_ path: String, _ mode: UInt32) throws(SystemError) {
+    if chmod(path, mode_t(mode)) != 0 { throw SystemError.system("chmod(\(path))") }
+}
+
 /// Renames a path (a link itself, never its target), replacing what is at
 /// `newPath`.
 public func renamePath(_ path: String, to newPath: String) throws(SystemError) {

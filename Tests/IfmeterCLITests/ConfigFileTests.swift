@@ -35,7 +35,7 @@ struct ConfigFileTests {
         ("a count below 1", "export:\n  json-lines: r.jsonl\n  keep: -1\n", 3, "export.keep: "),
         ("a choice it does not have", "serve:\n  compat: nodes\n", 2, "serve.compat: "),
         ("a listen address without a port", "serve:\n  listen: localhost\n", 2, "serve.listen: "),
-        ("a save interval without a state file", "serve:\n  save-every: 1m\n", 2, "serve.save-every: "),
+        ("a connection limit of 0", "serve:\n  max-connections: 0\n", 2, "serve.max-connections: "),
         ("an anchor and its alias", "interval: &a 1s\nsave-every: *a\n", 1, "an anchor (&name); write the value out"),
     ]
 
@@ -61,6 +61,23 @@ struct ConfigFileTests {
         // A file that is not there: a usage error.
         let missing = try ifmeter(["config", "check", dir + "/missing.yml"])
         #expect(missing.status == 64 && missing.err.contains("cannot read the config file"), "\(missing.err)")
+    }
+
+    /// A bad flag is the command line's (64), even where the file has the
+    /// same key; check judges serve as the unit runs it (with --state), and
+    /// export wherever a key only export has is set.
+    @Test func flagsAreNotBlamedOnTheFileAndCheckJudgesAsTheServiceRuns() throws {
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/a.yml"
+        try "interval: 1s\nserve:\n  save-every: 10m\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let flag = try ifmeter(["serve", "--config", path, "--interval", "0s"])
+        #expect(flag.status == 64 && !flag.err.contains(path), "\(flag.err)")
+        let check = try ifmeter(["config", "check", path])
+        #expect(check.status == 0, "save-every is good beside the unit's --state: \(check.err)")
+        try "max-size: banana\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let export = try ifmeter(["config", "check", path])
+        #expect(export.status == 65 && export.err.contains("\(path):1: max-size: "), "\(export.err)")
     }
 
     @Test func aGoodFileIsPrintedWithWhereEachSettingComesFrom() throws {

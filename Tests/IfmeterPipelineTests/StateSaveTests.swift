@@ -184,3 +184,40 @@ import Testing
         #expect(table(limit: 5).interfaces.first?.rows.count == 2)
     }
 }
+
+/// The review of issue 29's rewrite: a file another ifmeter writes at the
+/// path is never moved aside, nor its WAL removed.
+@Suite struct AnotherWriterAtThePathTests {
+    @Test func aFileAnotherWriterHoldsIsLeftAlone() throws {
+        let dir = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/state.db"
+        let store = try StateStore(path: path, host: "h", bootID: "boot-1", now: 1_796_040_000)
+        let persistence = StatePersistence(store: store, every: 1)
+        final class Rival: PipelineSink {
+            let path: String
+            var rival: StateStore?
+            init(_ path: String) { self.path = path }
+            func receive(_ update: borrowing PipelineUpdate) {
+                guard update.sequence == 3 else { return }
+                for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
+                // Another ifmeter starts on the path: its file, its lock.
+                rival = try? StateStore(path: path, host: "h", bootID: "boot-1", now: 1_796_040_100)
+            }
+        }
+        let rival = Rival(path)
+        let (p, c) = pipeline(
+            (0..<6).map { n in .sample(Double(n), [("eth0", 2, UInt64(n) * 1000, 0)]) }, persistence: persistence, limit: 6)
+        p.add(sink: rival)
+        var lines: [String] = []
+        p.add(sink: StateSaveLog(zone: .utc) { lines.append($0) })
+        var waiter = CountingWaiter(waits: 100)
+        p.run(&waiter)
+        #expect(rival.rival != nil)
+        #expect(c.updates.last?.persistence?.lastError != nil, "the save fails while the other holds the path")
+        #expect(lines.contains { $0.contains("another ifmeter now writes the file at this path") }, "\(lines)")
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir)
+        #expect(!names.contains { $0.contains(".replaced-") }, "nothing moved aside: \(names)")
+        #expect(c.updates.last?.health.state?.recreations == 0)
+    }
+}
