@@ -75,6 +75,10 @@ public final class StateSaveLog: PipelineSink {
     /// The line a command ends with (exit 1) when its last save failed.
     public static func finalFailure(_ status: PersistenceStatus, zone: LocalZone = .system) -> String? {
         guard let error = status.lastError else { return nil }
+        // The last save worked; marking the clean stop after it did not.
+        if !status.health.failing {
+            return "the state file \(status.info.path) was saved, but marking the clean stop failed (\(cause(error))): the next start will take it for a stop without one"
+        }
         let unsaved = unsaved(status, zone: zone)
         return
             "the last save of the state file \(status.info.path) failed (\(cause(error))): \(unsaved.prefix(1).lowercased() + unsaved.dropFirst()) not in it"
