@@ -77,7 +77,8 @@ public final class StateSaveLog: PipelineSink {
         guard let error = status.lastError else { return nil }
         // The last save worked; marking the clean stop after it did not.
         if !status.health.failing {
-            return "the state file \(status.info.path) was saved, but marking the clean stop failed (\(cause(error))): the next start will take it for a stop without one"
+            return "the state file \(status.info.path) was saved, but marking the clean stop failed (\(cause(error))): "
+                + "the next start will take it for a stop without one"
         }
         let unsaved = unsaved(status, zone: zone)
         return
