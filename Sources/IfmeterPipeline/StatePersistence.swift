@@ -100,6 +100,11 @@ public final class StatePersistence {
     /// The same traffic per local hour (what the usage tables get).
     private var hourly = HourlyUsage()
     private var lastSave: Double?
+    private let zone: LocalZone
+    /// The local day of the last save that worked: a save is due when the
+    /// day changes, so what a cycle ending at midnight holds is on disk as
+    /// it ends (plan gauges then read the new cycle from the file).
+    private var lastSaveDay: Int64?
     /// The first sample was looked at (after an unclean stop).
     private var reviewed = false
     public private(set) var saves = 0
@@ -109,6 +114,7 @@ public final class StatePersistence {
     public init(store: any StateSaving, every: Double, zone: LocalZone = .system) {
         self.store = store
         self.every = every
+        self.zone = zone
         retryEvery = min(every, 30)
         health = StateHealth(saveEvery: every, retryEvery: min(every, 30))
         hourly = HourlyUsage(zone: zone)
@@ -176,7 +182,7 @@ public final class StatePersistence {
             lastSave = time
             return save(engine, at: time, wallTime: wallTime, full: true)
         }
-        let regular = time - last >= every
+        let regular = time - last >= every || (lastSaveDay.map { $0 != localDay(wallTime) } ?? false)
         if lastError != nil, let retryAt {
             // Failing: the next try is at `retryAt`, forced or not.
             guard time >= retryAt else { return false }
@@ -190,6 +196,12 @@ public final class StatePersistence {
         let full = force || regular || lastError != nil
         if !full { lastDeletionSave = time }
         return save(engine, at: time, wallTime: wallTime, full: full)
+    }
+
+    /// Days since 1970-01-01 of `wallTime`'s local date.
+    private func localDay(_ wallTime: Double) -> Int64 {
+        let c = zone.civil(Int64(wallTime.rounded(.down)))
+        return LocalZone.days(c.year, c.month, c.day)
     }
 
     /// The least time between two saves forced by deletions (60 s:
@@ -241,6 +253,7 @@ public final class StatePersistence {
             try store.save(engine.saved, usage: rows, wallTime: wallTime, full: full)
             lastSave = time
             savedThrough = time
+            lastSaveDay = localDay(wallTime)
             deletionPending = false
             saves += 1
             lastError = nil

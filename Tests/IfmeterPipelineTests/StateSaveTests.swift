@@ -221,3 +221,37 @@ import Testing
         #expect(c.updates.last?.health.state?.recreations == 0)
     }
 }
+
+/// A save at local midnight: a cycle that ends then has what it held on
+/// disk as it ends, and plan gauges read the new cycle from the file.
+@Suite struct MidnightSaveTests {
+    final class Wall: @unchecked Sendable {
+        var time: Double
+        init(_ time: Double) { self.time = time }
+    }
+
+    final class Tick: PipelineSink {
+        let wall: Wall
+        init(_ wall: Wall) { self.wall = wall }
+        func receive(_ update: borrowing PipelineUpdate) { wall.time += 1 }
+    }
+
+    @Test func aSaveComesAtLocalMidnightWhateverThePace() throws {
+        let dir = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = try StateStore(path: dir + "/state.db", host: "h", bootID: "boot-1", now: 1_796_083_000)
+        // Saves an hour apart; the wall clock reads 23:59:58 UTC at the first sample.
+        let persistence = StatePersistence(store: store, every: 3600, zone: .utc)
+        let wall = Wall(1_796_083_198)
+        let p = Pipeline(
+            source: ScriptedSource((0..<5).map { n in .sample(Double(n), [("eth0", 2, UInt64(n) * 1000, 0)]) }),
+            configuration: PipelineConfiguration(interval: 1, sampleLimit: 5), persistence: persistence,
+            clock: PipelineClock(monotonic: { 0 }, wall: { wall.time }))
+        let c = Collector()
+        p.add(sink: c)
+        p.add(sink: Tick(wall))
+        var waiter = CountingWaiter(waits: 100)
+        p.run(&waiter)
+        #expect(c.updates.compactMap(\.persistence?.saves) == [1, 1, 2, 2, 2], "the first sample's save, then midnight's")
+    }
+}
