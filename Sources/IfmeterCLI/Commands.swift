@@ -19,7 +19,7 @@ public enum IfmeterCLI {
     static var commands: [any Command.Type] {
         [
             LiveCommand.self, ListCommand.self, SampleCommand.self, RecordCommand.self, ReplayCommand.self,
-            ServeCommand.self, ExportCommand.self, UsageCommand.self, PlanCommand.self, RouteCommand.self, ConfigCommand.self,
+            ServeCommand.self, ExportCommand.self, UsageCommand.self, PlanCommand.self, StateCommand.self, RouteCommand.self, ConfigCommand.self,
         ]
     }
 

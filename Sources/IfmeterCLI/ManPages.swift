@@ -291,7 +291,7 @@ struct ManPages {
         }
         s += """
             .PP
-            Every command takes \\fB\\-\\-help\\fR. Filters work on every command that reports interfaces (all but \\fBroute\\fR, \\fBplan\\fR and \\fBconfig\\fR): \\fB\\-\\-include\\fR and \\fB\\-\\-exclude\\fR glob patterns on the name, \\fB\\-\\-kind\\fR on the kind.
+            Every command takes \\fB\\-\\-help\\fR. Filters work on every command that reports interfaces (all but \\fBroute\\fR, \\fBplan\\fR, \\fBstate\\fR and \\fBconfig\\fR): \\fB\\-\\-include\\fR and \\fB\\-\\-exclude\\fR glob patterns on the name, \\fB\\-\\-kind\\fR on the kind.
             Durations read as 500ms, 0.5s, 2m or plain seconds.
             .SH OPTIONS
 

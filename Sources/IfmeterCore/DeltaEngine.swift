@@ -26,6 +26,8 @@ public struct DeltaEngine: Sendable {
     /// Namespaces with an instance that came and went unread: their series'
     /// totals are lower bounds, those made later included.
     private var lostNamespaces: Set<String> = []
+    /// Names forgotten while present: their next reading is a baseline.
+    private var rebaseline: Set<SeriesKey> = []
     /// The window: from the first sample (the baseline; events before it
     /// count nothing) to the latest record.
     public private(set) var firstTime: Double?
@@ -242,15 +244,19 @@ public struct DeltaEngine: Sendable {
                     continue
                 }
                 let reading = current.pointee
-                let counters = isFirst ? Self.zero(like: reading.counters) : reading.counters
-                let change: DeltaChange = isFirst ? .baseline : .appeared
+                // A name forgotten while it was there (a filter changed, its
+                // history removed) starts from a baseline, as at the first
+                // sample: its counters hold traffic already counted.
+                let baselined = isFirst || (!rebaseline.isEmpty && rebaseline.remove(reading.key) != nil)
+                let counters = baselined ? Self.zero(like: reading.counters) : reading.counters
+                let change: DeltaChange = baselined ? .baseline : .appeared
                 var entry = Series(
                     state: InterfaceTotals(
                         name: reading.name, netns: reading.netns, classification: classification, index: reading.index,
                         width: reading.width, speedBps: reading.speedBps, attributes: reading.attributes,
                         totals: counters, quality: lostNamespaces.isEmpty || !lostNamespaces.contains(reading.netns) ? .exact : .lowerBound,
                         events: EventCounts(),
-                        baseline: isFirst ? reading.counters : Self.zero(like: reading.counters),
+                        baseline: baselined ? reading.counters : Self.zero(like: reading.counters),
                         lastKernelStats: reading.kernelStats, firstSeen: t, lastSeen: t,
                         present: true, deletedAt: nil))
                 entry.remember(current, at: t)
@@ -646,6 +652,22 @@ public struct DeltaEngine: Sendable {
         }
     }
 
+    /// Starts one series' totals again from zero (its history went to
+    /// another name, or was removed), keeping its last counters so that
+    /// its next delta is exact; a series not present is forgotten instead.
+    public mutating func restart(_ key: SeriesKey) {
+        guard let slot = slots[key], series[slot].inUse else { return }
+        guard series[slot].state.present else {
+            forget { k, _ in k != key }
+            rebaseline.remove(key)
+            return
+        }
+        series[slot].state.totals = Self.zero(like: series[slot].state.totals)
+        series[slot].state.quality = .exact
+        series[slot].state.events = EventCounts()
+        markChanged(slot)
+    }
+
     /// Forgets interfaces not seen since `time` (neither sampled nor deleted),
     /// so that interface churn does not grow the engine's memory forever.
     public mutating func forget(notSeenSince time: Double) {
@@ -663,9 +685,12 @@ public struct DeltaEngine: Sendable {
     /// Forgets every series `keep` says no to, present or not (a filter
     /// changed under a running ifmeter: what it now leaves out is gone as a
     /// forgotten interface is, not a vanished one whose traffic is unknown).
+    /// One present when forgotten starts from a baseline when next read
+    /// (its counters hold what was counted), not as a new interface.
     public mutating func forget(keeping keep: (SeriesKey, InterfaceKind) -> Bool) {
         for slot in series.indices where series[slot].inUse && !keep(series[slot].state.key, series[slot].state.classification.kind) {
             let key = series[slot].state.key
+            if series[slot].state.present || series[slot].hasPrev { rebaseline.insert(key) }
             slots[key] = nil
             series[slot].inUse = false
             series[slot].state = Self.vacant

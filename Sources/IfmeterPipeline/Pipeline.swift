@@ -295,6 +295,7 @@ public final class Pipeline {
         let wall = clock.wall()
         if let persistence {
             persistence.record(deltas, engine: &engine, sample: filtered.sample, sampleTime: t, wallTime: wall)
+            persistence.applyChanges(&engine, at: t, wallTime: wall)
             // A deletion's final counters exist nowhere else any more: saved
             // soon (at most one such save per `deletionGap`), so a kill
             // after that cannot lose them.

@@ -24,6 +24,10 @@ public protocol StateSaving: AnyObject {
     func markStopped(wallTime: Double) throws(StoreError)
     /// The start failed: remove what this start created.
     func abandon()
+    /// Changes `ifmeter state` asked for while this writes the file.
+    func pendingChanges() throws(StoreError) -> [(id: Int64, change: StateChange)]
+    /// Applies one (its rows; the request goes with it).
+    func apply(_ change: StateChange, id: Int64) throws(StoreError)
     /// Whether the path still names the file being written.
     func standing() -> StatePathStanding
     /// The file written anew at its path (it was deleted or replaced), and
@@ -37,6 +41,8 @@ extension StateSaving {
     public func markStopped(wallTime: Double) throws(StoreError) {}
     public func abandon() {}
     public func standing() -> StatePathStanding { .same }
+    public func pendingChanges() throws(StoreError) -> [(id: Int64, change: StateChange)] { [] }
+    public func apply(_ change: StateChange, id: Int64) throws(StoreError) {}
     public func rewritten(now: Double) throws(StoreError) -> (store: any StateSaving, movedAside: String?) { (self, nil) }
 }
 
@@ -59,6 +65,8 @@ public enum PersistenceNotice: Sendable, Hashable {
     /// Another file was put at the path: moved aside to `aside`, and the
     /// writer's written anew.
     case replaced(path: String, aside: String)
+    /// `ifmeter state` changed the history; applied.
+    case changed(StateChange)
 }
 
 /// The state of persistence, as updates carry it.
@@ -202,6 +210,30 @@ public final class StatePersistence {
     private func localDay(_ wallTime: Double) -> Int64 {
         let c = zone.civil(Int64(wallTime.rounded(.down)))
         return LocalZone.days(c.year, c.month, c.day)
+    }
+
+    /// Applies what `ifmeter state` asked for since the last sample: first
+    /// a save (what was counted is then all in the file), then each change
+    /// in its own transaction, and the name whose history went starts its
+    /// totals again (present: from its last counters, exact; gone:
+    /// forgotten). A
+    /// failed save leaves the requests for a later sample.
+    func applyChanges(_ engine: inout DeltaEngine, at time: Double, wallTime: Double) {
+        guard let changes = try? store.pendingChanges(), !changes.isEmpty else { return }
+        _ = save(engine, at: time, wallTime: wallTime, full: true)
+        guard lastError == nil else { return }
+        for (id, change) in changes {
+            do throws(StoreError) {
+                try store.apply(change, id: id)
+            } catch {
+                lastError = error
+                return
+            }
+            engine.restart(StateStore.key(change.source))
+            notices.append(.changed(change))
+        }
+        // The rows the engine no longer keeps go at this save.
+        _ = save(engine, at: time, wallTime: wallTime, full: true)
     }
 
     /// The least time between two saves forced by deletions (60 s:

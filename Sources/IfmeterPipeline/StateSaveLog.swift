@@ -30,6 +30,12 @@ public final class StateSaveLog: PipelineSink {
             switch notice {
             case .recreated(let path):
                 log("state file \(path) was deleted under this ifmeter (or its folder was): written anew there with everything counted")
+            case .changed(.remove(let name)):
+                log("applied 'ifmeter state remove \(TerminalText.escaped(name))' to \(path): its history and totals are gone")
+            case .changed(.rename(let from, let to)):
+                log(
+                    "applied 'ifmeter state rename \(TerminalText.escaped(from)) \(TerminalText.escaped(to))' to \(path): its history is \(TerminalText.escaped(to))'s now"
+                )
             case .replaced(let path, let aside):
                 log(
                     "state file \(path) was replaced by another file under this ifmeter: that file was moved to \(aside), and this ifmeter's written anew at \(path)"

@@ -75,7 +75,9 @@ public final class StateStore {
     /// (`full` saves write all), and removes those of interfaces the
     /// engine forgot. Keeps churn within the write budget (issue 29,
     /// finding 8).
-    private var written: [String: Int] = [:]
+    var written: [String: Int] = [:]
+    /// SQLite's data_version when the requests were last looked at.
+    var lastDataVersion: Int64 = -1
     /// The side files that did not exist before this start (removed with
     /// the file when the start fails).
     private let createdFiles: [String]

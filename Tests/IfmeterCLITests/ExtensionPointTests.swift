@@ -90,6 +90,6 @@ import Testing
         #expect(HelloCommand.spec.help.contains("USAGE: ifmeter hello") && HelloCommand.spec.help.contains("--name <name>"))
         let pages = ManPages(commands: IfmeterCLI.commands.map { $0.spec } + [HelloCommand.spec]).pages
         #expect(pages.contains { $0.fileName == "ifmeter-hello.1" && $0.text.contains("Whom to greet") })
-        #expect(CompletionScript().script(for: .bash).contains("list") && IfmeterCLI.commands.count == 11)
+        #expect(CompletionScript().script(for: .bash).contains("list") && IfmeterCLI.commands.count == 12)
     }
 }

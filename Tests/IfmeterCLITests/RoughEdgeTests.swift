@@ -71,14 +71,15 @@ import Testing
             let spec = command.spec
             if !spec.options.contains(where: { $0.long == "--include" }) { unfiltered.insert(CompletionScript.subcommand(spec)) }
         }
-        #expect(unfiltered == ["route", "plan", "config"], "the pages name route, plan and config as the commands without filters")
+        #expect(unfiltered == ["route", "plan", "state", "config"], "the pages name route, plan, state and config as the commands without filters")
         let root = try #require(ManPages().pages.first).text
-        #expect(root.contains(#"Filters work on every command that reports interfaces (all but \fBroute\fR, \fBplan\fR and \fBconfig\fR)"#))
+        #expect(
+            root.contains(#"Filters work on every command that reports interfaces (all but \fBroute\fR, \fBplan\fR, \fBstate\fR and \fBconfig\fR)"#))
         #expect(!root.contains("daily and monthly usage tables"))
         #expect(root.contains(".B IFMETER_STATE"))
         #expect(root.contains(".B LC_ALL"), "the locale's effect is documented")
         let readme = try String(contentsOf: repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
-        #expect(readme.contains("Filters\nwork on every command that reports interfaces (all but `route`, `plan`, `config`)"))
+        #expect(readme.contains("Filters\nwork on every command that reports interfaces (all but `route`, `plan`, `state`, `config`)"))
         let route = try IfmeterTestSupport.ifmeter(["route", "--include", "lo"])
         #expect(route.status == 64 && route.err.contains("--include"), "\(route.err)")
     }

@@ -119,6 +119,53 @@ struct RunningPlanTests {
         #expect(periods.last?["plan"]?["quota_bytes"]?.uint64Value == 200_000_000)
     }
 
+    /// `ifmeter state rename` and `remove` while serve writes the file at
+    /// the default save pace: applied within a sample, said in serve's log,
+    /// and every byte sent is in the file once, under its new name.
+    @Test func historyIsRenamedAndRemovedUnderServe() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let state = dir + "/s.db"
+        let port: UInt16 = 19333
+        let process = try serve(pair.a, port: port, state: state)
+        _ = try waitFor("the first save") { () throws -> Double? in value(try scrape(pair.a, port), "ifmeter_state_saves_total") }
+        let frame = VethPair.frameBytes(payload: 1000)
+        try pair.sendUDP(count: 30, payload: 1000)
+        _ = try waitFor("the traffic counted") { () throws -> Bool? in
+            (value(try scrape(pair.a, port), "ifmeter_transmit_bytes_total", ["interface=\"vA\""]) ?? 0) >= Double(30 * frame) ? true : nil
+        }
+        let rename = try ifmeter(["state", "rename", "vA", "uplink", "--state", state])
+        #expect(
+            rename.status == 0 && rename.out == "Merged the history of 'vA' into 'uplink' (applied by the ifmeter writing the file).\n", "\(rename)")
+        #expect(process.log.contains("applied 'ifmeter state rename vA uplink'"), "\(process.log)")
+        // vA is still there: its totals start again; what it sends now is
+        // its own.
+        let restarted = value(try scrape(pair.a, port), "ifmeter_transmit_bytes_total", ["interface=\"vA\""]) ?? 0
+        try pair.sendUDP(count: 10, payload: 1000)
+        _ = try waitFor("vA counting again") { () throws -> Bool? in
+            (value(try scrape(pair.a, port), "ifmeter_transmit_bytes_total", ["interface=\"vA\""]) ?? 0) >= restarted + Double(10 * frame)
+                ? true : nil
+        }
+        #expect(process.stop() == 0, "\(process.log)")
+        func tx(_ name: String) throws -> UInt64 {
+            let usage = try ifmeter(["usage", "--state", state, "--format", "json", "--include", name])
+            guard case .array(let interfaces)? = try JSONParser.parse(usage.out)["interfaces"],
+                case .array(let periods)? = interfaces.first?["periods"]
+            else { return 0 }
+            return periods.reduce(0) { $0 + ($1["tx_bytes"]?.uint64Value ?? 0) }
+        }
+        let uplink = try tx("uplink"), vA = try tx("vA")
+        #expect(uplink >= 30 * frame && vA >= 10 * frame && uplink + vA <= 40 * frame + 2000, "once each: uplink \(uplink), vA \(vA)")
+        // Without a writer: at once.
+        let remove = try ifmeter(["state", "remove", "uplink", "--state", state])
+        #expect(remove.status == 0 && remove.out == "Removed the history of 'uplink'.\n", "\(remove)")
+        #expect(try tx("uplink") == 0)
+        let missing = try ifmeter(["state", "remove", "uplink", "--state", state])
+        #expect(missing.status == 64 && missing.err.contains("no history of 'uplink'"), "\(missing.err)")
+    }
+
     /// Under the quota now, but over it by the cycle's end at the rate so
     /// far: `usage --check` exits 5 and says so.
     @Test func aCycleProjectedOverItsQuotaExitsFive() throws {
