@@ -658,8 +658,7 @@ public struct DeltaEngine: Sendable {
     public mutating func restart(_ key: SeriesKey) {
         guard let slot = slots[key], series[slot].inUse else { return }
         guard series[slot].state.present else {
-            forget { k, _ in k != key }
-            rebaseline.remove(key)
+            vacate(slot)
             return
         }
         series[slot].state.totals = Self.zero(like: series[slot].state.totals)
@@ -672,14 +671,19 @@ public struct DeltaEngine: Sendable {
     /// so that interface churn does not grow the engine's memory forever.
     public mutating func forget(notSeenSince time: Double) {
         for slot in series.indices where series[slot].inUse && !series[slot].state.present && series[slot].state.lastSeen < time {
-            let key = series[slot].state.key
-            slots[key] = nil
-            series[slot].inUse = false
-            series[slot].state = Self.vacant
-            series[slot].hasPrev = false
-            freeSlots.append(slot)
-            forgotten.append(key)
+            vacate(slot)
         }
+    }
+
+    /// Frees a series' slot; its key is reported forgotten.
+    private mutating func vacate(_ slot: Int) {
+        let key = series[slot].state.key
+        slots[key] = nil
+        series[slot].inUse = false
+        series[slot].state = Self.vacant
+        series[slot].hasPrev = false
+        freeSlots.append(slot)
+        forgotten.append(key)
     }
 
     /// Forgets every series `keep` says no to, present or not (a filter
@@ -689,14 +693,8 @@ public struct DeltaEngine: Sendable {
     /// (its counters hold what was counted), not as a new interface.
     public mutating func forget(keeping keep: (SeriesKey, InterfaceKind) -> Bool) {
         for slot in series.indices where series[slot].inUse && !keep(series[slot].state.key, series[slot].state.classification.kind) {
-            let key = series[slot].state.key
-            if series[slot].state.present || series[slot].hasPrev { rebaseline.insert(key) }
-            slots[key] = nil
-            series[slot].inUse = false
-            series[slot].state = Self.vacant
-            series[slot].hasPrev = false
-            freeSlots.append(slot)
-            forgotten.append(key)
+            if series[slot].state.present || series[slot].hasPrev { rebaseline.insert(series[slot].state.key) }
+            vacate(slot)
         }
     }
 

@@ -23,20 +23,12 @@ struct RunningPlanTests {
         return path
     }
 
-    /// The value of the first sample of `family` whose labels hold each of `labels`.
+    /// The value of a sample of `family` whose labels hold each of `labels`.
     func value(_ exposition: String, _ family: String, _ labels: [String] = []) -> Double? {
-        for line in exposition.split(separator: "\n") where line.hasPrefix(family + "{") || line.hasPrefix(family + " ") {
-            guard labels.allSatisfy({ line.contains($0) }) else { continue }
-            return Double(line.split(separator: " ").last ?? "")
-        }
-        return nil
+        Scenario.metric(exposition, family).first { sample in labels.allSatisfy { sample.key.contains($0) } }?.value
     }
 
-    func scrape(_ ns: TestNamespace, _ port: UInt16) throws -> String {
-        let result = try RawHTTP.request("/metrics", port: port, in: ns.name)
-        guard result.status == 200 else { throw TestFailure("scrape: \(result.status)") }
-        return result.text
-    }
+    func scrape(_ ns: TestNamespace, _ port: UInt16) throws -> String { try Scenario.scrape(ns, port: port) }
 
     func serve(_ ns: TestNamespace, port: UInt16, state: String, _ extra: [String] = []) throws -> Background {
         let process = try Background(

@@ -20,19 +20,10 @@ struct StateSaveAbuseTests {
         return path
     }
 
-    /// One family's samples of a scrape, by their labels.
-    func metric(_ exposition: String, _ name: String) -> Double? {
-        for line in exposition.split(separator: "\n") where line.hasPrefix(name + " ") {
-            return Double(line.split(separator: " ").last ?? "")
-        }
-        return nil
-    }
+    /// An unlabelled family's value in a scrape.
+    func metric(_ exposition: String, _ name: String) -> Double? { Scenario.metric(exposition, name)[""] }
 
-    func scrape(_ ns: TestNamespace, _ port: UInt16) throws -> String {
-        let result = try RawHTTP.request("/metrics", port: port, in: ns.name)
-        guard result.status == 200 else { throw TestFailure("scrape: \(result.status)") }
-        return result.text
-    }
+    func scrape(_ ns: TestNamespace, _ port: UInt16) throws -> String { try Scenario.scrape(ns, port: port) }
 
     func waitForMetric(_ ns: TestNamespace, _ port: UInt16, _ name: String, timeout: Double = 20, _ ok: @escaping (Double) -> Bool) throws {
         _ = try waitFor("\(name) as wanted", timeout: timeout) { () throws -> Bool? in
