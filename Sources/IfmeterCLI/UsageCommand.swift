@@ -156,7 +156,83 @@ struct UsageCommand: Command {
         path = DefaultState.resolve(p)
     }
 
+    /// From when this table needs hours: before it, a state file's day rows
+    /// stand for them (one row per interface per day). The day to month
+    /// tables need none; `--check` today's (a limit per hour), `--summary`
+    /// the last 24 hours', `--begin`/`--end` with a time of day those from
+    /// that day on; `--hourly` every hour (nil).
+    func hoursFrom(now: Int64, zone: LocalZone = .system) -> Int64? {
+        if granularity == .hour, !check, !summary, !oneline { return nil }
+        let calendar = PeriodCalendar(zone: zone)
+        var from = Int64.max
+        if check { from = calendar.period(.day, containing: now).start }
+        if summary { from = calendar.period(.day, containing: calendar.period(.day, containing: now).start - 1).start }
+        for bound in [begin, end].compactMap({ $0 }) {
+            let day = calendar.period(.day, containing: bound)
+            if day.start != bound { from = min(from, day.start) }
+        }
+        return from
+    }
+
+    /// `--hourly` without a chart: the file's hours a chunk at a time,
+    /// each written as it is read, so memory holds one chunk of them
+    /// whatever the file's size (five years of 20 interfaces: 876,000).
+    func streamHours() throws(CLIError) {
+        let head: UsageSnapshot
+        do {
+            head = try StateStore.hourStreamHead(path: path)
+        } catch {
+            throw CLIError.reading(error, command: Self.spec.name)
+        }
+        var unmatched = UnmatchedPatterns(filter)
+        unmatched.see(head.names.map(StateStore.key))
+        unmatched.warn(what: path)
+        let note = UsageFilterNote(filter: filter, snapshot: head)
+        note.warnKinds(what: path)
+        let wall = wallClock()
+        let now = Int64(wall.rounded(.down))
+        var template = UsageTable(slices: [], plans: head.plans, granularity: .hour, zone: .system, now: now)
+        template.saves = head.saves
+        template.path = path
+        template.wallTime = wall
+        template.emptyNote = note.text(path: path)
+        if format != "text", let warning = head.saves.warning(now: wall, zone: .system) { Output.error(warning) }
+        var stream = UsageStream(table: template, format: format)
+        var failure: CLIError?
+        func put(_ text: String) -> Bool {
+            guard failure == nil else { return false }
+            do throws(CLIError) {
+                try Output.put(format == "text" ? Output.forPeople(text) : text)
+                return true
+            } catch {
+                failure = error
+                return false
+            }
+        }
+        _ = put(stream.textHead(path: path, empty: false) + stream.start())
+        var shown = 0
+        let names = head.names.filter { filter.admits(StateStore.key($0)) }.sorted { StateStore.key($0) < StateStore.key($1) }
+        do {
+            try StateStore.streamHours(path: path, names: names, from: begin, to: end, limit: limit) { name, kind, slices, whole in
+                let admitted = slices.filter { filter.admits(StateStore.key($0.name), kind: $0.kind) }
+                let table = UsageTable(
+                    slices: admitted, plans: head.plans, granularity: .hour, zone: .system, now: now, begin: begin, end: end)
+                guard var interface = table.interfaces.first else { return true }
+                interface.kind = kind
+                shown += 1
+                return put(stream.add(interface, whole: whole))
+            }
+        } catch {
+            throw CLIError.reading(error, command: Self.spec.name)
+        }
+        _ = put(
+            (shown == 0 && format == "text" ? (template.emptyNote ?? "No usage recorded yet in \(TerminalText.escaped(path)).") + "\n" : "")
+                + stream.finish(path: path))
+        if let failure { throw failure }
+    }
+
     func run() throws(CLIError) {
+        if granularity == .hour, svg == nil { return try streamHours() }
         // The chart's file is checked before anything is read.
         let svg = try self.svg.map { given throws(CLIError) in
             try CommandLinePath.output(given, option: "--svg", command: Self.spec.name, writing: .replaced)
@@ -171,7 +247,7 @@ struct UsageCommand: Command {
                 let yearly = try StateStore.plans(path: path, verify: false).contains { $0.limits.contains { $0.period == .year } }
                 since = Int64(wallClock()) - (yearly ? 367 : 32) * 86400
             }
-            snapshot = try StateStore.snapshot(path: path, since: since)
+            snapshot = try StateStore.snapshot(path: path, since: since, hoursFrom: hoursFrom(now: Int64(wallClock())))
         } catch {
             throw CLIError.reading(error, command: Self.spec.name)
         }

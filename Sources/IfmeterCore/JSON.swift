@@ -254,10 +254,14 @@ public struct JSONWriter {
 
     public init(indent: Int = 0) { self.indent = indent }
 
-    public func string(_ value: JSONValue) -> String {
+    public func string(_ value: JSONValue) -> String { string(value, level: 0) }
+
+    /// The value as it is written `level` deep in a document (its inner
+    /// lines indented for that depth; the first line is not).
+    public func string(_ value: JSONValue, level: Int) -> String {
         var out = ""
         out.reserveCapacity(256)
-        write(value, into: &out, level: 0)
+        write(value, into: &out, level: level)
         return out
     }
 

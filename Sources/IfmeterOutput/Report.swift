@@ -137,12 +137,19 @@ public struct TextTable: Sendable {
 
     public mutating func add(_ row: [String]) { rows.append(row) }
 
-    public func lines() -> [String] {
+    /// Columns at least this wide (by index): tables printed a part at a
+    /// time line up.
+    public var minimumWidths: [Int] = []
+
+    /// The lines, headers first unless `headers` is false (a table's later
+    /// part).
+    public func lines(headers withHeaders: Bool = true) -> [String] {
         var widths = headers.map(Self.width)
+        for (c, width) in minimumWidths.enumerated() where c < widths.count { widths[c] = max(widths[c], width) }
         for row in rows {
             for (c, cell) in row.enumerated() where c < widths.count { widths[c] = max(widths[c], Self.width(cell)) }
         }
-        return ([headers] + rows).map { row in
+        return ((withHeaders ? [headers] : []) + rows).map { row in
             var line = ""
             for (c, cell) in row.enumerated() {
                 let pad = String(repeating: " ", count: widths[c] - Self.width(cell))

@@ -239,21 +239,25 @@ public struct UsageTable: Sendable {
 
     // MARK: output
 
-    public func json() -> JSONValue {
-        let interfaces: [JSONValue] = self.interfaces.map { i in
-            var o: [String: JSONValue] = [
-                "name": .string(i.key.name), "kind": i.kind.map { .string($0.rawValue) } ?? .null,
-                "periods": .array(i.rows.map(json)),
-            ]
-            if !i.key.netns.isEmpty { o["netns"] = .string(i.key.netns) }
-            return .object(o)
-        }
-        var o: [String: JSONValue] = ["granularity": .string(granularity.rawValue), "interfaces": .array(interfaces)]
+    public func json() -> JSONValue { json(interfaces: .array(interfaces.map { json($0, periods: .array($0.rows.map(json))) })) }
+
+    /// The document around `interfaces`.
+    public func json(interfaces: JSONValue) -> JSONValue {
+        var o: [String: JSONValue] = ["granularity": .string(granularity.rawValue), "interfaces": interfaces]
         if let saves { o["state"] = saves.json(now: wallTime, zone: zone, path: path) }
         return (granularity == .fiveMinutes ? JSONEnvelope.usageFiveMinutes : JSONEnvelope.usage).document(o)
     }
 
-    func json(_ row: Row) -> JSONValue {
+    /// An interface's object around `periods`.
+    public func json(_ i: Interface, periods: JSONValue) -> JSONValue {
+        var o: [String: JSONValue] = [
+            "name": .string(i.key.name), "kind": i.kind.map { .string($0.rawValue) } ?? .null, "periods": periods,
+        ]
+        if !i.key.netns.isEmpty { o["netns"] = .string(i.key.netns) }
+        return .object(o)
+    }
+
+    public func json(_ row: Row) -> JSONValue {
         var o: [String: JSONValue] = [
             "period": .string(row.period.label),
             "start": .string(zone.rfc3339(row.period.start)), "end": .string(zone.rfc3339(row.period.end)),
@@ -290,15 +294,22 @@ public struct UsageTable: Sendable {
     /// CSV (RFC 4180 quoting, LF line ends), one row per period; the `estimate` column is always
     /// true: the figures are estimates from interface counters.
     public func csv() -> String {
+        var out = Self.csvHeader + "\n"
+        for i in interfaces { out += csv(i, rows: i.rows) }
+        return out
+    }
+
+    /// The CSV lines of some of an interface's rows.
+    public func csv(_ i: Interface, rows: [Row]) -> String {
         // Scalar by scalar: `"` or `,` followed by a combining accent is one
         // Character, and must be quoted all the same.
         func field(_ s: String) -> String {
             s.unicodeScalars.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" })
                 ? "\"" + s.replacingAll("\"", with: "\"\"") + "\"" : s
         }
-        var out = Self.csvHeader + "\n"
-        for i in interfaces {
-            for r in i.rows {
+        var out = ""
+        do {
+            for r in rows {
                 let fields: [String] = [
                     i.key.name, i.key.netns, i.kind?.rawValue ?? "", granularity.rawValue, r.period.label,
                     zone.rfc3339(r.period.start), zone.rfc3339(r.period.end),
@@ -320,12 +331,42 @@ public struct UsageTable: Sendable {
     public static var schemaVersion: Int { JSONEnvelope.usage.version }
 
     public func text(path: String) -> String {
+        var out = textHead(path: path, empty: interfaces.isEmpty)
+        var shown = Set<Quality>()
+        for i in interfaces {
+            out += textTitle(i)
+            var table = textTable(i)
+            for r in i.rows { table.add(textCells(r, plan: i.plan != nil, shown: &shown)) }
+            out += table.lines().map { "  " + $0 }.joined(separator: "\n") + "\n"
+            out += textProjection(i) + "\n"
+        }
+        return out + textFoot(shown: shown)
+    }
+
+    /// What comes before the interfaces: how current the figures are, or
+    /// that there is nothing to show.
+    public func textHead(path: String, empty: Bool) -> String {
         var out = ""
         if let saves {
             // First, where it cannot be missed: how current the figures are.
             out += (saves.warning(now: wallTime, zone: zone) ?? saves.sentence(now: wallTime, zone: zone)) + "\n\n"
         }
-        if interfaces.isEmpty { out += (emptyNote ?? "No usage recorded yet in \(TerminalText.escaped(path)).") + "\n" }
+        if empty { out += (emptyNote ?? "No usage recorded yet in \(TerminalText.escaped(path)).") + "\n" }
+        return out
+    }
+
+    /// An interface's title line.
+    public func textTitle(_ i: Interface) -> String {
+        var title = "\(TerminalText.escaped(i.stored)) (\(i.kindText))"
+        if granularity == .cycle, let plan = i.plan {
+            title += ": plan '\(TerminalText.escaped(plan.pattern))', cycle from day \(plan.cycleStartDay)"
+            if let q = plan.quotaBytes { title += ", quota \(Units.bytes(q)) \(plan.direction.rawValue)" }
+        }
+        return title + "\n"
+    }
+
+    /// An interface's empty table: its headers.
+    public func textTable(_ i: Interface) -> TextTable {
         let header: String =
             switch granularity {
             case .fiveMinutes: "5 MINUTES"
@@ -336,44 +377,47 @@ public struct UsageTable: Sendable {
             case .cycle: "CYCLE"
             case .top: "TOP DAY"
             }
-        var shown = Set<Quality>()
-        for i in interfaces {
-            var title = "\(TerminalText.escaped(i.stored)) (\(i.kindText))"
-            if granularity == .cycle, let plan = i.plan {
-                title += ": plan '\(TerminalText.escaped(plan.pattern))', cycle from day \(plan.cycleStartDay)"
-                if let q = plan.quotaBytes { title += ", quota \(Units.bytes(q)) \(plan.direction.rawValue)" }
-            }
-            out += title + "\n"
-            var headers = [header, "RX", "TX", "TOTAL", "AVG RATE", "QUALITY"]
-            if granularity == .cycle, i.plan != nil { headers += ["USED", "OF QUOTA"] }
-            var table = TextTable(headers: headers, rightAligned: [1, 2, 3, 4, 6, 7])
-            for r in i.rows {
-                let q = r.quality
-                shown.insert(q)
-                var cells = [
-                    r.period.label + (granularity == .cycle ? " – " + PeriodCalendar.dayLabel(zone, r.period.end) : ""),
-                    q.marked(Units.bytes(r.counters.rxBytes)), q.marked(Units.bytes(r.counters.txBytes)),
-                    q.marked(Units.bytes(r.totalBytes)),
-                    r.averageBitsPerSecond.map { q.marked(Units.rate(bytesPerSecond: $0 / 8, bits: true)) } ?? "-", q.name,
-                ]
-                if let s = r.plan {
-                    cells.append(q.marked(Units.bytes(s.usedBytes)))
-                    cells.append(s.usedRatio.map { $0.isFinite ? Units.fixed($0 * 100, 1) + "%" + (s.over == true ? " OVER" : "") : "-" } ?? "-")
-                } else if headers.count > 6 {
-                    cells += ["", ""]
-                }
-                table.add(cells)
-            }
-            out += table.lines().map { "  " + $0 }.joined(separator: "\n") + "\n"
-            for r in i.rows where r.current {
-                if let projected = r.plan?.projectedBytes {
-                    var line = "  Projected by the cycle's end at the average so far (an estimate): \(Units.bytes(projected))"
-                    if let q = r.plan?.plan.quotaBytes { line += projected > q ? ", over the quota" : ", under the quota" }
-                    out += line + ".\n"
-                }
-            }
-            out += "\n"
+        var headers = [header, "RX", "TX", "TOTAL", "AVG RATE", "QUALITY"]
+        if granularity == .cycle, i.plan != nil { headers += ["USED", "OF QUOTA"] }
+        return TextTable(headers: headers, rightAligned: [1, 2, 3, 4, 6, 7])
+    }
+
+    /// A row's cells; `plan`: the table has the plan's columns.
+    public func textCells(_ r: Row, plan: Bool, shown: inout Set<Quality>) -> [String] {
+        let q = r.quality
+        shown.insert(q)
+        var cells = [
+            r.period.label + (granularity == .cycle ? " – " + PeriodCalendar.dayLabel(zone, r.period.end) : ""),
+            q.marked(Units.bytes(r.counters.rxBytes)), q.marked(Units.bytes(r.counters.txBytes)),
+            q.marked(Units.bytes(r.totalBytes)),
+            r.averageBitsPerSecond.map { q.marked(Units.rate(bytesPerSecond: $0 / 8, bits: true)) } ?? "-", q.name,
+        ]
+        if let s = r.plan {
+            cells.append(q.marked(Units.bytes(s.usedBytes)))
+            cells.append(s.usedRatio.map { $0.isFinite ? Units.fixed($0 * 100, 1) + "%" + (s.over == true ? " OVER" : "") : "-" } ?? "-")
+        } else if granularity == .cycle, plan {
+            cells += ["", ""]
         }
+        return cells
+    }
+
+    /// The current cycle's projection under its table, if any.
+    public func textProjection(_ i: Interface) -> String {
+        var out = ""
+        for r in i.rows where r.current {
+            if let projected = r.plan?.projectedBytes {
+                var line = "  Projected by the cycle's end at the average so far (an estimate): \(Units.bytes(projected))"
+                if let q = r.plan?.plan.quotaBytes { line += projected > q ? ", over the quota" : ", under the quota" }
+                out += line + ".\n"
+            }
+        }
+        return out
+    }
+
+    /// What comes after the interfaces: how periods are made, and what the
+    /// qualities shown mean.
+    public func textFoot(shown: Set<Quality>) -> String {
+        var out = ""
         if granularity == .fiveMinutes {
             out +=
                 "Periods are local time (five-minute slots, kept \(FiveMinuteSplit.keptHours) hours; traffic is split at slot boundaries by time).\n"

@@ -42,7 +42,7 @@ extension StateStore {
         }
         guard version < schemaVersion else { return }
         try db.transaction { () throws(StoreError) in
-            try db.execute(schemaV2 + schemaV3)
+            try db.execute(schemaV2 + schemaV3 + schemaV4)
             try db.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)").run([.text(String(schemaVersion))])
         }
     }
@@ -64,8 +64,13 @@ extension StateStore {
         "CASE WHEN \(column) > 9223372036854775807 - excluded.\(column) THEN 9223372036854775807 ELSE \(column) + excluded.\(column) END"
     }
 
-    /// Adds usage to its hours (inside the save's transaction).
+    /// Adds usage to its hours (inside the save's transaction), and sums
+    /// the days it added to into their day rows (all of them, when those
+    /// were not current).
     func addHours(_ usage: [SeriesKey: UsageEntry], wallTime: Double, zone: LocalZone = .system) throws(StoreError) {
+        let daysWereCurrent = try Self.daysCurrent(database)
+        let calendar = PeriodCalendar(zone: zone)
+        var touched = Set<DayKey>()
         let add = try database.prepare(Self.hourSQL)
         var slots: [(key: SeriesKey, kind: InterfaceKind, slot: FiveMinuteUsage)] = []
         for (key, entry) in usage.sorted(by: { $0.key < $1.key }) {
@@ -79,6 +84,8 @@ extension StateStore {
                 let c = h.counters
                 if h.quality == .exact, c.rxBytes == 0, c.txBytes == 0, c.rxPackets == 0, c.txPackets == 0 { continue }
                 slots += h.fiveMinutes.sorted { $0.start < $1.start }.map { (key, entry.kind, $0) }
+                let day = calendar.period(.day, containing: h.start)
+                touched.insert(DayKey(name: key.description, start: day.start, end: day.end))
                 try add.run([
                     .text(key.description), .integer(h.start), .text(entry.kind.rawValue),
                     .integer(Int64(clamping: c.rxBytes)), .integer(Int64(clamping: c.txBytes)),
@@ -88,6 +95,7 @@ extension StateStore {
             }
         }
         try addFiveMinutes(slots, wallTime: wallTime)
+        if !daysWereCurrent || !touched.isEmpty { try summarizeDays(daysWereCurrent ? touched : nil, zone: zone) }
     }
 
     static func hasTable(_ db: Database, _ name: String) throws(StoreError) -> Bool {
@@ -117,8 +125,10 @@ extension StateStore {
     /// `suspectsOnly`: of the hours, read only the rows SQLite finds outside
     /// those bounds (they then fail the same check): how a writer checks a
     /// file at start without reading years of rows into memory.
+    /// `hours`: false reads only the schema 1 rows (the caller reads the
+    /// hours its own way).
     static func slices(
-        _ db: Database, path: String, zone: LocalZone, since: Int64?, suspectsOnly: Bool = false
+        _ db: Database, path: String, zone: LocalZone, since: Int64?, suspectsOnly: Bool = false, hours: Bool = true
     ) throws(StoreError) -> [UsageSlice] {
         var slices: [UsageSlice] = []
         func counters(_ check: RowCheck, _ from: Int32) throws(StoreError) -> Counters {
@@ -146,7 +156,7 @@ extension StateStore {
                         name: row.text(0) ?? "?", kind: InterfaceKind(rawValue: row.text(1) ?? "") ?? .other, start: start,
                         seconds: zone.unix(ny, nm, nd) - start, counters: try counters(check, 3), quality: check.quality(7)))
             }
-            if try hasTable(db, "usage_hours") {
+            if hours, try hasTable(db, "usage_hours") {
                 try db.prepare(
                     "SELECT name, kind, start, seconds, rx_bytes, tx_bytes, rx_packets, tx_packets, quality FROM usage_hours WHERE start >= ?"
                         + (suspectsOnly ? " AND NOT (\(Self.plausibleHour))" : "") + " ORDER BY name, start"

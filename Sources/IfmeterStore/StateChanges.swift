@@ -95,6 +95,9 @@ extension StateStore {
 
     /// The change's rows, inside the caller's transaction.
     static func apply(_ change: StateChange, _ db: Database) throws(StoreError) {
+        // Day rows that were current stay so: those of the names changed
+        // are summed again from their hours.
+        let daysWereCurrent = try daysCurrent(db)
         let counts = ["rx_bytes", "tx_bytes", "rx_packets", "tx_packets"]
         if case .rename(let from, let to) = change {
             let sums = counts.map { "\($0) = \(saturatingSum($0))" }.joined(separator: ", ")
@@ -114,6 +117,11 @@ extension StateStore {
         }
         for table in ["usage_hours", "usage", "usage_five_minutes", "interfaces"] where try hasTable(db, table) {
             try db.prepare("DELETE FROM \(table) WHERE name = ?").run([.text(change.source)])
+        }
+        if daysWereCurrent {
+            var names = [change.source]
+            if case .rename(_, let to) = change { names.append(to) }
+            try summarizeDays(db, .names(names), zone: .system)
         }
     }
 }
