@@ -136,6 +136,7 @@ let package = Package(
             name: "IfmeterCLITests",
             dependencies: [
                 "IfmeterOutput", "IfmeterSystem", "IfmeterCLI", "IfmeterCore", "IfmeterServe", "IfmeterPipeline", "IfmeterLive", "IfmeterTestSupport",
+                "IfmeterStore",
                 "IfmeterRemoteWrite",
             ]),
         .testTarget(

@@ -156,6 +156,11 @@ struct UsageCommand: Command {
         path = DefaultState.resolve(p)
     }
 
+    /// The instant tables are made at: now, or `IFMETER_USAGE_NOW` (a Unix
+    /// time) when set, so that a test prints one table several ways at one
+    /// instant instead of guessing that no second passed between them.
+    static func clock() -> Double { environment("IFMETER_USAGE_NOW").flatMap(Double.init).flatMap { $0.isFinite ? $0 : nil } ?? wallClock() }
+
     /// From when this table needs hours: before it, a state file's day rows
     /// stand for them (one row per interface per day). The day to month
     /// tables need none; `--check` today's (a limit per hour), `--summary`
@@ -189,7 +194,7 @@ struct UsageCommand: Command {
         unmatched.warn(what: path)
         let note = UsageFilterNote(filter: filter, snapshot: head)
         note.warnKinds(what: path)
-        let wall = wallClock()
+        let wall = Self.clock()
         let now = Int64(wall.rounded(.down))
         var template = UsageTable(slices: [], plans: head.plans, granularity: .hour, zone: .system, now: now)
         template.saves = head.saves
@@ -209,8 +214,7 @@ struct UsageCommand: Command {
                 return false
             }
         }
-        _ = put(stream.textHead(path: path, empty: false) + stream.start())
-        var shown = 0
+        _ = put(stream.textHead(path: path) + stream.start())
         let names = head.names.filter { filter.admits(StateStore.key($0)) }.sorted { StateStore.key($0) < StateStore.key($1) }
         do {
             try StateStore.streamHours(path: path, names: names, from: begin, to: end, limit: limit) { name, kind, slices, whole in
@@ -219,16 +223,45 @@ struct UsageCommand: Command {
                     slices: admitted, plans: head.plans, granularity: .hour, zone: .system, now: now, begin: begin, end: end)
                 guard var interface = table.interfaces.first else { return true }
                 interface.kind = kind
-                shown += 1
                 return put(stream.add(interface, whole: whole))
             }
         } catch {
             throw CLIError.reading(error, command: Self.spec.name)
         }
-        _ = put(
-            (shown == 0 && format == "text" ? (template.emptyNote ?? "No usage recorded yet in \(TerminalText.escaped(path)).") + "\n" : "")
-                + stream.finish(path: path))
+        _ = put(stream.finish(path: path))
         if let failure { throw failure }
+    }
+
+    /// The tables (no chart, no check), one interface at a time: its
+    /// slices grouped, its table written, then the next, so memory holds
+    /// the slices and one interface's table.
+    func writeTables(_ snapshot: inout UsageSnapshot, names: [String], note: UsageFilterNote, wall: Double) throws(CLIError) {
+        let now = Int64(wall.rounded(.down))
+        var byName = Dictionary(grouping: granularity == .fiveMinutes ? snapshot.fiveMinutes : snapshot.slices, by: \.name)
+        snapshot.slices = []
+        snapshot.fiveMinutes = []
+        var shown = Set(byName.keys)
+        if granularity == .cycle {
+            // Planned interfaces known to the file, even without usage.
+            for name in names where Plan.find(for: name, in: snapshot.plans) != nil { shown.insert(name) }
+        }
+        var template = UsageTable(slices: [], plans: snapshot.plans, granularity: granularity, top: top, zone: .system, now: now)
+        template.saves = snapshot.saves
+        template.path = path
+        template.wallTime = wall
+        template.emptyNote = note.text(path: path)
+        if format != "text", let warning = snapshot.saves.warning(now: wall, zone: .system) { Output.error(warning) }
+        var stream = UsageStream(table: template, format: format)
+        let put = { (text: String) throws(CLIError) in try Output.put(format == "text" ? Output.forPeople(text) : text) }
+        try put(stream.textHead(path: path) + stream.start())
+        let cache = PeriodCache()
+        for name in shown.sorted(by: { StateStore.key($0) < StateStore.key($1) }) {
+            let table = UsageTable(
+                slices: byName.removeValue(forKey: name) ?? [], plans: snapshot.plans, granularity: granularity, top: top, zone: .system,
+                now: now, names: [name], kinds: snapshot.kinds, begin: begin, end: end, limit: limit, cache: cache)
+            for interface in table.interfaces { try put(stream.add(interface, whole: true)) }
+        }
+        try put(stream.finish(path: path))
     }
 
     func run() throws(CLIError) {
@@ -237,7 +270,7 @@ struct UsageCommand: Command {
         let svg = try self.svg.map { given throws(CLIError) in
             try CommandLinePath.output(given, option: "--svg", command: Self.spec.name, writing: .replaced)
         }
-        let snapshot: UsageSnapshot
+        var snapshot: UsageSnapshot
         do {
             // --check judges the current cycles (31 days at most) and
             // limits: it reads those days (a year's for a year limit), not
@@ -245,15 +278,12 @@ struct UsageCommand: Command {
             var since: Int64?
             if check {
                 let yearly = try StateStore.plans(path: path, verify: false).contains { $0.limits.contains { $0.period == .year } }
-                since = Int64(wallClock()) - (yearly ? 367 : 32) * 86400
+                since = Int64(Self.clock()) - (yearly ? 367 : 32) * 86400
             }
-            snapshot = try StateStore.snapshot(path: path, since: since, hoursFrom: hoursFrom(now: Int64(wallClock())))
+            snapshot = try StateStore.snapshot(path: path, since: since, hoursFrom: hoursFrom(now: Int64(Self.clock())))
         } catch {
             throw CLIError.reading(error, command: Self.spec.name)
         }
-        let admitted = { (s: UsageSlice) in filter.admits(StateStore.key(s.name), kind: s.kind) }
-        let hourSlices = snapshot.slices.filter(admitted)
-        let slices = granularity == .fiveMinutes ? snapshot.fiveMinutes.filter(admitted) : hourSlices
         // Names without usage: their kind from the interfaces table; one
         // not known there is kept only without --kind.
         let names = snapshot.names.filter { name in
@@ -265,9 +295,18 @@ struct UsageCommand: Command {
         unmatched.warn(what: path)
         let note = UsageFilterNote(filter: filter, snapshot: snapshot)
         note.warnKinds(what: path)
+        // Filtered in place: a five-year file's slices are held once.
+        let admitted = { (s: UsageSlice) in filter.admits(StateStore.key(s.name), kind: s.kind) }
+        snapshot.slices.removeAll { !admitted($0) }
+        snapshot.fiveMinutes.removeAll { !admitted($0) }
         let plans = snapshot.plans
-        let wall = wallClock()
+        let wall = Self.clock()
         let now = Int64(wall.rounded(.down))
+        if !check, !oneline, svg == nil {
+            return try writeTables(&snapshot, names: names, note: note, wall: wall)
+        }
+        let hourSlices = snapshot.slices
+        let slices = granularity == .fiveMinutes ? snapshot.fiveMinutes : hourSlices
         var table = UsageTable(
             slices: slices, plans: plans, granularity: check ? .cycle : granularity, top: top, zone: .system, now: now,
             names: names, kinds: snapshot.kinds, begin: begin, end: end, limit: limit)

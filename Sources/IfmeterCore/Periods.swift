@@ -369,13 +369,44 @@ extension UInt64 {
     }
 }
 
+/// Periods already worked out, by kind, cycle day and local date: a day
+/// (or a month, a year, a cycle) is the same whatever instant of that local
+/// date asks, so twenty interfaces' five years of days work out 1,826 days,
+/// not 36,500 (each a few `localtime_r`). Hours are not kept (a local hour
+/// repeated by a daylight-saving change is two periods). For one use (a
+/// table), not shared between threads.
+public final class PeriodCache {
+    struct Key: Hashable {
+        var kind: UsagePeriodKind
+        var cycleDay: Int
+        var localDay: Int64
+    }
+    var periods: [Key: UsagePeriod] = [:]
+
+    public init() {}
+}
+
 extension PeriodCalendar {
     /// Sums slices (of one interface) into periods, oldest first. A slice
     /// belongs to the period holding its start.
-    public func group(_ slices: [UsageSlice], by kind: UsagePeriodKind, cycleDay: Int = 1) -> [PeriodUsage] {
+    public func group(_ slices: [UsageSlice], by kind: UsagePeriodKind, cycleDay: Int = 1, cache: PeriodCache? = nil) -> [PeriodUsage] {
         var byStart: [Int64: PeriodUsage] = [:]
+        let cached = cache != nil && ![.hour, .fiveMinutes].contains(kind)
         for s in slices {
-            let period = self.period(kind, containing: s.start, cycleDay: cycleDay)
+            let period: UsagePeriod
+            if cached, let cache {
+                let t = LocalZone.clamped(s.start)
+                let local = t + Int64(zone.offset(t))
+                let key = PeriodCache.Key(kind: kind, cycleDay: cycleDay, localDay: local >= 0 ? local / 86400 : (local - 86399) / 86400)
+                if let known = cache.periods[key] {
+                    period = known
+                } else {
+                    period = self.period(kind, containing: s.start, cycleDay: cycleDay)
+                    cache.periods[key] = period
+                }
+            } else {
+                period = self.period(kind, containing: s.start, cycleDay: cycleDay)
+            }
             var u = byStart[period.start] ?? PeriodUsage(period: period, counters: .zero, quality: .exact)
             u.add(s)
             byStart[period.start] = u

@@ -84,7 +84,8 @@ public struct UsageTable: Sendable {
     /// (`usage --limit`).
     public init(
         slices: [UsageSlice], plans: [Plan], granularity: UsagePeriodKind, top: Int? = nil, zone: LocalZone, now: Int64,
-        names: [String] = [], kinds: [String: InterfaceKind] = [:], begin: Int64? = nil, end: Int64? = nil, limit: Int? = nil
+        names: [String] = [], kinds: [String: InterfaceKind] = [:], begin: Int64? = nil, end: Int64? = nil, limit: Int? = nil,
+        cache: PeriodCache? = nil
     ) {
         let slices = begin == nil && end == nil ? slices : slices.filter { $0.start >= (begin ?? .min) && $0.start < (end ?? .max) }
         self.granularity = granularity
@@ -101,7 +102,7 @@ public struct UsageTable: Sendable {
         for (name, mine) in byName {
             let plan = Plan.find(for: name, in: plans)
             let cycleDay = plan?.cycleStartDay ?? 1
-            var periods = calendar.group(mine, by: granularity, cycleDay: cycleDay)
+            var periods = calendar.group(mine, by: granularity, cycleDay: cycleDay, cache: cache)
             if granularity == .cycle, plan != nil {
                 let current = calendar.period(.cycle, containing: now, cycleDay: cycleDay)
                 if !periods.contains(where: { $0.period.start == current.start }) {

@@ -96,7 +96,7 @@ public struct UsageStream {
                 text.minimumWidths = [label, Self.figureWidths.bytes, Self.figureWidths.bytes, Self.figureWidths.bytes, Self.figureWidths.rate]
             }
             for r in interface.rows { text.add(table.textCells(r, plan: interface.plan != nil, shown: &shown)) }
-            out += text.lines(headers: rows == 0).map { "  " + $0 }.joined(separator: "\n") + "\n"
+            out += text.lines(headers: rows == 0).map { "  " + $0 }.joined(separator: "\n") + "\n" + table.textProjection(interface)
             rows += interface.rows.count
         }
         return out
@@ -113,7 +113,8 @@ public struct UsageStream {
         }
     }
 
-    /// What comes last; `empty` is said (text) when no interface had a row.
+    /// What comes last; in text, the table's empty note (`emptyNote`, or
+    /// that nothing was recorded) when no interface had a row.
     public mutating func finish(path: String) -> String {
         var out = endInterface()
         switch format {
@@ -122,14 +123,15 @@ public struct UsageStream {
         case "csv":
             break
         default:
+            if interfaces == 0 { out += (table.emptyNote ?? "No usage recorded yet in \(TerminalText.escaped(path)).") + "\n" }
             out += table.textFoot(shown: shown)
         }
         return out
     }
 
-    /// What text comes before the first interface (the save's sentence;
-    /// the empty note once it is known nothing follows).
-    public func textHead(path: String, empty: Bool) -> String { format == "text" ? table.textHead(path: path, empty: empty) : "" }
+    /// What text comes before the first interface: how current the
+    /// figures are.
+    public func textHead(path: String) -> String { format == "text" ? table.textHead(path: path, empty: false) : "" }
 
     /// A rendered value split at the sentinel: the first (the document's
     /// `interfaces`) or the last (an interface's `periods`, after its name)

@@ -17,6 +17,7 @@ extension StateStore {
     static let schemaV4 = """
         -- Usage per local day (start its local midnight, seconds its length), summed
         -- from usage_hours by the writer; current only while meta days_current = 1.
+        -- Counts are unsigned 64-bit values stored as their signed bit pattern.
         CREATE TABLE IF NOT EXISTS usage_days (
             name TEXT NOT NULL, start INTEGER NOT NULL, seconds INTEGER NOT NULL, kind TEXT NOT NULL,
             rx_bytes INTEGER NOT NULL, tx_bytes INTEGER NOT NULL, rx_packets INTEGER NOT NULL,
@@ -67,14 +68,13 @@ extension StateStore {
         func flush() throws(StoreError) {
             guard let d = day else { return }
             let c = d.usage.counters
+            // Unsigned, as their bit pattern (a day of hours of up to
+            // 2^63-1 each sums past what a signed row holds).
             try insert.run([
                 .text(d.name), .integer(d.period.start), .integer(d.period.end - d.period.start), .text(d.kind),
-                .integer(Int64(clamping: c.rxBytes)), .integer(Int64(clamping: c.txBytes)), .integer(Int64(clamping: c.rxPackets)),
-                .integer(Int64(clamping: c.txPackets)),
-                .integer(
-                    Int64(
-                        (c.rxBytes > UInt64(Int64.max) || c.txBytes > UInt64(Int64.max)
-                            || c.rxPackets > UInt64(Int64.max) || c.txPackets > UInt64(Int64.max) ? .lowerBound : d.usage.quality).rawValue)),
+                .integer(Int64(bitPattern: c.rxBytes)), .integer(Int64(bitPattern: c.txBytes)),
+                .integer(Int64(bitPattern: c.rxPackets)), .integer(Int64(bitPattern: c.txPackets)),
+                .integer(Int64(d.usage.quality.rawValue)),
             ])
             day = nil
         }
@@ -129,17 +129,17 @@ extension StateStore {
         static func < (a: DayKey, b: DayKey) -> Bool { (a.name, a.start) < (b.name, b.start) }
     }
 
-    /// The day rows as day-long slices (those starting before `before`),
+    /// The day rows as day-long slices (those starting in [`from`, `before`)),
     /// each checked as an hour row is; nil when they are not current, or
     /// one is not a local day in `zone` (summed in another zone): the
     /// caller reads the hours then.
-    static func daySlices(_ db: Database, zone: LocalZone, before: Int64?) throws(StoreError) -> [UsageSlice]? {
+    static func daySlices(_ db: Database, zone: LocalZone, from: Int64? = nil, before: Int64?) throws(StoreError) -> [UsageSlice]? {
         guard try daysCurrent(db) else { return nil }
         var slices: [UsageSlice] = []
         var foreign = false
         try db.prepare(
-            "SELECT name, kind, start, seconds, rx_bytes, tx_bytes, rx_packets, tx_packets, quality FROM usage_days WHERE start < ? ORDER BY name, start"
-        ).query([.integer(before ?? Int64.max)]) { row throws(StoreError) in
+            "SELECT name, kind, start, seconds, rx_bytes, tx_bytes, rx_packets, tx_packets, quality FROM usage_days WHERE start >= ? AND start < ? ORDER BY name, start"
+        ).query([.integer(from ?? Int64.min), .integer(before ?? Int64.max)]) { row throws(StoreError) in
             guard !foreign else { return }
             let name = RowCheck.quoted(row.text(0))
             let start = try RowCheck(row: row, path: db.path, what: "usage_days row of \(name)")
@@ -154,8 +154,8 @@ extension StateStore {
                 UsageSlice(
                     name: row.text(0) ?? "?", kind: InterfaceKind(rawValue: row.text(1) ?? "") ?? .other, start: start, seconds: seconds,
                     counters: Counters(
-                        rxBytes: try check.count(4, "rx_bytes"), txBytes: try check.count(5, "tx_bytes"),
-                        rxPackets: try check.count(6, "rx_packets"), txPackets: try check.count(7, "tx_packets")),
+                        rxBytes: try check.unsigned(4, "rx_bytes"), txBytes: try check.unsigned(5, "tx_bytes"),
+                        rxPackets: try check.unsigned(6, "rx_packets"), txPackets: try check.unsigned(7, "tx_packets")),
                     quality: check.quality(8)))
         }
         return foreign ? nil : slices

@@ -34,6 +34,12 @@ struct RowCheck {
         UInt64(try integer(i, column, in: 0...Int64.max, expected: "a whole number from 0 to 9223372036854775807"))
     }
 
+    /// A count kept by its bit pattern (a day row's sums: 0 to 2^64-1).
+    func unsigned(_ i: Int32, _ column: String) throws(StoreError) -> UInt64 {
+        guard row.isInteger(i) else { throw refuse(column, i, expected: "a 64-bit integer") }
+        return UInt64(bitPattern: row.int(i))
+    }
+
     /// A counter kept by its bit pattern (the interfaces table's 64-bit
     /// counters, 2^63 and up stored negative): any integer, or NULL.
     func counter(_ i: Int32, _ column: String) throws(StoreError) -> UInt64? {

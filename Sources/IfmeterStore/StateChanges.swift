@@ -34,7 +34,7 @@ extension StateStore {
     /// totals and unsaved traffic are in its memory): returns its id.
     public func request(_ change: StateChange) throws(StoreError) -> Int64? {
         if holdsLock {
-            try database.transaction { () throws(StoreError) in try Self.apply(change, database) }
+            try database.transaction { () throws(StoreError) in try Self.apply(change, database, zone: zone) }
             return nil
         }
         var id: Int64 = 0
@@ -87,14 +87,14 @@ extension StateStore {
     /// Applies a waiting request and removes it, in one transaction.
     public func apply(_ change: StateChange, id: Int64) throws(StoreError) {
         try database.transaction { () throws(StoreError) in
-            try Self.apply(change, database)
+            try Self.apply(change, database, zone: zone)
             try database.prepare("DELETE FROM state_requests WHERE id = ?").run([.integer(id)])
         }
         written[change.source] = nil
     }
 
     /// The change's rows, inside the caller's transaction.
-    static func apply(_ change: StateChange, _ db: Database) throws(StoreError) {
+    static func apply(_ change: StateChange, _ db: Database, zone: LocalZone) throws(StoreError) {
         // Day rows that were current stay so: those of the names changed
         // are summed again from their hours.
         let daysWereCurrent = try daysCurrent(db)
@@ -121,7 +121,7 @@ extension StateStore {
         if daysWereCurrent {
             var names = [change.source]
             if case .rename(_, let to) = change { names.append(to) }
-            try summarizeDays(db, .names(names), zone: .system)
+            try summarizeDays(db, .names(names), zone: zone)
         }
     }
 }

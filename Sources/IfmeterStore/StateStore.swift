@@ -31,6 +31,8 @@ public final class StateStore {
     public let path: String
     public let host: String
     public let bootID: String
+    /// The zone whose local hours and days saves write (tests set one).
+    public var zone: LocalZone = .system
     /// What the file held when it was opened.
     public let restored: [DeltaEngine.SavedSeries]
     /// The file was written during this boot: the counters went on.
@@ -598,7 +600,7 @@ public final class StateStore {
             }
             // Usage goes into local hours (schema 2); the day and month rows
             // of schema 1 are kept as they were and read with them.
-            try addHours(usage, wallTime: wallTime)
+            try addHours(usage, wallTime: wallTime, zone: zone)
             if !bootIDSaved {
                 try setMeta.run([.text("boot_id"), .text(bootID)])
             }

@@ -45,9 +45,8 @@ extension StateStore {
             if let hoursFrom, try daysCurrent(db) {
                 try check(db, path: path, host: nil, tables: dayTables)
                 do throws(StoreError) {
-                    if var days = try daySlices(db, zone: zone, before: hoursFrom) {
+                    if let days = try daySlices(db, zone: zone, from: since, before: hoursFrom) {
                         let stored = try dayNames(db)
-                        if let since { days.removeAll { $0.start < since } }
                         slices =
                             try Self.slices(db, path: path, zone: zone, since: since, hours: false) + days
                             + hourSlices(db, names: stored, from: max(hoursFrom, since ?? .min))
