@@ -314,6 +314,9 @@ public struct StateOptions: Sendable {
     public var bootIDFile: String
     /// Seconds between saves.
     public var saveEvery: Double
+    /// How long usage is kept by the hour and by the day (`--keep-hours`,
+    /// `--keep-days`).
+    public var retention = Retention.defaults
 
     /// `--save-every`'s default: 5 minutes (issue 23's write budget: at
     /// most 1 MiB an hour with 3 idle interfaces). A restart within a boot
@@ -335,6 +338,7 @@ public struct StateOptions: Sendable {
     public func open(wallTime: Double) throws(StoreError) -> StatePersistence {
         guard let bootID = readBootID(bootIDFile) else { throw .noBootID(file: bootIDFile) }
         let store = try StateStore(path: path, host: host, bootID: bootID, now: wallTime, saveEvery: saveEvery)
+        store.retention = retention
         return StatePersistence(store: store, every: saveEvery)
     }
 }
