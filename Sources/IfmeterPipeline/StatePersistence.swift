@@ -28,6 +28,8 @@ public protocol StateSaving: AnyObject {
     func pendingChanges() throws(StoreError) -> [(id: Int64, change: StateChange)]
     /// Applies one (its rows; the request goes with it).
     func apply(_ change: StateChange, id: Int64) throws(StoreError)
+    /// How long usage is kept by the hour and the day, from the next save.
+    func setRetention(_ retention: Retention)
     /// Whether the path still names the file being written.
     func standing() -> StatePathStanding
     /// The file written anew at its path (it was deleted or replaced), and
@@ -41,6 +43,7 @@ extension StateSaving {
     public func markStopped(wallTime: Double) throws(StoreError) {}
     public func abandon() {}
     public func standing() -> StatePathStanding { .same }
+    public func setRetention(_ retention: Retention) {}
     public func pendingChanges() throws(StoreError) -> [(id: Int64, change: StateChange)] { [] }
     public func apply(_ change: StateChange, id: Int64) throws(StoreError) {}
     public func rewritten(now: Double) throws(StoreError) -> (store: any StateSaving, movedAside: String?) { (self, nil) }
@@ -55,6 +58,8 @@ extension StateStore: StateSaving {
         let (store, aside) = try recreated(now: now)
         return (store, aside)
     }
+
+    public func setRetention(_ retention: Retention) { self.retention = retention }
 }
 
 /// Something that happened to the state file that the log should say.
@@ -261,6 +266,10 @@ public final class StatePersistence {
 
     /// The start failed after the store was opened.
     public func abandon() { store.abandon() }
+
+    /// How long usage is kept by the hour and the day (a reload changed
+    /// `--keep-hours` or `--keep-days`): applied at the next save.
+    public func setRetention(_ retention: Retention) { store.setRetention(retention) }
 
     /// The file is still at its path, or written there anew (what was
     /// put in its place moved aside): a save into a deleted file keeps
