@@ -85,6 +85,7 @@ enum CommonOptions {
                 help:
                     "Save the state file this often; also at once when an interface is deleted, on SIGHUP and at a stop. Within a boot a restart loses nothing whatever the pace; a power cut loses at most this long's traffic, counted as a lower bound.",
                 default: "5m"),
+            RetentionOptions.keepHours, RetentionOptions.keepDays,
             OptionSpec("--boot-id-file", value: "path", help: "Read the boot id here.", hidden: true),
             CommandLinePath.allowForeignSpec,
         ] + source + filters
@@ -231,6 +232,53 @@ enum CommonOptions {
     }
 }
 
+/// `--keep-hours` and `--keep-days`: how long a state file keeps usage by
+/// the hour and by the day before a save sums it into days and months
+/// (issue 31, vnStat's HourlyDays and DailyDays).
+enum RetentionOptions {
+    static let keepHours = OptionSpec(
+        "--keep-hours", value: "age",
+        help:
+            "Keep usage by the hour this long; at a save, the hours of older whole local days are summed into day rows. Like 92d, 13w or 1y; forever (or 0) keeps every hour. At least 2d.",
+        default: "92d")
+    static let keepDays = OptionSpec(
+        "--keep-days", value: "age",
+        help:
+            "Keep usage by the day this long; at a save, the days of older whole local months are summed into month rows (kept forever). Like 10y or 400d; forever (or 0) keeps every day. At least 32d, so the current billing cycle stays in days.",
+        default: "10y")
+
+    /// Seconds in each unit an age may be written in, beyond a duration's.
+    static let units: [(String, Double)] = [("w", 7 * 86400), ("y", 365 * 86400)]
+
+    /// An age: `forever` or `0` (nil: keep all), or a duration (`92d`,
+    /// `2160h`, `13w`, `1y`: a year is 365 days) from `least` to 100 years.
+    static func age(_ p: ParsedArguments, _ option: OptionSpec, least: Double, why: String) throws(CLIError) -> Double?? {
+        guard let text = p.value(option.long) else { return .none }
+        if text == "forever" || text == "0" { return .some(nil) }
+        var seconds = Units.parseDuration(text)
+        for (suffix, factor) in units where text.hasSuffix(suffix) {
+            let number = text.dropLast(suffix.count)
+            if !number.isEmpty, number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }), let value = Double(number) {
+                seconds = value * factor
+            }
+        }
+        guard let seconds, seconds.isFinite, (least...Retention.mostSeconds).contains(seconds) else {
+            throw p.usage(
+                "invalid value '\(text)' for '\(option.long) <age>': expected forever (or 0) or an age from \(Int(least / 86400))d to 100y, like \(option.defaultText ?? "92d"), 13w or 1y\(why)"
+            )
+        }
+        return .some(seconds)
+    }
+
+    static func retention(_ p: ParsedArguments) throws(CLIError) -> Retention {
+        var retention = Retention.defaults
+        if case .some(let hours) = try age(p, keepHours, least: Retention.leastHours, why: "") { retention.hours = hours }
+        let why = " (shorter would sum the current billing cycle's days into a month; plan gauges and usage --check read it by the day)"
+        if case .some(let days) = try age(p, keepDays, least: Retention.leastDays, why: why) { retention.days = days }
+        return retention
+    }
+}
+
 /// What a sampling command reads from its options: the source, the
 /// pipeline's configuration and the state file. `pipeline()` opens them.
 struct SamplingSetup {
@@ -258,10 +306,13 @@ struct SamplingSetup {
                 ? try CommonOptions.duration(p, "--series-lifetime", default: 300) : nil,
             sampleLimit: sampleLimit, stopOnFailure: stopOnFailure)
         configuration.idleDeltas = idleDeltas
-        if p.has("--save-every"), !p.has("--state") { throw p.usage("'--save-every' needs '--state FILE'") }
+        for option in ["--save-every", RetentionOptions.keepHours.long, RetentionOptions.keepDays.long] where p.has(option) && !p.has("--state") {
+            throw p.usage("'\(option)' needs '--state FILE'")
+        }
         if let path = p.value("--state") {
             let saveEvery = try CommonOptions.duration(p, "--save-every", default: saveEvery)
             var options = StateOptions(path: path, host: hostName(), saveEvery: saveEvery)
+            options.retention = try RetentionOptions.retention(p)
             if let file = p.value("--boot-id-file") { options.bootIDFile = file }
             state = options
         }

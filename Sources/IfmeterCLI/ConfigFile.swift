@@ -308,6 +308,13 @@ struct ConfigReload {
     /// needs a restart and is said so.
     static let filterOptions: Set<String> = ["--include", "--exclude", "--kind"]
     static var remoteWriteOptions: Set<String> { Set(RemoteWriteOptions.specs.map(\.long)) }
+    /// `--keep-hours`, `--keep-days`: from the save the reload makes.
+    static var retentionOptions: Set<String> { [RetentionOptions.keepHours.long, RetentionOptions.keepDays.long] }
+    /// `--probe` and the tunnel options: the route feed is built again.
+    static var routeOptions: Set<String> { Set(RouteOptions.specsWithoutDefaultProbes.map(\.long)) }
+    /// The web config's basic auth users apply at once; its TLS settings
+    /// need a restart (libmicrohttpd takes them when it starts).
+    static let webConfigOptions: Set<String> = ["--web-config"]
 
     /// The file read again, serve built from it (every value checked), and
     /// which options differ from the running ones.

@@ -163,7 +163,11 @@ struct ServeCommand: Command {
         #if os(Linux)
         // Enrichers run before every sink: a generation's render has its
         // routes and plans.
-        if let routes { pipeline.add(enricher: try Self.routeFeed(routes) { cache.setRoutes($0) }) }
+        var routeFeed: RouteFeed?
+        if let routes {
+            routeFeed = try Self.routeFeed(routes) { cache.setRoutes($0) }
+            routeFeed.map { pipeline.add(enricher: $0) }
+        }
         if let state = setup.state { pipeline.add(enricher: PlanFeed(path: state.path, persistence: pipeline.persistence) { cache.setPlans($0) }) }
         #endif
         let scheme = webConfig?.tls == nil ? "http" : "https"
@@ -188,8 +192,12 @@ struct ServeCommand: Command {
         // a moment for what is in memory to go out, then the rest to disk.
         defer { pushSet.stop() }
         let reloader = reload.map {
-            ServeReloader(reload: $0, remoteWrite: remoteWrite, pushing: pushSet, cache: cache, sampleInterval: interval, log: log)
+            ServeReloader(
+                reload: $0, remoteWrite: remoteWrite, pushing: pushSet, cache: cache, sampleInterval: interval, log: log, webConfig: webConfig)
         }
+        #if os(Linux)
+        reloader?.routeFeed = routeFeed
+        #endif
         // The family is there from the first render, before any update.
         cache.setHTTPClosed(HTTPConnectionCounts(deadline: 0, idle: 0, evicted: 0))
         let users = webConfig?.users ?? [:]
@@ -217,6 +225,7 @@ struct ServeCommand: Command {
             }
         }
         if let server { pipeline.add(enricher: HTTPClosedFeed(server: server, cache: cache)) }
+        reloader?.server = server
         // The server's threads have the signals blocked; this one takes
         // them. SIGHUP saves the state and serve goes on.
         StopSignal.install(hangup: true)
@@ -354,9 +363,13 @@ final class RemoteWriteSet {
 /// SIGHUP under `--config`: the file read again; a changed filter applies
 /// from the next sample, changed remote write settings (targets, labels,
 /// relabelling, queue, or the remote write config file's content) restart
-/// the pushing (queues on disk lose nothing); any other change is said to
-/// need a restart, and the running value stays. A file that no longer reads
-/// is said, and nothing changes.
+/// the pushing (queues on disk lose nothing), changed probes and tunnel
+/// options rebuild the route feed, changed retention applies at a save
+/// made at once, and changed basic auth users (the web config file's
+/// content) apply from the next request; any other change (the web
+/// config's TLS settings and certificates among them) is said to need a
+/// restart, and the running value stays. A file that no longer reads is
+/// said, and nothing changes.
 final class ServeReloader {
     var reload: ConfigReload
     var remoteWrite: RemoteWriteOptions?
@@ -365,10 +378,18 @@ final class ServeReloader {
     let sampleInterval: Double
     let log: RateLimitedLog
     private var remoteWriteFile: [UInt8]?
+    /// The web config running: its users may change, its TLS may not.
+    private var webConfig: WebConfig?
+    /// The server whose basic auth a reload replaces (nil: push only).
+    var server: HTTPServer?
+    #if os(Linux)
+    /// The route feed of `--probe` (nil without probes).
+    var routeFeed: RouteFeed?
+    #endif
 
     init(
         reload: ConfigReload, remoteWrite: RemoteWriteOptions?, pushing: RemoteWriteSet, cache: ScrapeCache, sampleInterval: Double,
-        log: RateLimitedLog
+        log: RateLimitedLog, webConfig: WebConfig? = nil
     ) {
         self.reload = reload
         self.remoteWrite = remoteWrite
@@ -376,6 +397,7 @@ final class ServeReloader {
         self.cache = cache
         self.sampleInterval = sampleInterval
         self.log = log
+        self.webConfig = webConfig
         remoteWriteFile = Self.contents(reload.running.value("--remote-write-config"))
     }
 
@@ -399,10 +421,18 @@ final class ServeReloader {
             return
         }
         var applied: [String] = []
+        var restart = fresh.changed.subtracting(ConfigReload.filterOptions).subtracting(ConfigReload.remoteWriteOptions)
+            .subtracting(ConfigReload.retentionOptions).subtracting(ConfigReload.webConfigOptions)
         var running = reload.running
+        func adopt(_ options: Set<String>) {
+            for option in options {
+                running.values[option] = fresh.parsed.values[option]
+                if fresh.parsed.flags.contains(option) { running.flags.insert(option) } else { running.flags.remove(option) }
+            }
+        }
         if !fresh.changed.isDisjoint(with: ConfigReload.filterOptions) {
             pipeline.setFilter(fresh.serve.setup.configuration.filter)
-            for option in ConfigReload.filterOptions { running.values[option] = fresh.parsed.values[option] }
+            adopt(ConfigReload.filterOptions)
             applied.append("filters")
         }
         let fileNow = Self.contents(fresh.parsed.value("--remote-write-config"))
@@ -423,14 +453,75 @@ final class ServeReloader {
             }
             remoteWrite = fresh.serve.remoteWrite
             remoteWriteFile = fileNow
-            for option in ConfigReload.remoteWriteOptions { running.values[option] = fresh.parsed.values[option] }
+            adopt(ConfigReload.remoteWriteOptions)
         }
-        let restart = fresh.changed.subtracting(ConfigReload.filterOptions).subtracting(ConfigReload.remoteWriteOptions).sorted()
+        if !fresh.changed.isDisjoint(with: ConfigReload.routeOptions) {
+            #if os(Linux)
+            if let old = routeFeed { pipeline.remove(old) }
+            routeFeed = nil
+            cache.setRoutes(nil)
+            do {
+                if let routes = fresh.serve.routes {
+                    let feed = try ServeCommand.routeFeed(routes) { [cache] in cache.setRoutes($0) }
+                    pipeline.add(enricher: feed)
+                    routeFeed = feed
+                }
+                applied.append(fresh.serve.routes.map { "probes " + $0.probes.map(\.text).joined(separator: ", ") } ?? "probes removed")
+            } catch {
+                say("the route feed could not start after SIGHUP: \(Self.words(error)); no route figures until it can")
+            }
+            restart.subtract(ConfigReload.routeOptions)
+            adopt(ConfigReload.routeOptions)
+            #endif
+        }
+        if !fresh.changed.isDisjoint(with: ConfigReload.retentionOptions), let persistence = pipeline.persistence {
+            let retention = fresh.serve.setup.state?.retention ?? .defaults
+            persistence.setRetention(retention)
+            // At once: what the new keeps no longer keep is rolled now.
+            pipeline.saveNow()
+            let keeps = [RetentionOptions.keepHours, RetentionOptions.keepDays].map { option in
+                "\(option.long.dropFirst(2)) \(fresh.parsed.value(option.long) ?? option.defaultText ?? "")"
+            }
+            applied.append("retention (\(keeps.joined(separator: ", ")))")
+            adopt(ConfigReload.retentionOptions)
+        }
+        if applyWebConfig(fresh.serve.webConfig, applied: &applied, say: say) {
+            adopt(ConfigReload.webConfigOptions)
+        } else {
+            restart.insert("--web-config's tls_server_config (libmicrohttpd reads certificates and TLS settings only at start)")
+        }
         reload.running = running
         var line = "reloaded \(reload.path): " + (applied.isEmpty ? "nothing to apply" : applied.joined(separator: "; ") + " applied")
         if !restart.isEmpty {
-            line += "; \(restart.joined(separator: ", ")) changed but need a restart (systemctl restart ifmeter-serve): the running values stay"
+            line +=
+                "; \(restart.sorted().joined(separator: ", ")) changed but need a restart (systemctl restart ifmeter-serve): the running values stay"
         }
         say(line)
+    }
+
+    /// The web config read again: changed users apply from the next
+    /// request; changed TLS settings (certificates included) need a
+    /// restart, libmicrohttpd holding them since it started.
+    /// Returns false when the TLS settings changed (they stay as running).
+    private func applyWebConfig(_ fresh: WebConfig?, applied: inout [String], say: (String) -> Void) -> Bool {
+        let sameTLS = fresh?.tls == webConfig?.tls
+        let users = fresh?.users ?? [:]
+        guard users != (webConfig?.users ?? [:]) else { return sameTLS }
+        if let server {
+            do throws(SystemError) {
+                server.setAuthenticator(users.isEmpty ? nil : try BasicAuthenticator(users: users))
+            } catch {
+                say("basic auth could not be set up after SIGHUP: \(error.description); the running users stay")
+                return sameTLS
+            }
+        }
+        // The running TLS with the new users.
+        if var current = webConfig ?? fresh {
+            current.tls = webConfig?.tls
+            current.users = users
+            webConfig = current
+        }
+        applied.append(users.isEmpty ? "basic auth removed" : "basic auth users \(users.keys.sorted().joined(separator: ", "))")
+        return sameTLS
     }
 }

@@ -28,6 +28,8 @@ public protocol StateSaving: AnyObject {
     func pendingChanges() throws(StoreError) -> [(id: Int64, change: StateChange)]
     /// Applies one (its rows; the request goes with it).
     func apply(_ change: StateChange, id: Int64) throws(StoreError)
+    /// How long usage is kept by the hour and the day, from the next save.
+    func setRetention(_ retention: Retention)
     /// Whether the path still names the file being written.
     func standing() -> StatePathStanding
     /// The file written anew at its path (it was deleted or replaced), and
@@ -41,6 +43,7 @@ extension StateSaving {
     public func markStopped(wallTime: Double) throws(StoreError) {}
     public func abandon() {}
     public func standing() -> StatePathStanding { .same }
+    public func setRetention(_ retention: Retention) {}
     public func pendingChanges() throws(StoreError) -> [(id: Int64, change: StateChange)] { [] }
     public func apply(_ change: StateChange, id: Int64) throws(StoreError) {}
     public func rewritten(now: Double) throws(StoreError) -> (store: any StateSaving, movedAside: String?) { (self, nil) }
@@ -55,6 +58,8 @@ extension StateStore: StateSaving {
         let (store, aside) = try recreated(now: now)
         return (store, aside)
     }
+
+    public func setRetention(_ retention: Retention) { self.retention = retention }
 }
 
 /// Something that happened to the state file that the log should say.
@@ -262,6 +267,10 @@ public final class StatePersistence {
     /// The start failed after the store was opened.
     public func abandon() { store.abandon() }
 
+    /// How long usage is kept by the hour and the day (a reload changed
+    /// `--keep-hours` or `--keep-days`): applied at the next save.
+    public func setRetention(_ retention: Retention) { store.setRetention(retention) }
+
     /// The file is still at its path, or written there anew (what was
     /// put in its place moved aside): a save into a deleted file keeps
     /// nothing.
@@ -314,6 +323,9 @@ public struct StateOptions: Sendable {
     public var bootIDFile: String
     /// Seconds between saves.
     public var saveEvery: Double
+    /// How long usage is kept by the hour and by the day (`--keep-hours`,
+    /// `--keep-days`).
+    public var retention = Retention.defaults
 
     /// `--save-every`'s default: 5 minutes (issue 23's write budget: at
     /// most 1 MiB an hour with 3 idle interfaces). A restart within a boot
@@ -335,6 +347,7 @@ public struct StateOptions: Sendable {
     public func open(wallTime: Double) throws(StoreError) -> StatePersistence {
         guard let bootID = readBootID(bootIDFile) else { throw .noBootID(file: bootIDFile) }
         let store = try StateStore(path: path, host: host, bootID: bootID, now: wallTime, saveEvery: saveEvery)
+        store.retention = retention
         return StatePersistence(store: store, every: saveEvery)
     }
 }

@@ -213,6 +213,17 @@ public final class HTTPServer: Sendable {
         server = Mutex(started)
     }
 
+    /// Basic auth from the next request on (nil: none): what a reload of
+    /// the web config's `basic_auth_users` applies. TLS stays as started:
+    /// libmicrohttpd takes its certificate and key when the daemon starts.
+    public func setAuthenticator(_ authenticator: BasicAuthenticator?) {
+        let old = context.authenticator.withLock { current in
+            defer { current = authenticator }
+            return current
+        }
+        if let old { context.retired.withLock { $0.append(old) } }
+    }
+
     deinit { stop() }
 
     /// Loads libmicrohttpd (once).
@@ -299,7 +310,7 @@ private let accessHandler: cifm_http_handler = { cls, connection, url, method, v
             return queue(
                 HTTPResponse(status: 403, text: "403 Forbidden: a client certificate signed by the configured CA is required.\n"), on: connection)
         }
-        if let authenticator = context.authenticator {
+        if let authenticator = context.authenticator.withLock({ $0 }) {
             return authenticate(authenticator, connection, state)
         }
         return 1
@@ -509,7 +520,11 @@ private final class HTTPServerContextBox: Sendable {
     let logger: HTTPServer.Logger
     let maxBodyBytes: UInt64
     let clientAuth: HTTPTLSSettings.ClientAuth
-    let authenticator: BasicAuthenticator?
+    /// Replaced when a reload changes the users (`setAuthenticator`).
+    let authenticator: Mutex<BasicAuthenticator?>
+    /// Those replaced: a check they started may still be running on their
+    /// pool, so they are kept for the server's life (a reload is rare).
+    let retired = Mutex<[BasicAuthenticator]>([])
 
     init(
         handler: @escaping HTTPServer.Handler, logger: @escaping HTTPServer.Logger, maxBodyBytes: UInt64,
@@ -519,7 +534,7 @@ private final class HTTPServerContextBox: Sendable {
         self.logger = logger
         self.maxBodyBytes = maxBodyBytes
         self.clientAuth = clientAuth
-        self.authenticator = authenticator
+        self.authenticator = Mutex(authenticator)
     }
 
     func handle(_ request: HTTPRequest) -> HTTPResponse { handler(request) }

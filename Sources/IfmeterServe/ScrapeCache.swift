@@ -69,7 +69,8 @@ public final class ScrapeCache: Sendable {
 
     /// Sets what `serve --probe` shows; called before the update that it
     /// belongs to is applied, so a render of that generation has it.
-    public func setRoutes(_ routes: RouteExposition) {
+    /// The route families (nil: none, after a reload removed every probe).
+    public func setRoutes(_ routes: RouteExposition?) {
         snapshot.withLock { $0.routes = routes }
     }
 

@@ -109,8 +109,9 @@ extension StateStore {
     /// Opens a state file read-only (it may be in use), or says why not.
 
     /// Every stored slice of usage (or those starting at `since` or later):
-    /// the hours, and schema 1's days as day-long spans (their local
-    /// midnight in `zone`). Read-only.
+    /// the hours, the days (schema 1's, and hours rolled by `retention`) as
+    /// day-long spans from their local midnight in `zone`, and the months
+    /// (days rolled, schema 4) as month-long spans. Read-only.
     /// `verify`: check the pages and schema first (`usage`); a reader that
     /// comes back every save (serve's plan gauges) skips that.
     public static func slices(path: String, zone: LocalZone = .system, since: Int64? = nil, verify: Bool = true) throws(StoreError) -> [UsageSlice] {
@@ -137,24 +138,39 @@ extension StateStore {
                 rxPackets: try check.count(from + 2, "rx_packets"), txPackets: try check.count(from + 3, "tx_packets"))
         }
         do throws(StoreError) {
+            // Month rows are usage from schema 4 on (days `--keep-days`
+            // rolled); before, schema 1's copies of its days.
+            let months = try monthRowsAreUsage(db)
             try db.prepare(
-                "SELECT name, kind, period, rx_bytes, tx_bytes, rx_packets, tx_packets, quality FROM usage WHERE granularity = 'day' ORDER BY name, period"
+                "SELECT name, kind, period, rx_bytes, tx_bytes, rx_packets, tx_packets, quality, granularity FROM usage WHERE granularity = 'day'"
+                    + (months ? " OR granularity = 'month'" : "") + " ORDER BY name, granularity, period"
             ).query { row throws(StoreError) in
                 let name = RowCheck.quoted(row.text(0))
-                guard let (y, m, d) = Self.day(row.text(2) ?? ""),
-                    UsageSlice.startRange.contains(LocalZone.days(y, m, d) * 86400)
-                else {
-                    throw RowCheck(row: row, path: db.path, what: "usage row of \(name)")
-                        .refuse("period", 2, expected: "a day YYYY-MM-DD from 0002-01-01 to 9998-12-31")
+                let start: Int64, end: Int64
+                if row.text(8) == "month" {
+                    guard let (y, m) = Self.month(row.text(2) ?? ""), UsageSlice.startRange.contains(LocalZone.days(y, m, 1) * 86400) else {
+                        throw RowCheck(row: row, path: db.path, what: "usage row of \(name)")
+                            .refuse("period", 2, expected: "a month YYYY-MM from 0002-01 to 9998-12")
+                    }
+                    start = zone.unix(y, m, 1)
+                    end = m == 12 ? zone.unix(y + 1, 1, 1) : zone.unix(y, m + 1, 1)
+                } else {
+                    guard let (y, m, d) = Self.day(row.text(2) ?? ""),
+                        UsageSlice.startRange.contains(LocalZone.days(y, m, d) * 86400)
+                    else {
+                        throw RowCheck(row: row, path: db.path, what: "usage row of \(name)")
+                            .refuse("period", 2, expected: "a day YYYY-MM-DD from 0002-01-01 to 9998-12-31")
+                    }
+                    start = zone.unix(y, m, d)
+                    let (ny, nm, nd) = PeriodCalendar.nextDay(y, m, d)
+                    end = zone.unix(ny, nm, nd)
                 }
                 let check = RowCheck(row: row, path: db.path, what: "usage row of \(name) for \(RowCheck.quoted(row.text(2)))")
-                let start = zone.unix(y, m, d)
                 if let since, start < since { return }
-                let (ny, nm, nd) = PeriodCalendar.nextDay(y, m, d)
                 slices.append(
                     UsageSlice(
                         name: row.text(0) ?? "?", kind: InterfaceKind(rawValue: row.text(1) ?? "") ?? .other, start: start,
-                        seconds: zone.unix(ny, nm, nd) - start, counters: try counters(check, 3), quality: check.quality(7)))
+                        seconds: end - start, counters: try counters(check, 3), quality: check.quality(7)))
             }
             if hours, try hasTable(db, "usage_hours") {
                 try db.prepare(

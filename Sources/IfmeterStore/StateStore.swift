@@ -26,13 +26,14 @@ public enum StatePathStanding: Sendable, Hashable {
 /// table's `running` says whether the last writer stopped cleanly; a
 /// writer holds flock on the file's inode for as long as it runs.
 public final class StateStore {
+    /// 4: day rows summed from the hours (`usage_days`, for `usage`'s
+    /// tables); month rows are usage (days rolled by `retention`), schema
+    /// 1's copies of its days are gone.
     public static let schemaVersion = 4
 
     public let path: String
     public let host: String
     public let bootID: String
-    /// The zone whose local hours and days saves write (tests set one).
-    public var zone: LocalZone = .system
     /// What the file held when it was opened.
     public let restored: [DeltaEngine.SavedSeries]
     /// The file was written during this boot: the counters went on.
@@ -89,6 +90,16 @@ public final class StateStore {
     private let identity: (device: UInt64, inode: UInt64)
     /// What the store was opened with, to open the file written anew.
     private let saveEvery: Double?
+
+    /// How long each granularity is kept: applied at each save (writers
+    /// set it; `keepAll` until then).
+    public var retention = Retention.keepAll
+    /// Where local days and months begin, for `retention` (tests inject
+    /// one).
+    public var zone: LocalZone = .system
+    /// The boundaries the last saved roll rolled before: the next roll
+    /// comes when one moves (once a local day) or `retention` changes.
+    var rolled: RollMark?
 
     /// SQLite's side files of a database.
     static let sideSuffixes = ["-wal", "-shm", "-journal"]
@@ -155,7 +166,10 @@ public final class StateStore {
             // commit is synced, so a power cut loses at most the traffic
             // since the last save (at the default pace a sync every 5 min).
             try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;")
-            if existed { try Self.migrate(db) }
+            if existed {
+                try Self.dropCopiedMonths(db)
+                try Self.migrate(db)
+            }
             if !existed {
                 try db.transaction { () throws(StoreError) in
                     try db.execute(Self.schema)
@@ -343,6 +357,8 @@ public final class StateStore {
         removeRegularFiles([fresh])
         do {
             let store = try StateStore(path: path, host: host, bootID: bootID, now: now, role: role, saveEvery: saveEvery)
+            store.retention = retention
+            store.zone = zone
             return (store, movedAside)
         } catch {
             // The copy put at the path goes again (this store still holds
@@ -541,9 +557,10 @@ public final class StateStore {
         return series
     }
 
-    /// Saves every interface's state and adds `usage` (the traffic since
-    /// the last save, per interface) to today's and this month's rows, in
-    /// one transaction: a kill at any moment leaves the last save whole.
+    /// Saves every interface's state, adds `usage` (the traffic since the
+    /// last save, per interface) to its local hours, and rolls the hours and
+    /// days `retention` no longer keeps into days and months, in one
+    /// transaction: a kill at any moment leaves the last save whole.
     ///
     /// `saved` is every series the engine keeps: a row of one it no longer
     /// keeps is removed, and so is that of an interface deleted (its final
@@ -556,6 +573,7 @@ public final class StateStore {
         _ saved: [DeltaEngine.SavedSeries], usage: [SeriesKey: UsageEntry], wallTime: Double, full: Bool = true
     ) throws(StoreError) {
         var nowWritten = written
+        var mark = rolled
         try database.transaction { () throws(StoreError) in
             var kept = Set<String>()
             for item in saved {
@@ -598,6 +616,11 @@ public final class StateStore {
                 try removeInterface.run([.text(name)])
                 nowWritten[name] = nil
             }
+            // What `retention` no longer keeps by the hour or the day, summed
+            // into days and months in this same transaction; first, so that
+            // the day rows summed from the hours below no longer hold the
+            // days rolled (a roll makes them stale: they are summed anew).
+            mark = try roll(wallTime: wallTime)
             // Usage goes into local hours (schema 2); the day and month rows
             // of schema 1 are kept as they were and read with them.
             try addHours(usage, wallTime: wallTime, zone: zone)
@@ -607,6 +630,7 @@ public final class StateStore {
             try setMeta.run([.text("saved"), .text(String(wallTime))])
         }
         written = nowWritten
+        rolled = mark
         bootIDSaved = true
     }
 

@@ -208,3 +208,129 @@ struct ConfigReloadTests {
         #expect(serve.stop() == 0, "\(serve.log)")
     }
 }
+
+/// Issue 31: what else SIGHUP applies without a restart, each through a
+/// real serve: probes, the web config's basic auth users, and retention.
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+struct ConfigReloadMoreTests {
+    func folder() throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-reload-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    /// Starts serve in `ns` on `path` and waits until it listens.
+    func serve(_ path: String, in ns: TestNamespace, extra: [String] = []) throws -> Background {
+        let serve = try Background(["ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--config", path] + extra, name: "serve-reload")
+        _ = try waitFor("serve") { () throws -> Bool? in
+            guard serve.process.isRunning else { throw TestFailure("serve exited: \(serve.log)") }
+            return serve.log.contains("listening") ? true : nil
+        }
+        return serve
+    }
+
+    /// Sends SIGHUP and returns the reload's line (the `n`th).
+    func reload(_ serve: Background, _ path: String, _ n: Int) throws -> String {
+        serve.process.signal(SIGHUP)
+        return try waitFor("reload \(n) said") { () -> String? in
+            let lines = serve.log.split(separator: "\n").filter { $0.contains("reloaded \(path)") }
+            return lines.count >= n ? String(lines[n - 1]) : nil
+        }
+    }
+
+    @Test func sighupAppliesChangedProbes() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        try pair.a.ip("route", "add", "default", "via", pair.ipB, "dev", pair.nameA)
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/ifmeter.yml"
+        let base = "serve:\n  listen: 127.0.0.1:19371\n  interval: 200ms\n"
+        try base.write(toFile: path, atomically: true, encoding: .utf8)
+        let serve = try self.serve(path, in: pair.a)
+        func metrics() throws -> String { try RawHTTP.request("/metrics", port: 19371, in: pair.a.name).text }
+        #expect(try !metrics().contains("ifmeter_route_"))
+        try (base + "  probe: [192.0.2.99]\n").write(toFile: path, atomically: true, encoding: .utf8)
+        var line = try reload(serve, path, 1)
+        #expect(line.contains("probes 192.0.2.99 applied") && !line.contains("need a restart"), "\(line)")
+        let egress = #"ifmeter_route_egress_info{interface="vA",kind="virtual",probe="192.0.2.99"} 1"#
+        _ = try waitFor("the probe's route on /metrics") { try metrics().contains(egress) ? true : nil }
+        // Probes removed: the route families go.
+        try base.write(toFile: path, atomically: true, encoding: .utf8)
+        line = try reload(serve, path, 2)
+        #expect(line.contains("probes removed applied"), "\(line)")
+        _ = try waitFor("no route families") { try metrics().contains("ifmeter_route_") ? nil : true }
+        #expect(serve.stop() == 0, "\(serve.log)")
+    }
+
+    /// The web config file's users change under the same path: the new
+    /// ones are asked for from the next request, the old ones refused.
+    @Test func sighupAppliesChangedBasicAuthUsers() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        func hash(_ user: String, _ password: String) throws -> String {
+            let line = try run(["htpasswd", "-nbBC", "4", user, password]).out.trimmingCharacters(in: .whitespacesAndNewlines)
+            return String(line.split(separator: ":", maxSplits: 1)[1])
+        }
+        let web = dir + "/web.yml"
+        try "basic_auth_users:\n  alice: '\(try hash("alice", "apple"))'\n".write(toFile: web, atomically: true, encoding: .utf8)
+        let path = dir + "/ifmeter.yml"
+        try "serve:\n  listen: 127.0.0.1:19372\n  interval: 200ms\n  web-config: \(web)\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let serve = try self.serve(path, in: pair.a)
+        func status(_ user: String?, _ password: String = "") throws -> Int {
+            let headers = user.map { ["Authorization": "Basic " + Data("\($0):\(password)".utf8).base64EncodedString()] } ?? [:]
+            return try RawHTTP.request("/metrics", port: 19372, in: pair.a.name, headers: headers).status
+        }
+        #expect(try status("alice", "apple") == 200 && status(nil) == 401)
+        try "basic_auth_users:\n  bob: '\(try hash("bob", "banana"))'\n".write(toFile: web, atomically: true, encoding: .utf8)
+        let line = try reload(serve, path, 1)
+        #expect(line.contains("basic auth users bob applied") && !line.contains("need a restart"), "\(line)")
+        #expect(try status("bob", "banana") == 200)
+        #expect(try status("alice", "apple") == 401 && status(nil) == 401)
+        // Users removed: plain access again.
+        try "# nothing\n".write(toFile: web, atomically: true, encoding: .utf8)
+        #expect(try reload(serve, path, 2).contains("basic auth removed applied"))
+        #expect(try status(nil) == 200)
+        #expect(serve.stop() == 0, "\(serve.log)")
+    }
+
+    /// `keep-hours` changed under a running serve: the save the reload
+    /// makes rolls the old hours into days, totals unchanged.
+    @Test func sighupAppliesChangedRetention() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let state = dir + "/state.db"
+        #expect(try ifmeter(["plan", "set", "wan0", "--state", state, "--cycle-start", "1"]).status == 0)
+        let last = Int64(Date().timeIntervalSince1970) / 3600 * 3600 - 10 * 86400
+        _ = try run([
+            "sqlite3", state,
+            """
+            WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 999)
+            INSERT INTO usage_hours SELECT 'wan0', \(last) - i * 3600, 3600, 'ethernet', 1000 + i, i, 3, 1, 0 FROM n;
+            """,
+        ])
+        func sqlite(_ sql: String) throws -> String { try run(["sqlite3", state, sql]).out.trimmingCharacters(in: .whitespacesAndNewlines) }
+        // wan0's: the namespace's own links may count a packet meanwhile.
+        let sums =
+            "SELECT sum(rx_bytes), sum(tx_bytes) FROM (SELECT rx_bytes, tx_bytes FROM usage_hours WHERE name = 'wan0' UNION ALL SELECT rx_bytes, tx_bytes FROM usage WHERE name = 'wan0')"
+        let before = try sqlite(sums)
+        let path = dir + "/ifmeter.yml"
+        let base = "state: \(state)\nserve:\n  listen: 127.0.0.1:19373\n  interval: 200ms\n"
+        try (base + "keep-hours: forever\n").write(toFile: path, atomically: true, encoding: .utf8)
+        let serve = try self.serve(path, in: pair.a)
+        _ = try waitFor("the first save") { try sqlite("SELECT value FROM meta WHERE key = 'saved'").isEmpty ? nil : true }
+        #expect(try sqlite("SELECT count(*) FROM usage_hours WHERE name = 'wan0'") == "1000", "forever keeps every hour")
+        try (base + "keep-hours: 2d\n").write(toFile: path, atomically: true, encoding: .utf8)
+        let line = try reload(serve, path, 1)
+        #expect(line.contains("retention (keep-hours 2d, keep-days 10y) applied"), "\(line)")
+        #expect(!line.contains("need a restart"), "\(line)")
+        #expect(try sqlite("SELECT count(*) FROM usage_hours WHERE name = 'wan0'") == "0", "rolled at the reload's save")
+        #expect(try sqlite("SELECT count(*) FROM usage WHERE name = 'wan0' AND granularity = 'day'") != "0")
+        #expect(try sqlite(sums) == before, "the same totals")
+        #expect(serve.stop() == 0, "\(serve.log)")
+    }
+}

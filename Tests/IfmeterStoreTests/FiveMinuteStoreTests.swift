@@ -77,7 +77,7 @@ import Testing
             try store.setPlan(plan)
         }
         let version = try run(["sqlite3", dir + "/state.db", "SELECT value FROM meta WHERE key = 'schema_version'"])
-        #expect(version.out.trimmingCharacters(in: .whitespacesAndNewlines) == "3")
+        #expect(version.out.trimmingCharacters(in: .whitespacesAndNewlines) == String(StateStore.schemaVersion))
         snapshot = try StateStore.snapshot(path: dir + "/state.db", zone: .utc)
         #expect(snapshot.slices.map(\.counters.rxBytes) == [100], "the hours are kept")
         #expect(snapshot.plans.first?.limits.map(\.period) == [.day, .month])
