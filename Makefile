@@ -16,7 +16,7 @@ BUILD_PACKAGES := pkg-config libnl-3-dev libmicrohttpd-dev libcrypt-dev zlib1g-d
 TEST_PACKAGES := $(BUILD_PACKAGES) prometheus prometheus-node-exporter gzip python3-prometheus-client python3-venv \
 	tmux procps sqlite3 util-linux curl openssl apache2-utils man-db groff bash-completion zsh fish systemd \
 	libxml2-utils chromium elfutils binutils protobuf-compiler
-BENCH_PACKAGES := $(BUILD_PACKAGES) wrk prometheus-node-exporter tmux time vnstat
+BENCH_PACKAGES := $(BUILD_PACKAGES) wrk prometheus-node-exporter tmux time vnstat sqlite3
 # `make deb` (issue 24): debhelper and dpkg-dev build the package from
 # debian/ (dpkg-buildpackage; chrpath for debian/rules), lintian checks
 # it; fakeroot for a builder that sets Rules-Requires-Root otherwise (this
@@ -77,7 +77,7 @@ GENERATED := .build/install
 INSTALLED_DIRS := $(BINDIR) $(MANDIR)/man1 $(BASHCOMPLETIONDIR) $(ZSHCOMPLETIONDIR) $(FISHCOMPLETIONDIR) $(SYSTEMDUNITDIR) \
 	$(DATADIR)/prometheus $(DATADIR)/grafana $(SYSCONFDIR)/ifmeter
 
-.PHONY: run test bench build release deps clean install uninstall hot-functions static-cxx docs api-check api-baseline format deb deb-lint
+.PHONY: bench-usage run test bench build release deps clean install uninstall hot-functions static-cxx docs api-check api-baseline format deb deb-lint
 
 deps:
 	@scripts/ensure-packages $(BUILD_PACKAGES)
@@ -142,6 +142,14 @@ bench: static-cxx
 	$(RELEASE_INPUTS_CHECK)
 	$(SWIFT) build $(RELEASE_FLAGS)
 	.build/release/ifmeter-bench
+
+# Only the usage tables on a five-year state file (issue 31), a minute.
+bench-usage: static-cxx
+	@scripts/ensure-packages $(BENCH_PACKAGES)
+	@scripts/write-revision
+	$(RELEASE_INPUTS_CHECK)
+	$(SWIFT) build $(RELEASE_FLAGS)
+	IFMETER_BENCH_ONLY=usage .build/release/ifmeter-bench
 
 # Re-records scripts/hot-functions.txt from the release binary (root;
 # valgrind). Commit the result when the functions serve runs moved.

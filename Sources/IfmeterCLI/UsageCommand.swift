@@ -255,7 +255,7 @@ struct UsageCommand: Command {
         let put = { (text: String) throws(CLIError) in try Output.put(format == "text" ? Output.forPeople(text) : text) }
         try put(stream.textHead(path: path) + stream.start())
         let cache = PeriodCache()
-        for name in shown.sorted(by: { StateStore.key($0) < StateStore.key($1) }) {
+        for name in shown.map({ (key: StateStore.key($0), name: $0) }).sorted(by: { $0.key < $1.key }).map(\.name) {
             let table = UsageTable(
                 slices: byName.removeValue(forKey: name) ?? [], plans: snapshot.plans, granularity: granularity, top: top, zone: .system,
                 now: now, names: [name], kinds: snapshot.kinds, begin: begin, end: end, limit: limit, cache: cache)
@@ -291,7 +291,7 @@ struct UsageCommand: Command {
             return snapshot.kinds[name].map { filter.admits(StateStore.key(name), kind: $0) } ?? false
         }
         var unmatched = UnmatchedPatterns(filter)
-        unmatched.see(snapshot.names.map(StateStore.key) + snapshot.slices.map { StateStore.key($0.name) })
+        unmatched.see((Set(snapshot.names).union(snapshot.slices.lazy.map(\.name))).sorted().map(StateStore.key))
         unmatched.warn(what: path)
         let note = UsageFilterNote(filter: filter, snapshot: snapshot)
         note.warnKinds(what: path)

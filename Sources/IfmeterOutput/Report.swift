@@ -163,5 +163,11 @@ public struct TextTable: Sendable {
 
     /// Columns a cell takes in a terminal: one per scalar, which holds for the
     /// names, digits and marks ifmeter prints.
-    public static func width(_ s: String) -> Int { s.unicodeScalars.count }
+    public static func width(_ s: String) -> Int {
+        // Scalars counted by their UTF-8 lead bytes (every byte but
+        // 10xxxxxx continuations): a table of years counts millions.
+        var n = 0
+        for byte in s.utf8 where byte & 0xC0 != 0x80 { n += 1 }
+        return n
+    }
 }

@@ -141,10 +141,9 @@ extension StateStore {
             "SELECT name, kind, start, seconds, rx_bytes, tx_bytes, rx_packets, tx_packets, quality FROM usage_days WHERE start >= ? AND start < ? ORDER BY name, start"
         ).query([.integer(from ?? Int64.min), .integer(before ?? Int64.max)]) { row throws(StoreError) in
             guard !foreign else { return }
-            let name = RowCheck.quoted(row.text(0))
-            let start = try RowCheck(row: row, path: db.path, what: "usage_days row of \(name)")
+            let start = try RowCheck(row: row, path: db.path, what: "usage_days row of \(RowCheck.quoted(row.text(0)))")
                 .integer(2, "start", in: UsageSlice.startRange, expected: UsageSlice.startRangeText)
-            let check = RowCheck(row: row, path: db.path, what: "usage_days row of \(name) starting \(start)")
+            let check = RowCheck(row: row, path: db.path, what: "usage_days row of \(RowCheck.quoted(row.text(0))) starting \(start)")
             let seconds = try check.integer(3, "seconds", in: 1...(26 * 3600), expected: "a day's length in seconds from 1 to 93600")
             guard isLocalDay(zone, start: start, seconds: seconds) else {
                 foreign = true
@@ -191,10 +190,9 @@ extension StateStore {
     /// One `usage_hours` row (name, kind, start, seconds, the four counts,
     /// quality) as a slice, each value checked.
     static func hourSlice(_ row: Row, path: String) throws(StoreError) -> UsageSlice {
-        let name = RowCheck.quoted(row.text(0))
-        let start = try RowCheck(row: row, path: path, what: "usage_hours row of \(name)")
+        let start = try RowCheck(row: row, path: path, what: "usage_hours row of \(RowCheck.quoted(row.text(0)))")
             .integer(2, "start", in: UsageSlice.startRange, expected: UsageSlice.startRangeText)
-        let check = RowCheck(row: row, path: path, what: "usage_hours row of \(name) starting \(start)")
+        let check = RowCheck(row: row, path: path, what: "usage_hours row of \(RowCheck.quoted(row.text(0))) starting \(start)")
         let seconds = try check.integer(
             3, "seconds", in: 1...UsageSlice.longestSeconds, expected: "a length in seconds from 1 to 31622400 (366 days)")
         return UsageSlice(
@@ -263,20 +261,20 @@ extension StateStore {
         try reading(path, verify: false) { db throws(StoreError) in
             do throws(StoreError) {
                 let hasHours = try hasTable(db, "usage_hours")
-                let old = Dictionary(
-                    grouping: try slices(db, path: path, zone: .system, since: from, hours: false).filter { $0.start < (to ?? .max) },
-                    by: \.name)
                 let columns = "name, kind, start, seconds, rx_bytes, tx_bytes, rx_packets, tx_packets, quality"
                 let range = "name = ? AND start >= ? AND start < ?"
                 let latest = hasHours ? try db.prepare("SELECT \(columns) FROM usage_hours WHERE \(range) ORDER BY start DESC LIMIT 1") : nil
                 let ascending = hasHours ? try db.prepare("SELECT \(columns) FROM usage_hours WHERE \(range) ORDER BY start") : nil
                 let last = hasHours ? try db.prepare("SELECT \(columns) FROM usage_hours WHERE \(range) ORDER BY start DESC LIMIT ?") : nil
                 for name in names {
+                    // Its day and month rows (schema 1's, or rolled by
+                    // retention): before its hours, one interface's at a time.
+                    let days = try slices(db, path: path, zone: .system, since: from, hours: false, name: name).filter { $0.start < (to ?? .max) }
                     let values: [Statement.Value] = [.text(name), .integer(from ?? .min), .integer(to ?? .max)]
-                    var kind = old[name]?.last?.kind
+                    var kind = days.last?.kind
                     try latest?.query(values) { row throws(StoreError) in kind = try hourSlice(row, path: db.path).kind }
                     guard let kind else { continue }
-                    var pending = old[name] ?? []
+                    var pending = days
                     if let limit, let last {
                         var newest: [UsageSlice] = []
                         try last.query(values + [.integer(Int64(limit))]) { row throws(StoreError) in

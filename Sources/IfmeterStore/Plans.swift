@@ -126,10 +126,11 @@ extension StateStore {
     /// `suspectsOnly`: of the hours, read only the rows SQLite finds outside
     /// those bounds (they then fail the same check): how a writer checks a
     /// file at start without reading years of rows into memory.
-    /// `hours`: false reads only the schema 1 rows (the caller reads the
-    /// hours its own way).
+    /// `hours`: false reads only the day and month rows (the caller reads
+    /// the hours its own way); `only`: those of this stored name.
     static func slices(
-        _ db: Database, path: String, zone: LocalZone, since: Int64?, suspectsOnly: Bool = false, hours: Bool = true
+        _ db: Database, path: String, zone: LocalZone, since: Int64?, suspectsOnly: Bool = false, hours: Bool = true,
+        name only: String? = nil
     ) throws(StoreError) -> [UsageSlice] {
         var slices: [UsageSlice] = []
         func counters(_ check: RowCheck, _ from: Int32) throws(StoreError) -> Counters {
@@ -142,14 +143,13 @@ extension StateStore {
             // rolled); before, schema 1's copies of its days.
             let months = try monthRowsAreUsage(db)
             try db.prepare(
-                "SELECT name, kind, period, rx_bytes, tx_bytes, rx_packets, tx_packets, quality, granularity FROM usage WHERE granularity = 'day'"
-                    + (months ? " OR granularity = 'month'" : "") + " ORDER BY name, granularity, period"
-            ).query { row throws(StoreError) in
-                let name = RowCheck.quoted(row.text(0))
+                "SELECT name, kind, period, rx_bytes, tx_bytes, rx_packets, tx_packets, quality, granularity FROM usage WHERE (granularity = 'day'"
+                    + (months ? " OR granularity = 'month'" : "") + ")" + (only == nil ? "" : " AND name = ?") + " ORDER BY name, granularity, period"
+            ).query(only.map { [.text($0)] } ?? []) { row throws(StoreError) in
                 let start: Int64, end: Int64
                 if row.text(8) == "month" {
                     guard let (y, m) = Self.month(row.text(2) ?? ""), UsageSlice.startRange.contains(LocalZone.days(y, m, 1) * 86400) else {
-                        throw RowCheck(row: row, path: db.path, what: "usage row of \(name)")
+                        throw RowCheck(row: row, path: db.path, what: "usage row of \(RowCheck.quoted(row.text(0)))")
                             .refuse("period", 2, expected: "a month YYYY-MM from 0002-01 to 9998-12")
                     }
                     start = zone.unix(y, m, 1)
@@ -158,14 +158,15 @@ extension StateStore {
                     guard let (y, m, d) = Self.day(row.text(2) ?? ""),
                         UsageSlice.startRange.contains(LocalZone.days(y, m, d) * 86400)
                     else {
-                        throw RowCheck(row: row, path: db.path, what: "usage row of \(name)")
+                        throw RowCheck(row: row, path: db.path, what: "usage row of \(RowCheck.quoted(row.text(0)))")
                             .refuse("period", 2, expected: "a day YYYY-MM-DD from 0002-01-01 to 9998-12-31")
                     }
                     start = zone.unix(y, m, d)
                     let (ny, nm, nd) = PeriodCalendar.nextDay(y, m, d)
                     end = zone.unix(ny, nm, nd)
                 }
-                let check = RowCheck(row: row, path: db.path, what: "usage row of \(name) for \(RowCheck.quoted(row.text(2)))")
+                let check = RowCheck(
+                    row: row, path: db.path, what: "usage row of \(RowCheck.quoted(row.text(0))) for \(RowCheck.quoted(row.text(2)))")
                 if let since, start < since { return }
                 slices.append(
                     UsageSlice(

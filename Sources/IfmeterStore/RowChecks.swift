@@ -9,8 +9,16 @@ import IfmeterSystem
 struct RowCheck {
     let row: Row
     let path: String
-    /// The row as messages name it: `usage_hours row of 'eth0' starting 1796083200`.
-    let what: String
+    /// The row as messages name it: `usage_hours row of 'eth0' starting 1796083200`
+    /// (made only for a message: a table of years is read row by row).
+    let describe: () -> String
+    var what: String { describe() }
+
+    init(row: Row, path: String, what: @escaping @autoclosure () -> String) {
+        self.row = row
+        self.path = path
+        describe = what
+    }
 
     /// The most a monotonic time read back may be from 0, either side:
     /// the limit a trace's `t` has (`TraceReader.timeLimit`, 1e12 s).

@@ -637,6 +637,81 @@ func writeBenchmark(binary: String) {
     fflush(nil)
 }
 
+/// Runs a program with stdout to /dev/null and waits; its wall time, peak
+/// resident set (KiB, from wait4) and exit status.
+func timed(_ arguments: [String]) -> (seconds: Double, peakKiB: Int, status: Int32) {
+    var pid = pid_t()
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+    let argv = arguments.map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    let start = now()
+    let rc = posix_spawnp(&pid, arguments[0], &actions, nil, argv, environ)
+    guard rc == 0 else { fail("cannot run \(arguments[0]): \(String(cString: strerror(rc)))") }
+    var status: Int32 = 0
+    var usage = rusage()
+    while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
+    return (now() - start, Int(usage.ru_maxrss), status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f))
+}
+
+/// Issue 31: `usage` on the issue's five-year state file (20 interfaces,
+/// 876,000 hour rows), made with sqlite3 as a writer that keeps every
+/// hour would have it, then opened once by `export` (which sums the day
+/// rows of schema 4 and stops). Each table's wall time and peak RSS,
+/// median of 5 runs; then the same after a writer with the default
+/// retention rolled hours older than 92 days into days.
+func usageBenchmark(binary: String) {
+    guard let folder = mkdtemp(strdup("/var/tmp/ifmbench-usage-XXXXXX")).map({ String(cString: $0) }) else { fail("mkdtemp failed") }
+    defer { spawn(["rm", "-rf", folder]) }
+    let path = folder + "/state.db"
+    guard spawn([binary, "plan", "set", "eth*", "--state", path, "--cycle-start", "5", "--quota", "100GB"]) == 0 else { fail("plan set failed") }
+    let hours = 43_800, interfaces = 20
+    let sql = """
+        WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < \(interfaces * hours - 1))
+        INSERT INTO usage_hours (name, start, seconds, kind, rx_bytes, tx_bytes, rx_packets, tx_packets, quality)
+        SELECT 'eth' || (i % \(interfaces)), (CAST(strftime('%s', 'now') AS INTEGER) / 3600 - \(hours) + i / \(interfaces)) * 3600, 3600,
+            'ethernet', 1000000 + (i * 7919) % 100000, 500000 + (i * 104729) % 50000, 1000, 500, 0 FROM n;
+        """
+    guard spawn(["sqlite3", path, sql]) == 0 else { fail("sqlite3 could not fill \(path)") }
+    func size() -> String { Units.bytes(UInt64(FileStatus(path)?.size ?? 0)) }
+    func writer(_ keep: [String]) {
+        let pid = spawnBackground([binary, "export", "--state", path, "--every", "1s", "--include", "lo", "--json-lines", "-"] + keep)
+        // Stopped once it runs (its start marks the file), so that its
+        // clean stop saves: the day rows summed, or the hours rolled.
+        while capture(["sqlite3", path, "SELECT value FROM meta WHERE key = 'running'"]).trimmingCharacters() != "1" { usleep(100_000) }
+        stopBackground(pid)
+        guard capture(["sqlite3", path, "SELECT value FROM meta WHERE key = 'days_current'"]).trimmingCharacters() == "1" else {
+            fail("export did not sum the day rows of \(path)")
+        }
+    }
+    func measure(_ title: String) {
+        print("  \(title)")
+        for arguments in [[], ["--cycle"], ["--check"], ["--monthly"], ["--top", "10"], ["--hourly"]] {
+            var runs: [(seconds: Double, peakKiB: Int, status: Int32)] = []
+            for _ in 0..<(arguments == ["--hourly"] ? 1 : 5) { runs.append(timed([binary, "usage", "--state", path] + arguments)) }
+            guard runs.allSatisfy({ $0.status == 0 || (arguments == ["--check"] && $0.status == 5) }) else {
+                fail("usage \(arguments.joined(separator: " ")) failed: \(runs.map(\.status))")
+            }
+            let seconds = runs.map(\.seconds).sorted()[runs.count / 2], peak = runs.map(\.peakKiB).max() ?? 0
+            let name = "usage " + (arguments.isEmpty ? "(the day table)" : arguments.joined(separator: " "))
+            print(
+                "    \(name.padding(28)) \(Units.fixed(seconds, 3).leftPadding(7)) s  \(Units.fixed(Double(peak) / 1024, 1).leftPadding(5)) MiB peak RSS"
+            )
+        }
+    }
+    print("")
+    print("usage on a five-year state file: \(interfaces) interfaces, \(interfaces * hours) hour rows (median of 5 runs; --hourly once)")
+    writer(["--keep-hours", "forever", "--keep-days", "forever"])
+    measure("every hour kept (--keep-hours forever), \(size()):")
+    writer([])
+    measure("after the default retention rolled hours older than 92 days into days, \(size()) (not vacuumed):")
+    print("  (targets, issue 31: the day table, --check and --cycle within 20 MB and 0.3 s, --hourly within the same memory;")
+    print("   before day rows: the day table 2.98 s and 298 MB, --hourly 6.73 s and 533 MB, --check 3.05 s and 298 MB)")
+    fflush(nil)
+}
+
 /// Removes `ifmbench-PID` namespaces whose process is gone.
 func removeStaleNamespaces() {
     guard let dir = opendir("/run/netns") else { return }
@@ -878,6 +953,10 @@ if CommandLine.arguments.count == 5, CommandLine.arguments[1] == "--profile",
     exit(0)
 }
 
+if getenv("IFMETER_BENCH_ONLY").map({ String(cString: $0) }) == "usage" {
+    usageBenchmark(binary: binaryDirectory() + "/ifmeter")
+    exit(0)
+}
 let sizes = CommandLine.arguments.dropFirst().compactMap { Int($0) }
 let targets = sizes.isEmpty ? [10, 100, 1000, 4000] : sizes
 print("ifmeter-bench: one full sample, median of repeated runs; \(targets.map(String.init).joined(separator: ", ")) interfaces")
@@ -1001,6 +1080,7 @@ if getenv("IFMETER_BENCH_NO_SCRAPE") == nil { serveAlone(binary: binaryDirectory
 try namespacesBenchmark(count: 50)
 if getenv("IFMETER_BENCH_NO_STORM") == nil { stormBenchmark(pairs: 2000) }
 if getenv("IFMETER_BENCH_NO_WRITE") == nil { writeBenchmark(binary: binaryDirectory() + "/ifmeter") }
+if getenv("IFMETER_BENCH_NO_USAGE") == nil { usageBenchmark(binary: binaryDirectory() + "/ifmeter") }
 print("")
 print(rssLine)
 print("anchors measured for the issue at 4001 interfaces: RTM_GETSTATS 0.8 ms, /proc/net/dev 3.5 ms, RTM_GETLINK 6.3 ms,")
