@@ -46,7 +46,10 @@ struct LiveCommand: Command {
             }
             #endif
             if let state = setup.state {
-                pipeline.add(enricher: PlanFeed(path: state.path, persistence: pipeline.persistence) { screen.model.plans = $0 })
+                pipeline.add(
+                    enricher: PlanFeed(
+                        path: state.path, persistence: pipeline.persistence, deliver: { screen.model.plans = $0 },
+                        aliases: { screen.model.aliases = $0 }))
             }
             pipeline.add(sink: screen)
             // Said after the screen is gone: a line on stderr would tear it.

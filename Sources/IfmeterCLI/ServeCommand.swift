@@ -168,7 +168,11 @@ struct ServeCommand: Command {
             routeFeed = try Self.routeFeed(routes) { cache.setRoutes($0) }
             routeFeed.map { pipeline.add(enricher: $0) }
         }
-        if let state = setup.state { pipeline.add(enricher: PlanFeed(path: state.path, persistence: pipeline.persistence) { cache.setPlans($0) }) }
+        if let state = setup.state {
+            pipeline.add(
+                enricher: PlanFeed(
+                    path: state.path, persistence: pipeline.persistence, deliver: { cache.setPlans($0) }, aliases: { cache.setAliases($0) }))
+        }
         #endif
         let scheme = webConfig?.tls == nil ? "http" : "https"
         let auth = (webConfig?.users.isEmpty ?? true) ? "" : ", basic auth"

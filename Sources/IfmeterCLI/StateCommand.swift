@@ -2,24 +2,30 @@ import IfmeterCore
 import IfmeterStore
 import IfmeterSystem
 
-/// `ifmeter state remove NAME` and `ifmeter state rename OLD NEW`: looking
-/// after a state file's history, also while serve, live or export write it
-/// (vnStat's --remove and --rename).
+/// `ifmeter state remove NAME`, `rename OLD NEW`, `alias NAME ALIAS` and
+/// `unalias NAME`: looking after a state file's history, also while serve,
+/// live or export write it (vnStat's --remove, --rename and --setalias).
 struct StateCommand: Command {
     static let spec = CommandSpec(
         name: "ifmeter state",
-        abstract: "Remove an interface's history from a state file, or merge one name's into another's.",
+        abstract: "Remove an interface's history from a state file, merge one name's into another's, or give it an alias.",
         discussion: """
             ACTIONS:
               remove NAME      Forget NAME: its usage rows and its totals.
               rename OLD NEW   Merge what OLD recorded into NEW, hour by hour (eth0
                                became enp3s0 after an upgrade); OLD's totals are
-                               forgotten.
+                               forgotten; its alias goes too, unless NEW has one.
+              alias NAME ALIAS Show ALIAS beside NAME (1 to 64 characters): in
+                               usage, the live view and /metrics
+                               (ifmeter_interface_info's alias label).
+              unalias NAME     Remove NAME's alias.
             Names are stored names: NAME, or NS/NAME for another namespace's
             interface ('ifmeter usage' lists them). While serve, live or export
-            write the file, the change is a request that the running ifmeter
-            applies within a sample (it saves first, so nothing counted is lost
-            or counted twice) and says in its log; this command waits for it.
+            write the file, remove and rename are a request that the running
+            ifmeter applies within a sample (it saves first, so nothing counted
+            is lost or counted twice) and says in its log; this command waits for
+            it. An alias is written at once (no sampler writes it), and the
+            running ifmeter shows it from its next sample.
             An interface still present starts again from its next sample.
             Without --state: $IFMETER_STATE, else /var/lib/ifmeter/state.db for
             root, else $XDG_STATE_HOME/ifmeter/state.db or
@@ -30,21 +36,52 @@ struct StateCommand: Command {
             CommandLinePath.allowForeignSpec,
         ],
         positionals: [
-            PositionalSpec("action", help: "remove or rename.", choices: ["remove", "rename"]),
+            PositionalSpec("action", help: "remove, rename, alias or unalias.", choices: ["remove", "rename", "alias", "unalias"]),
             PositionalSpec("name", help: "The stored name (rename: the old one).", isInterface: true),
-            PositionalSpec("new", help: "rename: the name that takes the history.", optional: true),
+            PositionalSpec("new", help: "rename: the name that takes the history; alias: the alias.", optional: true),
         ])
 
-    let change: StateChange
+    /// What to do: a change of history, or an alias set (nil: removed).
+    enum Action {
+        case history(StateChange)
+        case alias(name: String, alias: String?)
+    }
+
+    let action: Action
     let path: String
+    /// The stored name the action is about.
+    var source: String {
+        switch action {
+        case .history(let change): change.source
+        case .alias(let name, _): name
+        }
+    }
 
     init(_ p: ParsedArguments) throws(CLIError) {
-        guard let action = p.positionals.first else { throw p.usage("missing action: give 'remove' or 'rename'") }
-        let names = Array(p.positionals.dropFirst())
-        for name in names where name.isEmpty || name.utf8.count > 255 || name.contains(where: { $0.isNewline }) {
-            throw p.usage("invalid name '\(TerminalText.escaped(name))': a stored interface name, NAME or NS/NAME")
+        guard let verb = p.positionals.first else { throw p.usage("missing action: give 'remove', 'rename', 'alias' or 'unalias'") }
+        var names = Array(p.positionals.dropFirst())
+        if verb == "alias", names.count == 2 {
+            let alias = names.removeLast()
+            guard StateStore.isValidAlias(alias) else {
+                throw p.usage(
+                    "invalid alias '\(TerminalText.escaped(alias))': 1 to \(StateStore.longestAlias) characters, no control characters (remove one with 'ifmeter state unalias NAME')"
+                )
+            }
+            try Self.checkNames(names, p)
+            action = .alias(name: names[0], alias: alias)
+            path = DefaultState.resolve(p)
+            return
         }
-        switch action {
+        try Self.checkNames(names, p)
+        let change: StateChange
+        switch verb {
+        case "alias":
+            throw p.usage("'state alias' takes the stored name and its alias: ifmeter state alias enp3s0 uplink")
+        case "unalias":
+            guard names.count == 1 else { throw p.usage("'state unalias' takes one name") }
+            action = .alias(name: names[0], alias: nil)
+            path = DefaultState.resolve(p)
+            return
         case "remove":
             guard names.count == 1 else { throw p.usage("'state remove' takes one name") }
             change = .remove(names[0])
@@ -53,9 +90,16 @@ struct StateCommand: Command {
             guard names[0] != names[1] else { throw p.usage("'state rename' needs two different names") }
             change = .rename(from: names[0], to: names[1])
         default:
-            throw p.usage("unknown action '\(TerminalText.escaped(action))' (remove or rename)")
+            throw p.usage("unknown action '\(TerminalText.escaped(verb))' (remove, rename, alias or unalias)")
         }
+        action = .history(change)
         path = DefaultState.resolve(p)
+    }
+
+    static func checkNames(_ names: [String], _ p: ParsedArguments) throws(CLIError) {
+        for name in names where name.isEmpty || name.utf8.count > 255 || name.contains(where: { $0.isNewline }) {
+            throw p.usage("invalid name '\(TerminalText.escaped(name))': a stored interface name, NAME or NS/NAME")
+        }
     }
 
     func run() throws(CLIError) {
@@ -70,17 +114,30 @@ struct StateCommand: Command {
         } catch {
             throw CLIError.reading(error, command: Self.spec.name)
         }
-        guard names.contains(change.source) else {
+        guard names.contains(source) else {
             throw .usage(
-                "no history of '\(TerminalText.escaped(change.source))' in \(TerminalText.escaped(resolved)); 'ifmeter usage --state \(TerminalText.escaped(resolved))' lists the names",
+                "no history of '\(TerminalText.escaped(source))' in \(TerminalText.escaped(resolved)); 'ifmeter usage --state \(TerminalText.escaped(resolved))' lists the names",
                 command: Self.spec.name)
         }
         let id: Int64?
         do {
             let store = try StateStore(path: resolved, host: hostName(), bootID: readBootID() ?? "unknown", now: wallClock(), role: .editor)
-            id = try store.request(change)
+            switch action {
+            case .alias(let name, let alias):
+                try store.setAlias(name, alias)
+                id = nil
+            case .history(let change):
+                id = try store.request(change)
+            }
         } catch {
             throw error.isBadData ? CLIError.reading(error, command: Self.spec.name) : .runtime(error.description)
+        }
+        guard case .history(let change) = action else {
+            guard case .alias(let name, let alias) = action else { return }
+            let said =
+                alias.map { "'\(TerminalText.escaped(name))' is shown as '\(TerminalText.escaped($0))'" }
+                ?? "'\(TerminalText.escaped(name))' has no alias"
+            return try Output.put(Output.forPeople(said + ".\n"))
         }
         let done: String =
             switch change {

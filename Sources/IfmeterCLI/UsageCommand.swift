@@ -223,6 +223,7 @@ struct UsageCommand: Command {
                     slices: admitted, plans: head.plans, granularity: .hour, zone: .system, now: now, begin: begin, end: end)
                 guard var interface = table.interfaces.first else { return true }
                 interface.kind = kind
+                interface.alias = head.aliases[name]
                 return put(stream.add(interface, whole: whole))
             }
         } catch {
@@ -259,7 +260,10 @@ struct UsageCommand: Command {
             let table = UsageTable(
                 slices: byName.removeValue(forKey: name) ?? [], plans: snapshot.plans, granularity: granularity, top: top, zone: .system,
                 now: now, names: [name], kinds: snapshot.kinds, begin: begin, end: end, limit: limit, cache: cache)
-            for interface in table.interfaces { try put(stream.add(interface, whole: true)) }
+            for var interface in table.interfaces {
+                interface.alias = snapshot.aliases[interface.stored]
+                try put(stream.add(interface, whole: true))
+            }
         }
         try put(stream.finish(path: path))
     }
@@ -310,6 +314,7 @@ struct UsageCommand: Command {
         var table = UsageTable(
             slices: slices, plans: plans, granularity: check ? .cycle : granularity, top: top, zone: .system, now: now,
             names: names, kinds: snapshot.kinds, begin: begin, end: end, limit: limit)
+        for n in table.interfaces.indices { table.interfaces[n].alias = snapshot.aliases[table.interfaces[n].stored] }
         table.saves = snapshot.saves
         table.path = path
         table.wallTime = wall

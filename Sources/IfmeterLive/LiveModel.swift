@@ -256,6 +256,14 @@ public struct LiveModel: Sendable {
     /// Planned interfaces' current cycles, from the state file (live with
     /// --state); drawn as quota bars.
     public var plans: [PlanGauge] = []
+    /// Aliases (`ifmeter state alias`), shown beside the names.
+    public var aliases: [SeriesKey: String] = [:]
+
+    /// A row's name as the screen shows it: with its alias, if any.
+    public func shownName(_ key: SeriesKey) -> String {
+        guard let alias = aliases[key] else { return key.display }
+        return key.display + " [" + TerminalText.escaped(alias) + "]"
+    }
     /// Physical and tunnel rates of the last sample.
     public private(set) var summary = TrafficSummary()
     /// Where ordinary traffic leaves, and the outside-the-tunnel rate, when

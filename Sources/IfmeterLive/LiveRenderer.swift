@@ -215,7 +215,7 @@ public struct LiveRenderer: Sendable {
     func detailLines(_ row: LiveInterface, model: LiveModel, width: Int, height: Int) -> [Line] {
         let graphHeight = Self.graphHeight(height)
         var lines: [Line] = []
-        var title = Line(width: width, ascii: ascii).text(row.key.display, bold).text(" ").text(row.kind.rawValue, kindStyle(row.kind))
+        var title = Line(width: width, ascii: ascii).text(model.shownName(row.key), bold).text(" ").text(row.kind.rawValue, kindStyle(row.kind))
         title = title.text("  \(row.classification.evidence) · \(row.width.rawValue)-bit counters")
         if let index = row.index { title = title.text(" · index \(index)") }
         title = title.text(" · ").text(row.operstate ?? "state unknown", row.operstate == "up" || row.operstate == "unknown" ? plain : warning)
@@ -460,7 +460,8 @@ struct Layout {
 
     init(width: Int, model: LiveModel) {
         self.width = width
-        let longest = model.isEmpty ? 4 : model.longestName
+        var longest = model.isEmpty ? 4 : model.longestName
+        for key in model.aliases.keys { longest = max(longest, model.shownName(key).unicodeScalars.count) }
         nameWidth = min(max(longest, 6), width >= 100 ? 18 : 12)
         shortKinds = width < 70
         kindWidth = shortKinds ? 4 : 8
@@ -505,7 +506,7 @@ struct Layout {
         let gone = !row.present
         var line = Line(width: width, ascii: style.ascii)
         line = line.text(selected ? "› " : "  ", selected ? style.bold : style.plain)
-        line = line.text(pad(truncate(row.key.display, nameWidth), nameWidth) + " ", gone ? style.dim : style.plain)
+        line = line.text(pad(truncate(model.shownName(row.key), nameWidth), nameWidth) + " ", gone ? style.dim : style.plain)
         let kind = shortKinds ? Self.shortKind(row.kind) : row.kind.rawValue
         line = line.text(pad(kind, kindWidth), gone ? style.dim : style.kindStyle(row.kind)).text(" ")
         let mark = row.rateQuality.liveMark

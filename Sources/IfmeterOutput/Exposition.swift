@@ -11,6 +11,9 @@ public struct ExpositionInput: Sendable {
     public var routes: RouteExposition?
     /// Planned interfaces' cycles (serve with --state); none by default.
     public var plans: [PlanGauge] = []
+    /// Aliases by interface (`ifmeter state alias`): the `alias` label of
+    /// `ifmeter_interface_info`.
+    public var aliases: [SeriesKey: String] = [:]
 
     public init(interfaces: [ExpositionRow], health: ExporterHealth, families: ExpositionFamilies = .ifmeter, routes: RouteExposition? = nil) {
         self.interfaces = interfaces
@@ -250,7 +253,7 @@ struct ExpositionWriter {
     }
 
     mutating func write(_ input: ExpositionInput) {
-        if input.families != .nodeOnly { writeInterfaces(input.interfaces) }
+        if input.families != .nodeOnly { writeInterfaces(input.interfaces, aliases: input.aliases) }
         // A copy of the rows present, only when node's families need it
         // (0.8 MB at 4000 interfaces, for every render).
         if input.families != .ifmeter { writeNode(input.interfaces.filter(\.present)) }
@@ -274,7 +277,7 @@ struct ExpositionWriter {
         ("ifmeter_transmit_drops", .txDropped, "Packets dropped on transmit"),
     ]
 
-    mutating func writeInterfaces(_ interfaces: [ExpositionRow]) {
+    mutating func writeInterfaces(_ interfaces: [ExpositionRow], aliases: [SeriesKey: String] = [:]) {
         for family in Self.counterFamilies {
             guard interfaces.contains(where: { $0.counters.has(family.key) }) else { continue }
             header(
@@ -335,11 +338,12 @@ struct ExpositionWriter {
         header(
             "ifmeter_interface", .info,
             help:
-                "Interface facts: index, counter width, operational state and the evidence of its kind. \(Self.caveat)")
+                "Interface facts: index, counter width, operational state, the evidence of its kind and its alias. \(Self.caveat)")
         for i in interfaces {
             var extra: [(String, String)] = [("evidence", i.evidence), ("width", String(i.width.rawValue))]
             if let index = i.index { extra.append(("index", String(index))) }
             if let operstate = i.attributes?.operstate { extra.append(("operstate", operstate)) }
+            if let alias = aliases[SeriesKey(netns: i.netns, name: i.name)] { extra.append(("alias", alias)) }
             sample("ifmeter_interface", suffix: "_info", i, extra: extra, value: 1)
         }
     }

@@ -21,13 +21,14 @@ public struct JSONEnvelope: Sendable, Hashable {
     /// adds the period's `clock_step_seconds` and `note`; version 1 is in
     /// `ifmeter-report.v1.schema.json`).
     public static let export = JSONEnvelope(schema: "ifmeter.export", version: 2)
-    /// `usage --format json` (`schemas/ifmeter-usage.v5.schema.json`:
-    /// version 5 adds each period's `seconds` and `average_bits_per_second`;
-    /// versions 3 and 4, before it, are in their own files).
-    public static let usage = JSONEnvelope(schema: "ifmeter.usage", version: 5)
-    /// `usage --fiveminutes --format json`: the same version 5 (version 4
+    /// `usage --format json` (`schemas/ifmeter-usage.v6.schema.json`:
+    /// version 6 adds an interface's `alias`, version 5 each period's
+    /// `seconds` and `average_bits_per_second`; versions 3 to 5, before it,
+    /// are in their own files).
+    public static let usage = JSONEnvelope(schema: "ifmeter.usage", version: 6)
+    /// `usage --fiveminutes --format json`: the same version 6 (version 4
     /// added the five-minute granularity).
-    public static let usageFiveMinutes = JSONEnvelope(schema: "ifmeter.usage", version: 5)
+    public static let usageFiveMinutes = JSONEnvelope(schema: "ifmeter.usage", version: 6)
     /// `sample --format json`: one snapshot of the counters.
     public static let sample = JSONEnvelope(schema: "ifmeter.sample", version: 1)
     /// `sample --count N --format json`: one line per interval.

@@ -46,6 +46,8 @@ public struct UsageTable: Sendable {
         public var kind: InterfaceKind?
         public var plan: Plan?
         public var rows: [Row]
+        /// Its alias (`ifmeter state alias`), shown beside the name.
+        public var alias: String?
 
         /// The kind, or that it is not known yet.
         public var kindText: String { kind?.rawValue ?? "kind not known yet" }
@@ -255,6 +257,7 @@ public struct UsageTable: Sendable {
             "name": .string(i.key.name), "kind": i.kind.map { .string($0.rawValue) } ?? .null, "periods": periods,
         ]
         if !i.key.netns.isEmpty { o["netns"] = .string(i.key.netns) }
+        if let alias = i.alias { o["alias"] = .string(alias) }
         return .object(o)
     }
 
@@ -358,7 +361,7 @@ public struct UsageTable: Sendable {
 
     /// An interface's title line.
     public func textTitle(_ i: Interface) -> String {
-        var title = "\(TerminalText.escaped(i.stored)) (\(i.kindText))"
+        var title = TerminalText.escaped(i.stored) + (i.alias.map { " [\(TerminalText.escaped($0))]" } ?? "") + " (\(i.kindText))"
         if granularity == .cycle, let plan = i.plan {
             title += ": plan '\(TerminalText.escaped(plan.pattern))', cycle from day \(plan.cycleStartDay)"
             if let q = plan.quotaBytes { title += ", quota \(Units.bytes(q)) \(plan.direction.rawValue)" }

@@ -24,11 +24,20 @@ public final class PlanFeed: PipelineEnricher {
     /// ifmeter's `plan set` commits there.
     private var walStamp: FileStamp?
     private var delivered: [PlanGauge]?
+    /// The aliases (`state alias`), read with the plans: shown beside the
+    /// names from the sample after one is set.
+    private let deliverAliases: (([SeriesKey: String]) -> Void)?
+    private var aliases: [SeriesKey: String] = [:]
+    private var deliveredAliases: [SeriesKey: String]?
 
-    public init(path: String, persistence: StatePersistence? = nil, deliver: @escaping ([PlanGauge]) -> Void) {
+    public init(
+        path: String, persistence: StatePersistence? = nil, deliver: @escaping ([PlanGauge]) -> Void,
+        aliases: (([SeriesKey: String]) -> Void)? = nil
+    ) {
         self.path = path
         self.persistence = persistence
         self.deliver = deliver
+        deliverAliases = aliases
     }
 
     public func enrich(_ update: borrowing PipelineUpdate) {
@@ -53,6 +62,10 @@ public final class PlanFeed: PipelineEnricher {
             }
             if FileStamp(walPath) != walStamp || stored.contains(where: { Double($0.cycleEnd) <= now }) { reread(now: now) }
         }
+        if let deliverAliases, aliases != deliveredAliases {
+            deliveredAliases = aliases
+            deliverAliases(aliases)
+        }
         let gauges = stored.map { current($0, now: now) }
         guard gauges != delivered else { return }
         delivered = gauges
@@ -66,8 +79,10 @@ public final class PlanFeed: PipelineEnricher {
         walStamp = FileStamp(walPath)
         if let store = persistence?.store as? StateStore {
             stored = Self.gauges(store, now: now)
+            if deliverAliases != nil, let read = try? store.aliases() { aliases = Self.keyed(read) }
         } else {
             stored = Self.gauges(path: path, now: now)
+            if deliverAliases != nil, let read = try? StateStore.aliases(path: path) { aliases = Self.keyed(read) }
         }
     }
 
@@ -89,6 +104,10 @@ public final class PlanFeed: PipelineEnricher {
         return UsageTable(
             slices: planned, plans: plans, granularity: .cycle, zone: .system, now: t, names: stored.names, kinds: stored.kinds
         ).planGauges()
+    }
+
+    static func keyed(_ aliases: [String: String]) -> [SeriesKey: String] {
+        Dictionary(aliases.map { (StateStore.key($0.key), $0.value) }, uniquingKeysWith: { a, _ in a })
     }
 
     /// A gauge with the traffic not saved yet added.

@@ -44,8 +44,9 @@ public final class ScrapeCache: Sendable {
     private let remoteWrite = Mutex<[RemoteWriteStatus]>([])
     /// serve's own process figures, as of the last update.
     private let process = Mutex<ProcessMetrics?>(nil)
-    /// Planned interfaces' cycles, and a count of their changes.
-    private let plans = Mutex<(gauges: [PlanGauge], changes: Int)>(([], 0))
+    /// Planned interfaces' cycles and the aliases (both from the state
+    /// file), and a count of their changes.
+    private let plans = Mutex<(gauges: [PlanGauge], aliases: [SeriesKey: String], changes: Int)>(([], [:], 0))
 
     private let revision: String
 
@@ -96,11 +97,12 @@ public final class ScrapeCache: Sendable {
     /// The latest generation's text exposition (the series a scrape gets),
     /// in pieces: remote write sends the same series.
     public func renderText(chunk: Int, into sink: (UnsafeRawBufferPointer) -> Void) {
-        let planned = plans.withLock { $0.gauges }
+        let planned = plans.withLock { $0 }
         snapshot.withLock { current in
             var input = Self.input(current.view.sorted(), health: current.health, families: families, version: version, interval: interval)
             input.routes = current.routes
-            input.plans = planned
+            input.plans = planned.gauges
+            input.aliases = planned.aliases
             fill(&input)
             PrometheusTextRenderer().render(input, chunk: chunk, into: sink)
         }
@@ -109,7 +111,12 @@ public final class ScrapeCache: Sendable {
     /// Replaces the plans' gauges (read from the state file after a save);
     /// the next scrape renders afresh.
     public func setPlans(_ gauges: [PlanGauge]) {
-        plans.withLock { if $0.gauges != gauges { $0 = (gauges, $0.changes + 1) } }
+        plans.withLock { if $0.gauges != gauges { $0 = (gauges, $0.aliases, $0.changes + 1) } }
+    }
+
+    /// Replaces the aliases (`state alias`); the next scrape renders afresh.
+    public func setAliases(_ aliases: [SeriesKey: String]) {
+        plans.withLock { if $0.aliases != aliases { $0 = ($0.gauges, aliases, $0.changes + 1) } }
     }
 
     /// The latest exposition in one format, rendered at most once per
@@ -129,6 +136,7 @@ public final class ScrapeCache: Sendable {
                 var input = Self.input(current.view.sorted(), health: current.health, families: families, version: version, interval: interval)
                 input.routes = current.routes
                 input.plans = planned.gauges
+                input.aliases = planned.aliases
                 fill(&input)
                 let renderer: any ExpositionRenderer = openMetrics ? OpenMetricsRenderer() : PrometheusTextRenderer()
                 // Room for about the last render's size at once (the other

@@ -243,6 +243,7 @@ extension StateStore {
             }
             var snapshot = UsageSnapshot(slices: [], plans: plans, names: [], kinds: kinds, saves: saveStatus(meta, written: written))
             snapshot.fiveMinutes = try fiveMinuteSlices(db)
+            snapshot.aliases = try readAliases(db)
             return snapshot
         } catch {
             throw StoreError.tableFailure(error, path: path)

@@ -115,7 +115,11 @@ extension StateStore {
                 ).run([.text(to), .text(from)])
             }
         }
-        for table in ["usage_hours", "usage", "usage_five_minutes", "interfaces"] where try hasTable(db, table) {
+        if try hasTable(db, "aliases"), case .rename(let from, let to) = change {
+            // The alias goes with the history, unless the new name has one.
+            try db.prepare("INSERT OR IGNORE INTO aliases (name, alias) SELECT ?, alias FROM aliases WHERE name = ?").run([.text(to), .text(from)])
+        }
+        for table in ["usage_hours", "usage", "usage_five_minutes", "interfaces", "aliases"] where try hasTable(db, table) {
             try db.prepare("DELETE FROM \(table) WHERE name = ?").run([.text(change.source)])
         }
         if daysWereCurrent {

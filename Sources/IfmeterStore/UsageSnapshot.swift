@@ -15,12 +15,14 @@ public struct UsageSnapshot: Sendable {
     /// The kind each name of the interfaces table was last classified as.
     public var kinds: [String: InterfaceKind]
     public var saves: SaveStatus
+    /// Aliases by stored name (`state alias`).
+    public var aliases: [String: String] = [:]
 }
 
 extension StateStore {
     /// The tables `usage` reads from day rows (schema 4), whose pages it
     /// checks (not the hour rows').
-    static let dayTables = ["meta", "interfaces", "usage", "usage_days", "plans", "plan_limits", "usage_five_minutes", "state_requests"]
+    static let dayTables = ["meta", "aliases", "interfaces", "usage", "usage_days", "plans", "plan_limits", "usage_five_minutes", "state_requests"]
 
     /// Reads a state file for `usage`, in one open, writing nothing.
     /// `since`: only the slices starting then or later are read (`--check`
@@ -79,6 +81,7 @@ extension StateStore {
                     slices: slices ?? [], plans: plans, names: stored, kinds: kinds,
                     saves: saveStatus(meta, written: written))
                 snapshot.fiveMinutes = try fiveMinuteSlices(db)
+                snapshot.aliases = try readAliases(db)
                 return snapshot
             } catch {
                 throw StoreError.tableFailure(error, path: path)

@@ -58,7 +58,7 @@ struct ExportStateTests {
         let check = try checkJSONSchema(files)
         #expect(check.ok, "\(check.output)")
         // Usage tables are version 2, in their own schema file.
-        let usageCheck = try checkJSONSchema([dir + "/usage.json"], schema: "ifmeter-usage.v5.schema.json")
+        let usageCheck = try checkJSONSchema([dir + "/usage.json"], schema: "ifmeter-usage.v6.schema.json")
         #expect(usageCheck.ok, "\(usageCheck.output)")
 
         // What the reports say.

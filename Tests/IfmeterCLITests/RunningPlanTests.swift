@@ -158,6 +158,72 @@ struct RunningPlanTests {
         #expect(missing.status == 64 && missing.err.contains("no history of 'uplink'"), "\(missing.err)")
     }
 
+    /// Issue 31's test: a plan changed, an interface renamed and an alias
+    /// set with `ifmeter` while `serve --state` runs under known traffic at
+    /// the default save pace. Each shows on /metrics before any save after
+    /// the first (the gauges and labels follow the samples), `usage` shows
+    /// them, and the totals equal the bytes sent.
+    @Test func aPlanARenameAndAnAliasUnderServe() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let state = dir + "/s.db"
+        let port: UInt16 = 19334
+        let process = try serve(pair.a, port: port, state: state)
+        let first = try waitFor("the first save") { () throws -> Double? in value(try scrape(pair.a, port), "ifmeter_state_saves_total") }
+        let frame = VethPair.frameBytes(payload: 1000)
+        try pair.sendUDP(count: 20, payload: 1000)
+        _ = try waitFor("the traffic counted") { () throws -> Bool? in
+            (value(try scrape(pair.a, port), "ifmeter_transmit_bytes_total", ["interface=\"vA\""]) ?? 0) >= Double(20 * frame) ? true : nil
+        }
+        // Saved by the rename (which saves first): vA's history, 20 frames.
+        let rename = try ifmeter(["state", "rename", "vA", "wan", "--state", state])
+        #expect(rename.status == 0, "\(rename)")
+        let saved = value(try scrape(pair.a, port), "ifmeter_state_saves_total") ?? 0
+        #expect(saved > first, "the rename saved first")
+
+        let alias = try ifmeter(["state", "alias", "vA", "uplink", "--state", state])
+        #expect(alias.status == 0 && alias.out == "'vA' is shown as 'uplink'.\n", "\(alias)")
+        _ = try waitFor("the alias on /metrics") { () throws -> Bool? in
+            Scenario.metric(try scrape(pair.a, port), "ifmeter_interface_info").contains {
+                $0.key.contains("interface=\"vA\"") && $0.key.contains("alias=\"uplink\"")
+            } ? true : nil
+        }
+        let plan = try ifmeter(["plan", "set", "vA", "--state", state, "--cycle-start", "1", "--quota", "1MB", "--direction", "tx"])
+        #expect(plan.status == 0, "\(plan.err)")
+        try pair.sendUDP(count: 30, payload: 1000)
+        let used = try waitFor("the plan and the new traffic on /metrics") { () throws -> Double? in
+            let v = value(try scrape(pair.a, port), "ifmeter_plan_used_bytes", ["interface=\"vA\""]) ?? 0
+            return v >= Double(30 * frame) ? v : nil
+        }
+        let exposition = try scrape(pair.a, port)
+        #expect(used == Double(30 * frame), "vA's cycle after the rename: the 30 frames sent since, once")
+        #expect(value(exposition, "ifmeter_state_saves_total") == saved, "no save came in between")
+
+        // usage, while serve runs (vA's traffic since the rename is not
+        // saved yet): its plan's cycle with the alias beside its name, the
+        // renamed history under its new name.
+        let text = try ifmeter(["usage", "--state", state, "--cycle", "--include", "vA,wan"])
+        #expect(text.status == 0 && text.out.contains("vA [uplink] (") && text.out.contains("plan 'vA'"), "\(text.out)")
+        #expect(text.out.contains("wan (virtual)"), "\(text.out)")
+        #expect(process.stop() == 0, "\(process.log)")
+        func tx(_ name: String) throws -> (UInt64, String?) {
+            let usage = try ifmeter(["usage", "--state", state, "--format", "json", "--include", name])
+            guard case .array(let interfaces)? = try JSONParser.parse(usage.out)["interfaces"], let first = interfaces.first,
+                case .array(let periods)? = first["periods"]
+            else { return (0, nil) }
+            return (periods.reduce(0) { $0 + ($1["tx_bytes"]?.uint64Value ?? 0) }, first["alias"]?.stringValue)
+        }
+        let (wan, _) = try tx("wan"), (vA, vAAlias) = try tx("vA")
+        #expect(wan + vA == 50 * frame && wan >= 20 * frame, "every byte once: wan \(wan), vA \(vA)")
+        #expect(vAAlias == "uplink")
+        #expect(try ifmeter(["state", "unalias", "vA", "--state", state]).out == "'vA' has no alias.\n")
+        #expect(try tx("vA").1 == nil)
+        let bad = try ifmeter(["state", "alias", "vA", "a\u{1b}[2Jb", "--state", state])
+        #expect(bad.status == 64 && bad.err.contains("invalid alias 'a\\x1b[2Jb'"), "\(bad.err)")
+    }
+
     /// Under the quota now, but over it by the cycle's end at the rate so
     /// far: `usage --check` exits 5 and says so.
     @Test func aCycleProjectedOverItsQuotaExitsFive() throws {

@@ -87,7 +87,7 @@ struct UsagePlanTests {
         #expect(current?["plan"]?["projection"]?["estimate"] == .bool(true))
         #expect(current?["tx_bytes"]?.uint64Value == sent)
         try cycle.out.write(toFile: dir + "/cycle.json", atomically: true, encoding: .utf8)
-        let schema = try checkJSONSchema([dir + "/cycle.json"], schema: "ifmeter-usage.v5.schema.json")
+        let schema = try checkJSONSchema([dir + "/cycle.json"], schema: "ifmeter-usage.v6.schema.json")
         #expect(schema.ok, "\(schema.output)")
 
         _ = try ifmeter(["plan", "set", "vA", "--state", state, "--cycle-start", "31", "--quota", "1GiB", "--direction", "tx"])
@@ -258,6 +258,26 @@ struct UsagePlanTests {
         #expect(line.contains("] \(percent)% of \(Units.bytes(UInt64(50_000))) tx OVER"), "the saved use against the quota: \(line)")
         #expect(line.contains("█") && !line.contains("░"), "a full bar: \(line)")
         #expect(line.contains("cycle ends "), "\(line)")
+        try tmux.keys("q")
+        _ = try tmux.waitFor("EXITED 0")
+    }
+
+    /// An alias set while live writes the state file shows beside the name
+    /// in a real terminal (tmux), from a sample after it is set.
+    @Test func liveShowsAnAliasSetWhileItRuns() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let state = dir + "/state.db"
+        _ = try saveTraffic(pair, in: dir, count: 10, payload: 1000)
+        let tmux = try LiveTerminalTests.Tmux(width: 120, height: 30)
+        try tmux.keys("ip netns exec \(pair.a.name) \(try ifmeterBinary()) live --state \(state) --interval 300ms; echo EXITED $?", "Enter")
+        _ = try tmux.waitFor("vA")
+        let alias = try ifmeter(["state", "alias", "vA", "uplink", "--state", state])
+        #expect(alias.status == 0, "\(alias)")
+        let screen = try tmux.waitFor("vA [uplink]")
+        #expect(screen.split(separator: "\n").filter { $0.contains("[uplink]") }.count == 1, "only vA's row: \(screen)")
         try tmux.keys("q")
         _ = try tmux.waitFor("EXITED 0")
     }

@@ -62,10 +62,10 @@ struct VnstatTablesTests {
             #expect(s["start"]?.stringValue?.range(of: #"T\d\d:[0-5][05]:00[+-]"#, options: .regularExpression) != nil, "\(s)")
             #expect(s["quality"]?.stringValue == "exact")
         }
-        #expect(try JSONParser.parse(five.out)["schema_version"]?.uint64Value == 5)
+        #expect(try JSONParser.parse(five.out)["schema_version"]?.uint64Value == 6)
         #expect(try JSONParser.parse(five.out)["granularity"]?.stringValue == "five-minutes")
         try five.out.write(toFile: dir + "/five.json", atomically: true, encoding: .utf8)
-        let schema = try checkJSONSchema([dir + "/five.json"], schema: "ifmeter-usage.v5.schema.json")
+        let schema = try checkJSONSchema([dir + "/five.json"], schema: "ifmeter-usage.v6.schema.json")
         #expect(schema.ok, "\(schema.output)")
         let fiveText = try ifmeter(["usage", "--state", state, "--fiveminutes", "--include", "vA"])
         #expect(fiveText.out.contains("5 MINUTES") && fiveText.out.contains("kept 48 hours"), "\(fiveText.out)")
@@ -73,7 +73,7 @@ struct VnstatTablesTests {
         #expect(fiveCSV.out.split(separator: "\n").dropFirst().allSatisfy { $0.contains(",five-minutes,") }, "\(fiveCSV.out)")
         // The daily JSON of v3 is unchanged.
         let daily = try ifmeter(["usage", "--state", state, "--format", "json", "--include", "vA"])
-        #expect(try JSONParser.parse(daily.out)["schema_version"]?.uint64Value == 5)
+        #expect(try JSONParser.parse(daily.out)["schema_version"]?.uint64Value == 6)
 
         // --oneline: 18 fields, all time's tx is every byte sent, exact.
         let one = try ifmeter(["usage", "--state", state, "--oneline", "--include", "vA"])

@@ -189,7 +189,7 @@ import Testing
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-usage-\(UUID().uuidString).json").path
         defer { try? FileManager.default.removeItem(atPath: file) }
         try JSONWriter().string(table.json()).write(toFile: file, atomically: true, encoding: .utf8)
-        let check = try checkJSONSchema([file], schema: "ifmeter-usage.v5.schema.json")
+        let check = try checkJSONSchema([file], schema: "ifmeter-usage.v6.schema.json")
         #expect(check.ok, "\(check.output)")
 
         // CSV: an empty field; text: said in words.

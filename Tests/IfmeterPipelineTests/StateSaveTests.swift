@@ -166,7 +166,7 @@ import Testing
             throw TestFailure("no periods")
         }
         #expect(periods.first?["seconds"] == .number(86400) && periods.first?["average_bits_per_second"]?.doubleValue == 24_000_000 * 8 / 86400.0)
-        #expect(json["schema_version"] == .number(5))
+        #expect(json["schema_version"] == .number(6))
         #expect(table().text(path: "s.db").contains("AVG RATE"))
     }
 

@@ -94,7 +94,7 @@ struct UsageWhileWritingScenarios {
         #expect(text.out.hasPrefix("WARNING") && text.out.contains("ifmeter stopped"), "\(text.out)")
         let schemaFile = dir["usage.json"]
         try JSONWriter(indent: 2).string(try usageJSON(state).json).write(toFile: schemaFile, atomically: true, encoding: .utf8)
-        let schema = try checkJSONSchema([schemaFile], schema: "ifmeter-usage.v5.schema.json")
+        let schema = try checkJSONSchema([schemaFile], schema: "ifmeter-usage.v6.schema.json")
         #expect(schema.ok, "\(schema.output)")
     }
 }
