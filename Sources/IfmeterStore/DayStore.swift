@@ -6,60 +6,80 @@ import IfmeterSystem
 /// interface per day instead of 24 (a five-year file: 36,500 rows instead
 /// of 876,000), and `--check` a month of them.
 ///
-/// The day rows are a summary of `usage_hours` and never more: triggers
-/// on `usage_hours` mark them stale (meta `days_current` = 0) at any
-/// change of an hour row, by ifmeter or by anyone with sqlite3, and only a
-/// writer that has summed the hours again marks them current. A reader
-/// uses them only when they are current and each is a local day in its
-/// own zone (a writer in another zone summed other days); otherwise it
-/// reads the hours, as before.
+/// The day rows are a summary of the hour rows before meta `days_through`
+/// (a local midnight) and never more: a writer sums each local day once,
+/// at its first save after that day ended, so a save writes no day row
+/// (the write budget of a save stays a few pages). Triggers on
+/// `usage_hours` remove `days_through` at any change of an hour row before
+/// it, by ifmeter or by anyone with sqlite3; the next save sums every day
+/// again. A reader uses the day rows only when `days_through` is there and
+/// each row is a local day in its own zone (a writer in another zone summed
+/// other days), and reads the hours from `days_through` on; otherwise it
+/// reads every hour, as before.
 extension StateStore {
     static let schemaV4 = """
         -- Usage per local day (start its local midnight, seconds its length), summed
-        -- from usage_hours by the writer; current only while meta days_current = 1.
-        -- Counts are unsigned 64-bit values stored as their signed bit pattern.
+        -- from the usage_hours before meta days_through by the writer (current only
+        -- while that key is there). Counts are unsigned 64-bit values stored as their
+        -- signed bit pattern.
         CREATE TABLE IF NOT EXISTS usage_days (
             name TEXT NOT NULL, start INTEGER NOT NULL, seconds INTEGER NOT NULL, kind TEXT NOT NULL,
             rx_bytes INTEGER NOT NULL, tx_bytes INTEGER NOT NULL, rx_packets INTEGER NOT NULL,
             tx_packets INTEGER NOT NULL, quality INTEGER NOT NULL, PRIMARY KEY (name, start)) WITHOUT ROWID;
         CREATE TRIGGER IF NOT EXISTS usage_hours_inserted AFTER INSERT ON usage_hours
-            BEGIN UPDATE meta SET value = '0' WHERE key = 'days_current' AND value <> '0'; END;
+            WHEN NEW.start < (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'days_through')
+            BEGIN DELETE FROM meta WHERE key = 'days_through'; END;
         CREATE TRIGGER IF NOT EXISTS usage_hours_updated AFTER UPDATE ON usage_hours
-            BEGIN UPDATE meta SET value = '0' WHERE key = 'days_current' AND value <> '0'; END;
+            WHEN min(OLD.start, NEW.start) < (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'days_through')
+            BEGIN DELETE FROM meta WHERE key = 'days_through'; END;
         CREATE TRIGGER IF NOT EXISTS usage_hours_deleted AFTER DELETE ON usage_hours
-            BEGIN UPDATE meta SET value = '0' WHERE key = 'days_current' AND value <> '0'; END;
+            WHEN OLD.start < (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'days_through')
+            BEGIN DELETE FROM meta WHERE key = 'days_through'; END;
         """
 
-    /// Whether the day rows are current (a writer summed every hour row
-    /// since the last change of one).
-    static func daysCurrent(_ db: Database) throws(StoreError) -> Bool {
-        guard try hasTable(db, "usage_days") else { return false }
-        var current = false
-        try db.prepare("SELECT value FROM meta WHERE key = 'days_current'").query { row throws(StoreError) in
-            current = row.text(0) == "1"
+    /// The local midnight before which the day rows sum every hour row; nil
+    /// when they do not (never summed, or an hour before it changed since).
+    static func daysThrough(_ db: Database) throws(StoreError) -> Int64? {
+        guard try hasTable(db, "usage_days") else { return nil }
+        var through: Int64?
+        try db.prepare("SELECT value FROM meta WHERE key = 'days_through'").query { row throws(StoreError) in
+            through = row.text(0).flatMap { Int64($0) }
         }
-        return current
+        return through
     }
 
-    /// Sums the hour rows into day rows (in the caller's transaction):
-    /// every day of every interface when `days` is nil (the rows were not
-    /// current), else the days given (those this save added to), by stored
-    /// name and local midnight. Then marks the day rows current. Sums stop
-    /// at 2^63-1 (what a row holds) and the day is then a lower bound.
-    func summarizeDays(_ days: Set<DayKey>?, zone: LocalZone) throws(StoreError) {
-        try Self.summarizeDays(database, days.map { .days($0) } ?? .all, zone: zone)
+    /// Whether the day rows are current.
+    static func daysCurrent(_ db: Database) throws(StoreError) -> Bool { try daysThrough(db) != nil }
+
+    /// At a save (in its transaction): the days that ended since the last
+    /// one summed, or every day when the day rows are not current; then
+    /// `days_through` is this local midnight.
+    func summarizeDays(wallTime: Double, zone: LocalZone) throws(StoreError) {
+        guard try Self.hasTable(database, "usage_days"), let now = LocalZone.second(wallTime) else { return }
+        let midnight = PeriodCalendar(zone: zone).period(.day, containing: now).start
+        if let through = try Self.daysThrough(database) {
+            guard through < midnight else { return }
+            try Self.summarizeDays(database, .range(through, midnight), through: midnight, zone: zone)
+        } else {
+            try Self.summarizeDays(database, .all, through: midnight, zone: zone)
+        }
     }
 
     /// What `summarizeDays` sums again.
     enum DayScope {
         case all
-        case days(Set<DayKey>)
+        /// The days starting in [from, to), of every interface.
+        case range(Int64, Int64)
         /// Every day of these interfaces (one renamed into another).
         case names([String])
     }
 
-    static func summarizeDays(_ db: Database, _ scope: DayScope, zone: LocalZone) throws(StoreError) {
-        guard try Self.hasTable(db, "usage_days") else { return }
+    /// Sums the hour rows before `through` into day rows, for `scope`
+    /// (whose day rows are replaced), by stored name and local midnight;
+    /// then `days_through` is `through`. Sums are unsigned and stop at
+    /// 2^64-1, the day then a lower bound (as the hours sum in a reader).
+    static func summarizeDays(_ db: Database, _ scope: DayScope, through: Int64, zone: LocalZone) throws(StoreError) {
+        guard try hasTable(db, "usage_days") else { return }
         let calendar = PeriodCalendar(zone: zone)
         let insert = try db.prepare(
             "INSERT OR REPLACE INTO usage_days (name, start, seconds, kind, rx_bytes, tx_bytes, rx_packets, tx_packets, quality) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -100,33 +120,38 @@ extension StateStore {
         }
         let columns = "name, start, rx_bytes, tx_bytes, rx_packets, tx_packets, kind, quality"
         switch scope {
-        case .days(let days):
-            let delete = try db.prepare("DELETE FROM usage_days WHERE name = ? AND start >= ? AND start < ?")
+        case .range(let from, let to):
+            try db.prepare("DELETE FROM usage_days WHERE start >= ? AND start < ?").run([.integer(from), .integer(to)])
             let hours = try db.prepare("SELECT \(columns) FROM usage_hours WHERE name = ? AND start >= ? AND start < ? ORDER BY start")
-            for d in days.sorted() {
-                try delete.run([.text(d.name), .integer(d.start), .integer(d.end)])
-                try fold(hours, [.text(d.name), .integer(d.start), .integer(d.end)])
-            }
+            for name in try hourNames(db) { try fold(hours, [.text(name), .integer(from), .integer(min(to, through))]) }
         case .names(let names):
             let delete = try db.prepare("DELETE FROM usage_days WHERE name = ?")
-            let hours = try db.prepare("SELECT \(columns) FROM usage_hours WHERE name = ? ORDER BY start")
+            let hours = try db.prepare("SELECT \(columns) FROM usage_hours WHERE name = ? AND start < ? ORDER BY start")
             for name in names {
                 try delete.run([.text(name)])
-                try fold(hours, [.text(name)])
+                try fold(hours, [.text(name), .integer(through)])
             }
         case .all:
             try db.execute("DELETE FROM usage_days")
-            try fold(try db.prepare("SELECT \(columns) FROM usage_hours ORDER BY name, start"), [])
+            try fold(try db.prepare("SELECT \(columns) FROM usage_hours WHERE start < ? ORDER BY name, start"), [.integer(through)])
         }
-        try db.prepare(Self.setMetaSQL).run([.text("days_current"), .text("1")])
+        try db.prepare(Self.setMetaSQL).run([.text("days_through"), .text(String(through))])
     }
 
-    /// A local day of a stored interface, as `summarizeDays` is told it.
-    struct DayKey: Hashable, Comparable {
-        var name: String
-        var start: Int64
-        var end: Int64
-        static func < (a: DayKey, b: DayKey) -> Bool { (a.name, a.start) < (b.name, b.start) }
+    /// The distinct names of the hour rows, one seek of the (name, start)
+    /// key each: not a scan of every row.
+    static func hourNames(_ db: Database) throws(StoreError) -> [String] {
+        guard try hasTable(db, "usage_hours") else { return [] }
+        var names: [String] = []
+        let next = try db.prepare("SELECT name FROM usage_hours WHERE name > ? ORDER BY name LIMIT 1")
+        var last = ""
+        while true {
+            var found: String?
+            try next.query([.text(last)]) { row throws(StoreError) in found = row.text(0) }
+            guard let name = found else { return names }
+            names.append(name)
+            last = name
+        }
     }
 
     /// The day rows as day-long slices (those starting in [`from`, `before`)),

@@ -65,12 +65,9 @@ extension StateStore {
     }
 
     /// Adds usage to its hours (inside the save's transaction), and sums
-    /// the days it added to into their day rows (all of them, when those
-    /// were not current).
+    /// the local days that ended since the last save into their day rows
+    /// (every day, when those were not current).
     func addHours(_ usage: [SeriesKey: UsageEntry], wallTime: Double, zone: LocalZone = .system) throws(StoreError) {
-        let daysWereCurrent = try Self.daysCurrent(database)
-        let calendar = PeriodCalendar(zone: zone)
-        var touched = Set<DayKey>()
         let add = try database.prepare(Self.hourSQL)
         var slots: [(key: SeriesKey, kind: InterfaceKind, slot: FiveMinuteUsage)] = []
         for (key, entry) in usage.sorted(by: { $0.key < $1.key }) {
@@ -84,8 +81,6 @@ extension StateStore {
                 let c = h.counters
                 if h.quality == .exact, c.rxBytes == 0, c.txBytes == 0, c.rxPackets == 0, c.txPackets == 0 { continue }
                 slots += h.fiveMinutes.sorted { $0.start < $1.start }.map { (key, entry.kind, $0) }
-                let day = calendar.period(.day, containing: h.start)
-                touched.insert(DayKey(name: key.description, start: day.start, end: day.end))
                 try add.run([
                     .text(key.description), .integer(h.start), .text(entry.kind.rawValue),
                     .integer(Int64(clamping: c.rxBytes)), .integer(Int64(clamping: c.txBytes)),
@@ -95,7 +90,7 @@ extension StateStore {
             }
         }
         try addFiveMinutes(slots, wallTime: wallTime)
-        if !daysWereCurrent || !touched.isEmpty { try summarizeDays(daysWereCurrent ? touched : nil, zone: zone) }
+        try summarizeDays(wallTime: wallTime, zone: zone)
     }
 
     static func hasTable(_ db: Database, _ name: String) throws(StoreError) -> Bool {
@@ -291,12 +286,12 @@ extension StateStore {
         var names = Set<String>()
         for (table, sql) in [
             ("interfaces", "SELECT name FROM interfaces"), ("usage", "SELECT DISTINCT name FROM usage"),
-            ("usage_hours", "SELECT DISTINCT name FROM usage_hours"),
         ] where try hasTable(db, table) {
             try db.prepare(sql).query { row throws(StoreError) in
                 if let name = row.text(0) { names.insert(name) }
             }
         }
+        names.formUnion(try hourNames(db))
         return names.sorted()
     }
 
@@ -308,8 +303,13 @@ extension StateStore {
     /// of its file (closing one drops every POSIX lock the process holds on
     /// it, SQLite's included, and another process's `plan set` would then
     /// take itself for the last connection and delete the WAL).
+    /// The hours are found through the (name, start) key, one interface at
+    /// a time: the plan gauges read a month of them after every save, which
+    /// must not scan five years of rows.
     public func slices(since: Int64, zone: LocalZone = .system) throws(StoreError) -> [UsageSlice] {
-        try Self.slices(database, path: path, zone: zone, since: since)
+        let names = try Self.hourNames(database)
+        return try Self.slices(database, path: path, zone: zone, since: since, hours: false)
+            + Self.hourSlices(database, names: names, from: since)
     }
 
     /// The stored names and kinds, through this store's connection.

@@ -97,7 +97,7 @@ extension StateStore {
     static func apply(_ change: StateChange, _ db: Database, zone: LocalZone) throws(StoreError) {
         // Day rows that were current stay so: those of the names changed
         // are summed again from their hours.
-        let daysWereCurrent = try daysCurrent(db)
+        let through = try daysThrough(db)
         let counts = ["rx_bytes", "tx_bytes", "rx_packets", "tx_packets"]
         if case .rename(let from, let to) = change {
             let sums = counts.map { "\($0) = \(saturatingSum($0))" }.joined(separator: ", ")
@@ -122,10 +122,10 @@ extension StateStore {
         for table in ["usage_hours", "usage", "usage_five_minutes", "interfaces", "aliases"] where try hasTable(db, table) {
             try db.prepare("DELETE FROM \(table) WHERE name = ?").run([.text(change.source)])
         }
-        if daysWereCurrent {
+        if let through {
             var names = [change.source]
             if case .rename(_, let to) = change { names.append(to) }
-            try summarizeDays(db, .names(names), zone: zone)
+            try summarizeDays(db, .names(names), through: through, zone: zone)
         }
     }
 }

@@ -44,14 +44,15 @@ extension StateStore {
             try check(db, path: path, host: nil, tables: ["meta"])
             var slices: [UsageSlice]?
             var names: [String]?
-            if let hoursFrom, try daysCurrent(db) {
+            if let hoursFrom, let through = try daysThrough(db) {
                 try check(db, path: path, host: nil, tables: dayTables)
                 do throws(StoreError) {
-                    if let days = try daySlices(db, zone: zone, from: since, before: hoursFrom) {
-                        let stored = try dayNames(db)
+                    let split = min(hoursFrom, through)
+                    if let days = try daySlices(db, zone: zone, from: since, before: split) {
+                        let stored = try Self.names(db)
                         slices =
                             try Self.slices(db, path: path, zone: zone, since: since, hours: false) + days
-                            + hourSlices(db, names: stored, from: max(hoursFrom, since ?? .min))
+                            + hourSlices(db, names: stored, from: max(split, since ?? .min))
                         names = stored
                     }
                 } catch {
@@ -87,22 +88,6 @@ extension StateStore {
                 throw StoreError.tableFailure(error, path: path)
             }
         }
-    }
-
-    /// The stored names when the day rows are current: those of the
-    /// interfaces, day and schema 1 rows (every hour row's name has a day
-    /// row), without reading every hour row's key.
-    static func dayNames(_ db: Database) throws(StoreError) -> [String] {
-        var names = Set<String>()
-        for (table, sql) in [
-            ("interfaces", "SELECT name FROM interfaces"), ("usage", "SELECT DISTINCT name FROM usage"),
-            ("usage_days", "SELECT DISTINCT name FROM usage_days"),
-        ] where try hasTable(db, table) {
-            try db.prepare(sql).query { row throws(StoreError) in
-                if let name = row.text(0) { names.insert(name) }
-            }
-        }
-        return names.sorted()
     }
 
     /// What the meta table says of the writer. `written`: an ifmeter holds

@@ -148,12 +148,15 @@ struct LiveTerminalTests {
         let tmux = try Tmux(width: 120, height: 40)
         try tmux.keys("ip netns exec \(pair.a.name) \(try ifmeterBinary()) live --interval 300ms; echo EXITED $?", "Enter")
         _ = try tmux.waitFor("RECENT TX")
-        // Out of vA only (B's socket takes them, so nothing comes back).
+        // Out of vA only (B's socket takes them, so nothing comes back),
+        // paced over about four sampling intervals each time (a burst per
+        // look fell into one sample, or none, when the machine was busy):
+        // every sample in between has traffic, so bars stand side by side.
         let busy = try waitFor("vA's tx bars") {
-            try pair.sendUDP(count: 300, payload: 1200)
+            try sendUDP(from: pair.a, to: pair.ipB, in: pair.b, port: 9999, count: 400, payload: 1200, pace: 3000)
             let s = try tmux.screen()
             let row = s.split(separator: "\n").first { $0.dropFirst(2).hasPrefix("vA ") }.map(String.init) ?? ""
-            return row.contains("███") ? s : nil
+            return row.contains("█") && row.filter({ "▄▅▆▇█".contains($0) }).count >= 3 ? s : nil
         }
         let rows = busy.split(separator: "\n").map(String.init)
         let vA = rows.first { $0.dropFirst(2).hasPrefix("vA ") } ?? ""

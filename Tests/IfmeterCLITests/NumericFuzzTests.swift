@@ -58,6 +58,10 @@ import Glibc
         // usage --begin/--end: local dates and times, refused field by
         // field (month 13, day 31 of November, hour 25) in UsageRangeOptionTests.
         "date",
+        // --keep-hours/--keep-days: an age (a duration, w, y, forever or 0,
+        // at least 2d or 32d), its edges and bad spellings refused in
+        // RetentionCommandTests.badKeepsAreRefusedInOneLine.
+        "age",
     ]
 
     static func kind(_ option: OptionSpec) -> Kind? {

@@ -49,8 +49,10 @@ import Testing
         let stale = folder["stale.db"]
         try FileManager.default.copyItem(atPath: path, toPath: stale)
         try run(["sqlite3", stale, "UPDATE usage_hours SET rx_bytes = rx_bytes WHERE rowid = 1"])
-        #expect(try run(["sqlite3", stale, "SELECT value FROM meta WHERE key = 'days_current'"]).out == "0\n")
-        #expect(try run(["sqlite3", path, "SELECT value FROM meta WHERE key = 'days_current'"]).out == "1\n")
+        let midnight = String(PeriodCalendar(zone: .system).period(.day, containing: Int64(Date().timeIntervalSince1970)).start)
+        #expect(try run(["sqlite3", stale, "SELECT value FROM meta WHERE key = 'days_through'"]).out == "", "an hour changed: not current")
+        #expect(
+            try run(["sqlite3", path, "SELECT value FROM meta WHERE key = 'days_through'"]).out == midnight + "\n", "the days before today summed")
         let cases: [[String]] = [
             [], ["--monthly"], ["--yearly"], ["--cycle"], ["--top", "5"], ["--hourly"], ["--limit", "3"], ["--hourly", "--limit", "30"],
             ["--begin", "2026-11-01T05:00", "--end", "2026-11-20"], ["--hourly", "--begin", "2026-11-01T05:00"], ["--kind", "wifi"],
