@@ -307,6 +307,8 @@ struct ConfigReload {
     /// Options a reload applies to a running serve; any other that changed
     /// needs a restart and is said so.
     static let filterOptions: Set<String> = ["--include", "--exclude", "--kind"]
+    /// `--kind-of`: every link is classified again at the next sample.
+    static let kindOptions: Set<String> = ["--kind-of"]
     static var remoteWriteOptions: Set<String> { Set(RemoteWriteOptions.specs.map(\.long)) }
     /// `--keep-hours`, `--keep-days`: from the save the reload makes.
     static var retentionOptions: Set<String> { [RetentionOptions.keepHours.long, RetentionOptions.keepDays.long] }

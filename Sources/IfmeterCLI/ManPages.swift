@@ -378,7 +378,7 @@ struct ManPages {
         ),
         (
             "ExecReload=",
-            "systemctl reload sends SIGHUP: serve saves its state and reads its config file again (filters, remote write, probes, keep-hours and keep-days, and the web config's basic auth users apply at once; TLS certificates, kinds and what else needs a restart is said in the log)."
+            "systemctl reload sends SIGHUP: serve saves its state and reads its config file again (filters, kinds (kind-of), remote write, probes, keep-hours and keep-days, and the web config's basic auth users apply at once; TLS certificates and what else needs a restart is said in the log)."
         ),
         ("Type=exec", "The service is up once ifmeter runs."),
         ("Restart=on-failure", "Started again after a failure, RestartSec= later."),

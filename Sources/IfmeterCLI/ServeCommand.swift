@@ -426,12 +426,21 @@ final class ServeReloader {
         }
         var applied: [String] = []
         var restart = fresh.changed.subtracting(ConfigReload.filterOptions).subtracting(ConfigReload.remoteWriteOptions)
-            .subtracting(ConfigReload.retentionOptions).subtracting(ConfigReload.webConfigOptions)
+            .subtracting(ConfigReload.retentionOptions).subtracting(ConfigReload.webConfigOptions).subtracting(ConfigReload.kindOptions)
         var running = reload.running
         func adopt(_ options: Set<String>) {
             for option in options {
                 running.values[option] = fresh.parsed.values[option]
                 if fresh.parsed.flags.contains(option) { running.flags.insert(option) } else { running.flags.remove(option) }
+            }
+        }
+        if !fresh.changed.isDisjoint(with: ConfigReload.kindOptions) {
+            // Checked by reread (the file built serve); the source takes
+            // them at its next reading, before the filter below judges kinds.
+            if let overrides = try? CommonOptions.kindOverrides(fresh.parsed) {
+                pipeline.setKindOverrides(overrides)
+                adopt(ConfigReload.kindOptions)
+                applied.append("kinds (--kind-of)")
             }
         }
         if !fresh.changed.isDisjoint(with: ConfigReload.filterOptions) {

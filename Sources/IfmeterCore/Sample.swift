@@ -320,9 +320,14 @@ public protocol CounterSource: AnyObject {
     /// after cannot lose them.
     @discardableResult
     func readEvents() -> Bool
+    /// Takes new `--kind-of` rules (serve's SIGHUP): every link is
+    /// classified again at the next reading. A source without kinds of its
+    /// own (a scripted one) ignores them.
+    func setKindOverrides(_ overrides: KindOverrides)
 }
 
 extension CounterSource {
+    public func setKindOverrides(_ overrides: KindOverrides) {}
     public var eventDescriptors: [Int32] { [] }
     @discardableResult
     public func readEvents() -> Bool { false }

@@ -251,6 +251,13 @@ public final class Pipeline {
         patternsSaid = false
     }
 
+    /// New `--kind-of` rules (serve's SIGHUP): the source classifies every
+    /// link again at the next sample, and a `--kind` filter judges the new
+    /// kinds.
+    public func setKindOverrides(_ overrides: KindOverrides) {
+        source.setKindOverrides(overrides)
+    }
+
     /// Removes an enricher or a sink added before (by identity).
     public func remove(_ subscriber: AnyObject) {
         enrichers.removeAll { $0 === subscriber }

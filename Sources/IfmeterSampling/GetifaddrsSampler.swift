@@ -13,7 +13,9 @@ public final class GetifaddrsSampler: CounterSource {
     private let catalog: LinkCatalog?
     private let catalogSocket: NetlinkSocket?
     #endif
-    private let options: SamplerOptions
+    private var options: SamplerOptions
+    /// New `--kind-of` rules came: the next reading refreshes the catalog.
+    private var reclassify = false
     /// getifaddrs opens a socket per call: with a namespace, each call runs
     /// on a helper thread inside it.
     var namespace: String?
@@ -28,6 +30,15 @@ public final class GetifaddrsSampler: CounterSource {
     }
 
     /// Reads every link's counters (getifaddrs gives no link events).
+    /// New `--kind-of` rules, from the next reading.
+    public func setKindOverrides(_ overrides: KindOverrides) {
+        options.kindOverrides = overrides
+        #if os(Linux)
+        catalog?.setOverrides(overrides)
+        reclassify = true
+        #endif
+    }
+
     public func read() throws(SystemError) -> SourceReading {
         SourceReading(sample: try sample())
     }
@@ -59,8 +70,9 @@ public final class GetifaddrsSampler: CounterSource {
             let stale =
                 catalog.byIndex.count != found.count
                 || t - catalog.refreshedAt >= options.catalogRefreshSeconds
-                || found.contains { catalog.byIndex[$0.index]?.name != $0.name }
+                || found.contains { catalog.byIndex[$0.index]?.name != $0.name } || reclassify
             if stale { try catalog.refresh() }
+            reclassify = false
         }
         #endif
         var interfaces: [InterfaceSample] = []

@@ -87,7 +87,15 @@ final class LinkCatalog {
     private let linkRequest: NetlinkMessage
 
     /// The user's kinds (`--kind-of`) and the namespace they are matched in.
-    let overrides: KindOverrides
+    private(set) var overrides: KindOverrides
+    /// New overrides came: the next refresh classifies every link again.
+    private var reclassify = false
+
+    /// Takes new `--kind-of` rules; the caller refreshes.
+    func setOverrides(_ overrides: KindOverrides) {
+        self.overrides = overrides
+        reclassify = true
+    }
     let netnsName: String
 
     init(
@@ -144,6 +152,7 @@ final class LinkCatalog {
         }
         refreshedAt = monotonicSeconds()
         refreshes += 1
+        reclassify = false
     }
 
     /// Takes what a link notification says: a new or changed link is
@@ -176,7 +185,8 @@ final class LinkCatalog {
         var reportedSpeed: UInt64?
         var hardware: Bool?
         let sameInstance =
-            old.map {
+            !reclassify
+            && old.map {
                 $0.name == link.name && $0.linkKind == link.linkKind && $0.arphrd == link.arphrd && (sysfs == nil || $0.hardware != nil)
             } ?? false
         if let old, sameInstance {

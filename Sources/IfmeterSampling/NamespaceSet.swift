@@ -33,7 +33,7 @@ public final class NamespaceSet: CounterSource {
     public let sourceName: String
     public let selection: NamespaceSelection
     private let kind: SourceKind
-    private let options: SamplerOptions
+    private var options: SamplerOptions
     private var members: [Member] = []
     /// Per member (by name): the kernel's ids of the other members'
     /// namespaces as that member numbers them, for veth peers.
@@ -117,6 +117,12 @@ public final class NamespaceSet: CounterSource {
         var deleted = pending.deleted.count + pending.namespaces.count { $0.kind == .lost } > before
         for member in members where member.source.readEvents() { deleted = true }
         return deleted
+    }
+
+    /// New `--kind-of` rules, for every member and those to come.
+    public func setKindOverrides(_ overrides: KindOverrides) {
+        options.kindOverrides = overrides
+        for member in members { member.source.setKindOverrides(overrides) }
     }
 
     public func read() throws(SystemError) -> SourceReading {

@@ -19,7 +19,7 @@ public final class NetlinkSampler: CounterSource {
 
     public let sourceName = "netlink"
     public private(set) var mode: Mode
-    private let options: SamplerOptions
+    private var options: SamplerOptions
     private let socket: NetlinkSocket
     private let catalog: LinkCatalog
     private let statsRequest: NetlinkMessage
@@ -55,6 +55,14 @@ public final class NetlinkSampler: CounterSource {
         mode = options.forceLinkDump ? .link : .stats
         listener = options.linkEvents ? try LinkEventListener(receiveBuffer: options.eventBufferBytes) : nil
         listener?.netclass = options.kernelStats
+    }
+
+    /// New `--kind-of` rules: the catalog is refreshed at the next reading
+    /// and every link classified again.
+    public func setKindOverrides(_ overrides: KindOverrides) {
+        options.kindOverrides = overrides
+        catalog.setOverrides(overrides)
+        catalogStale = true
     }
 
     /// The socket for one-off requests in the sampler's namespace.

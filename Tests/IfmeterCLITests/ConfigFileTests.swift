@@ -263,6 +263,35 @@ struct ConfigReloadMoreTests {
         #expect(serve.stop() == 0, "\(serve.log)")
     }
 
+    /// Changed `kind-of` rules: every link is classified again at the next
+    /// sample, its series carrying the new kind and its evidence saying so;
+    /// rules removed: back to the kernel's facts.
+    @Test func sighupAppliesChangedKinds() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/ifmeter.yml"
+        let base = "serve:\n  listen: 127.0.0.1:19372\n  interval: 200ms\n"
+        try base.write(toFile: path, atomically: true, encoding: .utf8)
+        let serve = try self.serve(path, in: pair.a)
+        func kind() throws -> String? {
+            let exposition = try RawHTTP.request("/metrics", port: 19372, in: pair.a.name).text
+            let line = exposition.split(separator: "\n").first { $0.hasPrefix("ifmeter_interface_info{") && $0.contains("interface=\"vA\"") }
+            return line.flatMap { $0.split(separator: ",").first { $0.hasPrefix("kind=") } }.map { String($0.dropFirst(6).dropLast()) }
+        }
+        _ = try waitFor("vA as the kernel says") { try kind() == "virtual" ? true : nil }
+        try (base + "  kind-of: ['vA=cellular']\n").write(toFile: path, atomically: true, encoding: .utf8)
+        var line = try reload(serve, path, 1)
+        #expect(line.contains("kinds (--kind-of) applied") && !line.contains("need a restart"), "\(line)")
+        _ = try waitFor("vA cellular on /metrics") { try kind() == "cellular" ? true : nil }
+        try base.write(toFile: path, atomically: true, encoding: .utf8)
+        line = try reload(serve, path, 2)
+        #expect(line.contains("kinds (--kind-of) applied"), "\(line)")
+        _ = try waitFor("vA back to the kernel's kind") { try kind() == "virtual" ? true : nil }
+        #expect(serve.stop() == 0, "\(serve.log)")
+    }
+
     /// The web config file's users change under the same path: the new
     /// ones are asked for from the next request, the old ones refused.
     @Test func sighupAppliesChangedBasicAuthUsers() throws {
