@@ -262,9 +262,11 @@ struct UsagePlanTests {
         _ = try tmux.waitFor("EXITED 0")
     }
 
-    /// An alias set while live writes the state file shows beside the name
-    /// in a real terminal (tmux), from a sample after it is set.
-    @Test func liveShowsAnAliasSetWhileItRuns() throws {
+    /// Issue 31 in a real terminal (tmux), while live writes the state file
+    /// at its default save pace: an alias set shows beside the name, and a
+    /// small quota set and then crossed by traffic shows on the quota bar
+    /// before any save (the bar follows the samples, not the file).
+    @Test func liveFollowsAnAliasAndAQuotaCrossedUnderTraffic() throws {
         try Netns.requireRoot()
         let pair = try VethPair()
         let dir = try folder()
@@ -276,8 +278,28 @@ struct UsagePlanTests {
         _ = try tmux.waitFor("vA")
         let alias = try ifmeter(["state", "alias", "vA", "uplink", "--state", state])
         #expect(alias.status == 0, "\(alias)")
-        let screen = try tmux.waitFor("vA [uplink]")
+        var screen = try tmux.waitFor("vA [uplink]")
         #expect(screen.split(separator: "\n").filter { $0.contains("[uplink]") }.count == 1, "only vA's row: \(screen)")
+        // This cycle's use so far (the saved traffic) plus 20 KB more.
+        let used = try waitFor("vA's cycle use") { () throws -> UInt64? in
+            let usage = try ifmeter(["usage", "--state", state, "--cycle", "--format", "json", "--include", "vA"])
+            guard case .array(let interfaces)? = try JSONParser.parse(usage.out)["interfaces"],
+                case .array(let periods)? = interfaces.first?["periods"]
+            else { return nil }
+            return periods.last?["tx_bytes"]?.uint64Value
+        }
+        let quota = used + 20_000
+        let plan = try ifmeter(["plan", "set", "vA", "--state", state, "--cycle-start", "1", "--quota", "\(quota)B", "--direction", "tx"])
+        #expect(plan.status == 0, "\(plan.err)")
+        screen = try tmux.waitFor("quota vA")
+        #expect(!(screen.split(separator: "\n").first { $0.hasPrefix("quota vA") } ?? "").contains("OVER"), "\(screen)")
+        let saved = { try run(["sqlite3", state, "SELECT value FROM meta WHERE key = 'saved'"]).out }
+        let before = try saved()
+        try pair.sendUDP(count: 30, payload: 1000)
+        screen = try tmux.waitFor("OVER")
+        let line = screen.split(separator: "\n").first { $0.hasPrefix("quota vA") }.map(String.init) ?? ""
+        #expect(line.contains("tx OVER"), "\(line)")
+        #expect(try saved() == before, "crossed on the bar before any save")
         try tmux.keys("q")
         _ = try tmux.waitFor("EXITED 0")
     }
