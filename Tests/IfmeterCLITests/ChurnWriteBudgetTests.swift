@@ -46,8 +46,11 @@ struct ChurnWriteBudgetTests {
         let before = try written(pid)
         let start = Date()
         var pairs = 0
-        // A pair carrying traffic now and then: its totals must be exact too.
-        while Date().timeIntervalSince(start) < seconds {
+        // Two pairs a second for `seconds`, counted in pairs, not in time:
+        // on a busy machine the churn takes longer, its writes are scaled
+        // by the time it took, and no pace is guessed.
+        let target = Int(seconds * 2)
+        while pairs < target {
             let a = "c\(pairs)", b = "d\(pairs)"
             try ns.ip("link", "add", a, "type", "veth", "peer", "name", b)
             // One end up, the other idle and never announced again (the
@@ -83,7 +86,6 @@ struct ChurnWriteBudgetTests {
         print(
             "churn: \(pairs) veth pairs in \(Int(elapsed)) s: \(bytes) B written (\(String(format: "%.2f", perHour / 1_048_576)) MiB/h), \(rowCount) rows, \(churned) churned interfaces seen, \(inexact.count) not exact"
         )
-        #expect(pairs >= Int(seconds * 1.5), "about 2 pairs a second: \(pairs) in \(elapsed) s")
         #expect(perHour <= 5 * 1_048_576, "at most 5 MiB an hour: \(bytes) B in \(elapsed) s")
         #expect((0...300).contains(rowCount), "a few hundred rows at most: \(rowCount)")
         #expect(churned >= pairs, "the scrape knows the churned interfaces: \(churned) of \(2 * pairs)")
