@@ -36,7 +36,10 @@ let package = Package(
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         // SQLite for persistent totals.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        // C shims for libmicrohttpd's variadic start and zlib's macros.
+        // C for the HTTP server: libmicrohttpd's dlopen table, variadic
+        // start and callbacks, zlib's macros, and (until issue 32 moves it
+        // to Swift) HTTP policy with its own threads: connection tracking,
+        // eviction, the send budget, auth waits, the bcrypt pool.
         .target(name: "CIfmeterHTTP", dependencies: ["CMicroHTTPD", "CZlib"]),
         // libcurl and libsnappy for remote write: headers only (apt
         // providers, no pkg-config -l flags). ifmeter loads both with dlopen

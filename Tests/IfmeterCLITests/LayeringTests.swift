@@ -4,12 +4,14 @@ import IfmeterTestSupport
 import Testing
 
 /// The layout shows the design (docs/architecture.md): every dependency
-/// arrow between ifmeter's modules points down its layers, and only the
-/// system layer, the samplers, the tests' support and the benchmark call
-/// the C library through Glibc or Darwin.
+/// arrow between ifmeter's modules points down its layers; only the system
+/// layer, the samplers, the tests' support and the benchmark call the C
+/// library through Glibc or Darwin; each module reaches only the C targets
+/// allowed it here; and no C target but CIfmeterLinux calls the system's
+/// threads, files or errno (save the few issue 32 removes).
 @Suite struct LayeringTests {
     /// From the bottom: a module may depend only on modules of lower layers
-    /// (and on C targets).
+    /// (and on the C targets `cTargetsAllowed` gives it).
     static let layers: [[String]] = [
         ["IfmeterCore"],
         ["IfmeterOutput"],
@@ -26,29 +28,88 @@ import Testing
     /// Where `import Glibc` (or Darwin) may appear.
     static let callingC: Set<String> = ["IfmeterSystem", "IfmeterSampling", "IfmeterTestSupport", "ifmeter-bench"]
 
+    /// The C targets each Swift module (test targets included) may import
+    /// or name as a dependency in Package.swift, each with why. This is
+    /// today's truth, not a wish: an entry nothing uses any more fails too,
+    /// so the list says exactly where C comes in.
+    static let cTargetsAllowed: [String: [String: String]] = [
+        "IfmeterSystem": [
+            "CIfmeterLinux": "the system layer's shims for what Glibc does not export (malloc tuning, the revision stamp)"
+        ],
+        "IfmeterSampling": [
+            "CNetlink": "the netlink sampler, link events and routes stand on libnl-3's sockets",
+            "CIfmeterLinux": "netlink's and ethtool's macros and inline structures, setns, the getifaddrs stats",
+        ],
+        "IfmeterConfig": ["CYAML": "the configuration files are read by libyaml"],
+        "IfmeterStore": ["CSQLite": "state and usage live in SQLite"],
+        "IfmeterServe": [
+            "CIfmeterHTTP": "libmicrohttpd's variadic start and trampolines (and, until issue 32, the HTTP policy in C)",
+            "CMicroHTTPD": "libmicrohttpd's connection and response types, which the handler passes through",
+        ],
+        "IfmeterRemoteWrite": [
+            "CIfmeterRemoteWrite": "libcurl's and libsnappy's dlopen tables (and, until issue 32, the sender's thread)"
+        ],
+        "IfmeterTestSupport": ["CIfmeterTestSupport": "tun devices and a spawn for the tests' daemons"],
+        "ifmeter-bench": ["CIfmeterBench": "the raw loops the product is timed against"],
+        "IfmeterSamplingTests": [
+            "CNetlink": "LibnlLinkageTests checks libnl-3 is what the sampler uses",
+            "CIfmeterTestSupport": "tun devices for the samplers' integration tests",
+        ],
+        "IfmeterCLITests": ["CIfmeterTestSupport": "tun devices, and malloc's usable size for the gzip writer's test"],
+    ]
+
+    /// The C targets that may call `pthread_*`, `open(`, `fsync`,
+    /// `fdatasync` or touch `errno`: the product's one system shim target,
+    /// and the tests' and benchmark's C, which (like the tests' Swift) may
+    /// call the C library.
+    static let cTargetsCallingTheSystem: [String: String] = [
+        "CIfmeterLinux": "the product's C system shims: what Swift cannot reach of the kernel and libc",
+        "CIfmeterTestSupport": "the tests' C (a tun device, a spawn); tests may call the C library",
+        "CIfmeterBench": "the benchmark's raw loops, the baseline the product is compared with",
+    ]
+
+    /// Other C targets that still call the system today. Issue 32 removes
+    /// every one (the HTTP layer's and the remote write sender's threads,
+    /// locks and errno move to Swift over IfmeterSystem). The list only
+    /// shrinks: a pair found but not listed fails, and so does a pair
+    /// listed but no longer found (then delete its line).
+    static let cSystemCallsLeft: [CSystemCall: String] = [
+        CSystemCall("CIfmeterHTTP", "pthread_"): "the sweeper and auth-wait timer threads, the bcrypt pool, their locks",
+        CSystemCall("CIfmeterHTTP", "errno"): "getrandom's EINTR retry in cifm_random_bytes",
+        CSystemCall("CIfmeterRemoteWrite", "pthread_"): "the sender's thread and wake-up event, the dlopen tables' lock",
+        CSystemCall("CIfmeterRemoteWrite", "errno"): "a failed thread start's errno (cifm_rw_errno)",
+    ]
+
+    struct CSystemCall: Hashable, Sendable, CustomStringConvertible {
+        let target: String
+        let symbol: String
+        init(_ target: String, _ symbol: String) {
+            self.target = target
+            self.symbol = symbol
+        }
+        var description: String { "(\(target), \(symbol))" }
+    }
+
+    /// What the C scan looks for: a name, and whether it must be called.
+    static let systemSymbols: [(symbol: String, call: Bool, prefix: Bool)] = [
+        ("pthread_", false, true), ("open", true, false), ("fsync", false, false), ("fdatasync", false, false),
+        ("errno", false, false),
+    ]
+
     static func layer(of module: String) -> Int? { layers.firstIndex { $0.contains(module) } }
 
     @Test func everyDependencyPointsDown() throws {
-        let dump = try run(
-            ["swift", "package", "--scratch-path", NSTemporaryDirectory() + "ifmeter-dump-package", "dump-package"],
-            allowFailure: true)
-        try #require(dump.status == 0, "swift package dump-package: \(dump.err)")
-        guard case .array(let targets)? = try JSONParser.parse(dump.out)["targets"] else { throw TestFailure("no targets") }
+        let targets = try PackageTarget.all.get()
         var checked = 0
-        for target in targets {
-            guard let name = target["name"]?.stringValue, target["type"]?.stringValue != "test" else { continue }
-            guard name.hasPrefix("Ifmeter") || name == "ifmeter" else { continue }
-            guard let own = Self.layer(of: name) else {
-                if name != "IfmeterTestSupport" { Issue.record("\(name) is in no layer of docs/architecture.md") }
+        for target in targets where target.kind == .swift {
+            guard target.name.hasPrefix("Ifmeter") || target.name == "ifmeter" else { continue }
+            guard let own = Self.layer(of: target.name) else {
+                if target.name != "IfmeterTestSupport" { Issue.record("\(target.name) is in no layer of docs/architecture.md") }
                 continue
             }
-            guard case .array(let dependencies)? = target["dependencies"] else { continue }
-            for dependency in dependencies {
-                guard case .object(let kinds) = dependency, let first = kinds.values.first,
-                    case .array(let parts) = first, let other = parts.first?.stringValue
-                else { continue }
-                guard let below = Self.layer(of: other) else { continue } // a C target
-                #expect(below < own, "\(name) (layer \(own)) depends on \(other) (layer \(below)): the arrow must point down")
+            for other in target.dependencies {
+                guard let below = Self.layer(of: other) else { continue } // a C target: see cTargetsAllowed
+                #expect(below < own, "\(target.name) (layer \(own)) depends on \(other) (layer \(below)): the arrow must point down")
                 checked += 1
             }
         }
@@ -73,5 +134,184 @@ import Testing
             }
         }
         #expect(offenders.isEmpty, "import Glibc or Darwin outside the system layer and the samplers: \(offenders)")
+    }
+
+    /// One way a Swift module reaches a C target: an import line, or a
+    /// dependency Package.swift declares.
+    struct CUse: Sendable {
+        let module: String
+        let cTarget: String
+        /// `path:line` of the import, or "Package.swift".
+        let place: String
+    }
+
+    /// Every import of a C target in a Swift module's (or test target's)
+    /// sources, and every C dependency Package.swift declares for one.
+    static func cUses(of targets: [PackageTarget]) throws -> [CUse] {
+        let cTargets = Set(targets.filter { $0.kind == .c }.map(\.name))
+        var uses: [CUse] = []
+        for target in targets where target.kind != .c {
+            for dependency in target.dependencies where cTargets.contains(dependency) {
+                uses.append(CUse(module: target.name, cTarget: dependency, place: "Package.swift"))
+            }
+            for file in target.files(endingIn: [".swift"]) {
+                let text = try String(contentsOf: repositoryRoot.appendingPathComponent(file), encoding: .utf8)
+                for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                    guard let module = importedModule(line), cTargets.contains(module) else { continue }
+                    uses.append(CUse(module: target.name, cTarget: module, place: "\(file):\(index + 1)"))
+                }
+            }
+        }
+        return uses
+    }
+
+    /// The module an `import` line names (`@preconcurrency import X`,
+    /// `internal import X`, `import struct X.y`), or nil.
+    static func importedModule(_ line: Substring) -> String? {
+        var words = line.split(whereSeparator: { $0 == " " || $0 == "\t" })[...]
+        while let first = words.first,
+            first.hasPrefix("@") || ["public", "package", "internal", "fileprivate", "private"].contains(String(first))
+        {
+            words = words.dropFirst()
+        }
+        guard words.first == "import", words.count >= 2 else { return nil }
+        words = words.dropFirst()
+        let kinds = ["typealias", "struct", "class", "enum", "protocol", "let", "var", "func"]
+        if kinds.contains(String(words.first!)), words.count >= 2 { words = words.dropFirst() }
+        let module = words.first!.split(separator: ".").first.map(String.init) ?? ""
+        return module.isEmpty ? nil : module
+    }
+
+    @Test func importLinesAreRead() {
+        #expect(Self.importedModule("import CNetlink") == "CNetlink")
+        #expect(Self.importedModule("@preconcurrency import CSQLite") == "CSQLite")
+        #expect(Self.importedModule("  internal import struct CYAML.yaml_parser_t") == "CYAML")
+        #expect(Self.importedModule("@_implementationOnly import CZlib.zlib") == "CZlib")
+        #expect(Self.importedModule("// import CZlib") == nil)
+        #expect(Self.importedModule("let important = 1") == nil)
+        #expect(Self.importedModule("import") == nil)
+    }
+
+    @Test func eachModuleReachesOnlyTheCTargetsAllowedIt() throws {
+        let targets = try PackageTarget.all.get()
+        let cTargets = Set(targets.filter { $0.kind == .c }.map(\.name))
+        let others = Set(targets.filter { $0.kind != .c }.map(\.name))
+        for (module, allowed) in Self.cTargetsAllowed {
+            #expect(others.contains(module), "cTargetsAllowed names \(module), which Package.swift has no Swift target of")
+            for cTarget in allowed.keys {
+                #expect(cTargets.contains(cTarget), "cTargetsAllowed gives \(module) \(cTarget), which is no C target of Package.swift")
+            }
+        }
+        let uses = try Self.cUses(of: targets)
+        for use in uses where Self.cTargetsAllowed[use.module]?[use.cTarget] == nil {
+            Issue.record(
+                "\(use.place): \(use.module) \(use.place == "Package.swift" ? "depends on" : "imports") \(use.cTarget), which LayeringTests.cTargetsAllowed does not allow it"
+            )
+        }
+        for (module, allowed) in Self.cTargetsAllowed {
+            for cTarget in allowed.keys where !uses.contains(where: { $0.module == module && $0.cTarget == cTarget }) {
+                Issue.record("cTargetsAllowed lets \(module) reach \(cTarget), but nothing does any more: delete the entry")
+            }
+        }
+        #expect(uses.filter { $0.place != "Package.swift" }.count > 20, "\(uses.count) uses of C targets found")
+    }
+
+    /// Each (symbol, line number) the scan finds in C source: comments,
+    /// strings and `#include` lines are left out.
+    static func systemCalls(in text: String) -> [(symbol: String, line: Int)] {
+        // Blank out comments and literals, keeping the lines.
+        var code: [Character] = []
+        var characters = Array(text)[...]
+        while let c = characters.first {
+            characters = characters.dropFirst()
+            if c == "/", characters.first == "/" {
+                while let d = characters.first, d != "\n" { characters = characters.dropFirst() }
+            } else if c == "/", characters.first == "*" {
+                characters = characters.dropFirst()
+                while let d = characters.first, !(d == "*" && characters.dropFirst().first == "/") {
+                    if d == "\n" { code.append("\n") }
+                    characters = characters.dropFirst()
+                }
+                characters = characters.dropFirst(2)
+                code.append(" ")
+            } else if c == "\"" || c == "'" {
+                while let d = characters.first, d != c, d != "\n" {
+                    characters = characters.dropFirst(d == "\\" ? 2 : 1)
+                }
+                characters = characters.dropFirst()
+                code.append(contentsOf: [c, c])
+            } else {
+                code.append(c)
+            }
+        }
+        func isIdentifier(_ c: Character) -> Bool { c == "_" || c.isLetter || c.isNumber }
+        var found: [(symbol: String, line: Int)] = []
+        for (index, line) in String(code).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed.hasPrefix("#include") || trimmed.hasPrefix("#import") { continue }
+            let chars = Array(line)
+            for (symbol, call, prefix) in systemSymbols {
+                let name = Array(symbol)
+                var at = 0
+                var hit = false
+                while !hit, at + name.count <= chars.count {
+                    defer { at += 1 }
+                    guard Array(chars[at..<at + name.count]) == name, at == 0 || !isIdentifier(chars[at - 1]) else { continue }
+                    var after = at + name.count
+                    if !prefix, after < chars.count, isIdentifier(chars[after]) { continue }
+                    if call {
+                        while after < chars.count, chars[after] == " " { after += 1 }
+                        guard after < chars.count, chars[after] == "(" else { continue }
+                    }
+                    hit = true
+                }
+                if hit { found.append((symbol, index + 1)) }
+            }
+        }
+        return found
+    }
+
+    @Test func theCScanFindsCallsNotWords() {
+        let text = """
+            #include <errno.h>
+            // errno, pthread_create and open( in a comment
+            /* fsync(fd);
+               fdatasync(fd); */
+            const char *s = "open(errno)"; char c = '"';
+            int cifm_rw_errno(void); FILE *f = fopen(path, "r"); int opened = reopen (x);
+            int fd = open (path, O_RDONLY); errno = 0;
+            pthread_mutex_lock(&lock); fsync(fd);
+            """
+        let found = Self.systemCalls(in: text).map { "\($0.symbol)@\($0.line)" }
+        #expect(found.sorted() == ["errno@7", "fsync@8", "open@7", "pthread_@8"])
+    }
+
+    @Test func onlyCIfmeterLinuxCallsTheSystemInC() throws {
+        let targets = try PackageTarget.all.get()
+        let cTargets = targets.filter { $0.kind == .c }
+        for name in Self.cTargetsCallingTheSystem.keys {
+            #expect(cTargets.contains { $0.name == name }, "cTargetsCallingTheSystem names \(name), no C target of Package.swift")
+        }
+        var found: [CSystemCall: [String]] = [:]
+        var scanned = 0
+        for target in cTargets where Self.cTargetsCallingTheSystem[target.name] == nil {
+            for file in target.files(endingIn: [".c", ".h"]) {
+                let text = try String(contentsOf: repositoryRoot.appendingPathComponent(file), encoding: .utf8)
+                scanned += 1
+                for hit in Self.systemCalls(in: text) {
+                    found[CSystemCall(target.name, hit.symbol), default: []].append("\(file):\(hit.line)")
+                }
+            }
+        }
+        for (call, places) in found.sorted(by: { $0.key.description < $1.key.description })
+        where Self.cSystemCallsLeft[call] == nil {
+            Issue.record(
+                "\(places[0]): \(call.target) uses \(call.symbol)\(places.count > 1 ? " (and at \(places.dropFirst().prefix(4).joined(separator: ", ")))" : ""); only CIfmeterLinux calls the system in C: go through IfmeterSystem"
+            )
+        }
+        for call in Self.cSystemCallsLeft.keys where found[call] == nil {
+            Issue.record("\(call) is gone from the C: delete it from LayeringTests.cSystemCallsLeft (the list only shrinks)")
+        }
+        #expect(scanned >= 4, "\(scanned) C files scanned")
     }
 }
