@@ -1,21 +1,9 @@
-import CIfmeterRemoteWrite
 import IfmeterCore
 import IfmeterOutput
 import IfmeterPipeline
 import IfmeterServe
 import IfmeterSystem
 import Synchronization
-
-/// A wake-up for the sender thread.
-final class WakeEvent: @unchecked Sendable {
-    // pthread's mutex and condition: safe from any thread.
-    private let event: OpaquePointer
-
-    init() { event = cifm_rw_event_new() }
-    deinit { cifm_rw_event_free(event) }
-    func signal() { cifm_rw_event_signal(event) }
-    @discardableResult func wait(_ seconds: Double) -> Bool { cifm_rw_event_wait(event, seconds) != 0 }
-}
 
 /// One receiver: its queue on disk and the thread that sends it, oldest
 /// first, retrying per Remote-Write 1.0.
@@ -189,16 +177,11 @@ public final class RemoteWriter: Sendable {
     /// Starts the sender thread.
     public func start() throws(SystemError) {
         guard !running.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        let context = Unmanaged.passRetained(self).toOpaque()
-        let rc = cifm_rw_thread(
-            { context in
-                let writer = Unmanaged<RemoteWriter>.fromOpaque(context!).takeRetainedValue()
-                writer.run()
-            }, context)
-        guard rc == 0 else {
-            Unmanaged<RemoteWriter>.fromOpaque(context).release()
+        do throws(SystemError) {
+            try startThread { self.run() }
+        } catch {
             running.store(false, ordering: .releasing)
-            throw .system("pthread_create", code: cifm_rw_errno())
+            throw error
         }
     }
 

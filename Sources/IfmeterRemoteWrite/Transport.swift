@@ -2,6 +2,7 @@ import CIfmeterRemoteWrite
 import IfmeterCore
 import IfmeterServe
 import IfmeterSystem
+import Synchronization
 
 /// What one POST came back with.
 public struct PostOutcome: Sendable, Equatable {
@@ -31,10 +32,17 @@ public protocol RemoteWriteTransport: Sendable {
 
 /// libcurl and libsnappy, loaded once, when remote write starts.
 public enum RemoteWriteLibraries {
+    /// Whether they are loaded; held while loading, so one thread loads.
+    private static let loaded = Mutex(false)
+
     public static func load() throws(SystemError) {
-        var error = [CChar](repeating: 0, count: 512)
-        guard cifm_rw_load(&error, error.count) == 0 else {
-            throw .system(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self), code: 0)
+        try loaded.withLock { (loaded: inout Bool) throws(SystemError) in
+            if loaded { return }
+            var error = [CChar](repeating: 0, count: 512)
+            guard cifm_rw_load(&error, error.count) == 0 else {
+                throw .system(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self), code: 0)
+            }
+            loaded = true
         }
     }
 
@@ -68,7 +76,7 @@ public enum RemoteWriteLibraries {
 /// HTTP through libcurl, with the remote write headers.
 public final class CurlTransport: RemoteWriteTransport, @unchecked Sendable {
     // One handle, used by the one sender thread that owns the transport.
-    private let client: OpaquePointer
+    private let client: UnsafeMutableRawPointer
     let url: String
     let settings: RemoteWriteConfig
     let userAgent: String
@@ -93,21 +101,35 @@ public final class CurlTransport: RemoteWriteTransport, @unchecked Sendable {
             token = String(text.filter { $0 != "\n" && $0 != "\r" })
         }
         var result = cifm_rw_result()
+        var response = ResponseReader()
         let timeout = Int((settings.timeoutSeconds ?? RemoteWriteConfig.defaultTimeoutSeconds) * 1000)
-        _ = body.withUnsafeBytes { raw in
-            url.withCString { url in
-                userAgent.withCString { agent in
-                    withOptional(settings.username) { user in
-                        withOptional(settings.password) { password in
-                            withOptional(token) { token in
-                                withOptional(settings.caFile) { ca in
-                                    withOptional(settings.certFile) { cert in
-                                        withOptional(settings.keyFile) { key in
-                                            var request = cifm_rw_request(
-                                                url: url, body: raw.baseAddress, body_len: raw.count, user_agent: agent, username: user,
-                                                password: password, bearer_token: token, ca_file: ca, cert_file: cert, key_file: key,
-                                                insecure_skip_verify: settings.insecureSkipVerify ? 1 : 0, timeout_ms: timeout)
-                                            return cifm_rw_post(client, &request, &result)
+        withUnsafeMutablePointer(to: &response) { response in
+            body.withUnsafeBytes { raw in
+                url.withCString { url in
+                    userAgent.withCString { agent in
+                        withOptional(settings.username) { user in
+                            withOptional(settings.password) { password in
+                                withOptional(token) { token in
+                                    withOptional(settings.caFile) { ca in
+                                        withOptional(settings.certFile) { cert in
+                                            withOptional(settings.keyFile) { key in
+                                                var request = cifm_rw_request(
+                                                    url: url, user_agent: agent, username: user, password: password, bearer_token: token,
+                                                    ca_file: ca, cert_file: cert, key_file: key, body: raw.baseAddress, body_len: raw.count,
+                                                    insecure_skip_verify: settings.insecureSkipVerify ? 1 : 0, timeout_ms: timeout,
+                                                    on_header: { data, one, count, context in
+                                                        let bytes = UnsafeRawBufferPointer(start: data, count: one * count)
+                                                        let response = context!.assumingMemoryBound(to: ResponseReader.self)
+                                                        response.pointee.header(bytes, now: { wallClock() }, date: CurlTransport.date)
+                                                        return one * count
+                                                    },
+                                                    on_body: { data, one, count, context in
+                                                        let bytes = UnsafeRawBufferPointer(start: data, count: one * count)
+                                                        let response = context!.assumingMemoryBound(to: ResponseReader.self)
+                                                        return response.pointee.body(bytes) ? one * count : 0
+                                                    }, context: UnsafeMutableRawPointer(response))
+                                                cifm_rw_post(client, &request, &result)
+                                            }
                                         }
                                     }
                                 }
@@ -117,15 +139,82 @@ public final class CurlTransport: RemoteWriteTransport, @unchecked Sendable {
                 }
             }
         }
-        let message = result.status == 0 ? Self.string(result.error) : Self.string(result.body)
+        // A response whose body was cut still came: only the transfer was stopped.
+        let answered = result.failed == 0 || (result.stopped != 0 && response.bodyCut)
+        let status = answered ? Int(result.status) : 0
         return PostOutcome(
-            status: Int(result.status), retryAfter: result.retry_after >= 0 ? result.retry_after : nil, message: message,
+            status: status, retryAfter: response.retryAfter, message: status == 0 ? Self.string(result.error) : response.text,
             uploadedBytes: Int(result.uploaded))
+    }
+
+    /// libcurl's HTTP date parser (RFC 9110's three forms).
+    static func date(_ text: [UInt8]) -> Int64? {
+        let when = (text + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { cifm_rw_getdate($0.baseAddress) } }
+        return when == -1 ? nil : Int64(when)
     }
 
     static func string<T>(_ tuple: T) -> String {
         withUnsafeBytes(of: tuple) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
     }
+}
+
+/// What a response's header lines and body chunks come to: Retry-After
+/// (seconds, or an HTTP date) and the start of the body for the log. A body
+/// is read to at most 64 KiB: past that the transfer is stopped, so an
+/// endless body cannot hold the sender.
+public struct ResponseReader: Sendable {
+    /// The most of a body read.
+    public static let bodyCap = 64 * 1024
+    /// Bytes of the body kept for the log.
+    public static let kept = 255
+
+    /// Retry-After, in seconds from now; the last such header wins.
+    public private(set) var retryAfter: Double?
+    /// The start of the body (`kept` bytes at most).
+    public private(set) var start: [UInt8] = []
+    /// Bytes of the body seen.
+    public private(set) var bodyBytes = 0
+    /// The body passed `bodyCap` and was not read further.
+    public private(set) var bodyCut = false
+
+    public init() {}
+
+    /// The start of the body, up to a NUL byte, for the log.
+    public var text: String { String(decoding: start.prefix { $0 != 0 }, as: UTF8.self) }
+
+    /// One header line as it came (its CRLF included). `now` is the wall
+    /// clock, `date` an HTTP date parser (seconds since the epoch).
+    public mutating func header(_ line: some Collection<UInt8>, now: () -> Double, date: ([UInt8]) -> Int64?) {
+        let name = Array("retry-after:".utf8)
+        guard line.count > name.count, zip(line, name).allSatisfy({ Self.lowercased($0) == $1 }) else { return }
+        // At most 127 bytes of the value, to a NUL; blanks trimmed.
+        var value = Array(line.dropFirst(name.count).prefix(127).prefix { $0 != 0 })
+        value = Array(value.drop { $0 == 0x20 || $0 == 0x09 })
+        while let last = value.last, last == 0x0D || last == 0x0A || last == 0x20 { value.removeLast() }
+        // strtod's syntax, the whole value: Swift's parser is strtod, less
+        // the leading white space strtod skips.
+        let number = value.drop { $0 == 0x20 || (0x09...0x0D).contains($0) }
+        if !number.isEmpty, let seconds = Double(String(decoding: number, as: UTF8.self)), seconds >= 0 {
+            retryAfter = seconds
+        } else if let when = date(value) {
+            // time(NULL): whole seconds.
+            let delta = Double(when) - Double(Int64(now()))
+            retryAfter = delta > 0 ? delta : 0
+        }
+    }
+
+    /// One chunk of the body; false once it passes `bodyCap` (stop).
+    public mutating func body(_ chunk: some Collection<UInt8>) -> Bool {
+        bodyBytes += chunk.count
+        if bodyBytes > Self.bodyCap {
+            bodyCut = true
+            return false
+        }
+        start.append(contentsOf: chunk.prefix(Self.kept - start.count))
+        return true
+    }
+
+    private static func lowercased(_ byte: UInt8) -> UInt8 { (0x41...0x5A).contains(byte) ? byte + 0x20 : byte }
 }
 
 private func withOptional<R>(_ s: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {

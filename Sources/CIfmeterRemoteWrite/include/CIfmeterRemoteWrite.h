@@ -1,71 +1,42 @@
-// C shims for remote write: libcurl (HTTP; curl_easy_setopt is variadic)
-// and libsnappy (block compression), both loaded with dlopen when remote
-// write starts, so other commands do not pay for them; and the thread and
-// wait primitives the sender needs (the queue's files go through
-// IfmeterSystem). Every name is prefixed `cifm_rw_`.
+// What Swift cannot express of remote write's libraries: libcurl and
+// libsnappy, loaded with dlopen when remote write starts (other commands do
+// not pay for them), and curl_easy_setopt, which is variadic. What a
+// response means (Retry-After, the body kept) is decided in Swift.
 #ifndef CIFMETER_REMOTE_WRITE_H
 #define CIFMETER_REMOTE_WRITE_H
-
 #include <stddef.h>
-#include <stdint.h>
 
-/// Loads libcurl (libcurl.so.4) and libsnappy (libsnappy.so.1). Returns 0,
-/// or -1 with the reason in `error`.
+/// Loads both libraries (one caller at a time): 0, or -1 with the reason.
 int cifm_rw_load(char *error, size_t error_len);
-
-/// Snappy's block format (after cifm_rw_load).
+/// Snappy's block format: 0 (SNAPPY_OK, and the length) or snappy's error.
 size_t cifm_rw_snappy_max_compressed(size_t length);
-/// Returns 0 and sets `*output_len`, or -1.
-int cifm_rw_snappy_compress(const void *input, size_t length, void *output, size_t *output_len);
-int cifm_rw_snappy_uncompressed_length(const void *input, size_t length, size_t *result);
-int cifm_rw_snappy_uncompress(const void *input, size_t length, void *output, size_t *output_len);
+int cifm_rw_snappy_compress(const void *in, size_t n, void *out, size_t *out_n);
+int cifm_rw_snappy_uncompressed_length(const void *in, size_t n, size_t *result);
+int cifm_rw_snappy_uncompress(const void *in, size_t n, void *out, size_t *out_n);
+/// curl_getdate: seconds since the epoch, or -1.
+long long cifm_rw_getdate(const char *text);
 
+/// Takes a header line or a body chunk: returns `count`, or 0 to stop.
+typedef size_t (*cifm_rw_receiver)(char *data, size_t one, size_t count, void *context);
 /// One POST's settings; NULL strings are unset.
 typedef struct cifm_rw_request {
-    const char *url;
+    const char *url, *user_agent, *username, *password, *bearer_token, *ca_file, *cert_file, *key_file;
     const void *body;
     size_t body_len;
-    const char *user_agent;
-    const char *username;       // basic auth, with password
-    const char *password;
-    const char *bearer_token;   // Authorization: Bearer
-    const char *ca_file;
-    const char *cert_file;
-    const char *key_file;
     int insecure_skip_verify;
     long timeout_ms;
+    cifm_rw_receiver on_header, on_body;
+    void *context;
 } cifm_rw_request;
-
 typedef struct cifm_rw_result {
-    long status;                 // 0: no HTTP response (network error)
-    double retry_after;          // seconds, or -1 when absent
-    char error[256];             // libcurl's message when status is 0
-    char body[256];              // the start of the response body
-    long long uploaded;          // bytes of the body libcurl sent, even on an error
-    int body_cut;                // the response body passed 64 KiB and was not read further
-    long redirects;              // redirects followed
+    int failed, stopped; // the transfer failed; because a receiver said stop
+    long status;         // the last HTTP status (0: none)
+    char error[256];     // libcurl's message when it failed
+    long long uploaded;  // bytes of the body sent, even on an error
 } cifm_rw_result;
 
-typedef struct cifm_rw_client cifm_rw_client;
-cifm_rw_client *cifm_rw_client_new(void);
-void cifm_rw_client_free(cifm_rw_client *client);
-/// POSTs with the remote write headers (Content-Encoding: snappy,
-/// Content-Type: application/x-protobuf, X-Prometheus-Remote-Write-Version:
-/// 0.1.0). Returns 0 when an HTTP response came, -1 otherwise.
-int cifm_rw_post(cifm_rw_client *client, const cifm_rw_request *request, cifm_rw_result *result);
-
-/// errno after a failed cifm_rw_thread.
-int cifm_rw_errno(void);
-
-/// A detached thread running `body(context)`.
-int cifm_rw_thread(void (*body)(void *), void *context);
-
-/// A wake-up flag with a timed wait.
-typedef struct cifm_rw_event cifm_rw_event;
-cifm_rw_event *cifm_rw_event_new(void);
-void cifm_rw_event_signal(cifm_rw_event *event);
-/// Waits until signalled or `seconds` pass; returns 1 if signalled (and clears it).
-int cifm_rw_event_wait(cifm_rw_event *event, double seconds);
-void cifm_rw_event_free(cifm_rw_event *event);
-
+void *cifm_rw_client_new(void); // a curl handle (after cifm_rw_load), or NULL
+void cifm_rw_client_free(void *client);
+/// POSTs with remote write's headers (snappy, protobuf, version 0.1.0).
+void cifm_rw_post(void *client, const cifm_rw_request *request, cifm_rw_result *result);
 #endif
