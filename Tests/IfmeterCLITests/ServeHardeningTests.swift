@@ -50,7 +50,10 @@ struct ServeHardeningTests {
     }
 
     /// A scrape from a fresh connection (from `source`): its status and how
-    /// long it took, or the error and how long it took to fail.
+    /// long it took (printed, never compared), or the error. Its socket
+    /// gives up after 3 s, before the server's request deadline (5 s) could
+    /// have freed a slot: an answer means serve made room for it at once
+    /// (an eviction), so the tests check for the answer, not the time.
     static func timedScrape(from source: String, in ns: TestNamespace) -> (status: Int?, seconds: Double, error: String?) {
         let started = Date()
         do {
@@ -140,7 +143,7 @@ struct ServeHardeningTests {
                 "\(source): \(scrape.status.map(String.init) ?? "no answer") in \(String(format: "%.2f", scrape.seconds)) s\(scrape.error.map { " (\($0))" } ?? "")"
             )
             #expect(
-                scrape.status == 200 && scrape.seconds < 1,
+                scrape.status == 200,
                 "scrape \(round) from \(source) among 1,100 slowloris and 1,000 half requests: \(results.last!)")
             Thread.sleep(forTimeInterval: 0.5)
         }
@@ -200,7 +203,7 @@ struct ServeHardeningTests {
             results.append(
                 "\(source): \(scrape.status.map(String.init) ?? "no answer") in \(String(format: "%.2f", scrape.seconds)) s\(scrape.error.map { " (\($0))" } ?? "")"
             )
-            #expect(scrape.status == 200 && scrape.seconds < 1, "scrape \(round) with \(open) slowloris connections open: \(results.last!)")
+            #expect(scrape.status == 200, "scrape \(round) with \(open) slowloris connections open: \(results.last!)")
             Thread.sleep(forTimeInterval: 0.3)
         }
         print(
@@ -299,33 +302,29 @@ struct ServeHardeningTests {
         let ns = try TestNamespace()
         let server = try serve(ns)
         defer { server.stop() }
+        // Refused by what comes back, not by a clock: a server that took
+        // them would answer 200, and one that read the body would wait for
+        // it until the request deadline (5 s) closed the connection without
+        // an answer, past the client's 3 s.
         let query = (0..<450).map { "p\($0)=\($0)" }.joined(separator: "&")
-        var started = Date()
         let many = try? RawHTTP.request("/metrics?" + query, port: Self.port, in: ns.name)
-        var took = Date().timeIntervalSince(started)
         #expect(
-            many.map { [414, 400].contains($0.status) } == true && took < 1,
-            "450 query parameters: \(many.map { "HTTP \($0.status)" } ?? "no answer") after \(String(format: "%.1f", took)) s")
+            many.map { [414, 400].contains($0.status) } == true,
+            "450 query parameters: \(many.map { "HTTP \($0.status)" } ?? "no answer")")
 
         let long = String(repeating: "a", count: 3000)
-        started = Date()
         let longQuery = try? RawHTTP.request("/metrics?q=" + long, port: Self.port, in: ns.name)
-        took = Date().timeIntervalSince(started)
-        #expect(longQuery?.status == 414 && took < 1, "a 3000-byte query: \(longQuery.map { "HTTP \($0.status)" } ?? "no answer")")
+        #expect(longQuery?.status == 414, "a 3000-byte query: \(longQuery.map { "HTTP \($0.status)" } ?? "no answer")")
 
         // A few parameters are fine (Prometheus's `params:` add some).
         #expect(try RawHTTP.request("/metrics?a=1&b=2", port: Self.port, in: ns.name).status == 200)
 
         // A body announced at 10 MB: refused at once, not read.
-        started = Date()
         let fd = try RawHTTP.connect("127.0.0.1", Self.port, in: ns.name, timeout: 3)
         defer { close(fd) }
         try RawHTTP.send(fd, "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n" + String(repeating: "b", count: 1000))
         let body = try? RawHTTP.read(fd)
-        took = Date().timeIntervalSince(started)
-        #expect(
-            body?.status == 413 && took < 1,
-            "a 10 MB body: \(body.map { "HTTP \($0.status)" } ?? "no answer") after \(String(format: "%.1f", took)) s")
+        #expect(body?.status == 413, "a 10 MB body: \(body.map { "HTTP \($0.status)" } ?? "no answer within 3 s")")
         #expect(server.process.isRunning)
     }
 

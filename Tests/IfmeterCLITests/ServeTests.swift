@@ -240,10 +240,10 @@ struct ServeTests {
         let request = Array("GET /metrics HTTP/1.1\r\nHost: x\r\n")
         for (n, character) in request.enumerated() where n < 12 {
             try RawHTTP.send(slow, String(character))
-            let started = Date()
+            // Answered, not left waiting for a slot (the request's own
+            // deadline would end it without an answer): no guess at time.
             let scrape = try metrics(ns)
-            #expect(scrape.status == 200)
-            #expect(Date().timeIntervalSince(started) < 1, "a scrape among 500 idle connections and a slow client")
+            #expect(scrape.status == 200, "a scrape among 500 idle connections and a slow client")
             Thread.sleep(forTimeInterval: 0.05)
         }
         let after = try #require(server.residentKiB)

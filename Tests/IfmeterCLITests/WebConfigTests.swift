@@ -179,13 +179,15 @@ struct WebConfigServeTests {
 
     /// `ifmeter serve --web-config CONFIG` in a namespace of its own, on a
     /// port of ours, given at most 10 s (a start that hangs fails).
-    func serveOnce(_ config: String) throws -> (err: String, status: Int32, seconds: Double) {
+    /// serve with `config`, which must exit by itself: one that opened a
+    /// FIFO would wait for a writer forever, and `run` kills it at the
+    /// deadline and throws, so a wait fails the test without a clock.
+    func serveOnce(_ config: String) throws -> (err: String, status: Int32) {
         let ns = try TestNamespace()
-        let started = Date()
         let result = try run(
             ["ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:9872", "--web-config", config],
-            allowFailure: true, timeout: 10)
-        return (result.err, result.status, Date().timeIntervalSince(started))
+            allowFailure: true, timeout: 60)
+        return (result.err, result.status)
     }
 
     @Test func costsOutsideFourToSixteenAndEmptyUsersAreOneLineAndExit65() throws {
@@ -213,7 +215,7 @@ struct WebConfigServeTests {
         let fifo = fixture.dir + "/web.fifo"
         #expect(mkfifo(fifo, 0o600) == 0)
         var result = try serveOnce(fifo)
-        #expect(result.status == 64 && result.seconds < 3, "\(result)")
+        #expect(result.status == 64, "\(result)")
         #expect(
             result.err
                 == "Error: cannot read the web config '\(fifo)': not a regular file (a FIFO); name a readable YAML file with '--web-config'. See 'ifmeter serve --help'.\n"
@@ -227,7 +229,7 @@ struct WebConfigServeTests {
         _ = try fixture.write("server.key", pem)
         let cert = try fixture.write("cert.yml", "tls_server_config:\n  cert_file: cert.fifo\n  key_file: server.key\n")
         result = try serveOnce(cert)
-        #expect(result.status == 65 && result.seconds < 3, "\(result)")
+        #expect(result.status == 65, "\(result)")
         #expect(
             result.err
                 == "Error: web config \(cert):2: cannot read cert_file '\(fixture.dir)/cert.fifo': not a regular file (a FIFO); fix the path (relative paths start at the config's folder)\n"
@@ -242,7 +244,7 @@ struct WebConfigServeTests {
               client_ca_file: ca.fifo
             """)
         result = try serveOnce(ca)
-        #expect(result.status == 65 && result.seconds < 3 && result.err.contains("\(ca):5: cannot read client_ca_file"), "\(result)")
+        #expect(result.status == 65 && result.err.contains("\(ca):5: cannot read client_ca_file"), "\(result)")
     }
 
     /// A config that asks for nothing (empty, comments only) serves as
