@@ -154,6 +154,8 @@ let package = Package(
             name: "IfmeterRemoteWriteTests",
             dependencies: ["IfmeterRemoteWrite", "IfmeterServe", "IfmeterOutput", "IfmeterSystem", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(
+            name: "IfmeterServeTests", dependencies: ["IfmeterServe", "IfmeterOutput", "IfmeterCore", "IfmeterTestSupport", "CIfmeterTestSupport"]),
+        .testTarget(
             name: "IfmeterPipelineTests",
             dependencies: [
                 "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterCore", "IfmeterStore", "IfmeterExport", "IfmeterTestSupport",

@@ -55,7 +55,8 @@ import Testing
             "CNetlink": "LibnlLinkageTests checks libnl-3 is what the sampler uses",
             "CIfmeterTestSupport": "tun devices for the samplers' integration tests",
         ],
-        "IfmeterCLITests": ["CIfmeterTestSupport": "tun devices, and malloc's usable size for the gzip writer's test"],
+        "IfmeterCLITests": ["CIfmeterTestSupport": "tun devices for the end-to-end tests"],
+        "IfmeterServeTests": ["CIfmeterTestSupport": "malloc's usable size for the gzip writer's test"],
     ]
 
     /// The C targets that may call `pthread_*`, `open(`, `fsync`,

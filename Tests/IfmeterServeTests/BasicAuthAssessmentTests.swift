@@ -1,3 +1,4 @@
+import Foundation
 import IfmeterServe
 import IfmeterTestSupport
 import Testing
@@ -6,6 +7,8 @@ import Testing
 /// process: no time is measured, the assessment says which path a request
 /// takes. (AuthHardeningTests sends the same requests to a running serve.)
 @Suite struct BasicAuthAssessmentTests {
+    static func basic(_ user: String, _ password: String) -> String { "Basic " + Data("\(user):\(password)".utf8).base64EncodedString() }
+
     static func authenticator() throws -> BasicAuthenticator {
         let line = try run(["htpasswd", "-nbBC", "4", "prometheus", "right horse battery"]).out
             .trimmingCharacters(in: .whitespacesAndNewlines)
@@ -38,13 +41,13 @@ import Testing
     @Test func anUnknownUserWaitsLikeACheckAndAKnownOneIsChecked() throws {
         let auth = try Self.authenticator()
         let client = BasicAuthenticator.Client(high: 0, low: 2)
-        let unknown = auth.assess(authorization: AuthFixture.basic("mallory", "guess")) { client }
+        let unknown = auth.assess(authorization: Self.basic("mallory", "guess")) { client }
         guard case .refusedAfter(let seconds) = unknown else {
             Issue.record("an unknown user: \(unknown)")
             return
         }
         #expect(seconds > 0)
-        let known = auth.assess(authorization: AuthFixture.basic("prometheus", "wrong")) { client }
+        let known = auth.assess(authorization: Self.basic("prometheus", "wrong")) { client }
         guard case .verify(let verification) = known else {
             Issue.record("a known user's wrong password: \(known)")
             return
