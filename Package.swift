@@ -155,6 +155,7 @@ let package = Package(
             dependencies: ["IfmeterRemoteWrite", "IfmeterServe", "IfmeterOutput", "IfmeterSystem", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(
             name: "IfmeterServeTests", dependencies: ["IfmeterServe", "IfmeterOutput", "IfmeterCore", "IfmeterTestSupport", "CIfmeterTestSupport"]),
+        .testTarget(name: "IfmeterSystemTests", dependencies: ["IfmeterSystem", "IfmeterCore"]),
         .testTarget(
             name: "IfmeterPipelineTests",
             dependencies: [
