@@ -156,6 +156,7 @@ let package = Package(
         .testTarget(
             name: "IfmeterServeTests", dependencies: ["IfmeterServe", "IfmeterOutput", "IfmeterCore", "IfmeterTestSupport", "CIfmeterTestSupport"]),
         .testTarget(name: "IfmeterSystemTests", dependencies: ["IfmeterSystem", "IfmeterCore"]),
+        .testTarget(name: "IfmeterRouteTests", dependencies: ["IfmeterRoute", "IfmeterSampling", "IfmeterCore"]),
         .testTarget(
             name: "IfmeterPipelineTests",
             dependencies: [

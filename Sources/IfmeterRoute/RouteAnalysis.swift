@@ -41,15 +41,25 @@ public struct RouteSettings: Sendable {
     }
 }
 
+/// The two routing questions an analysis asks: where one address would
+/// go, and which default routes there are. `Router` asks the kernel; tests
+/// give a table of their own.
+public protocol RouteTable {
+    func lookup(_ address: IPAddress) throws(SystemError) -> RouteDecision
+    func defaultRoutes() throws(SystemError) -> [DefaultRoute]
+}
+
+extension Router: RouteTable {}
+
 /// Probes and underlays resolved against one sample's interfaces and the
 /// kernel's routes. Used by `route`, and by `serve --probe` at every route
 /// change.
 public struct RouteAnalysis {
-    let router: Router
+    let router: any RouteTable
     let interfaces: [InterfaceSample]
     let options: RouteSettings
 
-    public init(router: Router, interfaces: [InterfaceSample], options: RouteSettings) {
+    public init(router: any RouteTable, interfaces: [InterfaceSample], options: RouteSettings) {
         self.router = router
         self.interfaces = interfaces
         self.options = options
