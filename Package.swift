@@ -158,6 +158,9 @@ let package = Package(
         .testTarget(name: "IfmeterSystemTests", dependencies: ["IfmeterSystem", "IfmeterCore"]),
         .testTarget(name: "IfmeterRouteTests", dependencies: ["IfmeterRoute", "IfmeterSampling", "IfmeterCore"]),
         .testTarget(
+            name: "IfmeterExportTests",
+            dependencies: ["IfmeterExport", "IfmeterPipeline", "IfmeterOutput", "IfmeterCore", "IfmeterTestSupport"]),
+        .testTarget(
             name: "IfmeterPipelineTests",
             dependencies: [
                 "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterCore", "IfmeterStore", "IfmeterExport", "IfmeterTestSupport",
