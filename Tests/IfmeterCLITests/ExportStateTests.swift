@@ -1,5 +1,6 @@
 import Foundation
 import IfmeterCore
+import IfmeterSystem
 import IfmeterTestSupport
 import Testing
 
@@ -21,6 +22,17 @@ struct ExportStateTests {
         try Background(["ip", "netns", "exec", ns.name, try ifmeterBinary(), "export", "--interval", "100ms"] + arguments, name: name)
     }
 
+    static func lineCount(_ path: String) -> Int {
+        ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").count
+    }
+
+    /// Waits for a report of the export just started: the one before is
+    /// removed first, so an old report is never taken for a new one.
+    @discardableResult
+    func waitForReport(_ path: String, _ what: String, _ accept: (JSONValue) -> Bool) throws -> JSONValue {
+        _ = try waitFor(what, timeout: 30) { ExportReport.read(path).flatMap { accept($0) ? $0 : nil } }
+    }
+
     func interface(_ report: JSONValue, _ name: String) -> JSONValue? {
         guard case .array(let list)? = report["interfaces"] else { return nil }
         return list.first { $0["name"]?.stringValue == name }
@@ -37,9 +49,12 @@ struct ExportStateTests {
                 "--json", dir + "/report.json", "--json-lines", dir + "/reports.jsonl", "--every", "300ms",
                 "--state", dir + "/state.db",
             ])
-        Thread.sleep(forTimeInterval: 0.5)
+        // The baseline is taken once a first report is out; then the bytes
+        // sent are counted, and three periods are written.
+        try ExportReport.waitForFirst(dir + "/report.json")
         try pair.sendUDP(count: 50, payload: 500)
-        Thread.sleep(forTimeInterval: 0.8)
+        try ExportReport.waitForTotal(dir + "/report.json", "vA", atLeast: 50 * VethPair.frameBytes(payload: 500))
+        _ = try waitFor("three reports in reports.jsonl", timeout: 30) { Self.lineCount(dir + "/reports.jsonl") >= 3 ? true : nil }
         #expect(exporter.stop() == 0)
         let lines = try String(contentsOfFile: dir + "/reports.jsonl", encoding: .utf8).split(separator: "\n")
         #expect(lines.count >= 3)
@@ -86,15 +101,16 @@ struct ExportStateTests {
         let frame = VethPair.frameBytes(payload: 800)
 
         var exporter = try export(pair.a, arguments)
-        Thread.sleep(forTimeInterval: 0.4)
+        try ExportReport.waitForFirst(dir + "/r.json")
         try pair.sendUDP(count: 10, payload: 800)
-        Thread.sleep(forTimeInterval: 0.5)
+        try ExportReport.waitForTotal(dir + "/r.json", "vA", atLeast: 10 * frame)
         #expect(exporter.stop() == 0)
 
         // Traffic while ifmeter is stopped: counted after the restart.
         try pair.sendUDP(count: 20, payload: 800)
+        try FileManager.default.removeItem(atPath: dir + "/r.json")
         exporter = try export(pair.a, arguments)
-        Thread.sleep(forTimeInterval: 0.8)
+        try waitForReport(dir + "/r.json", "a report after the restart") { $0["state"]?["restored"] == .bool(true) }
         #expect(exporter.stop() == 0)
         var report = try JSONParser.parse(try String(contentsOfFile: dir + "/r.json", encoding: .utf8))
         #expect(report["state"]?["restored"] == .bool(true) && report["state"]?["same_boot"] == .bool(true))
@@ -103,8 +119,9 @@ struct ExportStateTests {
 
         // A new boot id: the downtime is unknown, the totals lower bounds.
         try "boot-two\n".write(toFile: bootFile, atomically: true, encoding: .utf8)
+        try FileManager.default.removeItem(atPath: dir + "/r.json")
         exporter = try export(pair.a, arguments)
-        Thread.sleep(forTimeInterval: 0.8)
+        try waitForReport(dir + "/r.json", "a report after the new boot") { $0["state"] != nil }
         #expect(exporter.stop() == 0)
         report = try JSONParser.parse(try String(contentsOfFile: dir + "/r.json", encoding: .utf8))
         #expect(report["state"]?["same_boot"] == .bool(false))
@@ -175,11 +192,12 @@ struct ExportStateTests {
         _ = try waitFor("a first report") { FileManager.default.fileExists(atPath: dir + "/r.json") ? true : nil }
         // Fill the disk.
         _ = try? run(["dd", "if=/dev/zero", "of=\(dir)/filler", "bs=4k", "count=64"], allowFailure: true)
-        Thread.sleep(forTimeInterval: 0.8)
+        // Periods go on failing; the first failure is said.
+        _ = try waitFor("the full disk said", timeout: 30) { exporter.log.contains("No space left on device") ? true : nil }
         let whole = try String(contentsOfFile: dir + "/r.json", encoding: .utf8)
         _ = try JSONParser.parse(whole)
         try FileManager.default.removeItem(atPath: dir + "/filler")
-        Thread.sleep(forTimeInterval: 0.5)
+        _ = try waitFor("the recovery said", timeout: 30) { exporter.log.contains("works again") ? true : nil }
         #expect(exporter.stop() == 0)
         let log = exporter.log
         let failures = log.split(separator: "\n").filter { $0.contains("No space left on device") }
@@ -198,7 +216,12 @@ struct ExportStateTests {
         let dir = try folder()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let exporter = try export(ns, ["--json-lines", dir + "/r.jsonl", "--every", "50ms", "--max-size", "4KiB", "--keep", "2"])
-        Thread.sleep(forTimeInterval: 1.5)
+        // Rotated twice, and then once more (the oldest goes): the keep holds.
+        _ = try waitFor("the second rotation", timeout: 30) {
+            FileManager.default.fileExists(atPath: dir + "/r.jsonl.2") ? true : nil
+        }
+        let second = FileStatus(dir + "/r.jsonl.2")?.inode
+        _ = try waitFor("a third rotation", timeout: 30) { FileStatus(dir + "/r.jsonl.2").map { $0.inode != second } == true ? true : nil }
         #expect(exporter.stop() == 0)
         let names = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
         #expect(names == ["r.jsonl", "r.jsonl.1", "r.jsonl.2"], "\(names)")
@@ -223,7 +246,8 @@ struct ExportStateTests {
         // Made by ifmeter, then from a newer schema.
         let good = dir + "/state.db"
         let first = try export(ns, ["--json", dir + "/r.json", "--every", "100ms", "--state", good])
-        Thread.sleep(forTimeInterval: 0.3)
+        // Holding the state: its first report is out.
+        try ExportReport.waitForFirst(dir + "/r.json")
         // In use by another ifmeter.
         result = try ifmeter(["export", "--json", dir + "/r2.json", "--state", good], in: ns)
         #expect(result.status == 1 && result.err.contains("in use by another ifmeter"), "\(result.err)")
@@ -281,14 +305,19 @@ struct ExportStateTests {
             return server
         }
         var server = try start()
+        let first = try #require(try scrape())
         try pair.sendUDP(count: 10, payload: 100)
-        Thread.sleep(forTimeInterval: 0.5)
-        let before = try #require(try scrape())
+        let sent = first + Double(10 * VethPair.frameBytes(payload: 100))
+        let before = try waitFor("the 10 frames counted", timeout: 30) { try scrape().flatMap { $0 >= sent ? $0 : nil } }
         #expect(server.stop() == 0)
         try pair.sendUDP(count: 5, payload: 100)
         server = try start()
-        Thread.sleep(forTimeInterval: 0.5)
-        let after = try #require(try scrape())
+        // The first scrape after the restart may come before the sample
+        // that counts the 5 frames sent while it was stopped.
+        let expected = before + Double(5 * VethPair.frameBytes(payload: 100))
+        let after = try waitFor("the 5 frames sent while stopped counted", timeout: 30) {
+            try scrape().flatMap { $0 >= expected ? $0 : nil }
+        }
         #expect(after == before + Double(5 * VethPair.frameBytes(payload: 100)), "the counter goes on across the restart")
         #expect(server.stop() == 0)
     }
