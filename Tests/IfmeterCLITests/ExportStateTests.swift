@@ -30,7 +30,7 @@ struct ExportStateTests {
     /// removed first, so an old report is never taken for a new one.
     @discardableResult
     func waitForReport(_ path: String, _ what: String, _ accept: (JSONValue) -> Bool) throws -> JSONValue {
-        _ = try waitFor(what, timeout: 30) { ExportReport.read(path).flatMap { accept($0) ? $0 : nil } }
+        try waitFor(what, timeout: 30) { ExportReport.read(path).flatMap { accept($0) ? $0 : nil } }
     }
 
     func interface(_ report: JSONValue, _ name: String) -> JSONValue? {
