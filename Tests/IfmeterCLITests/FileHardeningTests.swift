@@ -73,6 +73,22 @@ struct FileHardeningTests {
     }
 
     /// The bytes `usage --format json` adds up for one interface's tx.
+    /// Waits until serve on `port` in `ns` counted `atLeast` bytes sent
+    /// by vA: its samples took the traffic.
+    func waitForServe(_ ns: TestNamespace, port: UInt16, toCount atLeast: UInt64) throws {
+        _ = try waitFor("serve to count \(atLeast) bytes sent by vA", timeout: 30) {
+            let sent =
+                Scenario.metric(try Scenario.scrape(ns, port: port), "ifmeter_transmit_bytes_total")
+                .first { $0.key.contains(#"interface="vA""#) }?.value ?? 0
+            return sent >= Double(atLeast) ? true : nil
+        }
+    }
+
+    /// Waits until the usage table has `bytes` sent by vA.
+    func waitForUsage(_ state: String, _ bytes: UInt64, _ what: String) throws {
+        _ = try waitFor(what, timeout: 30) { try usageTx(state, "vA") == bytes ? true : nil }
+    }
+
     func usageTx(_ state: String, _ name: String) throws -> UInt64? {
         let result = try ifmeter(["usage", "--state", state, "--format", "json"])
         guard result.status == 0, case .array(let list)? = try JSONParser.parse(result.out)["interfaces"] else { return nil }
@@ -97,7 +113,11 @@ struct FileHardeningTests {
         // export would use.
         let exporter = try export(ns, ["--json", dir + "/r.json", "--every", "300ms"])
         try plant(dir + "/.r.json.tmp-\(exporter.process.processIdentifier)", to: victim)
-        Thread.sleep(forTimeInterval: 1.2)
+        // Two reports written past the planted name.
+        let first = try ExportReport.waitForFirst(dir + "/r.json")
+        _ = try waitFor("a second report", timeout: 30) {
+            ExportReport.read(dir + "/r.json").flatMap { $0["period"]?["end"] != first["period"]?["end"] ? true : nil }
+        }
         #expect(exporter.stop() == 0)
         #expect(contents(victim) == "keep me\n", "a planted temporary name is never followed")
         _ = try JSONParser.parse(try #require(contents(dir + "/r.json")))
@@ -208,16 +228,18 @@ struct FileHardeningTests {
                 "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:19280", "--interval", "100ms",
                 "--state", state,
             ], name: "serve-kill9")
-        Thread.sleep(forTimeInterval: 0.4)
+        // Killed once its samples took the traffic: the state has only the
+        // baseline its first sample saved (the next save is 5 minutes on).
+        _ = try waitFor("serve to answer", timeout: 30) { try? Scenario.scrape(pair.a, port: 19280) }
         try pair.sendUDP(count: 20, payload: 700)
-        Thread.sleep(forTimeInterval: 0.6)
+        try waitForServe(pair.a, port: 19280, toCount: 20 * frame)
         kill(server.process.processIdentifier, SIGKILL)
         server.process.waitUntilExit()
         // While it is down, the kernel counts on.
         try pair.sendUDP(count: 10, payload: 700)
 
         let exporter = try export(pair.a, ["--json", dir + "/r.json", "--every", "200ms", "--state", state])
-        Thread.sleep(forTimeInterval: 0.8)
+        _ = try ExportReport.waitForFirst(dir + "/r.json")
         #expect(exporter.stop() == 0)
         let report = try JSONParser.parse(try #require(contents(dir + "/r.json")))
         let vA = try #require(interface(report, "vA"))
@@ -241,20 +263,17 @@ struct FileHardeningTests {
                 "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:19281", "--interval", "100ms",
                 "--state", state,
             ], name: "serve-signals")
-        Thread.sleep(forTimeInterval: 0.4)
+        _ = try waitFor("serve to answer", timeout: 30) { try? Scenario.scrape(pair.a, port: 19281) }
         try pair.sendUDP(count: 10, payload: 300)
-        Thread.sleep(forTimeInterval: 0.3)
+        try waitForServe(pair.a, port: 19281, toCount: 10 * frame)
         kill(server.process.processIdentifier, SIGHUP)
-        Thread.sleep(forTimeInterval: 0.5)
+        try waitForUsage(state, 10 * frame, "SIGHUP to save the traffic")
         #expect(server.process.isRunning, "SIGHUP does not stop serve: \(server.log)")
-        #expect(try usageTx(state, "vA") == 10 * frame, "SIGHUP saved the traffic")
 
         try pair.sendUDP(count: 5, payload: 300)
-        Thread.sleep(forTimeInterval: 0.3)
+        try waitForServe(pair.a, port: 19281, toCount: 15 * frame)
         kill(server.process.processIdentifier, SIGQUIT)
-        let deadline = Date().addingTimeInterval(5)
-        while server.process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
-        #expect(!server.process.isRunning, "SIGQUIT stops serve")
+        #expect(server.process.wait(timeout: 30), "SIGQUIT stops serve")
         server.stop()
         #expect(server.process.terminationReason == .exit && server.process.terminationStatus == 0, "SIGQUIT is a clean stop")
         #expect(!server.log.contains("crashed") && !server.log.contains("Backtrace"), "\(server.log)")
@@ -295,9 +314,9 @@ struct FileHardeningTests {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let state = dir + "/s.db"
         let exporter = try export(pair.a, ["--json", dir + "/r.json", "--every", "200ms", "--state", state])
-        Thread.sleep(forTimeInterval: 0.4)
+        try ExportReport.waitForFirst(dir + "/r.json")
         try pair.sendUDP(count: 10, payload: 300)
-        Thread.sleep(forTimeInterval: 0.5)
+        try ExportReport.waitForTotal(dir + "/r.json", "vA", atLeast: 10 * VethPair.frameBytes(payload: 300))
         #expect(exporter.stop() == 0)
         func sideFiles() throws -> [String] {
             try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasSuffix("-wal") || $0.hasSuffix("-shm") }
