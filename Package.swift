@@ -160,6 +160,7 @@ let package = Package(
         .testTarget(
             name: "IfmeterExportTests",
             dependencies: ["IfmeterExport", "IfmeterPipeline", "IfmeterOutput", "IfmeterCore", "IfmeterTestSupport"]),
+        .testTarget(name: "IfmeterOutputTests", dependencies: ["IfmeterOutput", "IfmeterCore"]),
         .testTarget(
             name: "IfmeterPipelineTests",
             dependencies: [
