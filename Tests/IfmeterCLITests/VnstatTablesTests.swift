@@ -42,13 +42,13 @@ struct VnstatTablesTests {
             [
                 "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "export", "--interval", "100ms", "--json", dir + "/r.json",
                 "--every", "200ms", "--state", state,
-                // Saves at this pace, so that its last save is stale (two
-                // intervals old) by the time --check reads it below.
+                // Saves at this pace: its last save is stale two intervals
+                // after it (the check below moves the save's time back).
                 "--save-every", "200ms",
             ], name: "export")
-        Thread.sleep(forTimeInterval: 0.4)
+        try ExportReport.waitForFirst(dir + "/r.json")
         try pair.sendUDP(count: 30, payload: 900)
-        Thread.sleep(forTimeInterval: 0.6)
+        try ExportReport.waitForTotal(dir + "/r.json", "vA", atLeast: 30 * VethPair.frameBytes(payload: 900))
         #expect(exporter.stop() == 0)
         let sent = 30 * VethPair.frameBytes(payload: 900)
 
@@ -94,6 +94,9 @@ struct VnstatTablesTests {
         var check = try ifmeter(["usage", "--state", state, "--check"])
         #expect(check.status == 3 && check.out.contains("OVER vA day limit"), "\(check)")
         _ = try ifmeter(["plan", "set", "vA", "--state", state, "--limit", "day=1GiB", "--direction", "tx"])
+        // The save made stale by moving its time back 10 s (50 save
+        // intervals), not by hoping enough time passed since the stop.
+        try run(["sqlite3", state, "UPDATE meta SET value = CAST(value AS REAL) - 10 WHERE key IN ('saved', 'stopped')"])
         check = try ifmeter(["usage", "--state", state, "--check"])
         #expect(check.status == 4 && check.out.contains("UNKNOWN vA day limit"), "stale, so not provably under: \(check)")
         let bad = try ifmeter(["plan", "set", "vA", "--state", state, "--limit", "week=1GB"])
