@@ -141,7 +141,7 @@ struct RemoteWriteOptions {
             }
         }
         let feed = RemoteWriteFeed(
-            cache: cache, writers: writers, externalLabels: settings.externalLabels, relabel: settings.relabel, every: interval,
+            source: cache, writers: writers, externalLabels: settings.externalLabels, relabel: settings.relabel, every: interval,
             sampleInterval: sampleInterval, maxSamplesPerRecord: settings.queue.maxSamplesPerSend)
         pipeline.add(enricher: feed)
         pipeline.add(sink: feed)
