@@ -49,7 +49,7 @@ let package = Package(
         // sender and its retries.
         .target(
             name: "IfmeterRemoteWrite",
-            dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterServe", "CIfmeterRemoteWrite"]),
+            dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "CIfmeterRemoteWrite"]),
         // Configuration files: YAML read by libyaml into a tree with lines,
         // and the strict readers the configs are made of.
         .target(name: "IfmeterConfig", dependencies: ["IfmeterCore", "IfmeterSystem", "CYAML"]),
@@ -152,7 +152,9 @@ let package = Package(
         .testTarget(name: "IfmeterConfigTests", dependencies: ["IfmeterConfig", "IfmeterServe", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(
             name: "IfmeterRemoteWriteTests",
-            dependencies: ["IfmeterRemoteWrite", "IfmeterServe", "IfmeterOutput", "IfmeterSystem", "IfmeterCore", "IfmeterTestSupport"]),
+            dependencies: [
+                "IfmeterRemoteWrite", "IfmeterServe", "IfmeterOutput", "IfmeterPipeline", "IfmeterSystem", "IfmeterCore", "IfmeterTestSupport",
+            ]),
         .testTarget(
             name: "IfmeterServeTests", dependencies: ["IfmeterServe", "IfmeterOutput", "IfmeterCore", "IfmeterTestSupport", "CIfmeterTestSupport"]),
         .testTarget(name: "IfmeterSystemTests", dependencies: ["IfmeterSystem", "IfmeterCore"]),

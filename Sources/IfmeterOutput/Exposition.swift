@@ -161,9 +161,9 @@ public struct PrometheusTextRenderer: ExpositionRenderer {
     public let contentType = "text/plain; version=0.0.4; charset=utf-8"
     public func render(_ input: ExpositionInput, chunk: Int, into sink: (UnsafeRawBufferPointer) -> Void) {
         withoutActuallyEscaping(sink) { sink in
-            var writer = ExpositionWriter(openMetrics: false, chunk: chunk, sink: sink)
+            var writer = ExpositionWriter(visitor: ExpositionText(openMetrics: false, chunk: chunk, sink: sink))
             writer.write(input)
-            writer.flush()
+            writer.visitor.finish()
         }
     }
 }
@@ -175,9 +175,9 @@ public struct OpenMetricsRenderer: ExpositionRenderer {
     public let contentType = "application/openmetrics-text; version=1.0.0; charset=utf-8"
     public func render(_ input: ExpositionInput, chunk: Int, into sink: (UnsafeRawBufferPointer) -> Void) {
         withoutActuallyEscaping(sink) { sink in
-            var writer = ExpositionWriter(openMetrics: true, chunk: chunk, sink: sink)
+            var writer = ExpositionWriter(visitor: ExpositionText(openMetrics: true, chunk: chunk, sink: sink))
             writer.write(input)
-            writer.flush()
+            writer.visitor.finish()
         }
     }
 }
@@ -211,46 +211,15 @@ public enum ExpositionNegotiation {
     }
 }
 
-/// Writes both formats; the differences are the counter metadata names,
-/// the escaping of HELP, units, `_created` and `# EOF`.
-struct ExpositionWriter {
-    let openMetrics: Bool
-    /// The piece being written; handed on whole lines past `chunk` bytes.
-    var bytes: [UInt8] = []
-    let chunk: Int
-    let sink: (UnsafeRawBufferPointer) -> Void
+/// Walks an exposition's families and series in order, handing each to
+/// its visitor: the text formats' writer (`ExpositionText`), remote
+/// write's encoder, a collector.
+struct ExpositionWriter<Visitor: SeriesVisitor> {
+    var visitor: Visitor
 
-    init(openMetrics: Bool, chunk: Int, sink: @escaping (UnsafeRawBufferPointer) -> Void) {
-        self.openMetrics = openMetrics
-        self.chunk = chunk
-        self.sink = sink
-        bytes.reserveCapacity(chunk + 4096)
-    }
+    typealias Kind = SeriesKind
 
-    /// Hands the piece on (after whole lines only).
-    mutating func flush() {
-        guard !bytes.isEmpty else { return }
-        bytes.withUnsafeBytes(sink)
-        bytes.removeAll(keepingCapacity: true)
-    }
-
-    @inline(__always)
-    mutating func lineEnded() {
-        if bytes.count >= chunk { flush() }
-    }
-
-    static let caveat = Caveat.short
-
-    enum Kind {
-        case counter, gauge, info
-        var text: String {
-            switch self {
-            case .counter: "counter"
-            case .gauge: "gauge"
-            case .info: "info"
-            }
-        }
-    }
+    static var caveat: String { Caveat.short }
 
     mutating func write(_ input: ExpositionInput) {
         if input.families != .nodeOnly { writeInterfaces(input.interfaces, aliases: input.aliases) }
@@ -260,25 +229,12 @@ struct ExpositionWriter {
         if let routes = input.routes { writeRoutes(routes) }
         if input.families != .nodeOnly { writePlans(input.plans) }
         writeHealth(input.health, interfaces: input.interfaces.count)
-        if openMetrics { append("# EOF\n") }
     }
 
     // MARK: ifmeter's families
 
-    typealias CounterFamily = (name: String, key: CounterKey, help: String)
-    static let counterFamilies: [CounterFamily] = [
-        ("ifmeter_receive_bytes", .rxBytes, "Bytes received"),
-        ("ifmeter_transmit_bytes", .txBytes, "Bytes transmitted"),
-        ("ifmeter_receive_packets", .rxPackets, "Packets received"),
-        ("ifmeter_transmit_packets", .txPackets, "Packets transmitted"),
-        ("ifmeter_receive_errors", .rxErrors, "Receive errors"),
-        ("ifmeter_transmit_errors", .txErrors, "Transmit errors"),
-        ("ifmeter_receive_drops", .rxDropped, "Received packets dropped"),
-        ("ifmeter_transmit_drops", .txDropped, "Packets dropped on transmit"),
-    ]
-
     mutating func writeInterfaces(_ interfaces: [ExpositionRow], aliases: [SeriesKey: String] = [:]) {
-        for family in Self.counterFamilies {
+        for family in ExpositionTables.counterFamilies {
             guard interfaces.contains(where: { $0.counters.has(family.key) }) else { continue }
             header(
                 family.name, .counter, unit: family.name.hasSuffix("_bytes") ? "bytes" : nil,
@@ -350,56 +306,22 @@ struct ExpositionWriter {
 
     // MARK: node_exporter's families
 
-    /// node_exporter 1.5's netdev families (netlink, legacy names), in its
-    /// order, and how each is computed from the kernel's link statistics.
-    static let nodeFamilies: [(String, @Sendable (KernelLinkStats) -> UInt64)] = [
-        ("receive_bytes", { $0[.rxBytes] }),
-        ("receive_compressed", { $0[.rxCompressed] }),
-        ("receive_drop", { $0[.rxDropped] &+ $0[.rxMissedErrors] }),
-        ("receive_errs", { $0[.rxErrors] }),
-        ("receive_fifo", { $0[.rxFifoErrors] }),
-        ("receive_frame", { $0[.rxFrameErrors] &+ $0[.rxLengthErrors] &+ $0[.rxOverErrors] &+ $0[.rxCrcErrors] }),
-        ("receive_multicast", { $0[.multicast] }),
-        ("receive_nohandler", { $0[.rxNohandler] }),
-        ("receive_packets", { $0[.rxPackets] }),
-        ("transmit_bytes", { $0[.txBytes] }),
-        (
-            "transmit_carrier",
-            {
-                $0[.txCarrierErrors] &+ $0[.txAbortedErrors] &+ $0[.txHeartbeatErrors] &+ $0[.txWindowErrors]
-            }
-        ),
-        ("transmit_colls", { $0[.collisions] }),
-        ("transmit_compressed", { $0[.txCompressed] }),
-        ("transmit_drop", { $0[.txDropped] }),
-        ("transmit_errs", { $0[.txErrors] }),
-        ("transmit_fifo", { $0[.txFifoErrors] }),
-        ("transmit_packets", { $0[.txPackets] }),
-    ]
-
     /// Raw kernel counters under node_exporter's names and HELP text, so
     /// existing dashboards keep working; `lo` is left out of them, as
     /// node_exporter's netdev collector does by default. Then the netclass
     /// families (`lo` included, as there).
     mutating func writeNode(_ interfaces: [ExpositionRow]) {
         let withStats = interfaces.compactMap { i in i.name == "lo" ? nil : i.kernelStats.map { (i, $0) } }
-        for (statistic, value) in Self.nodeFamilies {
+        for (statistic, value) in ExpositionTables.nodeFamilies {
             let name = "node_network_" + statistic
             // node_exporter's own words, without the estimate caveat: these
             // families stand in for node_exporter's.
             header(name, .counter, help: "Network device statistic \(statistic).")
             for (i, stats) in withStats {
-                append(name)
-                append("_total{device=\"")
-                appendEscaped(i.name)
-                if !i.netns.isEmpty {
-                    append("\",netns=\"")
-                    appendEscaped(i.netns)
-                }
-                append("\"} ")
-                append(String(value(stats)))
-                append("\n")
-                lineEnded()
+                visitor.beginSeries(name, suffix: "_total")
+                visitor.label("device", Self.shown(i.name))
+                if !i.netns.isEmpty { visitor.label("netns", Self.shown(i.netns)) }
+                visitor.endSeries(.unsigned(value(stats)))
             }
         }
         writeNetclass(interfaces)
@@ -420,7 +342,7 @@ struct ExpositionWriter {
                     [
                         ("interface", probe.interface ?? ""),
                         ("kind", probe.interface == nil ? "unreachable" : probe.classification?.kind.rawValue ?? "other"), ("probe", probe.probe),
-                    ], "1")
+                    ], .unsigned(1))
             }
         }
         if !routes.outside.isEmpty {
@@ -433,7 +355,7 @@ struct ExpositionWriter {
                 for (direction, value) in [("rx", t.rxBytes), ("tx", t.txBytes)] {
                     labeledSample(
                         "ifmeter_tunnel_outside_bytes_total", [("direction", direction), ("tunnel", t.tunnel), ("underlay", t.underlay)],
-                        String(value))
+                        .unsigned(value))
                 }
             }
             header(
@@ -442,7 +364,7 @@ struct ExpositionWriter {
                     "1 when a tunnel's outside estimate may be off either way: another tunnel shares its underlay, or a counter it came from lost traffic (lower bound)."
             )
             for t in routes.outside {
-                labeledSample("ifmeter_tunnel_outside_uncertain", [("tunnel", t.tunnel), ("underlay", t.underlay)], t.uncertain ? "1" : "0")
+                labeledSample("ifmeter_tunnel_outside_uncertain", [("tunnel", t.tunnel), ("underlay", t.underlay)], .unsigned(t.uncertain ? 1 : 0))
             }
         }
     }
@@ -452,16 +374,16 @@ struct ExpositionWriter {
     mutating func writeHealth(_ health: ExporterHealth, interfaces: Int) {
         let note = Caveat.health
         header("ifmeter_samples", .counter, help: "Samples taken. \(note)")
-        plain("ifmeter_samples_total", String(health.samples))
+        plain("ifmeter_samples_total", .unsigned(health.samples))
         created("ifmeter_samples", health.startTime)
         header("ifmeter_sample_errors", .counter, help: "Samples that failed. \(note)")
-        plain("ifmeter_sample_errors_total", String(health.sampleErrors))
+        plain("ifmeter_sample_errors_total", .unsigned(health.sampleErrors))
         created("ifmeter_sample_errors", health.startTime)
         header(
             "ifmeter_link_event_overruns", .counter,
             help:
                 "Times link notifications overflowed the socket buffer and a full dump resynchronized. \(note)")
-        plain("ifmeter_link_event_overruns_total", String(health.overruns))
+        plain("ifmeter_link_event_overruns_total", .unsigned(health.overruns))
         created("ifmeter_link_event_overruns", health.startTime)
         if let closed = health.httpClosed {
             header(
@@ -469,27 +391,27 @@ struct ExpositionWriter {
                 help:
                     "Scrape connections ifmeter closed to protect the endpoint: reason deadline (a request was not whole in time), idle (kept alive after a response, no request line in time: a scraper between scrapes, not a slow request), evicted (the oldest waiting connection, to make room at the connection limits) or budget (the oldest response still being sent, a reader too slow, to keep their memory within its budget). \(note)"
             )
-            labeledSample("ifmeter_http_connections_closed_total", [("reason", "budget")], String(closed.budget))
-            labeledSample("ifmeter_http_connections_closed_total", [("reason", "deadline")], String(closed.deadline))
-            labeledSample("ifmeter_http_connections_closed_total", [("reason", "evicted")], String(closed.evicted))
-            labeledSample("ifmeter_http_connections_closed_total", [("reason", "idle")], String(closed.idle))
+            labeledSample("ifmeter_http_connections_closed_total", [("reason", "budget")], .unsigned(closed.budget))
+            labeledSample("ifmeter_http_connections_closed_total", [("reason", "deadline")], .unsigned(closed.deadline))
+            labeledSample("ifmeter_http_connections_closed_total", [("reason", "evicted")], .unsigned(closed.evicted))
+            labeledSample("ifmeter_http_connections_closed_total", [("reason", "idle")], .unsigned(closed.idle))
         }
         writeRemoteWrite(health.remoteWrite)
         if let state = health.state { writeState(state, startTime: health.startTime) }
         if let seconds = health.lastSampleSeconds {
             header("ifmeter_last_sample_duration_seconds", .gauge, unit: "seconds", help: "How long the last sample took. \(note)")
-            plain("ifmeter_last_sample_duration_seconds", Self.number(seconds))
+            plain("ifmeter_last_sample_duration_seconds", .double(seconds))
         }
         if let time = health.lastSampleTime {
             header("ifmeter_last_sample_timestamp_seconds", .gauge, unit: "seconds", help: "Unix time of the last sample. \(note)")
-            plain("ifmeter_last_sample_timestamp_seconds", Self.number(time))
+            plain("ifmeter_last_sample_timestamp_seconds", .double(time))
         }
         header("ifmeter_sample_interval_seconds", .gauge, unit: "seconds", help: "Time between samples. \(note)")
-        plain("ifmeter_sample_interval_seconds", Self.number(health.intervalSeconds))
+        plain("ifmeter_sample_interval_seconds", .double(health.intervalSeconds))
         header("ifmeter_interfaces", .gauge, help: "Interfaces in this exposition. \(note)")
-        plain("ifmeter_interfaces", String(interfaces))
+        plain("ifmeter_interfaces", .unsigned(UInt64(interfaces)))
         header("ifmeter_build", .info, help: "ifmeter's version, the commit it was built from, and its counter source. \(note)")
-        labeledSample("ifmeter_build_info", [("revision", health.revision), ("source", health.source), ("version", health.version)], "1")
+        labeledSample("ifmeter_build_info", [("revision", health.revision), ("source", health.source), ("version", health.version)], .unsigned(1))
         if let process = health.process { writeProcess(process) }
     }
 
@@ -498,31 +420,31 @@ struct ExpositionWriter {
     mutating func writeState(_ state: StateHealth, startTime: Double) {
         let note = Caveat.health
         header("ifmeter_state_saves", .counter, help: "Saves of the state file that worked. \(note)")
-        plain("ifmeter_state_saves_total", String(state.saves))
+        plain("ifmeter_state_saves_total", .unsigned(state.saves))
         created("ifmeter_state_saves", startTime)
         header(
             "ifmeter_state_save_failures", .counter,
             help:
                 "Saves of the state file that failed (full disk, deleted folder, I/O error); each is retried and what it held is kept in memory until one works. \(note)"
         )
-        plain("ifmeter_state_save_failures_total", String(state.failures))
+        plain("ifmeter_state_save_failures_total", .unsigned(state.failures))
         created("ifmeter_state_save_failures", startTime)
         header(
             "ifmeter_state_save_failing", .gauge,
             help: "1 while the last save of the state file failed: what was counted since the last good save is not on disk. \(note)")
-        plain("ifmeter_state_save_failing", state.failing ? "1" : "0")
+        plain("ifmeter_state_save_failing", .unsigned(state.failing ? 1 : 0))
         header(
             "ifmeter_state_recreations", .counter,
             help: "Times the state file was found deleted or replaced under ifmeter and written anew at its path. \(note)")
-        plain("ifmeter_state_recreations_total", String(state.recreations))
+        plain("ifmeter_state_recreations_total", .unsigned(state.recreations))
         created("ifmeter_state_recreations", startTime)
         header("ifmeter_state_save_interval_seconds", .gauge, unit: "seconds", help: "Time between saves of the state file. \(note)")
-        plain("ifmeter_state_save_interval_seconds", Self.number(state.saveEvery))
+        plain("ifmeter_state_save_interval_seconds", .double(state.saveEvery))
         if let time = state.lastSaveTime {
             header(
                 "ifmeter_state_last_save_timestamp_seconds", .gauge, unit: "seconds",
                 help: "Unix time of the last save of the state file that worked. \(note)")
-            plain("ifmeter_state_last_save_timestamp_seconds", Self.number(time))
+            plain("ifmeter_state_last_save_timestamp_seconds", .double(time))
         }
     }
 
@@ -530,24 +452,115 @@ struct ExpositionWriter {
     /// typed as client_golang's process collector has them.
     mutating func writeProcess(_ p: ProcessMetrics) {
         header("process_cpu_seconds", .counter, unit: "seconds", help: "Total user and system CPU time spent in seconds.")
-        plain("process_cpu_seconds_total", Self.number(p.cpuSeconds))
+        plain("process_cpu_seconds_total", .double(p.cpuSeconds))
         header("process_max_fds", .gauge, help: "Maximum number of open file descriptors.")
-        plain("process_max_fds", String(p.maxFDs))
+        plain("process_max_fds", .unsigned(p.maxFDs))
         header("process_open_fds", .gauge, help: "Number of open file descriptors.")
-        plain("process_open_fds", String(p.openFDs))
+        plain("process_open_fds", .unsigned(p.openFDs))
         header("process_resident_memory_bytes", .gauge, unit: "bytes", help: "Resident memory size in bytes.")
-        plain("process_resident_memory_bytes", String(p.residentBytes))
+        plain("process_resident_memory_bytes", .unsigned(p.residentBytes))
         header("process_start_time_seconds", .gauge, unit: "seconds", help: "Start time of the process since unix epoch in seconds.")
-        plain("process_start_time_seconds", Self.number(p.startTime))
+        plain("process_start_time_seconds", .double(p.startTime))
         header("process_virtual_memory_bytes", .gauge, unit: "bytes", help: "Virtual memory size in bytes.")
-        plain("process_virtual_memory_bytes", String(p.virtualBytes))
+        plain("process_virtual_memory_bytes", .unsigned(p.virtualBytes))
     }
 
     // MARK: writing
 
+    /// A family's metadata. `name` is the family name without `_total`.
+    mutating func header(_ name: String, _ kind: Kind, unit: String? = nil, help: String) {
+        visitor.family(name, kind, unit: unit, help: help)
+    }
+
+    /// A label value as the exposition shows it: a control or invisible
+    /// character (an interface name may hold ESC or BEL) becomes the text
+    /// that text outputs show (`\x1b`), so a scrape shown on a terminal is
+    /// safe and the label reads as the name does everywhere else.
+    @inline(__always)
+    static func shown(_ s: String) -> String {
+        TerminalText.mayNeedEscaping(s) ? TerminalText.escaped(s) : s
+    }
+
+    /// One sample with the `interface` and `kind` labels (and `netns` for
+    /// another namespace's interface, plus `extra`), labels in name order.
+    mutating func sample(
+        _ name: String, suffix: String = "", _ i: ExpositionRow, extra: [(String, String)] = [], value: UInt64
+    ) {
+        if extra.isEmpty {
+            // The common case, without building a label list.
+            visitor.beginSeries(name, suffix: suffix)
+            visitor.label("interface", Self.shown(i.name))
+            visitor.label("kind", i.kind.rawValue)
+            if !i.netns.isEmpty { visitor.label("netns", Self.shown(i.netns)) }
+            visitor.endSeries(.unsigned(value))
+            return
+        }
+        var own = [("interface", i.name), ("kind", i.kind.rawValue)]
+        if !i.netns.isEmpty { own.append(("netns", i.netns)) }
+        labeledSample(name + suffix, (extra + own).sorted { $0.0 < $1.0 }, .unsigned(value))
+    }
+
+    /// One sample with the labels given, in the order given (name order,
+    /// by the caller).
+    mutating func labeledSample(_ name: String, _ labels: [(String, String)], _ value: SeriesValue) {
+        visitor.beginSeries(name, suffix: "")
+        for (label, labelValue) in labels { visitor.label(label, Self.shown(labelValue)) }
+        visitor.endSeries(value)
+    }
+
+    mutating func plain(_ name: String, _ value: SeriesValue) {
+        visitor.beginSeries(name, suffix: "")
+        visitor.endSeries(value)
+    }
+
+    /// `NAME_created` in OpenMetrics, for counters whose start is known.
+    mutating func created(_ family: String, _ time: Double) {
+        guard visitor.visitsCreated else { return }
+        plain(family + "_created", .double(time))
+    }
+}
+
+/// Writes both text formats; the differences are the counter metadata
+/// names, the escaping of HELP, units, `_created` and `# EOF`.
+struct ExpositionText: SeriesVisitor {
+    let openMetrics: Bool
+    /// The piece being written; handed on whole lines past `chunk` bytes.
+    var bytes: [UInt8] = []
+    let chunk: Int
+    let sink: (UnsafeRawBufferPointer) -> Void
+    /// Whether the series being written has a label yet (its `{` is open).
+    var labeled = false
+
+    init(openMetrics: Bool, chunk: Int, sink: @escaping (UnsafeRawBufferPointer) -> Void) {
+        self.openMetrics = openMetrics
+        self.chunk = chunk
+        self.sink = sink
+        bytes.reserveCapacity(chunk + 4096)
+    }
+
+    var visitsCreated: Bool { openMetrics }
+
+    /// The end: `# EOF` in OpenMetrics, and the last piece handed on.
+    mutating func finish() {
+        if openMetrics { append("# EOF\n") }
+        flush()
+    }
+
+    /// Hands the piece on (after whole lines only).
+    mutating func flush() {
+        guard !bytes.isEmpty else { return }
+        bytes.withUnsafeBytes(sink)
+        bytes.removeAll(keepingCapacity: true)
+    }
+
+    @inline(__always)
+    mutating func lineEnded() {
+        if bytes.count >= chunk { flush() }
+    }
+
     /// `# HELP` and `# TYPE` (and `# UNIT` in OpenMetrics). `name` is the
     /// family name without `_total`; the text format names counters with it.
-    mutating func header(_ name: String, _ kind: Kind, unit: String? = nil, help: String) {
+    mutating func family(_ name: String, _ kind: SeriesKind, unit: String?, help: String) {
         let metadataName: String
         let type: String
         if openMetrics {
@@ -575,85 +588,85 @@ struct ExpositionWriter {
         }
     }
 
-    /// One sample with the `interface` and `kind` labels (and `netns` for
-    /// another namespace's interface, plus `extra`), labels in name order.
-    mutating func sample(
-        _ name: String, suffix: String = "", _ i: ExpositionRow, extra: [(String, String)] = [], value: UInt64
-    ) {
-        if extra.isEmpty {
-            // The common case, without building a label list.
-            append(name)
-            append(suffix)
-            append("{interface=\"")
-            appendEscaped(i.name)
-            append("\",kind=\"")
-            append(i.kind.rawValue)
-            append("\"")
-            if !i.netns.isEmpty {
-                append(",netns=\"")
-                appendEscaped(i.netns)
-                append("\"")
-            }
-            append("} ")
-            append(String(value))
-            append("\n")
-            lineEnded()
-            return
-        }
-        var own = [("interface", i.name), ("kind", i.kind.rawValue)]
-        if !i.netns.isEmpty { own.append(("netns", i.netns)) }
-        labeledSample(name + suffix, (extra + own).sorted { $0.0 < $1.0 }, String(value))
+    @inline(__always)
+    mutating func beginSeries(_ name: String, suffix: String) {
+        append(name)
+        if !suffix.isEmpty { append(suffix) }
     }
 
-    /// One sample with the labels given, in the order given (name order,
-    /// by the caller), label values escaped.
-    mutating func labeledSample(_ name: String, _ labels: [(String, String)], _ value: String) {
+    @inline(__always)
+    mutating func label(_ name: String, _ value: String) {
+        bytes.append(labeled ? UInt8(ascii: ",") : UInt8(ascii: "{"))
+        labeled = true
         append(name)
-        append("{")
-        for (n, (label, labelValue)) in labels.enumerated() {
-            if n > 0 { append(",") }
-            append(label)
-            append("=\"")
-            appendEscaped(labelValue)
-            append("\"")
+        bytes.append(UInt8(ascii: "="))
+        bytes.append(UInt8(ascii: "\""))
+        appendEscaped(value)
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    @inline(__always)
+    mutating func endSeries(_ value: SeriesValue) {
+        if labeled {
+            bytes.append(UInt8(ascii: "}"))
+            labeled = false
         }
-        append("} ")
-        append(value)
-        append("\n")
+        bytes.append(UInt8(ascii: " "))
+        switch value {
+        case .unsigned(let v): appendDecimal(v)
+        case .signed(let v):
+            if v < 0 { bytes.append(UInt8(ascii: "-")) }
+            appendDecimal(v.magnitude)
+        case .double(let v): append(SeriesValue.text(v))
+        }
+        bytes.append(UInt8(ascii: "\n"))
         lineEnded()
     }
 
-    mutating func plain(_ name: String, _ value: String) {
-        append(name)
-        append(" ")
-        append(value)
-        append("\n")
-        lineEnded()
-    }
-
-    /// `NAME_created` in OpenMetrics, for counters whose start is known.
-    mutating func created(_ family: String, _ time: Double) {
-        guard openMetrics else { return }
-        plain(family + "_created", Self.number(time))
-    }
-
-    static func number(_ value: Double) -> String {
-        if value.isNaN { return "NaN" }
-        if value.isInfinite { return value < 0 ? "-Inf" : "+Inf" }
-        return value.description
-    }
-
+    @inline(__always)
     mutating func append(_ s: String) {
         bytes.append(contentsOf: s.utf8)
     }
 
+    /// A whole number's digits, as `String(v)` writes them.
+    mutating func appendDecimal(_ v: UInt64) {
+        if v < 10 {
+            bytes.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: v))
+            return
+        }
+        var digits = 1
+        var rest = v / 10
+        while rest > 0 {
+            digits += 1
+            rest /= 10
+        }
+        let start = bytes.count
+        bytes.append(contentsOf: repeatElement(0, count: digits))
+        bytes.withUnsafeMutableBufferPointer { b in
+            var at = start + digits - 1
+            var rest = v
+            while true {
+                b[at] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: rest % 10)
+                rest /= 10
+                if rest == 0 { break }
+                at -= 1
+            }
+        }
+    }
+
     /// Label values: backslash, double quote and newline are escaped, as
-    /// the format says; a control or invisible character (an interface
-    /// name may hold ESC or BEL) first becomes the text that text outputs
-    /// show (`\x1b`), so a scrape shown on a terminal is safe and the label
-    /// reads as the name does everywhere else.
+    /// the format says (the writer made control characters text first).
+    @inline(__always)
     mutating func appendEscaped(_ s: String) {
-        let s = TerminalText.mayNeedEscaping(s) ? TerminalText.escaped(s) : s
+        var s = s
+        let plain = s.withUTF8 { utf8 -> Bool in
+            guard !utf8.contains(where: { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\n") }) else {
+                return false
+            }
+            bytes.append(contentsOf: utf8)
+            return true
+        }
+        guard !plain else { return }
         for b in s.utf8 {
             switch b {
             case UInt8(ascii: "\\"): bytes.append(contentsOf: [0x5C, 0x5C])
@@ -676,4 +689,46 @@ struct ExpositionWriter {
             }
         }
     }
+}
+
+/// The families' tables (a generic type keeps no static stored property).
+enum ExpositionTables {
+    typealias CounterFamily = (name: String, key: CounterKey, help: String)
+    static let counterFamilies: [CounterFamily] = [
+        ("ifmeter_receive_bytes", .rxBytes, "Bytes received"),
+        ("ifmeter_transmit_bytes", .txBytes, "Bytes transmitted"),
+        ("ifmeter_receive_packets", .rxPackets, "Packets received"),
+        ("ifmeter_transmit_packets", .txPackets, "Packets transmitted"),
+        ("ifmeter_receive_errors", .rxErrors, "Receive errors"),
+        ("ifmeter_transmit_errors", .txErrors, "Transmit errors"),
+        ("ifmeter_receive_drops", .rxDropped, "Received packets dropped"),
+        ("ifmeter_transmit_drops", .txDropped, "Packets dropped on transmit"),
+    ]
+
+    /// node_exporter 1.5's netdev families (netlink, legacy names), in its
+    /// order, and how each is computed from the kernel's link statistics.
+    static let nodeFamilies: [(String, @Sendable (KernelLinkStats) -> UInt64)] = [
+        ("receive_bytes", { $0[.rxBytes] }),
+        ("receive_compressed", { $0[.rxCompressed] }),
+        ("receive_drop", { $0[.rxDropped] &+ $0[.rxMissedErrors] }),
+        ("receive_errs", { $0[.rxErrors] }),
+        ("receive_fifo", { $0[.rxFifoErrors] }),
+        ("receive_frame", { $0[.rxFrameErrors] &+ $0[.rxLengthErrors] &+ $0[.rxOverErrors] &+ $0[.rxCrcErrors] }),
+        ("receive_multicast", { $0[.multicast] }),
+        ("receive_nohandler", { $0[.rxNohandler] }),
+        ("receive_packets", { $0[.rxPackets] }),
+        ("transmit_bytes", { $0[.txBytes] }),
+        (
+            "transmit_carrier",
+            {
+                $0[.txCarrierErrors] &+ $0[.txAbortedErrors] &+ $0[.txHeartbeatErrors] &+ $0[.txWindowErrors]
+            }
+        ),
+        ("transmit_colls", { $0[.collisions] }),
+        ("transmit_compressed", { $0[.txCompressed] }),
+        ("transmit_drop", { $0[.txDropped] }),
+        ("transmit_errs", { $0[.txErrors] }),
+        ("transmit_fifo", { $0[.txFifoErrors] }),
+        ("transmit_packets", { $0[.txPackets] }),
+    ]
 }

@@ -3,7 +3,7 @@ import IfmeterCore
 /// node_exporter 1.5's netclass families (its default, sysfs-reading mode),
 /// served by `--compat node` from the link catalog's facts: what netlink
 /// carries from the link messages, what only sysfs has from sysfs.
-extension ExpositionWriter {
+extension ExpositionTables {
     enum NetclassValue {
         /// A number, or nil to leave the interface out (node_exporter leaves
         /// out what it cannot read).
@@ -13,7 +13,7 @@ extension ExpositionWriter {
     }
 
     /// In node_exporter's order (by name), with its types.
-    static let netclassFamilies: [(property: String, kind: Kind, value: NetclassValue)] = [
+    static let netclassFamilies: [(property: String, kind: SeriesKind, value: NetclassValue)] = [
         ("address_assign_type", .gauge, .number { _, _, f in f.sysfs.addressAssignType.map(Int64.init) }),
         // sysfs answers `carrier` and `dormant` only while the link is up.
         ("carrier", .gauge, .number { _, _, f in f.running ? f.carrier.map(Int64.init) : nil }),
@@ -44,7 +44,9 @@ extension ExpositionWriter {
         default: "Network device property: \(property)"
         }
     }
+}
 
+extension ExpositionWriter {
     /// The netclass families of the interfaces whose attributes carry
     /// netclass facts (a netlink sampler asked for them), under
     /// node_exporter's names, labels and HELP text.
@@ -54,11 +56,11 @@ extension ExpositionWriter {
             return (i, attributes, facts)
         }
         guard !rows.isEmpty else { return }
-        for family in Self.netclassFamilies {
+        for family in ExpositionTables.netclassFamilies {
             let name = "node_network_" + family.property
             switch family.value {
             case .info:
-                header("node_network_info", .gauge, help: Self.netclassHelp(family.property))
+                header("node_network_info", .gauge, help: ExpositionTables.netclassHelp(family.property))
                 for (i, attributes, facts) in rows {
                     var labels = [
                         ("address", NetclassFacts.spell(facts.address)),
@@ -69,17 +71,17 @@ extension ExpositionWriter {
                         ("operstate", attributes.operstate ?? ""),
                     ]
                     if !i.netns.isEmpty { labels.append(("netns", i.netns)) }
-                    labeledSample("node_network_info", labels.sorted { $0.0 < $1.0 }, "1")
+                    labeledSample("node_network_info", labels.sorted { $0.0 < $1.0 }, .unsigned(1))
                 }
             case .number(let value):
                 let values = rows.compactMap { row in value(row.0, row.1, row.2).map { (row.0, $0) } }
                 guard !values.isEmpty else { continue }
                 let counter = family.kind == .counter
-                header(counter ? String(name.dropLast("_total".count)) : name, family.kind, help: Self.netclassHelp(family.property))
+                header(counter ? String(name.dropLast("_total".count)) : name, family.kind, help: ExpositionTables.netclassHelp(family.property))
                 for (i, number) in values {
                     var labels = [("device", i.name)]
                     if !i.netns.isEmpty { labels.append(("netns", i.netns)) }
-                    labeledSample(name, labels, String(number))
+                    labeledSample(name, labels, .signed(number))
                 }
             }
         }

@@ -1,7 +1,6 @@
 import IfmeterCore
 import IfmeterOutput
 import IfmeterPipeline
-import IfmeterServe
 import IfmeterSystem
 import Synchronization
 
@@ -379,14 +378,15 @@ public final class RemoteWriter: Sendable {
     }
 }
 
-/// Pushes the series a scrape of the cache gets to each writer's queue:
+/// Pushes the series a text scrape of the source (serve's scrape cache)
+/// gets to each writer's queue:
 /// a sample at least `every` seconds after the last one pushed (half a
 /// sampling interval early counts, so jitter skips none), every sample when
 /// `every` is not longer than the sampling interval. Add it as an enricher
 /// (it shows the writers' status in the exposition) and as a sink after
 /// the scrape feed.
 public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
-    let cache: ScrapeCache
+    let source: any SeriesSource
     public let writers: [RemoteWriter]
     let every: Double
     let sampleInterval: Double
@@ -398,16 +398,16 @@ public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
     let maxSamplesPerRecord: Int?
 
     public init(
-        cache: ScrapeCache, writers: [RemoteWriter], externalLabels: [(String, String)], relabel: [RelabelRule] = [], every: Double = 0,
+        source: any SeriesSource, writers: [RemoteWriter], externalLabels: [(String, String)], relabel: [RelabelRule] = [], every: Double = 0,
         sampleInterval: Double = 1, maxSamplesPerRecord: Int? = nil
     ) {
-        self.cache = cache
+        self.source = source
         self.writers = writers
         self.every = every
         self.sampleInterval = sampleInterval
         self.maxSamplesPerRecord = maxSamplesPerRecord
         encoder = Mutex(SeriesEncoder(externalLabels: externalLabels, relabel: relabel))
-        cache.setRemoteWrite(writers.map(\.status))
+        source.setRemoteWrite(writers.map(\.status))
     }
 
     /// Whether the sample at `wallTime` is pushed.
@@ -422,7 +422,7 @@ public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
     }
 
     public func enrich(_ update: borrowing PipelineUpdate) {
-        cache.setRemoteWrite(writers.map(\.status))
+        source.setRemoteWrite(writers.map(\.status))
     }
 
     public func receive(_ update: borrowing PipelineUpdate) {
@@ -448,14 +448,11 @@ public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
         }
     }
 
-    /// The cache's series as WriteRequest entries, stamped `timestampMs`.
+    /// The source's series as WriteRequest entries, stamped `timestampMs`:
+    /// encoded as they are visited, never rendered to text.
     public func encode(timestampMs: Int64) -> ([UInt8], UInt32) {
-        return encoder.withLock { encoder in
-            // The size of the last push's text: one allocation, no doubling.
-            var text: [UInt8] = []
-            text.reserveCapacity(encoder.lastTextBytes + 4096)
-            cache.renderText(chunk: 64 * 1024) { text.append(contentsOf: $0) }
-            return encoder.encode(text, timestampMs: timestampMs)
+        encoder.withLock { encoder in
+            encoder.encode(timestampMs: timestampMs) { source.visitSeries(&$0) }
         }
     }
 }

@@ -1,18 +1,20 @@
 import IfmeterCore
+import IfmeterOutput
 
-/// Turns a text exposition into WriteRequest `timeseries` entries, keeping
-/// each series' encoded labels from one push to the next: a series' line
-/// up to its value (its name and labels, as the renderer writes them) is
-/// looked up, and only a series not seen in the previous push is parsed
-/// (`ExpositionSeries`), given the external labels, relabeled
-/// (`write_relabel_configs`) and sorted. The output is byte for byte what
-/// parsing every line gives.
+/// Turns the series of an exposition, as they are visited (a
+/// `SeriesSource`), into WriteRequest `timeseries` entries, keeping each
+/// series' encoded labels from one push to the next: a series' name and
+/// labels (the key: their bytes, each length-prefixed) are looked up, and
+/// only a series not seen in the previous push is given the external
+/// labels, relabeled (`write_relabel_configs`) and sorted. The output is
+/// byte for byte what encoding every series afresh gives, and what parsing
+/// the text exposition's lines gave before.
 ///
 /// A series in the last push and not in this one has ended (an interface
 /// forgotten, a probe, plan or tunnel gone): this push carries its stale
 /// marker (Remote-Write 1.0: the NaN 0x7ff0000000000002), stamped with
 /// this push's time, after its last sample.
-public struct SeriesEncoder: Sendable {
+public struct SeriesEncoder: Sendable, SeriesVisitor {
     /// A series: its key and then its TimeSeries label fields (tag 1,
     /// length, Label, in order) in `arena`; no allocation of its own.
     struct Entry: Sendable {
@@ -32,8 +34,15 @@ public struct SeriesEncoder: Sendable {
     /// A hash of the key to its first entry.
     private var index: [UInt64: Int32] = [:]
     private var pushes: Int32 = 0
-    /// The size of the last text encoded.
-    public private(set) var lastTextBytes = 0
+
+    /// The push being encoded: its entries, their count, and the key of
+    /// the series being visited (its name, then each label's name and
+    /// value, each as a varint length and its bytes).
+    private var out = ProtobufWriter()
+    private var count: UInt32 = 0
+    private var key: [UInt8] = []
+    /// The size of the last push's entries.
+    private var lastBytes = 0
 
     public init(externalLabels: [(String, String)], relabel: [RelabelRule] = []) {
         self.externalLabels = externalLabels
@@ -43,84 +52,106 @@ public struct SeriesEncoder: Sendable {
     /// Prometheus' staleness marker: a NaN no arithmetic makes.
     public static let staleMarker = Double(bitPattern: 0x7ff0_0000_0000_0002)
 
-    /// The entries of every sample line of `text`, stamped `timestampMs`,
+    /// The entries of every series `visit` hands the encoder (as a
+    /// `SeriesVisitor`: `source.visitSeries(&$0)`), stamped `timestampMs`,
     /// and how many.
-    public mutating func encode(_ text: [UInt8], timestampMs: Int64) -> ([UInt8], UInt32) {
-        var out = ProtobufWriter()
-        out.bytes.reserveCapacity(text.count + text.count / 4)
+    public mutating func encode(timestampMs: Int64, _ visit: (inout SeriesEncoder) -> Void) -> ([UInt8], UInt32) {
         pushes &+= 1
-        lastTextBytes = text.count
-        let push = pushes
-        var count: UInt32 = 0
-        text.withUnsafeBufferPointer { buffer in
-            let n = buffer.count
-            var start = 0
-            while start < n {
-                var end = start
-                while end < n && buffer[end] != UInt8(ascii: "\n") { end += 1 }
-                defer { start = end + 1 }
-                guard end > start, buffer[start] != UInt8(ascii: "#") else { continue }
-                // The key: the name, and the labels to their closing brace
-                // (spaces between labels, and a quoted value holding spaces
-                // or braces, are part of it).
-                var keyEnd = start
-                var quoted = false
-                var braces = false
-                scan: while keyEnd < end {
-                    let byte = buffer[keyEnd]
-                    if quoted {
-                        if byte == UInt8(ascii: "\\") {
-                            keyEnd += 1
-                        } else if byte == UInt8(ascii: "\"") {
-                            quoted = false
-                        }
-                    } else if byte == UInt8(ascii: "\"") {
-                        quoted = true
-                    } else if byte == UInt8(ascii: "{") {
-                        braces = true
-                    } else if byte == UInt8(ascii: " ") && !braces {
-                        break scan
-                    } else if byte == UInt8(ascii: "}") {
-                        keyEnd += 1
-                        break scan
-                    }
-                    keyEnd += 1
-                }
-                var valueStart = min(keyEnd, end)
-                while valueStart < end && buffer[valueStart] == UInt8(ascii: " ") { valueStart += 1 }
-                var valueEnd = valueStart
-                while valueEnd < end && buffer[valueEnd] != UInt8(ascii: " ") { valueEnd += 1 }
-                let key = UnsafeBufferPointer(rebasing: buffer[start..<min(keyEnd, end)])
-                guard !key.isEmpty, let value = Self.value(UnsafeBufferPointer(rebasing: buffer[valueStart..<valueEnd])) else { continue }
-                let hash = FNV1a.hash(key)
-                var found = Int(index[hash] ?? -1)
-                while found >= 0 {
-                    let e = entries[found]
-                    if Int(e.keyLength) == key.count, arena[e.start..<e.start + key.count].elementsEqual(key) { break }
-                    found = Int(e.next)
-                }
-                if found < 0 {
-                    guard let series = ExpositionSeries.parseLine(text[start..<end]) else { continue }
-                    found = add(key: key, labels: encodeLabels(series.labels), hash: hash, push: push)
-                }
-                entries[found].push = push
-                let e = entries[found]
-                // Dropped by a relabel rule: seen, never sent.
-                guard e.labelsLength >= 0 else { continue }
-                let from = e.start + Int(e.keyLength)
-                arena.withUnsafeBufferPointer { a in
-                    RemoteWriteEncoding.appendTimeSeries(
-                        to: &out, labelFields: UnsafeBufferPointer(rebasing: a[from..<from + Int(e.labelsLength)]), value: value,
-                        timestampMs: timestampMs)
-                }
-                count += 1
-            }
-        }
+        out = ProtobufWriter()
+        out.bytes.reserveCapacity(lastBytes + lastBytes / 8 + 4096)
+        count = 0
+        self.timestampMs = timestampMs
+        visit(&self)
+        var result = out
+        out = ProtobufWriter()
         // Series in the last push and not in this one: their stale markers.
-        count += appendStaleMarkers(to: &out, lastSeen: push &- 1, timestampMs: timestampMs)
+        count += appendStaleMarkers(to: &result, lastSeen: pushes &- 1, timestampMs: timestampMs)
         // Series gone for a push are forgotten, once they are half.
-        if entries.count > 2 * Int(count) + 64 { forget(before: push) }
-        return (out.bytes, count)
+        if entries.count > 2 * Int(count) + 64 { forget(before: pushes) }
+        lastBytes = result.bytes.count
+        return (result.bytes, count)
+    }
+
+    /// The push's stamp, while it is visited.
+    private var timestampMs: Int64 = 0
+
+    public mutating func beginSeries(_ name: String, suffix: String) {
+        key.removeAll(keepingCapacity: true)
+        var name = name, suffix = suffix
+        appendVarint(UInt64(name.utf8.count + suffix.utf8.count))
+        name.withUTF8 { key.append(contentsOf: $0) }
+        suffix.withUTF8 { key.append(contentsOf: $0) }
+    }
+
+    public mutating func label(_ name: String, _ value: String) {
+        var name = name, value = value
+        name.withUTF8 {
+            appendVarint(UInt64($0.count))
+            key.append(contentsOf: $0)
+        }
+        value.withUTF8 {
+            appendVarint(UInt64($0.count))
+            key.append(contentsOf: $0)
+        }
+    }
+
+    public mutating func endSeries(_ value: SeriesValue) {
+        let push = pushes
+        let hash = FNV1a.hash(key)
+        var found = Int(index[hash] ?? -1)
+        while found >= 0 {
+            let e = entries[found]
+            if Int(e.keyLength) == key.count, arena[e.start..<e.start + key.count].elementsEqual(key) { break }
+            found = Int(e.next)
+        }
+        if found < 0 {
+            found = add(key: key, labels: encodeLabels(Self.labels(key)), hash: hash, push: push)
+        }
+        entries[found].push = push
+        let e = entries[found]
+        // Dropped by a relabel rule: seen, never sent.
+        guard e.labelsLength >= 0 else { return }
+        let from = e.start + Int(e.keyLength)
+        arena.withUnsafeBufferPointer { a in
+            RemoteWriteEncoding.appendTimeSeries(
+                to: &out, labelFields: UnsafeBufferPointer(rebasing: a[from..<from + Int(e.labelsLength)]), value: value.double,
+                timestampMs: timestampMs)
+        }
+        count += 1
+    }
+
+    private mutating func appendVarint(_ value: UInt64) {
+        var v = value
+        while v >= 0x80 {
+            key.append(UInt8(truncatingIfNeeded: v) | 0x80)
+            v >>= 7
+        }
+        key.append(UInt8(v))
+    }
+
+    /// A key's name and labels, `__name__` first, sorted by name (as
+    /// parsing the series' text line gave them).
+    static func labels(_ key: [UInt8]) -> [(String, String)] {
+        var at = 0
+        func string() -> String {
+            var length = 0, shift = 0
+            while at < key.count {
+                let byte = key[at]
+                at += 1
+                length |= Int(byte & 0x7F) << shift
+                if byte & 0x80 == 0 { break }
+                shift += 7
+            }
+            defer { at += length }
+            return String(decoding: key[at..<at + length], as: UTF8.self)
+        }
+        var labels = [("__name__", string())]
+        while at < key.count {
+            let name = string()
+            labels.append((name, string()))
+        }
+        labels.sort { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
+        return labels
     }
 
     /// Stale markers for every series of the last push, stamped
@@ -180,8 +211,8 @@ public struct SeriesEncoder: Sendable {
     /// The label fields of a series: its own labels and the external ones
     /// it does not have, relabeled, sorted by name; nil when a relabel rule
     /// drops it (or leaves it without a name).
-    func encodeLabels(_ own: [ExpositionSeries.Label]) -> [UInt8]? {
-        var labels = own.map { ($0.name, $0.value) }
+    func encodeLabels(_ own: [(String, String)]) -> [UInt8]? {
+        var labels = own
         // External labels never replace a series' own (as Prometheus's).
         for (name, value) in externalLabels where !labels.contains(where: { $0.0 == name }) { labels.append((name, value)) }
         if !relabel.isEmpty {
@@ -190,17 +221,5 @@ public struct SeriesEncoder: Sendable {
         }
         labels.sort { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
         return RemoteWriteEncoding.labelFields(labels)
-    }
-
-    /// A sample value: digits read directly (counters and gauges are mostly
-    /// whole numbers), anything else as `ExpositionSeries` reads it.
-    static func value(_ text: UnsafeBufferPointer<UInt8>) -> Double? {
-        guard !text.isEmpty else { return nil }
-        if text.count <= 18, text.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
-            var n: UInt64 = 0
-            for byte in text { n = n * 10 + UInt64(byte - UInt8(ascii: "0")) }
-            return Double(n)
-        }
-        return ExpositionSeries.parseValue(String(decoding: text, as: UTF8.self))
     }
 }

@@ -8,7 +8,7 @@ import IfmeterSystem
 /// per sample and format when first asked for: every scrape between two
 /// samples gets the same bytes, so scrapes cost a copy, not a render (and
 /// never a netlink dump).
-public final class ScrapeCache: Sendable {
+public final class ScrapeCache: SeriesSource {
     /// One format's exposition of one generation, kept gzipped: a client
     /// that takes gzip gets these bytes; another gets them inflated as it
     /// reads. The text itself is never held whole (5 MB at 4000
@@ -95,17 +95,32 @@ public final class ScrapeCache: Sendable {
     }
 
     /// The latest generation's text exposition (the series a scrape gets),
-    /// in pieces: remote write sends the same series.
+    /// in pieces.
     public func renderText(chunk: Int, into sink: (UnsafeRawBufferPointer) -> Void) {
+        withLatest { PrometheusTextRenderer().render($0, chunk: chunk, into: sink) }
+    }
+
+    /// Visits the latest generation's series, those of the text exposition
+    /// (what remote write sends), without rendering them.
+    public func visitSeries(_ visitor: inout some SeriesVisitor) {
+        withLatest { $0.visitSeries(&visitor) }
+    }
+
+    /// The latest generation's exposition input, under the snapshot's lock.
+    private func withLatest(_ body: (ExpositionInput) -> Void) {
         let planned = plans.withLock { $0 }
-        snapshot.withLock { current in
-            var input = Self.input(current.view.sorted(), health: current.health, families: families, version: version, interval: interval)
-            input.routes = current.routes
-            input.plans = planned.gauges
-            input.aliases = planned.aliases
-            fill(&input)
-            PrometheusTextRenderer().render(input, chunk: chunk, into: sink)
-        }
+        snapshot.withLock { current in body(input(current, planned.gauges, planned.aliases)) }
+    }
+
+    /// The exposition input of a snapshot, with the plans and what the
+    /// cache keeps beside the pipeline's update.
+    private func input(_ current: borrowing Snapshot, _ plans: [PlanGauge], _ aliases: [SeriesKey: String]) -> ExpositionInput {
+        var input = Self.input(current.view.sorted(), health: current.health, families: families, version: version, interval: interval)
+        input.routes = current.routes
+        input.plans = plans
+        input.aliases = aliases
+        fill(&input)
+        return input
     }
 
     /// Replaces the plans' gauges (read from the state file after a save);
@@ -133,11 +148,7 @@ public final class ScrapeCache: Sendable {
                 // A change of the plans makes a new generation too.
                 let generation = current.generation &+ planned.changes << 40
                 if let hit = cache.withLock({ $0[openMetrics] }), hit.generation == generation { return hit }
-                var input = Self.input(current.view.sorted(), health: current.health, families: families, version: version, interval: interval)
-                input.routes = current.routes
-                input.plans = planned.gauges
-                input.aliases = planned.aliases
-                fill(&input)
+                let input = input(current, planned.gauges, planned.aliases)
                 let renderer: any ExpositionRenderer = openMetrics ? OpenMetricsRenderer() : PrometheusTextRenderer()
                 // Room for about the last render's size at once (the other
                 // format's, the first time: they differ by a few percent).

@@ -242,12 +242,12 @@ import Testing
         // phase right on a multiple of 15 s.
         let jitter = [0.0, 0.06, -0.05, 0.03, -0.06, 0.05, -0.02, 0.04, -0.04, 0.01]
         let times = (0..<61).map { 1_700_000_010 + Double($0) + jitter[$0 % jitter.count] }
-        let feed = RemoteWriteFeed(cache: cache, writers: [], externalLabels: [], every: 15, sampleInterval: 1)
+        let feed = RemoteWriteFeed(source: cache, writers: [], externalLabels: [], every: 15, sampleInterval: 1)
         let pushed = times.enumerated().filter { feed.due($0.element) }.map(\.offset)
         #expect(pushed == [0, 15, 30, 45, 60], "every 15th sample: \(pushed)")
         // Not longer than the sampling interval: every sample.
         for every in [0.0, 1.0] {
-            let each = RemoteWriteFeed(cache: cache, writers: [], externalLabels: [], every: every, sampleInterval: 1)
+            let each = RemoteWriteFeed(source: cache, writers: [], externalLabels: [], every: every, sampleInterval: 1)
             #expect(times.allSatisfy { each.due($0) }, "every \(every)")
         }
         // A clock set back pushes at once.

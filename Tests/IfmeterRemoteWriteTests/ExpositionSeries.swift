@@ -1,6 +1,11 @@
+import IfmeterOutput
+import IfmeterRemoteWrite
+
 /// The series of a Prometheus text exposition (0.0.4), as remote write
 /// sends them: the same names and labels a scrape gets, `__name__` among
-/// the labels, sorted by name.
+/// the labels, sorted by name. What remote write read before it took typed
+/// series (issue 32): now the tests' reference, that the series visited
+/// are those of the text.
 public struct ExpositionSeries: Sendable, Equatable {
     public var labels: [Label]
     public var value: Double
@@ -85,6 +90,26 @@ public struct ExpositionSeries: Sendable, Equatable {
         case "-Inf": return -.infinity
         case "NaN": return .nan
         default: return Double(text)
+        }
+    }
+}
+
+extension ExpositionSeries {
+    /// This series to a visitor, as an exposition would hand it.
+    func visit(_ visitor: inout some SeriesVisitor) {
+        visitor.beginSeries(labels.first { $0.name == "__name__" }?.value ?? "", suffix: "")
+        for label in labels where label.name != "__name__" { visitor.label(label.name, label.value) }
+        visitor.endSeries(.double(value))
+    }
+}
+
+extension SeriesEncoder {
+    /// The series of a text exposition's lines, encoded (the encoder's tests
+    /// write their series as text).
+    mutating func encode(_ text: [UInt8], timestampMs: Int64) -> ([UInt8], UInt32) {
+        let series = ExpositionSeries.parse(text)
+        return encode(timestampMs: timestampMs) { encoder in
+            for s in series { s.visit(&encoder) }
         }
     }
 }
