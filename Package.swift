@@ -36,10 +36,9 @@ let package = Package(
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         // SQLite for persistent totals.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        // C for the HTTP server: libmicrohttpd's dlopen table, variadic
-        // start and callbacks, zlib's macros, and (until issue 32 moves it
-        // to Swift) HTTP policy with its own threads: connection tracking,
-        // eviction, the send budget, auth waits, the bcrypt pool.
+        // C for the HTTP server, only what Swift cannot express: the dlopen
+        // tables of libmicrohttpd, its GnuTLS and libcrypt, their variadic
+        // calls, zlib's init macros. The policy is Swift's, in IfmeterServe.
         .target(name: "CIfmeterHTTP", dependencies: ["CMicroHTTPD", "CZlib"]),
         // libcurl and libsnappy for remote write: headers only (apt
         // providers, no pkg-config -l flags). ifmeter loads both with dlopen
@@ -54,10 +53,13 @@ let package = Package(
         // and the strict readers the configs are made of.
         .target(name: "IfmeterConfig", dependencies: ["IfmeterCore", "IfmeterSystem", "CYAML"]),
         // serve: the scrape cache, the HTTP server (the one place that calls
-        // libmicrohttpd), basic auth and the web config.
+        // libmicrohttpd) and its policy, basic auth and the web config.
         .target(
             name: "IfmeterServe",
-            dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterConfig", "CIfmeterHTTP", "CMicroHTTPD"]),
+            dependencies: [
+                "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterConfig", "CIfmeterHTTP", "CMicroHTTPD",
+                "CZlib",
+            ]),
         // C shims for kernel macros and inline structures Swift cannot import.
         .target(
             name: "CIfmeterLinux",

@@ -36,23 +36,6 @@ public struct HTTPTLSSettings: Sendable, Equatable {
         let versions = [Version.tls13, .tls12].filter { $0 >= minVersion && $0 <= maxVersion }
         return "NORMAL:-VERS-ALL" + versions.map { ":+" + $0.gnutlsName }.joined()
     }
-
-    /// Calls `body` with the C view of these settings.
-    func withC<T>(_ body: (UnsafePointer<cifm_http_tls>) -> T) -> T {
-        certificatePEM.withCString { cert in
-            keyPEM.withCString { key in
-                priorities.withCString { priorities in
-                    func go(_ trust: UnsafePointer<CChar>?) -> T {
-                        var raw = cifm_http_tls(
-                            cert_pem: cert, key_pem: key, trust_pem: trust, priorities: priorities, client_auth: clientAuth.rawValue)
-                        return withUnsafePointer(to: &raw) { body($0) }
-                    }
-                    if let ca = clientCAPEM { return ca.withCString { go($0) } }
-                    return go(nil)
-                }
-            }
-        }
-    }
 }
 
 /// HTTP Basic authentication against bcrypt hashes, built so that wrong
@@ -106,7 +89,7 @@ public final class BasicAuthenticator: Sendable {
     public static let failureBurst = 10.0
     /// The queue: past this wait, or this many checks, 503.
     public static let maxQueueSeconds = 5.0
-    public static let maxQueued: UInt32 = 32
+    public static let maxQueued = 32
     /// Client addresses with a bucket; past it, idle buckets are dropped,
     /// and with none idle a new address is throttled.
     static let maxClients = 4096
@@ -190,17 +173,13 @@ public final class BasicAuthenticator: Sendable {
         }
     }
 
-    private struct Pool: @unchecked Sendable {
-        let pointer: OpaquePointer
-    }
-
     private let users: [String: (hash: String, cost: Int)]
     /// One cost per configured user, sorted: an unknown name is timed as one of them.
     private let decoyCosts: [Int]
     /// A hash nobody knows the password of, per cost.
     private let decoys: [Int: String]
     private let key: [UInt8]
-    private let pool: Pool
+    private let pool: CryptPool
     private let workers: Int
     private let cache = Mutex<Set<Digest>>([])
     private let buckets = Mutex<[Client: Bucket]>([:])
@@ -225,19 +204,13 @@ public final class BasicAuthenticator: Sendable {
         self.users = parsed
         // (With no user at all, every name is unknown: timed as cost 10.)
         decoyCosts = parsed.isEmpty ? [10] : parsed.values.map(\.cost).sorted()
-        var key = [UInt8](repeating: 0, count: 32)
-        guard cifm_random_bytes(&key, key.count) == 0 else { throw .system("getrandom") }
-        self.key = key
+        key = try randomBytes(32)
         var decoys: [Int: String] = [:]
-        for cost in Set(decoyCosts + [6]) {
-            guard let decoy = Self.decoyHash(cost: cost) else { throw .system("getrandom") }
-            decoys[cost] = decoy
-        }
+        for cost in Set(decoyCosts + [6]) { decoys[cost] = try Self.decoyHash(cost: cost) }
         self.decoys = decoys
         let cores = processorCount
         workers = max(1, min(2, cores - 1))
-        guard let pool = cifm_crypt_pool_create(UInt32(workers), Self.maxQueued) else { throw .system("pthread_create") }
-        self.pool = Pool(pointer: pool)
+        pool = try CryptPool(workers: workers, maxQueued: Self.maxQueued)
         // A first estimate of bcrypt's speed (two cost-6 checks, some 5 ms
         // each), for costs not measured yet; then, in the background, one
         // check of each configured cost up to 12 (0.3 s), so that the first
@@ -245,7 +218,7 @@ public final class BasicAuthenticator: Sendable {
         timing.withLock { timing in
             for _ in 0..<2 {
                 let started = monotonicSeconds()
-                _ = cifm_crypt_matches("calibration", decoys[6]!)
+                _ = CryptPool.crypt(Array("calibration".utf8), decoys[6]!)
                 timing.record(monotonicSeconds() - started, cost: 6)
             }
         }
@@ -253,8 +226,6 @@ public final class BasicAuthenticator: Sendable {
             submit([], decoys[cost]!, cost: cost, onlyIfIdle: false) { _ in }
         }
     }
-
-    deinit { cifm_crypt_pool_release(pool.pointer) }
 
     /// The cost of a bcrypt hash (`$2y$10$` + 53 characters), nil when it is not one.
     public static func bcryptCost(_ hash: String) -> Int? {
@@ -271,9 +242,8 @@ public final class BasicAuthenticator: Sendable {
     private static let bcryptAlphabet = Array("./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789".utf8)
 
     /// A well-formed bcrypt hash of `cost` with a random salt and digest.
-    private static func decoyHash(cost: Int) -> String? {
-        var random = [UInt8](repeating: 0, count: 53)
-        guard cifm_random_bytes(&random, random.count) == 0 else { return nil }
+    private static func decoyHash(cost: Int) throws(SystemError) -> String {
+        let random = try randomBytes(53)
         var text = Array("$2y$".utf8) + Array((cost < 10 ? "0\(cost)" : "\(cost)").utf8) + [UInt8(ascii: "$")]
         for (i, byte) in random.enumerated() {
             // The salt's 22nd character carries 2 bits: one of .Oeu.
@@ -295,7 +265,7 @@ public final class BasicAuthenticator: Sendable {
         if let retryAfter = takeToken(client) { return .now(.throttled(retryAfter: retryAfter)) }
         let cost = known?.cost ?? decoyCost(for: user)
         let (wait, expected) = timing.withLock { ($0.pendingSeconds / Double(workers), $0.expected(cost: cost)) }
-        if wait > Self.maxQueueSeconds || cifm_crypt_pool_load(pool.pointer) >= Self.maxQueued {
+        if wait > Self.maxQueueSeconds || pool.load >= Self.maxQueued {
             returnToken(client)
             return .now(.busy(retryAfter: max(1, Int((wait + expected).rounded(.up)))))
         }
@@ -342,27 +312,14 @@ public final class BasicAuthenticator: Sendable {
             timing.pendingSeconds += expected
             return expected
         }
-        let completion = CryptCompletion { [self] matched, nanoseconds in
+        let queued = pool.submit(password: password, hash: hash, onlyIfIdle: onlyIfIdle) { [self] matched, nanoseconds in
             timing.withLock { timing in
                 timing.pendingSeconds = max(0, timing.pendingSeconds - expected)
                 if matched >= 0 { timing.record(Double(nanoseconds) / 1e9, cost: cost) }
             }
             done(matched == 1)
         }
-        let context = Unmanaged.passRetained(completion).toOpaque()
-        // (A NUL-terminated copy: an empty password has no base address.)
-        let rc = (password + [0]).withUnsafeBufferPointer { bytes in
-            bytes.withMemoryRebound(to: CChar.self) { chars in
-                cifm_crypt_pool_submit(
-                    pool.pointer, chars.baseAddress!, password.count, hash, onlyIfIdle ? 1 : 0,
-                    { cls, matched, nanoseconds in
-                        guard let cls else { return }
-                        Unmanaged<CryptCompletion>.fromOpaque(cls).takeRetainedValue().body(matched, nanoseconds)
-                    }, context)
-            }
-        }
-        if rc != 0 {
-            Unmanaged<CryptCompletion>.fromOpaque(context).release()
+        if !queued {
             timing.withLock { $0.pendingSeconds = max(0, $0.pendingSeconds - expected) }
             return false
         }
@@ -463,12 +420,6 @@ public final class BasicAuthenticator: Sendable {
         }
         return out
     }
-}
-
-/// What a bcrypt check calls when done, through the C pool.
-private final class CryptCompletion: Sendable {
-    let body: @Sendable (Int32, UInt64) -> Void
-    init(_ body: @escaping @Sendable (Int32, UInt64) -> Void) { self.body = body }
 }
 
 extension UInt8 {

@@ -170,14 +170,16 @@ public struct HTTPResponse: Sendable {
 
 /// An HTTP server on libmicrohttpd: a pool of epoll threads, bounded
 /// connections and timeouts. Handlers run on those threads and must be
-/// quick; HEAD is answered like GET without the body.
+/// quick; HEAD is answered like GET without the body. The policy (which
+/// connection to close, when, and which request waits) is Swift's:
+/// `ConnectionTable`, `AuthWaits` and a timer that runs both.
 public final class HTTPServer: Sendable {
     public typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
     public typealias Logger = @Sendable (String) -> Void
 
     public let address: ListenAddress
-    private let context: HTTPServerContextBox
-    private let server: Mutex<OpaquePointer?>
+    private let context: HTTPServerContext
+    private let daemon: Mutex<MHDDaemon?>
 
     /// Binds `address` and starts serving. Throws with the reason when the
     /// address cannot be bound (in use, not local, ...).
@@ -191,26 +193,47 @@ public final class HTTPServer: Sendable {
         try Self.loadLibrary()
         if let tls { try Self.check(tls) }
         let fd = try Self.listen(on: address)
-        let context = HTTPServerContextBox(
-            handler: handler, logger: logger, maxBodyBytes: limits.maxBodyBytes,
-            clientAuth: tls?.clientAuth ?? .none, authenticator: authenticator)
+        let context = HTTPServerContext(
+            handler: handler, logger: logger, limits: limits, tls: tls, authenticator: authenticator)
         self.context = context
-        let raw = cifm_http_limits(
-            threads: limits.threads, connections: limits.connections, per_ip: limits.perClient,
-            timeout_seconds: limits.idleTimeoutSeconds, memory_per_connection: limits.memoryPerConnection,
-            request_deadline_ms: UInt32(limits.requestDeadlineSeconds * 1000),
-            max_query_bytes: limits.maxQueryBytes, max_query_params: limits.maxQueryParameters,
-            send_budget: limits.sendBudgetBytes)
-        let unmanaged = Unmanaged.passUnretained(context).toOpaque()
-        let started =
-            tls.map { tls in
-                tls.withC { cifm_http_start(fd, raw, $0, accessHandler, unmanaged, logHandler, unmanaged) }
-            } ?? cifm_http_start(fd, raw, nil, accessHandler, unmanaged, logHandler, unmanaged)
-        guard let started else {
-            closeDescriptor(fd)
+        do throws(SystemError) {
+            try context.timer.start { [table = context.table, waits = context.waits] nowMs in
+                table.sweep(nowMs: nowMs)
+                return waits.fire(nowMs: nowMs)
+            }
+        } catch {
+            _ = closeDescriptor(fd)
+            throw error
+        }
+        // libmicrohttpd's own limits sit above ifmeter's, which make room
+        // by closing: connections shut down but not yet cleaned up still
+        // count there for a moment.
+        let headroom = max(limits.connections / 4, 64)
+        var options = cifm_http_options()
+        options.fd = fd
+        options.threads = limits.threads
+        options.connection_limit = limits.connections + headroom
+        options.per_ip_limit = limits.perClient + headroom
+        options.timeout_seconds = limits.idleTimeoutSeconds
+        options.memory_per_connection = limits.memoryPerConnection
+        options.handler = accessHandler
+        options.notify = notifyConnection
+        options.completed = requestCompleted
+        options.uri = uriArrived
+        options.logger = logHandler
+        options.cls = Unmanaged.passUnretained(context).toOpaque()
+        if let pem = context.tlsText {
+            options.cert_pem = UnsafePointer(pem.certificate)
+            options.key_pem = UnsafePointer(pem.key)
+            options.priorities = UnsafePointer(pem.priorities)
+            options.trust_pem = pem.trust.map { UnsafePointer($0) }
+        }
+        guard let started = cifm_http_start(&options) else {
+            context.timer.stop()
+            _ = closeDescriptor(fd)
             throw SystemError(call: "MHD_start_daemon(\(address))", message: "libmicrohttpd could not start")
         }
-        server = Mutex(started)
+        daemon = Mutex(MHDDaemon(pointer: started))
     }
 
     /// Basic auth from the next request on (nil: none): what a reload of
@@ -244,19 +267,31 @@ public final class HTTPServer: Sendable {
     public static func check(_ tls: HTTPTLSSettings) throws(SystemError) {
         try loadLibrary()
         var reason = [CChar](repeating: 0, count: 512)
-        let rc = tls.withC { cifm_tls_check($0, &reason, reason.count) }
+        let rc = tls.certificatePEM.withCString { cert in
+            tls.keyPEM.withCString { key in
+                tls.priorities.withCString { priorities in
+                    if let ca = tls.clientCAPEM {
+                        return ca.withCString { cifm_tls_check(cert, key, $0, priorities, &reason, reason.count) }
+                    }
+                    return cifm_tls_check(cert, key, nil, priorities, &reason, reason.count)
+                }
+            }
+        }
         if rc != 0 {
             throw SystemError(call: "gnutls", message: reason.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
         }
     }
 
     /// Stops accepting; in-flight responses finish. Safe to call twice.
+    /// Requests waiting for a verdict are answered first (libmicrohttpd
+    /// must have no suspended connection when it stops).
     public func stop() {
-        server.withLock { server in
-            if let running = server {
-                cifm_http_stop(running)
-                server = nil
-            }
+        daemon.withLock { daemon in
+            guard let running = daemon else { return }
+            context.waits.close()
+            context.timer.stop()
+            MHD.table.stop_daemon(running.pointer) // reports every connection closed
+            daemon = nil
         }
     }
 
@@ -264,18 +299,133 @@ public final class HTTPServer: Sendable {
     /// request line by the deadline after a response (kept alive, idle), to
     /// make room for others, and to keep responses being sent within the
     /// send budget, since the start.
-    public var closedCounts: HTTPConnectionCounts {
-        server.withLock { server in
-            var deadline: UInt64 = 0, idle: UInt64 = 0, evicted: UInt64 = 0, budget: UInt64 = 0
-            if let server { cifm_http_counts(server, &deadline, &idle, &evicted, &budget) }
-            return HTTPConnectionCounts(deadline: deadline, idle: idle, evicted: evicted, budget: budget)
-        }
-    }
+    public var closedCounts: HTTPConnectionCounts { context.table.counts }
 
     /// A listening socket for `address` (the first of its addresses that
     /// binds).
     public static func listen(on address: ListenAddress) throws(SystemError) -> Int32 {
         try listeningSocket(host: address.host, port: address.port, named: address.description)
+    }
+}
+
+/// A running daemon, stopped under the server's lock.
+private struct MHDDaemon: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+/// A connection, handed to the thread that gives its request a verdict.
+private struct ConnectionHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+/// libmicrohttpd, through the table CIfmeterHTTP loaded: the one place
+/// Swift calls it.
+enum MHD {
+    static var table: cifm_mhd_functions { cifm_mhd().pointee }
+
+    static func values(
+        _ connection: OpaquePointer, _ kind: MHD_ValueKind, _ iterator: MHD_KeyValueIterator, _ cls: UnsafeMutableRawPointer
+    ) -> Int32 {
+        table.get_connection_values(connection, kind, iterator, cls)
+    }
+
+    /// The connection's entry in the table (its socket context).
+    static func connectionID(_ connection: OpaquePointer) -> ConnectionTable.ID? {
+        guard let info = cifm_mhd_info(connection, .CONNECTION_INFO_SOCKET_CONTEXT),
+            let context = info.pointee.socket_context
+        else { return nil }
+        return ConnectionTable.ID(UInt(bitPattern: context))
+    }
+
+    static func fd(_ connection: OpaquePointer) -> Int32? {
+        cifm_mhd_info(connection, .CONNECTION_INFO_CONNECTION_FD).map { Int32($0.pointee.connect_fd) }
+    }
+
+    static func client(_ connection: OpaquePointer) -> PeerAddress? {
+        guard let info = cifm_mhd_info(connection, .CONNECTION_INFO_CLIENT_ADDRESS), let address = info.pointee.client_addr
+        else { return nil }
+        return PeerAddress(sockaddr: UnsafeRawPointer(address))
+    }
+}
+
+/// Milliseconds of the monotonic clock, as the table and waits count them.
+private func nowMs() -> UInt64 { UInt64(max(0, monotonicSeconds() * 1000)) }
+
+/// What ifmeter knows of one request, from its request line on
+/// (libmicrohttpd's `req_cls`); its callbacks for one connection run on
+/// one thread, but a verdict comes from another.
+private final class RequestState: @unchecked Sendable {
+    var seen = false // the handler has been called for it
+    var uriTooLong = false // the query string is over the limits (its parameters were not parsed)
+    var bodyBytes: UInt64 = 0 // request body received so far
+    var authWaiting = false // suspended until its credentials are judged
+    let verdict = Mutex<AuthWaits.Verdict?>(nil)
+}
+
+/// A connection opened or closed: listed in the table, unlisted.
+private let notifyConnection: MHD_NotifyConnectionCallback = { cls, connection, socketContext, code in
+    guard let cls, let connection, let socketContext else { return }
+    let context = Unmanaged<HTTPServerContext>.fromOpaque(cls).takeUnretainedValue()
+    if code == .CONNECTION_NOTIFY_STARTED {
+        guard let fd = MHD.fd(connection) else { return } // untracked: only libmicrohttpd's own limits apply
+        // Ask for a client certificate; the handler checks every given one (403).
+        if context.clientAuth != .none { cifm_tls_ask_client_cert(connection, context.clientAuth.rawValue) }
+        let id = context.table.opened(fd: fd, client: MHD.client(connection), nowMs: nowMs())
+        socketContext.pointee = UnsafeMutableRawPointer(bitPattern: UInt(id))
+    } else if code == .CONNECTION_NOTIFY_CLOSED {
+        guard let raw = socketContext.pointee else { return }
+        socketContext.pointee = nil
+        context.table.closed(ConnectionTable.ID(UInt(bitPattern: raw)))
+    }
+}
+
+/// The request line arrived: a request record, and a query string checked
+/// before libmicrohttpd stores its parameters (hundreds of them would run
+/// the connection out of memory).
+private let uriArrived: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, OpaquePointer?) -> UnsafeMutableRawPointer? = {
+    cls, uri, connection in
+    guard let cls, let uri else { return nil }
+    let context = Unmanaged<HTTPServerContext>.fromOpaque(cls).takeUnretainedValue()
+    if let connection, let id = MHD.connectionID(connection) { context.table.requestStarted(id) }
+    let request = RequestState()
+    if let query = strchrQuery(uri) {
+        var length = 0, params = 1
+        while query[1 + length] != 0 {
+            if query[1 + length] == CChar(UInt8(ascii: "&")) { params += 1 }
+            length += 1
+        }
+        if length > context.limits.maxQueryBytes || params > Int(context.limits.maxQueryParameters) {
+            request.uriTooLong = true
+            // libmicrohttpd hands the request line's own buffer here and
+            // parses the parameters from it afterwards: cut them off, so
+            // none is stored; the handler answers 414.
+            UnsafeMutablePointer(mutating: query)[1] = 0
+        }
+    }
+    return Unmanaged.passRetained(request).toOpaque()
+}
+
+/// Where `uri`'s query string starts (its `?`), if it has one.
+private func strchrQuery(_ uri: UnsafePointer<CChar>) -> UnsafePointer<CChar>? {
+    var p = uri
+    while p.pointee != 0 {
+        if p.pointee == CChar(UInt8(ascii: "?")) { return p }
+        p += 1
+    }
+    return nil
+}
+
+/// A request ended (answered or aborted): the connection waits for the
+/// next one, under the deadline again.
+private let requestCompleted: MHD_RequestCompletedCallback = { cls, connection, reqCls, code in
+    guard let cls else { return }
+    if let reqCls, let raw = reqCls.pointee {
+        Unmanaged<RequestState>.fromOpaque(raw).release()
+        reqCls.pointee = nil
+    }
+    let context = Unmanaged<HTTPServerContext>.fromOpaque(cls).takeUnretainedValue()
+    if let connection, let id = MHD.connectionID(connection) {
+        context.table.requestEnded(id, completed: code == .REQUEST_TERMINATED_COMPLETED_OK, nowMs: nowMs())
     }
 }
 
@@ -285,63 +435,65 @@ public final class HTTPServer: Sendable {
 /// announced too long); a request body is read and discarded (every answer
 /// here ignores it) up to a bound; the response goes out on the last call,
 /// so the connection stays open for the next request (keep-alive).
-private let accessHandler: cifm_http_handler = { cls, connection, url, method, version, _, uploadSize, reqCls in
-    guard let cls, let connection, let url, let method, let reqCls,
-        let state = reqCls.pointee?.assumingMemoryBound(to: cifm_http_request.self)
-    else { return 0 }
-    let context = Unmanaged<HTTPServerContextBox>.fromOpaque(cls).takeUnretainedValue()
-    if state.pointee.seen == 0 {
-        state.pointee.seen = 1
+private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, version, _, uploadSize, reqCls in
+    guard let cls, let connection, let url, let method, let reqCls, let raw = reqCls.pointee else { return .NO }
+    let state = Unmanaged<RequestState>.fromOpaque(raw).takeUnretainedValue()
+    let context = Unmanaged<HTTPServerContext>.fromOpaque(cls).takeUnretainedValue()
+    if !state.seen {
+        state.seen = true
         if let problem = framingProblem(connection, version: version.map { String(cString: $0) } ?? "") {
             return queue(
                 HTTPResponse(
                     status: 400, text: "400 Bad Request: \(problem); send GET /metrics without a body.\n", headers: [("Connection", "close")]),
-                on: connection)
+                on: connection, context)
         }
-        if state.pointee.uri_too_long != 0 {
+        if state.uriTooLong {
             return queue(
-                HTTPResponse(status: 414, text: "414 URI Too Long: ifmeter takes no long query strings; send GET /metrics.\n"), on: connection)
+                HTTPResponse(status: 414, text: "414 URI Too Long: ifmeter takes no long query strings; send GET /metrics.\n"), on: connection,
+                context)
         }
-        if let length = header(connection, "Content-Length").flatMap(UInt64.init), length > context.maxBodyBytes {
+        if let length = header(connection, "Content-Length").flatMap(UInt64.init), length > context.limits.maxBodyBytes {
             return queue(
-                HTTPResponse(status: 413, text: "413 Content Too Large: ifmeter takes no request body; send GET /metrics.\n"), on: connection)
+                HTTPResponse(status: 413, text: "413 Content Too Large: ifmeter takes no request body; send GET /metrics.\n"), on: connection,
+                context)
         }
-        if cifm_http_client_cert_ok(connection, context.clientAuth.rawValue) != 1 {
+        if cifm_tls_client_cert_ok(connection, context.clientAuth.rawValue) != 1 {
             return queue(
-                HTTPResponse(status: 403, text: "403 Forbidden: a client certificate signed by the configured CA is required.\n"), on: connection)
+                HTTPResponse(status: 403, text: "403 Forbidden: a client certificate signed by the configured CA is required.\n"), on: connection,
+                context)
         }
         if let authenticator = context.authenticator.withLock({ $0 }) {
-            return authenticate(authenticator, connection, state)
+            return authenticate(authenticator, connection, state, context)
         }
-        return 1
+        return .YES
     }
-    if state.pointee.auth_waiting != 0 {
+    if state.authWaiting {
         // Resumed with a verdict on its credentials.
-        state.pointee.auth_waiting = 0
-        switch Int(cifm_http_wait_result(state)) {
-        case Int(CIFM_AUTH_ALLOWED): return 1
-        case Int(CIFM_AUTH_REFUSED): return queue(.unauthorized, on: connection)
-        case Int(CIFM_AUTH_BUSY): return queue(.verdict(.busy(retryAfter: 1)), on: connection)
-        default: return queue(.stopping, on: connection)
+        state.authWaiting = false
+        switch state.verdict.withLock({ $0 }) {
+        case .allowed: return .YES
+        case .refused: return queue(.unauthorized, on: connection, context)
+        case .busy: return queue(.verdict(.busy(retryAfter: 1)), on: connection, context)
+        case .stopping, nil: return queue(.stopping, on: connection, context)
         }
     }
     if let uploadSize, uploadSize.pointee > 0 {
-        state.pointee.body_bytes += UInt64(uploadSize.pointee)
+        state.bodyBytes += UInt64(uploadSize.pointee)
         // Too long without announcing it (chunked): a response cannot be
         // queued mid-body, so the connection is closed.
-        if state.pointee.body_bytes > context.maxBodyBytes { return 0 }
+        if state.bodyBytes > context.limits.maxBodyBytes { return .NO }
         uploadSize.pointee = 0
-        return 1
+        return .YES
     }
     var headers: [String: String] = [:]
     withUnsafeMutablePointer(to: &headers) { headersPointer in
-        _ = cifm_mhd_get_connection_values(
-            connection, 1 /* MHD_HEADER_KIND */,
+        _ = MHD.values(
+            connection, .HEADER_KIND,
             { cls, _, key, value in
-                guard let cls, let key else { return 1 }
+                guard let cls, let key else { return .YES }
                 let dict = cls.assumingMemoryBound(to: [String: String].self)
                 dict.pointee[String(cString: key).lowercased()] = value.map { String(cString: $0) } ?? ""
-                return 1 // MHD_YES: go on
+                return .YES // go on
             }, headersPointer)
     }
     var path = String(cString: url)
@@ -349,56 +501,235 @@ private let accessHandler: cifm_http_handler = { cls, connection, url, method, v
     let methodText = String(cString: method)
     let response =
         isToken(methodText)
-        ? context.handle(HTTPRequest(method: methodText, path: path, headers: headers))
+        ? context.handler(HTTPRequest(method: methodText, path: path, headers: headers))
         : HTTPResponse(status: 400, text: "400 Bad Request: the request method is not an HTTP token; send GET /metrics.\n")
-    return queue(response, on: connection)
+    return queue(response, on: connection, context)
 }
 
 /// Basic auth for a request (see BasicAuthenticator): answered at once,
 /// or suspended until the verdict (a check on the pool, or a timer).
-private func authenticate(_ authenticator: BasicAuthenticator, _ connection: OpaquePointer, _ state: UnsafeMutablePointer<cifm_http_request>) -> Int32
-{
+private func authenticate(
+    _ authenticator: BasicAuthenticator, _ connection: OpaquePointer, _ state: RequestState, _ context: HTTPServerContext
+) -> MHD_Result {
     let assessment = authenticator.assess(authorization: header(connection, "Authorization")) { clientKey(connection) }
+    func suspend() -> AuthWaits.Ticket? {
+        let handle = ConnectionHandle(pointer: connection)
+        let ticket = context.waits.begin(
+            suspend: {
+                state.authWaiting = true
+                MHD.table.suspend_connection(connection)
+            },
+            resume: { verdict in
+                state.verdict.withLock { $0 = verdict }
+                MHD.table.resume_connection(handle.pointer)
+            })
+        // The request is whole: while ifmeter judges it, the deadline for
+        // sending one does not apply.
+        if ticket != nil, let id = MHD.connectionID(connection) { context.table.markBusy(id) }
+        return ticket
+    }
     switch assessment {
     case .now(.allowed):
-        return 1
+        return .YES
     case .now(let verdict):
-        return queue(.verdict(verdict), on: connection)
+        return queue(.verdict(verdict), on: connection, context)
     case .refusedAfter(let seconds):
-        guard let wait = cifm_http_wait_begin(connection, state) else { return queue(.unauthorized, on: connection) }
-        cifm_http_wait_finish(wait, Int32(CIFM_AUTH_REFUSED), UInt32(max(1, min(seconds, 60) * 1000)))
-        return 1
+        guard let ticket = suspend() else { return queue(.unauthorized, on: connection, context) }
+        context.waits.finish(ticket, .refused, delayMs: UInt64(max(1, min(seconds, 60) * 1000)), nowMs: nowMs())
+        return .YES
     case .verify(let verification):
-        // (It cannot wait when the server stops, or in the rare case that
-        // the connection is not tracked: try again.)
-        guard let wait = cifm_http_wait_begin(connection, state) else {
+        // (It cannot wait when the server stops: try again.)
+        guard let ticket = suspend() else {
             authenticator.abandon(verification)
-            return queue(.verdict(.busy(retryAfter: 1)), on: connection)
+            return queue(.verdict(.busy(retryAfter: 1)), on: connection, context)
         }
-        let handle = WaitHandle(pointer: wait)
-        authenticator.verify(verification) { verdict in
-            let code: Int32 =
+        authenticator.verify(verification) { [waits = context.waits] verdict in
+            let given: AuthWaits.Verdict =
                 switch verdict {
-                case .allowed: Int32(CIFM_AUTH_ALLOWED)
-                case .refused, .throttled: Int32(CIFM_AUTH_REFUSED)
-                case .busy: Int32(CIFM_AUTH_BUSY)
+                case .allowed: .allowed
+                case .refused, .throttled: .refused
+                case .busy: .busy
                 }
-            cifm_http_wait_finish(handle.pointer, code, 0)
+            waits.finish(ticket, given, nowMs: nowMs())
         }
-        return 1
+        return .YES
     }
 }
 
-/// A suspended request, handed to the thread that gives its verdict.
-private struct WaitHandle: @unchecked Sendable {
-    let pointer: OpaquePointer
+/// The connection's client as the throttle counts it: an IPv4 address as
+/// ::ffff:a.b.c.d, an IPv6 address cut to its /64 (one host usually has a
+/// whole /64).
+private func clientKey(_ connection: OpaquePointer) -> BasicAuthenticator.Client {
+    guard let address = MHD.client(connection) else { return .unknown }
+    return BasicAuthenticator.Client(address)
 }
 
-/// The connection's client address as the throttle counts it.
-private func clientKey(_ connection: OpaquePointer) -> BasicAuthenticator.Client {
-    var key = (UInt64(0), UInt64(0))
-    let rc = withUnsafeMutableBytes(of: &key) { cifm_http_client_key(connection, $0.baseAddress!.assumingMemoryBound(to: UInt8.self)) }
-    return rc == 0 ? BasicAuthenticator.Client(high: key.0, low: key.1) : .unknown
+extension BasicAuthenticator.Client {
+    init(_ address: PeerAddress) {
+        var key = [UInt8](repeating: 0, count: 16)
+        switch address.family {
+        case .ipv4:
+            key[10] = 0xff
+            key[11] = 0xff
+            key[12..<16] = address.bytes[0..<4]
+        case .ipv6:
+            let mapped = address.bytes[0..<10].allSatisfy { $0 == 0 } && address.bytes[10] == 0xff && address.bytes[11] == 0xff
+            key[0..<(mapped ? 16 : 8)] = address.bytes[0..<(mapped ? 16 : 8)]
+        }
+        func word(_ i: Int) -> UInt64 { key[i..<(i + 8)].reduce(0) { $0 << 8 | UInt64($1) } }
+        self.init(high: word(0), low: word(8))
+    }
+}
+
+/// Hands `response` to libmicrohttpd for `connection`.
+private func queue(_ response: HTTPResponse, on connection: OpaquePointer, _ context: HTTPServerContext) -> MHD_Result {
+    let mhdResponse: OpaquePointer?
+    switch response.payload {
+    case .bytes(let bytes):
+        let body = Unmanaged.passRetained(bytes)
+        mhdResponse = MHD.table.create_response(
+            bytes.count, bytes.base,
+            { cls in
+                if let cls { Unmanaged<HTTPBody>.fromOpaque(cls).release() }
+            }, body.toOpaque())
+        if mhdResponse == nil { body.release() }
+    case .inflated(let gzipped, let size):
+        mhdResponse = inflatingResponse(gzipped, size: size, connection, context)
+    }
+    guard let mhdResponse else { return .NO }
+    for (name, value) in response.headers { _ = MHD.table.add_response_header(mhdResponse, name, value) }
+    let queued = MHD.table.queue_response(connection, UInt32(response.status), mhdResponse)
+    MHD.table.destroy_response(mhdResponse)
+    if queued == .YES, let id = MHD.connectionID(connection) { context.table.markBusy(id) }
+    return queued
+}
+
+/// Plain-text responses are inflated from the gzip render as the client
+/// reads: each holds zlib's state and window and libmicrohttpd's block,
+/// and its connection's memory, until it is sent, so a thousand readers
+/// that never read held 90 MB. Each is charged to the table's send budget.
+private let inflateBlock = 32 * 1024
+
+private final class InflatingBody {
+    let inflater: Inflater
+    let table: ConnectionTable
+    var charge: ConnectionTable.Charge?
+
+    init(_ inflater: Inflater, table: ConnectionTable) {
+        self.inflater = inflater
+        self.table = table
+    }
+}
+
+private func inflatingResponse(_ gzipped: HTTPBody, size: UInt64, _ connection: OpaquePointer, _ context: HTTPServerContext)
+    -> OpaquePointer?
+{
+    guard let inflater = Inflater(gzipped) else { return nil }
+    let body = InflatingBody(inflater, table: context.table)
+    let retained = Unmanaged.passRetained(body)
+    let response = MHD.table.create_callback_response(
+        size, inflateBlock,
+        { cls, _, buffer, max in
+            // (libmicrohttpd reads in order.)
+            guard let cls, let buffer else { return -2 } // MHD_CONTENT_READER_END_WITH_ERROR
+            let body = Unmanaged<InflatingBody>.fromOpaque(cls).takeUnretainedValue()
+            guard let produced = body.inflater.read(into: UnsafeMutableRawPointer(buffer), max: max) else { return -2 }
+            return produced == 0 ? -1 : produced // -1: MHD_CONTENT_READER_END_OF_STREAM
+        },
+        retained.toOpaque(),
+        { cls in
+            guard let cls else { return }
+            let body = Unmanaged<InflatingBody>.fromOpaque(cls).takeRetainedValue()
+            if let charge = body.charge { body.table.release(charge) }
+        })
+    guard let response else {
+        retained.release()
+        return nil
+    }
+    // Its state, the window, the block libmicrohttpd reads into, and the
+    // connection's memory (its pool, up to the limit), which closing it
+    // frees too.
+    if let id = MHD.connectionID(connection) {
+        let bytes = inflater.heldBytes + inflateBlock + context.limits.memoryPerConnection
+        body.charge = context.table.charge(bytes, for: id, nowMs: nowMs())
+    }
+    return response
+}
+
+private let logHandler: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?) -> Void = { cls, message in
+    guard let cls, let message else { return }
+    Unmanaged<HTTPServerContext>.fromOpaque(cls).takeUnretainedValue().logger(String(cString: message))
+}
+
+/// What the C callbacks reach through their `cls` pointer.
+private final class HTTPServerContext: Sendable {
+    let handler: HTTPServer.Handler
+    let logger: HTTPServer.Logger
+    let limits: HTTPLimits
+    let clientAuth: HTTPTLSSettings.ClientAuth
+    let table: ConnectionTable
+    let waits: AuthWaits
+    let timer: ServerTimer
+    /// The TLS settings as C text, which libmicrohttpd keeps pointers to.
+    let tlsText: TLSText?
+    /// Replaced when a reload changes the users (`setAuthenticator`).
+    let authenticator: Mutex<BasicAuthenticator?>
+    /// Those replaced: a check they started may still be running on their
+    /// pool, so they are kept for the server's life (a reload is rare).
+    let retired = Mutex<[BasicAuthenticator]>([])
+
+    init(
+        handler: @escaping HTTPServer.Handler, logger: @escaping HTTPServer.Logger, limits: HTTPLimits, tls: HTTPTLSSettings?,
+        authenticator: BasicAuthenticator?
+    ) {
+        self.handler = handler
+        self.logger = logger
+        self.limits = limits
+        self.clientAuth = tls?.clientAuth ?? .none
+        table = ConnectionTable(
+            limits: ConnectionTable.Limits(
+                connections: Int(limits.connections), perClient: Int(limits.perClient),
+                requestDeadlineMs: UInt64(limits.requestDeadlineSeconds * 1000), sendBudget: limits.sendBudgetBytes),
+            close: shutdownSocket)
+        let timer = ServerTimer()
+        self.timer = timer
+        waits = AuthWaits(wake: { timer.poke() })
+        tlsText = tls.map(TLSText.init)
+        self.authenticator = Mutex(authenticator)
+    }
+}
+
+/// NUL-terminated copies of the TLS settings, at fixed addresses.
+private final class TLSText: @unchecked Sendable {
+    let certificate: UnsafeMutablePointer<CChar>
+    let key: UnsafeMutablePointer<CChar>
+    let priorities: UnsafeMutablePointer<CChar>
+    let trust: UnsafeMutablePointer<CChar>?
+
+    init(_ tls: HTTPTLSSettings) {
+        func copy(_ text: String) -> UnsafeMutablePointer<CChar> {
+            let bytes = Array(text.utf8CString)
+            let memory = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count)
+            memory.initialize(from: bytes, count: bytes.count)
+            return memory
+        }
+        certificate = copy(tls.certificatePEM)
+        key = copy(tls.keyPEM)
+        priorities = copy(tls.priorities)
+        trust = tls.clientCAPEM.map(copy)
+    }
+
+    deinit {
+        for text in [certificate, key, priorities] + (trust.map { [$0] } ?? []) {
+            // (The key is wiped before it goes.)
+            var p = text
+            while p.pointee != 0 {
+                p.pointee = 0
+                p += 1
+            }
+            text.deallocate()
+        }
+    }
 }
 
 extension HTTPResponse {
@@ -432,16 +763,16 @@ extension HTTPResponse {
 private func framingProblem(_ connection: OpaquePointer, version: String) -> String? {
     var found: (lengths: [String], codings: [String]) = ([], [])
     withUnsafeMutablePointer(to: &found) { pointer in
-        _ = cifm_mhd_get_connection_values(
-            connection, 1 /* MHD_HEADER_KIND */,
+        _ = MHD.values(
+            connection, .HEADER_KIND,
             { cls, _, key, value in
-                guard let cls, let key else { return 1 }
+                guard let cls, let key else { return .YES }
                 let target = cls.assumingMemoryBound(to: (lengths: [String], codings: [String]).self)
                 let name = String(cString: key).lowercased()
                 let text = value.map { String(cString: $0)[...].trimmingSpaces() } ?? ""
                 if name == "content-length" { target.pointee.lengths.append(text) }
                 if name == "transfer-encoding" { target.pointee.codings.append(text) }
-                return 1
+                return .YES
             }, pointer)
     }
     if !found.codings.isEmpty {
@@ -458,47 +789,19 @@ private func framingProblem(_ connection: OpaquePointer, version: String) -> Str
 private func header(_ connection: OpaquePointer, _ name: String) -> String? {
     var search: (found: String?, name: String) = (nil, name.lowercased())
     withUnsafeMutablePointer(to: &search) { pointer in
-        _ = cifm_mhd_get_connection_values(
-            connection, 1 /* MHD_HEADER_KIND */,
+        _ = MHD.values(
+            connection, .HEADER_KIND,
             { cls, _, key, value in
-                guard let cls, let key, let value else { return 1 }
+                guard let cls, let key, let value else { return .YES }
                 let target = cls.assumingMemoryBound(to: (found: String?, name: String).self)
                 if String(cString: key).lowercased() == target.pointee.name {
                     target.pointee.found = String(cString: value)
-                    return 0
+                    return .NO
                 }
-                return 1
+                return .YES
             }, pointer)
     }
     return search.found
-}
-
-/// Hands `response` to libmicrohttpd for `connection`; 1 when queued.
-private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> Int32 {
-    let mhdResponse: OpaquePointer?
-    switch response.payload {
-    case .bytes(let bytes):
-        let body = Unmanaged.passRetained(bytes)
-        mhdResponse = cifm_mhd_create_response(
-            bytes.count, UnsafeMutableRawPointer(mutating: bytes.base),
-            { cls in
-                if let cls { Unmanaged<HTTPBody>.fromOpaque(cls).release() }
-            }, body.toOpaque())
-        if mhdResponse == nil { body.release() }
-    case .inflated(let gzipped, let size):
-        let body = Unmanaged.passRetained(gzipped)
-        mhdResponse = cifm_mhd_create_gunzip_response(
-            connection, gzipped.base, gzipped.count, size, gzipped.windowBits,
-            { cls in
-                if let cls { Unmanaged<HTTPBody>.fromOpaque(cls).release() }
-            }, body.toOpaque())
-        if mhdResponse == nil { body.release() }
-    }
-    guard let mhdResponse else { return 0 }
-    for (name, value) in response.headers { _ = cifm_mhd_add_response_header(mhdResponse, name, value) }
-    let queued = cifm_mhd_queue_response(connection, UInt32(response.status), mhdResponse)
-    cifm_mhd_destroy_response(mhdResponse)
-    return queued
 }
 
 /// RFC 9110 token characters, which a method must consist of.
@@ -507,85 +810,4 @@ private func isToken(_ text: String) -> Bool {
         && text.utf8.allSatisfy { b in
             (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || "!#$%&'*+-.^_`|~".utf8.contains(b)
         }
-}
-
-private let logHandler: cifm_http_logger = { cls, message in
-    guard let cls, let message else { return }
-    Unmanaged<HTTPServerContextBox>.fromOpaque(cls).takeUnretainedValue().log(String(cString: message))
-}
-
-/// What the C callbacks reach through their `cls` pointer.
-private final class HTTPServerContextBox: Sendable {
-    let handler: HTTPServer.Handler
-    let logger: HTTPServer.Logger
-    let maxBodyBytes: UInt64
-    let clientAuth: HTTPTLSSettings.ClientAuth
-    /// Replaced when a reload changes the users (`setAuthenticator`).
-    let authenticator: Mutex<BasicAuthenticator?>
-    /// Those replaced: a check they started may still be running on their
-    /// pool, so they are kept for the server's life (a reload is rare).
-    let retired = Mutex<[BasicAuthenticator]>([])
-
-    init(
-        handler: @escaping HTTPServer.Handler, logger: @escaping HTTPServer.Logger, maxBodyBytes: UInt64,
-        clientAuth: HTTPTLSSettings.ClientAuth, authenticator: BasicAuthenticator?
-    ) {
-        self.handler = handler
-        self.logger = logger
-        self.maxBodyBytes = maxBodyBytes
-        self.clientAuth = clientAuth
-        self.authenticator = Mutex(authenticator)
-    }
-
-    func handle(_ request: HTTPRequest) -> HTTPResponse { handler(request) }
-    func log(_ line: String) { logger(line) }
-}
-
-/// gzip compression of text given in pieces; the compressed whole grows in
-/// one buffer, the text itself is never held. zlib level 1: text this
-/// repetitive still shrinks about twentyfold.
-public final class GzipWriter {
-    private var stream: OpaquePointer?
-    /// Bytes written so far (the inflated size).
-    public private(set) var inputBytes: UInt64 = 0
-    private var failed = false
-
-    /// `expectedSize`: the compressed size to make room for at once (such
-    /// as the last one's), so the buffer does not grow by doubling.
-    public init?(level: Int32 = 1, expectedSize: Int = 0) {
-        guard let stream = cifm_gzip_begin(level, max(0, expectedSize)) else { return nil }
-        self.stream = stream
-    }
-
-    deinit { cifm_gzip_abort(stream) }
-
-    public func write(_ bytes: UnsafeRawBufferPointer) {
-        guard let stream, !failed, !bytes.isEmpty else { return }
-        if cifm_gzip_write(stream, bytes.baseAddress, bytes.count) != 0 { failed = true }
-        inputBytes += UInt64(bytes.count)
-    }
-
-    /// The compressed whole; nil when zlib failed.
-    public func finish() -> HTTPBody? {
-        guard let stream else { return nil }
-        self.stream = nil
-        if failed {
-            cifm_gzip_abort(stream)
-            return nil
-        }
-        var output: UnsafeMutableRawPointer?
-        var length = 0
-        guard cifm_gzip_end(stream, &output, &length) == 0, let output else { return nil }
-        return HTTPBody(mallocated: output, count: length, windowBits: CIFM_GZIP_WINDOW_BITS)
-    }
-}
-
-/// gzip-compresses `bytes` (zlib level 1: text this repetitive still
-/// shrinks about tenfold). Nil when zlib fails.
-public func gzip(_ bytes: [UInt8], level: Int32 = 1) -> HTTPBody? {
-    var output: UnsafeMutableRawPointer?
-    var length = 0
-    let rc = bytes.withUnsafeBytes { cifm_http_gzip($0.baseAddress, $0.count, level, &output, &length) }
-    guard rc == 0, let output else { return nil }
-    return HTTPBody(mallocated: output, count: length)
 }

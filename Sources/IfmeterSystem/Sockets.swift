@@ -60,3 +60,61 @@ public func freeMallocated(_ pointer: UnsafeMutableRawPointer) { free(pointer) }
 
 /// The processors online.
 public var processorCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+
+/// Grows or cuts memory from malloc (realloc: past malloc's mmap
+/// threshold it moves no bytes); nil when there is no room (the memory is
+/// left as it was).
+public func reallocateMallocated(_ pointer: UnsafeMutableRawPointer?, count: Int) -> UnsafeMutableRawPointer? {
+    realloc(pointer, count)
+}
+
+/// Shuts a connected socket down both ways (shutdown(2)): its owner sees
+/// the end of the stream and closes it as usual.
+public func shutdownSocket(_ fd: Int32) {
+    #if canImport(Glibc)
+    _ = shutdown(fd, Int32(SHUT_RDWR))
+    #else
+    _ = shutdown(fd, SHUT_RDWR)
+    #endif
+}
+
+/// A peer's address as a value: its family and its IP address (4 or 16
+/// bytes), no port.
+public struct PeerAddress: Sendable, Hashable {
+    public enum Family: Sendable, Hashable { case ipv4, ipv6 }
+    public var family: Family
+    public var bytes: [UInt8]
+
+    public init(family: Family, bytes: [UInt8]) {
+        self.family = family
+        self.bytes = bytes
+    }
+
+    /// From a `struct sockaddr` (AF_INET or AF_INET6); nil for others.
+    public init?(sockaddr raw: UnsafeRawPointer) {
+        let family = raw.load(as: sockaddr.self).sa_family
+        if Int32(family) == AF_INET {
+            let address = raw.load(as: sockaddr_in.self).sin_addr
+            self.init(family: .ipv4, bytes: withUnsafeBytes(of: address) { Array($0) })
+        } else if Int32(family) == AF_INET6 {
+            let address = raw.load(as: sockaddr_in6.self).sin6_addr
+            self.init(family: .ipv6, bytes: withUnsafeBytes(of: address) { Array($0) })
+        } else {
+            return nil
+        }
+    }
+}
+
+/// `count` random bytes from the kernel (getentropy(3): getrandom(2),
+/// 256 bytes at a time).
+public func randomBytes(_ count: Int) throws(SystemError) -> [UInt8] {
+    var bytes = [UInt8](repeating: 0, count: count)
+    var filled = 0
+    while filled < count {
+        let chunk = min(256, count - filled)
+        let rc = bytes.withUnsafeMutableBytes { getentropy($0.baseAddress! + filled, chunk) }
+        guard rc == 0 else { throw .system("getentropy") }
+        filled += chunk
+    }
+    return bytes
+}
