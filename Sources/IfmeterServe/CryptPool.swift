@@ -37,14 +37,18 @@ public final class CryptPool: Sendable {
     private let check: Check
 
     /// Starts `workers` threads (at least one). Throws when none can start.
-    public init(workers: Int, maxQueued: Int, check: @escaping Check = CryptPool.crypt) throws(SystemError) {
+    /// `clock` (seconds) times each check.
+    public init(
+        workers: Int, maxQueued: Int, check: @escaping Check = CryptPool.crypt,
+        clock: @escaping @Sendable () -> Double = monotonicSeconds
+    ) throws(SystemError) {
         self.maxQueued = maxQueued
         self.check = check
         var started = 0
         var firstError: SystemError?
         for _ in 0..<max(1, workers) {
             do throws(SystemError) {
-                try startThread { [state, check] in Self.work(state, check) }
+                try startThread { [state, check] in Self.work(state, check, clock) }
                 started += 1
             } catch {
                 firstError = firstError ?? error
@@ -73,7 +77,7 @@ public final class CryptPool: Sendable {
     /// Checks queued or running.
     public var load: Int { state.withLock { $0.queue.count + $0.running } }
 
-    private static func work(_ state: ConditionLock<State>, _ check: Check) {
+    private static func work(_ state: ConditionLock<State>, _ check: Check, _ clock: @Sendable () -> Double) {
         while true {
             let next = state.wait(seconds: 3600, until: { !$0.queue.isEmpty || $0.released }) { state, ready -> Next in
                 guard ready else { return .wait }
@@ -85,9 +89,9 @@ public final class CryptPool: Sendable {
             case .wait: continue
             case .end: return
             case .job(var job):
-                let started = monotonicSeconds()
+                let started = clock()
                 let matched = check(job.password, job.hash)
-                let took = UInt64(max(0, (monotonicSeconds() - started) * 1e9))
+                let took = UInt64(max(0, (clock() - started) * 1e9))
                 for i in job.password.indices { job.password[i] = 0 }
                 job.done(matched, took)
                 state.update { $0.running -= 1 }

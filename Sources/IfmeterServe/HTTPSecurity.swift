@@ -184,11 +184,19 @@ public final class BasicAuthenticator: Sendable {
     private let cache = Mutex<Set<Digest>>([])
     private let buckets = Mutex<[Client: Bucket]>([:])
     private let timing = Mutex(Timing())
+    private let clock: @Sendable () -> Double
 
     /// `users` maps a user name to a bcrypt hash ($2y$, $2b$ or $2a$, of a
     /// cost in `costs`). Throws when a hash is not one, or when the random
     /// key or the pool's threads cannot be had.
-    public init(users: [String: String]) throws(SystemError) {
+    public convenience init(users: [String: String]) throws(SystemError) {
+        try self.init(users: users, check: CryptPool.crypt, clock: monotonicSeconds)
+    }
+
+    /// With a check and a clock of the caller's: tests time checks by a
+    /// clock they move.
+    init(users: [String: String], check: @escaping CryptPool.Check, clock: @escaping @Sendable () -> Double) throws(SystemError) {
+        self.clock = clock
         var parsed: [String: (hash: String, cost: Int)] = [:]
         for (user, hash) in users {
             guard let cost = Self.bcryptCost(hash) else {
@@ -210,22 +218,27 @@ public final class BasicAuthenticator: Sendable {
         self.decoys = decoys
         let cores = processorCount
         workers = max(1, min(2, cores - 1))
-        pool = try CryptPool(workers: workers, maxQueued: Self.maxQueued)
+        pool = try CryptPool(workers: workers, maxQueued: Self.maxQueued, check: check, clock: clock)
         // A first estimate of bcrypt's speed (two cost-6 checks, some 5 ms
         // each), for costs not measured yet; then, in the background, one
         // check of each configured cost up to 12 (0.3 s), so that the first
         // unknown user is timed by a real one.
         timing.withLock { timing in
             for _ in 0..<2 {
-                let started = monotonicSeconds()
-                _ = CryptPool.crypt(Array("calibration".utf8), decoys[6]!)
-                timing.record(monotonicSeconds() - started, cost: 6)
+                let started = clock()
+                _ = check(Array("calibration".utf8), decoys[6]!)
+                timing.record(clock() - started, cost: 6)
             }
         }
         for cost in Set(decoyCosts).sorted() where cost <= 12 {
             submit([], decoys[cost]!, cost: cost, onlyIfIdle: false) { _ in }
         }
     }
+
+    /// What a check of `cost` is expected to take, as measured so far.
+    func expectedSeconds(cost: Int) -> Double { timing.withLock { $0.expected(cost: cost) } }
+    /// Checks on the pool, queued or running.
+    var checksQueuedOrRunning: Int { pool.load }
 
     /// The cost of a bcrypt hash (`$2y$10$` + 53 characters), nil when it is not one.
     public static func bcryptCost(_ hash: String) -> Int? {
@@ -348,7 +361,7 @@ public final class BasicAuthenticator: Sendable {
     /// Takes a token from `client`'s bucket; nil when there was one, else
     /// the seconds until there is.
     private func takeToken(_ client: Client) -> Int? {
-        let now = monotonicSeconds()
+        let now = clock()
         return buckets.withLock { buckets -> Int? in
             if buckets[client] == nil, buckets.count >= Self.maxClients {
                 buckets = buckets.filter { _, bucket in
