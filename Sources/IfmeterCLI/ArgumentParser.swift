@@ -85,6 +85,71 @@ public struct OptionSpec: Sendable {
     }
 }
 
+/// An option a command reads: declared once, as a `Flag`, an `Option` or a
+/// `ListOption`, whose `spec` goes into `CommandSpec.options` (help, man
+/// pages, completions and the config file are made from it) and which
+/// `ParsedArguments` is read by, without spelling its name again.
+public protocol OptionHandle: Sendable {
+    var spec: OptionSpec { get }
+}
+
+/// A flag: given or not (`p[CommonOptions.bits]`).
+public struct Flag: OptionHandle {
+    public let spec: OptionSpec
+
+    public init(_ long: String, short: String? = nil, help: String, hidden: Bool = false) {
+        spec = OptionSpec(long, short: short, help: help, hidden: hidden)
+    }
+
+    /// The same flag, read alike, described otherwise for another command.
+    public func helping(_ help: String) -> Flag {
+        Flag(spec.long, short: spec.short, help: help, hidden: spec.hidden)
+    }
+}
+
+/// An option that takes one value, given at most once
+/// (`p[CommonOptions.interval]`: the value, nil when not given).
+public struct Option: OptionHandle {
+    public let spec: OptionSpec
+
+    public init(
+        _ long: String, short: String? = nil, value: String, help: String, default defaultText: String? = nil, hidden: Bool = false,
+        choices: [String] = [], completion: ValueCompletion? = nil
+    ) {
+        spec = OptionSpec(
+            long, short: short, value: value, help: help, default: defaultText, hidden: hidden, choices: choices, completion: completion)
+    }
+
+    /// The same option, read alike, described otherwise for another command.
+    public func helping(_ help: String) -> Option {
+        Option(
+            spec.long, short: spec.short, value: spec.valueName ?? "value", help: help, default: spec.defaultText, hidden: spec.hidden,
+            choices: spec.choices, completion: spec.completion)
+    }
+}
+
+/// An option that may be given more than once, its values separated by
+/// commas too (`p[CommonOptions.include]`: every value, in order).
+public struct ListOption: OptionHandle {
+    public let spec: OptionSpec
+
+    public init(
+        _ long: String, short: String? = nil, value: String, help: String, default defaultText: String? = nil, hidden: Bool = false,
+        choices: [String] = [], completion: ValueCompletion? = nil
+    ) {
+        spec = OptionSpec(
+            long, short: short, value: value, help: help, default: defaultText, repeatable: true, hidden: hidden, choices: choices,
+            completion: completion)
+    }
+
+    /// The same option, read alike, described otherwise for another command.
+    public func helping(_ help: String) -> ListOption {
+        ListOption(
+            spec.long, short: spec.short, value: spec.valueName ?? "value", help: help, default: spec.defaultText, hidden: spec.hidden,
+            choices: spec.choices, completion: spec.completion)
+    }
+}
+
 /// A positional argument.
 public struct PositionalSpec: Sendable {
     public var name: String
@@ -203,6 +268,30 @@ public struct ParsedArguments: Sendable {
     }
 
     public func has(_ long: String) -> Bool { values[long] != nil || flags.contains(long) }
+
+    /// The flag was given.
+    public subscript(_ flag: Flag) -> Bool { flags.contains(flag.spec.long) }
+
+    /// The option's value, nil when it was not given.
+    public subscript(_ option: Option) -> String? { values[option.spec.long]?.last }
+
+    /// Every value given for the option, comma-separated ones split, empty
+    /// ones left out.
+    public subscript(_ option: ListOption) -> [String] {
+        (values[option.spec.long] ?? []).flatMap { $0.split(separator: ",").map(String.init) }.filter { !$0.isEmpty }
+    }
+
+    /// Every value given for the option as it was given, before splitting.
+    public func given(_ option: ListOption) -> [String] { values[option.spec.long] ?? [] }
+
+    /// The option or flag was given (a list option even with only empty
+    /// values).
+    public func has(_ option: any OptionHandle) -> Bool {
+        values[option.spec.long] != nil || flags.contains(option.spec.long)
+    }
+
+    /// The command declares the option.
+    public func declares(_ option: any OptionHandle) -> Bool { spec.options.contains { $0.long == option.spec.long } }
 
     public func usage(_ message: String) -> CLIError { .usage(message, command: spec.name) }
 
