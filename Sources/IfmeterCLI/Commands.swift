@@ -128,7 +128,7 @@ struct SampleCommand: Command {
             on until interrupted. JSON output is one object per line.
             """,
         options: [
-            CommonOptions.interval,
+            CommonOptions.interval.spec,
             OptionSpec("--count", short: "-n", value: "n", help: "Number of intervals to print."),
             OptionSpec("--watch", help: "Print intervals until interrupted."),
             OptionSpec("--wide", help: "Also packet rates, errors and drops per interval."),
@@ -202,6 +202,10 @@ struct SampleCommand: Command {
 }
 
 struct RecordCommand: Command {
+    enum Options {
+        static let duration = Option("--duration", value: "duration", help: "Record for this long.")
+    }
+
     static let spec = CommandSpec(
         name: "ifmeter record",
         abstract: "Record live samples as a trace (ifmeter/1, JSON Lines) for replay.",
@@ -211,9 +215,9 @@ struct RecordCommand: Command {
             records until interrupted.
             """,
         options: [
-            CommonOptions.interval,
+            CommonOptions.interval.spec,
             OptionSpec("--count", short: "-n", value: "n", help: "Number of intervals to record (N+1 samples)."),
-            OptionSpec("--duration", value: "duration", help: "Record for this long."),
+            Options.duration.spec,
             OptionSpec("--output", short: "-o", value: "file", help: "Write the trace here instead of stdout."),
             CommandLinePath.allowForeignSpec,
         ] + CommonOptions.source + CommonOptions.filters)
@@ -222,9 +226,9 @@ struct RecordCommand: Command {
     let output: String?
 
     init(_ p: ParsedArguments) throws(CLIError) {
-        let interval = try CommonOptions.duration(p, "--interval", default: 1)
+        let interval = try CommonOptions.duration(p, CommonOptions.interval, default: 1)
         let count = try CommonOptions.positiveInt(p, "--count", max: CommonOptions.maxCount)
-        let duration = p.has("--duration") ? try CommonOptions.duration(p, "--duration", default: 0) : nil
+        let duration = p.has(Options.duration) ? try CommonOptions.duration(p, Options.duration, default: 0) : nil
         if count != nil, duration != nil { throw p.usage("'--count' and '--duration' cannot be used together") }
         // Both in Units.durationRange: at most 365 d / 1 ms = 3.2e10 intervals.
         let intervals = duration.map { max(1, Int(($0 / interval).rounded(.down))) } ?? count

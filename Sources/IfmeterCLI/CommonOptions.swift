@@ -65,26 +65,28 @@ enum CommonOptions {
         help: "Byte-rate ceiling used to tell a 32-bit wrap from a reset when a link's speed is unknown, like 10Gbit, 1Gbit or 125MB.",
         default: "10Gbit")
 
-    static let interval = OptionSpec(
+    static let interval = Option(
         "--interval", short: "-i", value: "duration", help: "Time between samples, like 500ms, 0.5s, 2m or 10.", default: "1s")
 
     static let bits = OptionSpec("--bits", help: "Show rates in bits per second.")
 
-    static let seriesLifetime = OptionSpec(
+    static let seriesLifetime = Option(
         "--series-lifetime", value: "duration", help: "Forget an interface this long after it went away.", default: "5m")
+
+    static let saveEvery = Option(
+        "--save-every", value: "duration",
+        help:
+            "Save the state file this often; also at once when an interface is deleted, on SIGHUP and at a stop. Within a boot a restart loses nothing whatever the pace; a power cut loses at most this long's traffic, counted as a lower bound.",
+        default: "5m")
 
     /// The options of the commands that sample until stopped.
     static let monitoring: [OptionSpec] =
         [
-            interval, maxRate, seriesLifetime,
+            interval.spec, maxRate, seriesLifetime.spec,
             OptionSpec(
                 "--state", value: "path",
                 help: "Keep totals across restarts and reboots, and usage per local hour, in this SQLite file (none without it)."),
-            OptionSpec(
-                "--save-every", value: "duration",
-                help:
-                    "Save the state file this often; also at once when an interface is deleted, on SIGHUP and at a stop. Within a boot a restart loses nothing whatever the pace; a power cut loses at most this long's traffic, counted as a lower bound.",
-                default: "5m"),
+            saveEvery.spec,
             RetentionOptions.keepHours, RetentionOptions.keepDays,
             OptionSpec("--boot-id-file", value: "path", help: "Read the boot id here.", hidden: true),
             CommandLinePath.allowForeignSpec,
@@ -165,11 +167,12 @@ enum CommonOptions {
     /// Every duration option (`--interval`, `--every`, `--save-every`,
     /// `--series-lifetime`, `--duration`, `--over`): 1 ms to 365 days
     /// (`Units.durationRange`); anything else is a usage error that says so.
-    static func duration(_ p: ParsedArguments, _ long: String, default value: Double) throws(CLIError) -> Double {
-        guard let text = p.value(long) else { return value }
+    static func duration(_ p: ParsedArguments, _ option: Option, default value: Double) throws(CLIError) -> Double {
+        guard let text = p[option] else { return value }
         guard let seconds = Units.parseDuration(text), Units.durationRange.contains(seconds) else {
             throw p.usage(
-                "invalid value '\(text)' for '\(long) <duration>': expected a duration from \(Units.durationRangeText), like 500ms, 0.5s, 2m or 10")
+                "invalid value '\(text)' for '\(option.spec.long) <duration>': expected a duration from \(Units.durationRangeText), like 500ms, 0.5s, 2m or 10"
+            )
         }
         return seconds
     }
@@ -300,17 +303,18 @@ struct SamplingSetup {
         samplerOptions = try CommonOptions.samplerOptions(p)
         samplerOptions.kernelStats = kernelStats
         configuration = PipelineConfiguration(
-            interval: try CommonOptions.duration(p, "--interval", default: 1), filter: try CommonOptions.filter(p),
+            interval: try CommonOptions.duration(p, CommonOptions.interval, default: 1), filter: try CommonOptions.filter(p),
             engine: try CommonOptions.engineConfiguration(p),
-            seriesLifetime: p.spec.options.contains { $0.long == "--series-lifetime" }
-                ? try CommonOptions.duration(p, "--series-lifetime", default: 300) : nil,
+            seriesLifetime: p.declares(CommonOptions.seriesLifetime)
+                ? try CommonOptions.duration(p, CommonOptions.seriesLifetime, default: 300) : nil,
             sampleLimit: sampleLimit, stopOnFailure: stopOnFailure)
         configuration.idleDeltas = idleDeltas
-        for option in ["--save-every", RetentionOptions.keepHours.long, RetentionOptions.keepDays.long] where p.has(option) && !p.has("--state") {
+        for option in [CommonOptions.saveEvery.spec.long, RetentionOptions.keepHours.long, RetentionOptions.keepDays.long]
+        where p.has(option) && !p.has("--state") {
             throw p.usage("'\(option)' needs '--state FILE'")
         }
         if let path = p.value("--state") {
-            let saveEvery = try CommonOptions.duration(p, "--save-every", default: saveEvery)
+            let saveEvery = try CommonOptions.duration(p, CommonOptions.saveEvery, default: saveEvery)
             var options = StateOptions(path: path, host: hostName(), saveEvery: saveEvery)
             options.retention = try RetentionOptions.retention(p)
             if let file = p.value("--boot-id-file") { options.bootIDFile = file }

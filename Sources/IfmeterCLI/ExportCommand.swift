@@ -8,6 +8,10 @@ import IfmeterSampling
 import IfmeterSystem
 
 struct ExportCommand: Command {
+    enum Options {
+        static let every = Option("--every", value: "duration", help: "Length of a period: time between writes.", default: "15s")
+    }
+
     static let spec = CommandSpec(
         name: "ifmeter export",
         abstract: "Write reports or metrics to files periodically, never half-written.",
@@ -31,7 +35,7 @@ struct ExportCommand: Command {
             OptionSpec("--max-size", value: "size", help: "Rotate the --json-lines file past this size, like 10MB or 512KiB.", default: "10MB"),
             OptionSpec("--keep", value: "n", help: "Rotated --json-lines files to keep (PATH.1 ... PATH.N).", default: "5"),
             OptionSpec("--textfile", value: "path", help: "Write the Prometheus text exposition here."),
-            OptionSpec("--every", value: "duration", help: "Length of a period: time between writes.", default: "15s"),
+            Options.every.spec,
             CompatOption.spec,
         ] + RouteOptions.specsWithoutDefaultProbes + CommonOptions.monitoring)
 
@@ -57,7 +61,7 @@ struct ExportCommand: Command {
         // 1 KiB to 2^63-1 bytes (what a file's size can be).
         maxSize = Int(try CommonOptions.size(p, "--max-size", 1024...Units.maxSize, "1KiB to 9223372036854775807B (2^63-1)") ?? 10_000_000)
         keep = try CommonOptions.positiveInt(p, "--keep", max: CommonOptions.maxKeep) ?? 5
-        every = try CommonOptions.duration(p, "--every", default: 15)
+        every = try CommonOptions.duration(p, Options.every, default: 15)
         families = try CompatOption.families(p)
         setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: StateOptions.defaultSaveEvery, idleDeltas: false)
         if !p.has("--probe") { try RouteOptions.check(p) }

@@ -8,14 +8,16 @@ import IfmeterSystem
 /// `serve --remote-write`: push the scrape's series to Prometheus
 /// Remote-Write 1.0 receivers (docs/metrics.md, "Remote write").
 struct RemoteWriteOptions {
+    static let remoteWriteInterval = Option(
+        "--remote-write-interval", value: "duration",
+        help: "Time between pushes, as a scrape interval (a sample each, stamped with its time; at most one per --interval).", default: "15s")
+
     static let specs: [OptionSpec] = [
         OptionSpec(
             "--remote-write", value: "url",
             help: "Also push the series to this Prometheus Remote-Write 1.0 receiver (such as http://prometheus:9090/api/v1/write).",
             repeatable: true),
-        OptionSpec(
-            "--remote-write-interval", value: "duration",
-            help: "Time between pushes, as a scrape interval (a sample each, stamped with its time; at most one per --interval).", default: "15s"),
+        remoteWriteInterval.spec,
         OptionSpec(
             "--remote-write-queue", value: "dir",
             help: "Where unsent samples wait on disk, a folder per receiver (default: beside --state, STATE.remote-write)."),
@@ -65,7 +67,7 @@ struct RemoteWriteOptions {
             )
         }
         self.urls = urls
-        interval = try CommonOptions.duration(p, "--remote-write-interval", default: 15)
+        interval = try CommonOptions.duration(p, Self.remoteWriteInterval, default: 15)
         guard let folder = p.value("--remote-write-queue") ?? statePath.map({ $0 + ".remote-write" }) else {
             throw p.usage(
                 "'--remote-write' keeps unsent samples on disk: give '--state FILE' (the queue goes beside it) or '--remote-write-queue DIR'")

@@ -8,6 +8,11 @@ import IfmeterSystem
 /// `ifmeter route`: the kernel's routing decision for probe addresses, each
 /// tunnel's underlay, and how much traffic went around the tunnels.
 struct RouteCommand: Command {
+    enum Options {
+        static let over = Option(
+            "--over", value: "duration", help: "Sample the counters over this window and estimate the traffic outside the tunnels.")
+    }
+
     static let spec = CommandSpec(
         name: "ifmeter route",
         abstract: "Say where ordinary traffic leaves, and how much goes around the tunnels.",
@@ -32,7 +37,7 @@ struct RouteCommand: Command {
             route leaves nowhere), 3 when one does, 1 on failure, 64 on usage errors.
             """,
         options: RouteOptions.specs + [
-            OptionSpec("--over", value: "duration", help: "Sample the counters over this window and estimate the traffic outside the tunnels."),
+            Options.over.spec,
             OptionSpec("--format", value: "format", help: "text or json.", default: "text", choices: ["text", "json"]),
         ] + CommonOptions.source)
 
@@ -44,7 +49,7 @@ struct RouteCommand: Command {
     init(_ p: ParsedArguments) throws(CLIError) {
         json = try CommonOptions.format(p, allowed: ["text", "json"], default: "text") == "json"
         options = try RouteOptions.settings(p, command: "route")
-        window = p.has("--over") ? try CommonOptions.duration(p, "--over", default: 10) : nil
+        window = p.has(Options.over) ? try CommonOptions.duration(p, Options.over, default: 10) : nil
         var setup = try SamplingSetup(p, sampleLimit: window == nil ? 1 : 2, stopOnFailure: true)
         setup.configuration.interval = window ?? 1
         self.setup = setup
