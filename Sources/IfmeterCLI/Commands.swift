@@ -119,6 +119,10 @@ struct ListCommand: Command {
 }
 
 struct SampleCommand: Command {
+    enum Options {
+        static let count = Option("--count", short: "-n", value: "n", help: "Number of intervals to print.")
+    }
+
     static let spec = CommandSpec(
         name: "ifmeter sample",
         abstract: "Print one snapshot of the counters, or N intervals with deltas and rates.",
@@ -129,7 +133,7 @@ struct SampleCommand: Command {
             """,
         options: [
             CommonOptions.interval.spec,
-            OptionSpec("--count", short: "-n", value: "n", help: "Number of intervals to print."),
+            Options.count.spec,
             OptionSpec("--watch", help: "Print intervals until interrupted."),
             OptionSpec("--wide", help: "Also packet rates, errors and drops per interval."),
             OptionSpec("--format", value: "format", help: "text or json.", default: "text", choices: ["text", "json"]),
@@ -146,7 +150,7 @@ struct SampleCommand: Command {
     let shown = Box<Set<Quality>>([])
 
     init(_ p: ParsedArguments) throws(CLIError) {
-        count = try CommonOptions.positiveInt(p, "--count", max: CommonOptions.maxCount)
+        count = try CommonOptions.positiveInt(p, Options.count, max: CommonOptions.maxCount)
         watch = p.flag("--watch")
         if watch, count != nil { throw p.usage("'--count' and '--watch' cannot be used together") }
         json = try CommonOptions.format(p, allowed: ["text", "json"], default: "text") == "json"
@@ -203,6 +207,7 @@ struct SampleCommand: Command {
 
 struct RecordCommand: Command {
     enum Options {
+        static let count = Option("--count", short: "-n", value: "n", help: "Number of intervals to record (N+1 samples).")
         static let duration = Option("--duration", value: "duration", help: "Record for this long.")
     }
 
@@ -216,7 +221,7 @@ struct RecordCommand: Command {
             """,
         options: [
             CommonOptions.interval.spec,
-            OptionSpec("--count", short: "-n", value: "n", help: "Number of intervals to record (N+1 samples)."),
+            Options.count.spec,
             Options.duration.spec,
             OptionSpec("--output", short: "-o", value: "file", help: "Write the trace here instead of stdout."),
             CommandLinePath.allowForeignSpec,
@@ -227,7 +232,7 @@ struct RecordCommand: Command {
 
     init(_ p: ParsedArguments) throws(CLIError) {
         let interval = try CommonOptions.duration(p, CommonOptions.interval, default: 1)
-        let count = try CommonOptions.positiveInt(p, "--count", max: CommonOptions.maxCount)
+        let count = try CommonOptions.positiveInt(p, Options.count, max: CommonOptions.maxCount)
         let duration = p.has(Options.duration) ? try CommonOptions.duration(p, Options.duration, default: 0) : nil
         if count != nil, duration != nil { throw p.usage("'--count' and '--duration' cannot be used together") }
         // Both in Units.durationRange: at most 365 d / 1 ms = 3.2e10 intervals.

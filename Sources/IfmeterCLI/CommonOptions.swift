@@ -31,9 +31,11 @@ enum CommonOptions {
             "--all-netns",
             help: "Sample this namespace and every named one, following those created and removed while running (needs CAP_SYS_ADMIN)."),
         OptionSpec("--no-link-events", help: "Do not listen to link notifications (deleted interfaces' last traffic is then lost).", hidden: true),
-        OptionSpec("--event-buffer", value: "bytes", help: "Receive buffer of the link-notification socket.", hidden: true),
+        eventBuffer.spec,
         OptionSpec("--force-link-dump", help: "Use RTM_GETLINK instead of RTM_GETSTATS.", hidden: true),
     ]
+
+    static let eventBuffer = Option("--event-buffer", value: "bytes", help: "Receive buffer of the link-notification socket.", hidden: true)
 
     /// `--kind-of PATTERN=KIND`: the user's word on a kind, before any
     /// filter (so `--kind cellular` finds a modem made cellular here).
@@ -145,7 +147,7 @@ enum CommonOptions {
         options.forceLinkDump = p.flag("--force-link-dump")
         options.kindOverrides = try kindOverrides(p)
         options.linkEvents = !p.flag("--no-link-events")
-        if let bytes = try eventBuffer(p) { options.eventBufferBytes = bytes }
+        if let bytes = try eventBufferBytes(p) { options.eventBufferBytes = bytes }
         if p.flag("--all-netns") {
             options.namespaces = .all
         } else if let names = p.has("--netns") ? p.list("--netns") : nil {
@@ -186,10 +188,10 @@ enum CommonOptions {
     /// A whole number from 1 to `max` (`--count`, `--keep`, `--top`,
     /// `--max-connections`); anything else is a usage error that gives the
     /// range.
-    static func positiveInt(_ p: ParsedArguments, _ long: String, max: Int = Int.max) throws(CLIError) -> Int? {
-        guard let text = p.value(long) else { return nil }
+    static func positiveInt(_ p: ParsedArguments, _ option: Option, max: Int = Int.max) throws(CLIError) -> Int? {
+        guard let text = p[option] else { return nil }
         guard let n = Int(text), n > 0, n <= max else {
-            throw p.usage("invalid value '\(text)' for '\(long) <n>': expected a whole number from 1 to \(max)")
+            throw p.usage("invalid value '\(text)' for '\(option.spec.long) <n>': expected a whole number from 1 to \(max)")
         }
         return n
     }
@@ -197,19 +199,20 @@ enum CommonOptions {
     /// A size option: bytes within `range` (at most 2^63-1,
     /// `Units.parseSize`), like 10MB, 512KiB or 1048576; anything else is a
     /// usage error that gives the range.
-    static func size(_ p: ParsedArguments, _ long: String, _ range: ClosedRange<UInt64>, _ rangeText: String) throws(CLIError) -> UInt64? {
-        guard let text = p.value(long) else { return nil }
+    static func size(_ p: ParsedArguments, _ option: Option, _ range: ClosedRange<UInt64>, _ rangeText: String) throws(CLIError) -> UInt64? {
+        guard let text = p[option] else { return nil }
         guard let bytes = Units.parseSize(text), range.contains(bytes) else {
-            let name = p.spec.options.first { $0.long == long }?.valueName ?? "size"
-            throw p.usage("invalid value '\(text)' for '\(long) <\(name)>': expected a size from \(rangeText), like 10MB, 512KiB or 1048576")
+            throw p.usage(
+                "invalid value '\(text)' for '\(option.spec.long) <\(option.spec.valueName ?? "size")>': expected a size from \(rangeText), like 10MB, 512KiB or 1048576"
+            )
         }
         return bytes
     }
 
     /// `--event-buffer`: 4 KiB to 1 GiB, what the link-notification
     /// socket's receive buffer can be made (the kernel doubles the figure).
-    static func eventBuffer(_ p: ParsedArguments) throws(CLIError) -> Int32? {
-        try size(p, "--event-buffer", 4096...(1 << 30), "4KiB to 1GiB").map { Int32($0) }
+    static func eventBufferBytes(_ p: ParsedArguments) throws(CLIError) -> Int32? {
+        try size(p, eventBuffer, 4096...(1 << 30), "4KiB to 1GiB").map { Int32($0) }
     }
 
     /// `--max-rate`: 1 bit/s to 1000 Tbit/s (`Units.rateRange`).

@@ -9,6 +9,9 @@ import IfmeterSystem
 
 struct ExportCommand: Command {
     enum Options {
+        static let maxSize = Option(
+            "--max-size", value: "size", help: "Rotate the --json-lines file past this size, like 10MB or 512KiB.", default: "10MB")
+        static let keep = Option("--keep", value: "n", help: "Rotated --json-lines files to keep (PATH.1 ... PATH.N).", default: "5")
         static let every = Option("--every", value: "duration", help: "Length of a period: time between writes.", default: "15s")
     }
 
@@ -32,8 +35,8 @@ struct ExportCommand: Command {
             ConfigFile.option,
             OptionSpec("--json", value: "path", help: "Replace this file with each period's JSON report ('-' for stdout)."),
             OptionSpec("--json-lines", value: "path", help: "Append each period's JSON report as one line ('-' for stdout)."),
-            OptionSpec("--max-size", value: "size", help: "Rotate the --json-lines file past this size, like 10MB or 512KiB.", default: "10MB"),
-            OptionSpec("--keep", value: "n", help: "Rotated --json-lines files to keep (PATH.1 ... PATH.N).", default: "5"),
+            Options.maxSize.spec,
+            Options.keep.spec,
             OptionSpec("--textfile", value: "path", help: "Write the Prometheus text exposition here."),
             Options.every.spec,
             CompatOption.spec,
@@ -59,8 +62,8 @@ struct ExportCommand: Command {
         }
         if json == "-" && jsonLines == "-" { throw p.usage("only one of --json and --json-lines can write to stdout") }
         // 1 KiB to 2^63-1 bytes (what a file's size can be).
-        maxSize = Int(try CommonOptions.size(p, "--max-size", 1024...Units.maxSize, "1KiB to 9223372036854775807B (2^63-1)") ?? 10_000_000)
-        keep = try CommonOptions.positiveInt(p, "--keep", max: CommonOptions.maxKeep) ?? 5
+        maxSize = Int(try CommonOptions.size(p, Options.maxSize, 1024...Units.maxSize, "1KiB to 9223372036854775807B (2^63-1)") ?? 10_000_000)
+        keep = try CommonOptions.positiveInt(p, Options.keep, max: CommonOptions.maxKeep) ?? 5
         every = try CommonOptions.duration(p, Options.every, default: 15)
         families = try CompatOption.families(p)
         setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: StateOptions.defaultSaveEvery, idleDeltas: false)

@@ -12,6 +12,10 @@ struct RemoteWriteOptions {
         "--remote-write-interval", value: "duration",
         help: "Time between pushes, as a scrape interval (a sample each, stamped with its time; at most one per --interval).", default: "15s")
 
+    static let remoteWriteQueueMax = Option(
+        "--remote-write-queue-max", value: "size", help: "Unsent samples kept per receiver; past it the oldest are dropped (counted).",
+        default: "64MiB")
+
     static let specs: [OptionSpec] = [
         OptionSpec(
             "--remote-write", value: "url",
@@ -21,9 +25,7 @@ struct RemoteWriteOptions {
         OptionSpec(
             "--remote-write-queue", value: "dir",
             help: "Where unsent samples wait on disk, a folder per receiver (default: beside --state, STATE.remote-write)."),
-        OptionSpec(
-            "--remote-write-queue-max", value: "size", help: "Unsent samples kept per receiver; past it the oldest are dropped (counted).",
-            default: "64MiB"),
+        remoteWriteQueueMax.spec,
         OptionSpec(
             "--remote-write-config", value: "file",
             help: "The receivers' basic auth, bearer token file and TLS (YAML, see docs/metrics.md); their external labels too."),
@@ -73,7 +75,7 @@ struct RemoteWriteOptions {
                 "'--remote-write' keeps unsent samples on disk: give '--state FILE' (the queue goes beside it) or '--remote-write-queue DIR'")
         }
         queueFolder = folder
-        queueMax = try CommonOptions.size(p, "--remote-write-queue-max", 64 * 1024...(1 << 40), "64KiB to 1TiB") ?? 64 << 20
+        queueMax = try CommonOptions.size(p, Self.remoteWriteQueueMax, 64 * 1024...(1 << 40), "64KiB to 1TiB") ?? 64 << 20
         settings = RemoteWriteConfig()
         if let path = p.value("--remote-write-config") {
             do throws(RemoteWriteConfig.LoadError) {

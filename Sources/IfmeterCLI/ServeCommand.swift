@@ -29,6 +29,12 @@ enum CompatOption {
 }
 
 struct ServeCommand: Command {
+    enum Options {
+        static let maxConnections = Option(
+            "--max-connections", value: "n", help: "Open connections; past it the oldest one still waiting for its request is closed.",
+            default: "1024")
+    }
+
     static let spec = CommandSpec(
         name: "ifmeter serve",
         abstract: "Serve Prometheus metrics over HTTP (text 0.0.4, or OpenMetrics when asked).",
@@ -72,9 +78,7 @@ struct ServeCommand: Command {
                     "Address and port: 127.0.0.1:9874, localhost:9874, [::1]:9874, :9874 for every address, or none (with --remote-write: push only).",
                 default: "127.0.0.1:\(defaultServePort)"),
             CompatOption.spec,
-            OptionSpec(
-                "--max-connections", value: "n", help: "Open connections; past it the oldest one still waiting for its request is closed.",
-                default: "1024"),
+            Options.maxConnections.spec,
             OptionSpec("--web-config", value: "file", help: "TLS and basic auth, in Prometheus exporter-toolkit's web config format (see above)."),
         ] + RemoteWriteOptions.specs + RouteOptions.specsWithoutDefaultProbes + CommonOptions.monitoring)
 
@@ -106,7 +110,7 @@ struct ServeCommand: Command {
         if address == nil, remoteWrite == nil { throw p.usage("'--listen none' serves nothing; add '--remote-write URL' to push instead") }
         var limits = HTTPLimits()
         // Any whole number from 1 up; past 2^20 it is 2^20 (file descriptors).
-        if let n = try CommonOptions.positiveInt(p, "--max-connections") {
+        if let n = try CommonOptions.positiveInt(p, Options.maxConnections) {
             limits.connections = UInt32(min(n, 1 << 20))
             limits.perClient = max(1, limits.connections / 4)
         }

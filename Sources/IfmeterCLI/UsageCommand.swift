@@ -6,6 +6,11 @@ import IfmeterStore
 import IfmeterSystem
 
 struct UsageCommand: Command {
+    enum Options {
+        static let top = Option("--top", value: "n", help: "The N days with the most traffic (rx + tx).")
+        static let limit = Option("--limit", value: "n", help: "At most N rows per interface, the latest (with --top, the biggest).")
+    }
+
     static let spec = CommandSpec(
         name: "ifmeter usage",
         abstract: "Hourly to yearly totals, billing cycles, top days, quota checks and charts from a state file.",
@@ -48,14 +53,14 @@ struct UsageCommand: Command {
             OptionSpec("--monthly", help: "One row per month."),
             OptionSpec("--yearly", help: "One row per year."),
             OptionSpec("--cycle", help: "One row per billing cycle, by each interface's plan."),
-            OptionSpec("--top", value: "n", help: "The N days with the most traffic (rx + tx)."),
+            Options.top.spec,
             OptionSpec("--fiveminutes", help: "One row per five minutes (kept 48 hours)."),
             OptionSpec("--oneline", help: "One line per interface for scripts and status bars (fields above)."),
             OptionSpec("--summary", help: "With --svg: today, this cycle, all time and the last 24 hours in one picture."),
             OptionSpec("--check", help: "Check every plan's quota in its current cycle; exit 0 under, 3 over, 4 unknown, 5 projected over."),
             OptionSpec("--begin", value: "date", help: "Only usage from this local date or time on: 2026-11-01 or 2026-11-01T08:00."),
             OptionSpec("--end", value: "date", help: "Only usage before this local time, or up to the end of this local date."),
-            OptionSpec("--limit", value: "n", help: "At most N rows per interface, the latest (with --top, the biggest)."),
+            Options.limit.spec,
             OptionSpec("--svg", value: "file", help: "Also draw the periods as an SVG bar chart in this file."),
             OptionSpec("--format", value: "format", help: "text, json or csv.", default: "text", choices: ["text", "json", "csv"]),
             OptionSpec("--bits", help: "Not for usage: its figures are byte totals.", hidden: true),
@@ -110,7 +115,7 @@ struct UsageCommand: Command {
         if chosen.count > 1 {
             throw p.usage("'\(chosen[0])' and '\(chosen[1])' cannot be used together")
         }
-        top = try CommonOptions.positiveInt(p, "--top")
+        top = try CommonOptions.positiveInt(p, Options.top)
         granularity =
             switch chosen.first {
             case "--hourly": .hour
@@ -146,7 +151,7 @@ struct UsageCommand: Command {
         begin = try Self.localTime(p, "--begin", end: false)
         end = try Self.localTime(p, "--end", end: true)
         if let begin, let end, begin >= end { throw p.usage("'--begin' must be before '--end'") }
-        limit = try CommonOptions.positiveInt(p, "--limit")
+        limit = try CommonOptions.positiveInt(p, Options.limit)
         if oneline || summary, begin != nil || end != nil || limit != nil {
             throw p.usage("'\(oneline ? "--oneline" : "--summary")' shows its own periods; leave out '--begin', '--end' and '--limit'")
         }
