@@ -90,15 +90,13 @@ struct ListCommand: Command {
     static let spec = CommandSpec(
         name: "ifmeter list",
         abstract: "List interfaces with index, kind, its evidence, counter width, speed and state.",
-        options: CommonOptions.source + CommonOptions.filters + [
-            OptionSpec("--format", value: "format", help: "text or json.", default: "text", choices: ["text", "json"])
-        ])
+        options: CommonOptions.source + CommonOptions.filters + [CommonOptions.textOrJSON.spec])
 
     let setup: SamplingSetup
     let json: Bool
 
     init(_ p: ParsedArguments) throws(CLIError) {
-        json = try CommonOptions.format(p, allowed: ["text", "json"], default: "text") == "json"
+        json = try CommonOptions.format(p, CommonOptions.textOrJSON, allowed: ["text", "json"], default: "text") == "json"
         setup = try SamplingSetup(p, sampleLimit: 1, stopOnFailure: true)
     }
 
@@ -136,7 +134,7 @@ struct SampleCommand: Command {
             Options.count.spec,
             OptionSpec("--watch", help: "Print intervals until interrupted."),
             OptionSpec("--wide", help: "Also packet rates, errors and drops per interval."),
-            OptionSpec("--format", value: "format", help: "text or json.", default: "text", choices: ["text", "json"]),
+            CommonOptions.textOrJSON.spec,
             CommonOptions.bits, CommonOptions.maxRate,
         ] + CommonOptions.source + CommonOptions.filters)
 
@@ -153,7 +151,7 @@ struct SampleCommand: Command {
         count = try CommonOptions.positiveInt(p, Options.count, max: CommonOptions.maxCount)
         watch = p.flag("--watch")
         if watch, count != nil { throw p.usage("'--count' and '--watch' cannot be used together") }
-        json = try CommonOptions.format(p, allowed: ["text", "json"], default: "text") == "json"
+        json = try CommonOptions.format(p, CommonOptions.textOrJSON, allowed: ["text", "json"], default: "text") == "json"
         bits = p.flag("--bits")
         wide = p.flag("--wide")
         let limit = watch ? nil : (count.map { $0 + 1 } ?? 1)
@@ -290,6 +288,12 @@ extension ReplayCommand {
 }
 
 struct ReplayCommand: Command {
+    enum Options {
+        static let format = Option(
+            "--format", value: "format", help: ReportFormats.names.joined(separator: " or ") + ".", default: "json",
+            choices: ReportFormats.names)
+    }
+
     static let spec = CommandSpec(
         name: "ifmeter replay",
         abstract: "Replay a trace through the delta engine and print the report.",
@@ -298,9 +302,7 @@ struct ReplayCommand: Command {
             line stops the replay with its line number; no report is printed.
             """,
         options: [
-            OptionSpec(
-                "--format", value: "format", help: ReportFormats.names.joined(separator: " or ") + ".", default: "json",
-                choices: ReportFormats.names),
+            Options.format.spec,
             CommonOptions.bits, CommonOptions.maxRate,
         ] + CommonOptions.filters + CommonOptions.namespaceFilters,
         positionals: [PositionalSpec("file", help: "The trace to replay.")])
@@ -316,7 +318,7 @@ struct ReplayCommand: Command {
         arguments = p
         path = p.positionals[0]
         bits = p.flag("--bits")
-        format = try CommonOptions.format(p, allowed: ReportFormats.names, default: "json")
+        format = try CommonOptions.format(p, Options.format, allowed: ReportFormats.names, default: "json")
         renderer = ReportFormats.renderer(format, bits: bits) ?? JSONReportRenderer()
         var filter = try CommonOptions.filter(p)
         filter.namespaces = try CommonOptions.namespaceNames(p).map(Set.init)

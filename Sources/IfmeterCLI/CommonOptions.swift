@@ -70,6 +70,10 @@ enum CommonOptions {
     static let interval = Option(
         "--interval", short: "-i", value: "duration", help: "Time between samples, like 500ms, 0.5s, 2m or 10.", default: "1s")
 
+    /// `--format` of the commands that print text or JSON (list, sample,
+    /// route).
+    static let textOrJSON = Option("--format", value: "format", help: "text or json.", default: "text", choices: ["text", "json"])
+
     static let bits = OptionSpec("--bits", help: "Show rates in bits per second.")
 
     static let seriesLifetime = Option(
@@ -229,10 +233,10 @@ enum CommonOptions {
         return configuration
     }
 
-    static func format(_ p: ParsedArguments, allowed: [String], default value: String) throws(CLIError) -> String {
-        guard let text = p.value("--format") else { return value }
+    static func format(_ p: ParsedArguments, _ option: Option, allowed: [String], default value: String) throws(CLIError) -> String {
+        guard let text = p[option] else { return value }
         guard allowed.contains(text) else {
-            throw p.usage("unknown format '\(text)' for '--format'; use \(allowed.joined(separator: " or "))")
+            throw p.usage("unknown format '\(text)' for '\(option.spec.long)'; use \(allowed.joined(separator: " or "))")
         }
         return text
     }

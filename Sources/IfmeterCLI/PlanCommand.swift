@@ -6,6 +6,10 @@ import IfmeterSystem
 
 /// `ifmeter plan set|list|remove`: data plans kept in the state file.
 struct PlanCommand: Command {
+    enum Options {
+        static let format = Option("--format", value: "format", help: "text or json (list).", default: "text")
+    }
+
     static let spec = CommandSpec(
         name: "ifmeter plan",
         abstract: "Set, list or remove data plans (billing cycle and quota) in a state file.",
@@ -38,7 +42,7 @@ struct PlanCommand: Command {
             OptionSpec(
                 "--limit", value: "period=size", help: "A limit per hour, day, month or year, like day=2GB (set).", repeatable: true),
             OptionSpec("--direction", value: "direction", help: "What counts against the quota: rx, tx or both.", default: "both"),
-            OptionSpec("--format", value: "format", help: "text or json (list).", default: "text"),
+            Options.format.spec,
             CommandLinePath.allowForeignSpec,
         ],
         positionals: [
@@ -100,7 +104,7 @@ struct PlanCommand: Command {
         case "list":
             if let name { throw p.usage("unexpected argument '\(name)': 'plan list' takes no name") }
             try Self.onlyFor(p, "list", allowed: ["--format"])
-            action = .list(json: try CommonOptions.format(p, allowed: ["text", "json"], default: "text") == "json")
+            action = .list(json: try CommonOptions.format(p, Options.format, allowed: ["text", "json"], default: "text") == "json")
         case "remove":
             guard let name, !name.isEmpty else { throw p.usage("'plan remove' needs the name the plan was set for") }
             try Self.onlyFor(p, "remove", allowed: [])

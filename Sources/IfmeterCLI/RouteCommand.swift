@@ -38,7 +38,7 @@ struct RouteCommand: Command {
             """,
         options: RouteOptions.specs + [
             Options.over.spec,
-            OptionSpec("--format", value: "format", help: "text or json.", default: "text", choices: ["text", "json"]),
+            CommonOptions.textOrJSON.spec,
         ] + CommonOptions.source)
 
     let setup: SamplingSetup
@@ -47,7 +47,7 @@ struct RouteCommand: Command {
     let json: Bool
 
     init(_ p: ParsedArguments) throws(CLIError) {
-        json = try CommonOptions.format(p, allowed: ["text", "json"], default: "text") == "json"
+        json = try CommonOptions.format(p, CommonOptions.textOrJSON, allowed: ["text", "json"], default: "text") == "json"
         options = try RouteOptions.settings(p, command: "route")
         window = p.has(Options.over) ? try CommonOptions.duration(p, Options.over, default: 10) : nil
         var setup = try SamplingSetup(p, sampleLimit: window == nil ? 1 : 2, stopOnFailure: true)

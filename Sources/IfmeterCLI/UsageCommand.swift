@@ -8,6 +8,8 @@ import IfmeterSystem
 struct UsageCommand: Command {
     enum Options {
         static let top = Option("--top", value: "n", help: "The N days with the most traffic (rx + tx).")
+        static let format = Option(
+            "--format", value: "format", help: "text, json or csv.", default: "text", choices: ["text", "json", "csv"])
         static let limit = Option("--limit", value: "n", help: "At most N rows per interface, the latest (with --top, the biggest).")
     }
 
@@ -62,7 +64,7 @@ struct UsageCommand: Command {
             OptionSpec("--end", value: "date", help: "Only usage before this local time, or up to the end of this local date."),
             Options.limit.spec,
             OptionSpec("--svg", value: "file", help: "Also draw the periods as an SVG bar chart in this file."),
-            OptionSpec("--format", value: "format", help: "text, json or csv.", default: "text", choices: ["text", "json", "csv"]),
+            Options.format.spec,
             OptionSpec("--bits", help: "Not for usage: its figures are byte totals.", hidden: true),
             CommandLinePath.allowForeignSpec,
         ] + CommonOptions.filters + CommonOptions.namespaceFilters)
@@ -126,7 +128,7 @@ struct UsageCommand: Command {
             case "--fiveminutes": .fiveMinutes
             default: .day
             }
-        format = try CommonOptions.format(p, allowed: ["text", "json", "csv"], default: "text")
+        format = try CommonOptions.format(p, Options.format, allowed: ["text", "json", "csv"], default: "text")
         check = p.flag("--check")
         if check, chosen.contains(where: { $0 != "--cycle" }) {
             throw p.usage("'--check' looks at the current cycle; it cannot be used with '\(chosen[0])'")
