@@ -135,7 +135,7 @@ struct SampleCommand: Command {
             OptionSpec("--watch", help: "Print intervals until interrupted."),
             OptionSpec("--wide", help: "Also packet rates, errors and drops per interval."),
             CommonOptions.textOrJSON.spec,
-            CommonOptions.bits, CommonOptions.maxRate,
+            CommonOptions.bits.spec, CommonOptions.maxRate.spec,
         ] + CommonOptions.source + CommonOptions.filters)
 
     let setup: SamplingSetup
@@ -152,7 +152,7 @@ struct SampleCommand: Command {
         watch = p.flag("--watch")
         if watch, count != nil { throw p.usage("'--count' and '--watch' cannot be used together") }
         json = try CommonOptions.format(p, CommonOptions.textOrJSON, allowed: ["text", "json"], default: "text") == "json"
-        bits = p.flag("--bits")
+        bits = p[CommonOptions.bits]
         wide = p.flag("--wide")
         let limit = watch ? nil : (count.map { $0 + 1 } ?? 1)
         setup = try SamplingSetup(p, sampleLimit: limit, stopOnFailure: true)
@@ -303,7 +303,7 @@ struct ReplayCommand: Command {
             """,
         options: [
             Options.format.spec,
-            CommonOptions.bits, CommonOptions.maxRate,
+            CommonOptions.bits.spec, CommonOptions.maxRate.spec,
         ] + CommonOptions.filters + CommonOptions.namespaceFilters,
         positionals: [PositionalSpec("file", help: "The trace to replay.")])
 
@@ -317,7 +317,7 @@ struct ReplayCommand: Command {
     init(_ p: ParsedArguments) throws(CLIError) {
         arguments = p
         path = p.positionals[0]
-        bits = p.flag("--bits")
+        bits = p[CommonOptions.bits]
         format = try CommonOptions.format(p, Options.format, allowed: ReportFormats.names, default: "json")
         renderer = ReportFormats.renderer(format, bits: bits) ?? JSONReportRenderer()
         var filter = try CommonOptions.filter(p)

@@ -311,7 +311,7 @@ struct ConfigReload {
     static let kindOptions: Set<String> = ["--kind-of"]
     static var remoteWriteOptions: Set<String> { Set(RemoteWriteOptions.specs.map(\.long)) }
     /// `--keep-hours`, `--keep-days`: from the save the reload makes.
-    static var retentionOptions: Set<String> { [RetentionOptions.keepHours.long, RetentionOptions.keepDays.long] }
+    static var retentionOptions: Set<String> { [RetentionOptions.keepHours.spec.long, RetentionOptions.keepDays.spec.long] }
     /// `--probe` and the tunnel options: the route feed is built again.
     static var routeOptions: Set<String> { Set(RouteOptions.specsWithoutDefaultProbes.map(\.long)) }
     /// The web config's basic auth users apply at once; its TLS settings

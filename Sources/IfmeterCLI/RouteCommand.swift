@@ -148,7 +148,7 @@ enum RouteOptions {
 
     /// The settings a command's options give.
     static func settings(_ p: ParsedArguments, command: String) throws(CLIError) -> RouteSettings {
-        if p.flag("--all-netns") { throw p.usage("'\(command)' asks one namespace's routing tables: give one --netns, not --all-netns") }
+        if p[CommonOptions.allNetns] { throw p.usage("'\(command)' asks one namespace's routing tables: give one --netns, not --all-netns") }
         let names = try CommonOptions.namespaceNames(p) ?? []
         if names.count > 1 { throw p.usage("'\(command)' asks one namespace's routing tables: give one --netns, not \(names.count)") }
         let (probes, underlays, endpoints, overheads) = try values(p)

@@ -444,7 +444,7 @@ final class ServeReloader {
             // At once: what the new keeps no longer keep is rolled now.
             pipeline.saveNow()
             let keeps = [RetentionOptions.keepHours, RetentionOptions.keepDays].map { option in
-                "\(option.long.dropFirst(2)) \(fresh.parsed.value(option.long) ?? option.defaultText ?? "")"
+                "\(option.spec.long.dropFirst(2)) \(fresh.parsed[option] ?? option.spec.defaultText ?? "")"
             }
             applied.append("retention (\(keeps.joined(separator: ", ")))")
             adopt(ConfigReload.retentionOptions)
