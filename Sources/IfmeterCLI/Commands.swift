@@ -23,6 +23,8 @@ public enum IfmeterCLI {
         ]
     }
 
+    static let versionFlag = Flag("--version", help: "Show the version.")
+
     static let rootSpec = CommandSpec(
         name: "ifmeter",
         abstract: "Measure network traffic per interface, and say how sure the figures are.",
@@ -34,7 +36,7 @@ public enum IfmeterCLI {
 
             \(wordWrap(Caveat.sentence, width: 72).joined(separator: "\n"))
             """,
-        options: [OptionSpec("--version", help: "Show the version.")] + Generate.options)
+        options: [versionFlag.spec] + Generate.options)
 
     static func pad(_ s: String, _ width: Int) -> String {
         s.count >= width ? s + " " : s + String(repeating: " ", count: width - s.count)
@@ -58,7 +60,7 @@ public enum IfmeterCLI {
         guard let first = arguments.first, !first.hasPrefix("-") else {
             let root = try ParsedArguments.parse(arguments, spec: rootSpec)
             if root.wantsHelp { return try Output.put(Output.forPeople(rootSpec.help)) }
-            if root.flag("--version") { return try Output.put("ifmeter \(version)\n") }
+            if root[versionFlag] { return try Output.put("ifmeter \(version)\n") }
             // No command: the main job on a terminal; help elsewhere.
             guard Output.isTerminal(1) else { return try Output.put(Output.forPeople(rootSpec.help)) }
             return try LiveCommand(ParsedArguments.parse([], spec: LiveCommand.spec)).run()
@@ -70,9 +72,9 @@ public enum IfmeterCLI {
         }
         let parsed = try ParsedArguments.parse(Array(arguments.dropFirst()), spec: command.spec)
         if parsed.wantsHelp { return try Output.put(Output.forPeople(command.spec.help)) }
-        CommandLinePath.allowForeign = parsed.flag(CommandLinePath.allowForeignSpec.long)
+        CommandLinePath.allowForeign = parsed[CommandLinePath.allowForeignFiles]
         // serve and export: the config file's settings, under the flags.
-        if let path = parsed.value(ConfigFile.option.long) {
+        if let path = parsed[ConfigFile.option] {
             let rest = Array(arguments.dropFirst())
             let (built, effective) = try ConfigFile.load(path).built(command, parsed, arguments: rest)
             // serve reads the file again on SIGHUP.
@@ -119,6 +121,8 @@ struct ListCommand: Command {
 struct SampleCommand: Command {
     enum Options {
         static let count = Option("--count", short: "-n", value: "n", help: "Number of intervals to print.")
+        static let watch = Flag("--watch", help: "Print intervals until interrupted.")
+        static let wide = Flag("--wide", help: "Also packet rates, errors and drops per interval.")
     }
 
     static let spec = CommandSpec(
@@ -132,8 +136,8 @@ struct SampleCommand: Command {
         options: [
             CommonOptions.interval.spec,
             Options.count.spec,
-            OptionSpec("--watch", help: "Print intervals until interrupted."),
-            OptionSpec("--wide", help: "Also packet rates, errors and drops per interval."),
+            Options.watch.spec,
+            Options.wide.spec,
             CommonOptions.textOrJSON.spec,
             CommonOptions.bits.spec, CommonOptions.maxRate.spec,
         ] + CommonOptions.source + CommonOptions.filters)
@@ -149,11 +153,11 @@ struct SampleCommand: Command {
 
     init(_ p: ParsedArguments) throws(CLIError) {
         count = try CommonOptions.positiveInt(p, Options.count, max: CommonOptions.maxCount)
-        watch = p.flag("--watch")
+        watch = p[Options.watch]
         if watch, count != nil { throw p.usage("'--count' and '--watch' cannot be used together") }
         json = try CommonOptions.format(p, CommonOptions.textOrJSON, allowed: ["text", "json"], default: "text") == "json"
         bits = p[CommonOptions.bits]
-        wide = p.flag("--wide")
+        wide = p[Options.wide]
         let limit = watch ? nil : (count.map { $0 + 1 } ?? 1)
         setup = try SamplingSetup(p, sampleLimit: limit, stopOnFailure: true)
     }
@@ -207,6 +211,7 @@ struct RecordCommand: Command {
     enum Options {
         static let count = Option("--count", short: "-n", value: "n", help: "Number of intervals to record (N+1 samples).")
         static let duration = Option("--duration", value: "duration", help: "Record for this long.")
+        static let output = Option("--output", short: "-o", value: "file", help: "Write the trace here instead of stdout.")
     }
 
     static let spec = CommandSpec(
@@ -221,8 +226,8 @@ struct RecordCommand: Command {
             CommonOptions.interval.spec,
             Options.count.spec,
             Options.duration.spec,
-            OptionSpec("--output", short: "-o", value: "file", help: "Write the trace here instead of stdout."),
-            CommandLinePath.allowForeignSpec,
+            Options.output.spec,
+            CommandLinePath.allowForeignFiles.spec,
         ] + CommonOptions.source + CommonOptions.filters)
 
     let setup: SamplingSetup
@@ -235,14 +240,14 @@ struct RecordCommand: Command {
         if count != nil, duration != nil { throw p.usage("'--count' and '--duration' cannot be used together") }
         // Both in Units.durationRange: at most 365 d / 1 ms = 3.2e10 intervals.
         let intervals = duration.map { max(1, Int(($0 / interval).rounded(.down))) } ?? count
-        output = p.value("--output").flatMap { $0 == "-" ? nil : $0 }
+        output = p[Options.output].flatMap { $0 == "-" ? nil : $0 }
         setup = try SamplingSetup(p, sampleLimit: intervals.map { $0 + 1 }, stopOnFailure: true)
     }
 
     func run() throws(CLIError) {
         let pipeline = try setup.pipeline()
         let file = try output.map { path throws(CLIError) in
-            let path = try CommandLinePath.output(path, option: "--output", command: Self.spec.name, writing: .inPlace)
+            let path = try CommandLinePath.output(path, option: Options.output.spec.long, command: Self.spec.name, writing: .inPlace)
             do throws(SystemError) {
                 return try TraceFile(creating: path)
             } catch {

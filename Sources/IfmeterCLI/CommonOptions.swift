@@ -95,7 +95,7 @@ enum CommonOptions {
         [
             interval.spec, maxRate.spec, seriesLifetime.spec, state.spec, saveEvery.spec, RetentionOptions.keepHours.spec,
             RetentionOptions.keepDays.spec, bootIDFile.spec,
-            CommandLinePath.allowForeignSpec,
+            CommandLinePath.allowForeignFiles.spec,
         ] + source + filters
 
     static func filter(_ p: ParsedArguments) throws(CLIError) -> InterfaceFilter {

@@ -20,7 +20,7 @@ struct ConfigFile {
     static let defaultPath = "/etc/ifmeter/ifmeter.yml"
 
     /// `--config FILE`, on serve and export.
-    static let option = OptionSpec(
+    static let option = Option(
         "--config", value: "file",
         help: "Read settings from this YAML file (the service's: /etc/ifmeter/ifmeter.yml); flags given here override it.")
 
@@ -29,7 +29,7 @@ struct ConfigFile {
 
     /// Options a file may not set: what names the file, and what only a
     /// person at a terminal asks for.
-    static let commandLineOnly: Set<String> = ["--config", "--help", "--allow-foreign-files"]
+    static let commandLineOnly: Set<String> = [option.spec.long, "--help", CommandLinePath.allowForeignFiles.spec.long]
 
     /// The file the package ships: every setting of serve and export,
     /// commented out, with its help and default (`--generate-config`).
@@ -270,7 +270,7 @@ struct ConfigCommand: Command {
             }
             // Built as the command would be (every value validated), not
             // run; serve as the unit runs it, with its --state.
-            var unit = name == "serve" ? ["--state", "/var/lib/ifmeter/state.db"] : []
+            var unit = name == "serve" ? [CommonOptions.state.spec.long, "/var/lib/ifmeter/state.db"] : []
             // export without a target in the file takes one on its command
             // line: its other values are checked all the same.
             let targets = ["json", "json-lines", "textfile"]
@@ -324,7 +324,7 @@ struct ConfigReload {
         let (command, parsed) = try ConfigFile.load(path).built(ServeCommand.self, given, arguments: arguments)
         guard let serve = command as? ServeCommand else { throw .runtime("reloading \(path): not serve's settings") }
         var changed = Set<String>()
-        for option in ServeCommand.spec.options where option.long != ConfigFile.option.long {
+        for option in ServeCommand.spec.options where option.long != ConfigFile.option.spec.long {
             if parsed.values[option.long] != running.values[option.long] || parsed.flags.contains(option.long) != running.flags.contains(option.long)
             {
                 changed.insert(option.long)

@@ -32,7 +32,7 @@ struct ExportCommand: Command {
             and reopens the --json-lines file (for logrotate), and export goes on.
             """,
         options: [
-            ConfigFile.option,
+            ConfigFile.option.spec,
             OptionSpec("--json", value: "path", help: "Replace this file with each period's JSON report ('-' for stdout)."),
             OptionSpec("--json-lines", value: "path", help: "Append each period's JSON report as one line ('-' for stdout)."),
             Options.maxSize.spec,

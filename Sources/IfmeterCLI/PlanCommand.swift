@@ -36,14 +36,14 @@ struct PlanCommand: Command {
             ~/.local/state/ifmeter/state.db.
             """,
         options: [
-            OptionSpec("--state", value: "path", help: "The state file."),
+            DefaultState.option.spec,
             OptionSpec("--cycle-start", value: "day", help: "The day of the month a cycle starts, 1-31."),
             OptionSpec("--quota", value: "size", help: "The quota per cycle, like 20GB, 20GiB or 500MB."),
             OptionSpec(
                 "--limit", value: "period=size", help: "A limit per hour, day, month or year, like day=2GB (set).", repeatable: true),
             OptionSpec("--direction", value: "direction", help: "What counts against the quota: rx, tx or both.", default: "both"),
             Options.format.spec,
-            CommandLinePath.allowForeignSpec,
+            CommandLinePath.allowForeignFiles.spec,
         ],
         positionals: [
             PositionalSpec("action", help: "set, list or remove.", choices: ["set", "list", "remove"]),
@@ -204,7 +204,8 @@ struct PlanCommand: Command {
     /// Opens the state file for a change (one a sampler writes included).
     func open(create: Bool) throws(CLIError) -> StateStore {
         let path = try CommandLinePath.output(
-            self.path, option: "--state", command: Self.spec.name, writing: .inPlace, sideSuffixes: ["-wal", "-shm"], ownFolder: true)
+            self.path, option: DefaultState.option.spec.long, command: Self.spec.name, writing: .inPlace, sideSuffixes: ["-wal", "-shm"],
+            ownFolder: true)
         if FileStatus(path, followingLinks: true) == nil {
             guard create else { throw .usage(StoreError.missing(path: path).description, command: Self.spec.name) }
             DefaultState.makeFolders(for: path)

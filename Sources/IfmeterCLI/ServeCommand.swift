@@ -71,7 +71,7 @@ struct ServeCommand: Command {
             at most together (past it the oldest one's connection is closed).
             """,
         options: [
-            ConfigFile.option,
+            ConfigFile.option.spec,
             OptionSpec(
                 "--listen", value: "address",
                 help:

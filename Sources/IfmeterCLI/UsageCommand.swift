@@ -49,7 +49,7 @@ struct UsageCommand: Command {
             ~/.local/state/ifmeter/state.db.
             """,
         options: [
-            OptionSpec("--state", value: "path", help: "The state file."),
+            DefaultState.option.spec,
             OptionSpec("--hourly", help: "One row per local hour."),
             OptionSpec("--daily", help: "One row per day (the default)."),
             OptionSpec("--monthly", help: "One row per month."),
@@ -66,7 +66,7 @@ struct UsageCommand: Command {
             OptionSpec("--svg", value: "file", help: "Also draw the periods as an SVG bar chart in this file."),
             Options.format.spec,
             OptionSpec("--bits", help: "Not for usage: its figures are byte totals.", hidden: true),
-            CommandLinePath.allowForeignSpec,
+            CommandLinePath.allowForeignFiles.spec,
         ] + CommonOptions.filters + CommonOptions.namespaceFilters)
 
     let path: String
