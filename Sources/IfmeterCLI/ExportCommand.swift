@@ -67,8 +67,8 @@ struct ExportCommand: Command {
         every = try CommonOptions.duration(p, Options.every, default: 15)
         families = try CompatOption.families(p)
         setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: StateOptions.defaultSaveEvery, idleDeltas: false)
-        if !p.has("--probe") { try RouteOptions.check(p) }
-        routes = p.has("--probe") ? try RouteOptions.settings(p, command: "export --probe") : nil
+        if !p.has(RouteOptions.probe) { try RouteOptions.check(p) }
+        routes = p.has(RouteOptions.probe) ? try RouteOptions.settings(p, command: "export --probe") : nil
     }
 
     func run() throws(CLIError) {

@@ -28,7 +28,7 @@ struct LiveCommand: Command {
         setup = try SamplingSetup(p, saveEvery: StateOptions.defaultSaveEvery)
         let named = try CommonOptions.namespaceNames(p)?.count ?? 0
         let several = p[CommonOptions.allNetns] || named > 1
-        if several, p.has("--probe") { throw p.usage("'--probe' asks one namespace's routing tables: give one --netns, not several") }
+        if several, p.has(RouteOptions.probe) { throw p.usage("'--probe' asks one namespace's routing tables: give one --netns, not several") }
         if several { try RouteOptions.check(p) }
         routes = several ? nil : try RouteOptions.settings(p, command: "live")
     }

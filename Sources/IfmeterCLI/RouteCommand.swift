@@ -128,21 +128,26 @@ enum RouteOptions {
     /// serve and export report routes only for the --probe addresses given.
     static let specsWithoutDefaultProbes = specs(probesByDefault: false)
 
+    /// `--probe` of route and live, which ask about the default probes
+    /// without it.
+    static let probe = ListOption(
+        "--probe", value: "address",
+        help:
+            "An address to ask the kernel's routing about (repeatable; no packet is sent). Default: \(defaultProbes.joined(separator: " and ")).")
+    static let underlay = ListOption("--underlay", value: "tun=if", help: "The interface that carries a tunnel (repeatable).")
+    static let endpoint = ListOption(
+        "--endpoint", value: "tun=address", help: "A tunnel's remote endpoint: its underlay is the route to it (repeatable).")
+    static let overhead = ListOption(
+        "--overhead", value: "tun=bytes", help: "Bytes the underlay counts per tunnel packet beyond the tunnel's count (repeatable).")
+
     static func specs(probesByDefault: Bool) -> [OptionSpec] {
         [
-            OptionSpec(
-                "--probe", value: "address",
-                help: probesByDefault
-                    ? "An address to ask the kernel's routing about (repeatable; no packet is sent). Default: \(defaultProbes.joined(separator: " and "))."
-                    : "An address to ask the kernel's routing about (repeatable; no packet is sent). Without it, no route figures.",
-                repeatable: true),
-            OptionSpec("--underlay", value: "tun=if", help: "The interface that carries a tunnel (repeatable).", repeatable: true),
-            OptionSpec(
-                "--endpoint", value: "tun=address", help: "A tunnel's remote endpoint: its underlay is the route to it (repeatable).",
-                repeatable: true),
-            OptionSpec(
-                "--overhead", value: "tun=bytes", help: "Bytes the underlay counts per tunnel packet beyond the tunnel's count (repeatable).",
-                repeatable: true),
+            probesByDefault
+                ? probe.spec
+                : probe.helping(
+                    "An address to ask the kernel's routing about (repeatable; no packet is sent). Without it, no route figures."
+                ).spec,
+            underlay.spec, endpoint.spec, overhead.spec,
         ]
     }
 
@@ -168,36 +173,38 @@ enum RouteOptions {
         -> ([(text: String, address: IPAddress)], [String: String], [String: IPAddress], [String: Int])
     {
         var probes: [(String, IPAddress)] = []
-        for text in p.has("--probe") ? p.list("--probe") : Self.defaultProbes {
+        for text in p.has(probe) ? p[probe] : Self.defaultProbes {
             guard let address = IPAddress(text) else {
-                throw p.usage("invalid value '\(text)' for '--probe <address>': expected an IPv4 or IPv6 address like 192.0.2.1 or 2001:db8::1")
+                throw p.usage(
+                    "invalid value '\(text)' for '\(probe.spec.long) <address>': expected an IPv4 or IPv6 address like 192.0.2.1 or 2001:db8::1")
             }
             probes.append((text, address))
         }
-        func pairs(_ long: String, _ what: String, example: String) throws(CLIError) -> [String: String] {
+        func pairs(_ option: ListOption, _ what: String, example: String) throws(CLIError) -> [String: String] {
             var out: [String: String] = [:]
-            for item in p.list(long) {
+            for item in p[option] {
                 let parts = item.split(separator: "=", maxSplits: 1).map(String.init)
                 // No interface name holds a space, nor does a number: a value
                 // with one is refused, not matched against nothing.
                 guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty, !item.contains(where: \.isWhitespace) else {
                     throw p.usage(
-                        "invalid value '\(item)' for '\(long) <tun=\(what)>': expected TUNNEL=\(what.uppercased()) with no spaces, like \(example)")
+                        "invalid value '\(item)' for '\(option.spec.long) <tun=\(what)>': expected TUNNEL=\(what.uppercased()) with no spaces, like \(example)"
+                    )
                 }
                 out[parts[0]] = parts[1]
             }
             return out
         }
-        let underlays = try pairs("--underlay", "if", example: "tun0=eth0")
+        let underlays = try pairs(underlay, "if", example: "tun0=eth0")
         var endpoints: [String: IPAddress] = [:]
-        for (tunnel, text) in try pairs("--endpoint", "address", example: "tun0=192.0.2.7") {
+        for (tunnel, text) in try pairs(endpoint, "address", example: "tun0=192.0.2.7") {
             guard let address = IPAddress(text) else {
                 throw p.usage("invalid value '\(tunnel)=\(text)' for '--endpoint <tun=address>': '\(text)' is not an IPv4 or IPv6 address")
             }
             endpoints[tunnel] = address
         }
         var overheads: [String: Int] = [:]
-        for (tunnel, text) in try pairs("--overhead", "bytes", example: "tun0=42") {
+        for (tunnel, text) in try pairs(overhead, "bytes", example: "tun0=42") {
             guard let bytes = Int(text), (0...1024).contains(bytes) else {
                 throw p.usage("invalid value '\(tunnel)=\(text)' for '--overhead <tun=bytes>': expected a whole number of bytes from 0 to 1024")
             }

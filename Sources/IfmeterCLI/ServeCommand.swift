@@ -115,8 +115,8 @@ struct ServeCommand: Command {
             limits.perClient = max(1, limits.connections / 4)
         }
         self.limits = limits
-        if !p.has("--probe") { try RouteOptions.check(p) }
-        routes = p.has("--probe") ? try RouteOptions.settings(p, command: "serve --probe") : nil
+        if !p.has(RouteOptions.probe) { try RouteOptions.check(p) }
+        routes = p.has(RouteOptions.probe) ? try RouteOptions.settings(p, command: "serve --probe") : nil
         webConfigPath = p.value("--web-config")
         webConfig = try webConfigPath.map { path throws(CLIError) in
             do throws(WebConfig.LoadError) {
