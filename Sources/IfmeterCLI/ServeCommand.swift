@@ -353,7 +353,7 @@ final class ServeReloader {
         self.sampleInterval = sampleInterval
         self.log = log
         self.webConfig = webConfig
-        remoteWriteFile = Self.contents(reload.running.value("--remote-write-config"))
+        remoteWriteFile = Self.contents(reload.running[RemoteWriteOptions.remoteWriteConfig])
     }
 
     /// An error's line without its "Error: ".
@@ -399,7 +399,7 @@ final class ServeReloader {
             adopt(ConfigReload.filterOptions)
             applied.append("filters")
         }
-        let fileNow = Self.contents(fresh.parsed.value("--remote-write-config"))
+        let fileNow = Self.contents(fresh.parsed[RemoteWriteOptions.remoteWriteConfig])
         if !fresh.changed.isDisjoint(with: ConfigReload.remoteWriteOptions) || fileNow != remoteWriteFile {
             pushing.stop(ending: pipeline)
             do {
