@@ -9,9 +9,12 @@ import IfmeterSystem
 
 struct ExportCommand: Command {
     enum Options {
+        static let json = Option("--json", value: "path", help: "Replace this file with each period's JSON report ('-' for stdout).")
+        static let jsonLines = Option("--json-lines", value: "path", help: "Append each period's JSON report as one line ('-' for stdout).")
         static let maxSize = Option(
             "--max-size", value: "size", help: "Rotate the --json-lines file past this size, like 10MB or 512KiB.", default: "10MB")
         static let keep = Option("--keep", value: "n", help: "Rotated --json-lines files to keep (PATH.1 ... PATH.N).", default: "5")
+        static let textfile = Option("--textfile", value: "path", help: "Write the Prometheus text exposition here.")
         static let every = Option("--every", value: "duration", help: "Length of a period: time between writes.", default: "15s")
     }
 
@@ -33,13 +36,13 @@ struct ExportCommand: Command {
             """,
         options: [
             ConfigFile.option.spec,
-            OptionSpec("--json", value: "path", help: "Replace this file with each period's JSON report ('-' for stdout)."),
-            OptionSpec("--json-lines", value: "path", help: "Append each period's JSON report as one line ('-' for stdout)."),
+            Options.json.spec,
+            Options.jsonLines.spec,
             Options.maxSize.spec,
             Options.keep.spec,
-            OptionSpec("--textfile", value: "path", help: "Write the Prometheus text exposition here."),
+            Options.textfile.spec,
             Options.every.spec,
-            CompatOption.spec,
+            CompatOption.compat.spec,
         ] + RouteOptions.specsWithoutDefaultProbes + CommonOptions.monitoring)
 
     var textfile: String?
@@ -54,9 +57,9 @@ struct ExportCommand: Command {
     let routes: RouteSettings?
 
     init(_ p: ParsedArguments) throws(CLIError) {
-        textfile = p.value("--textfile")
-        json = p.value("--json")
-        jsonLines = p.value("--json-lines")
+        textfile = p[Options.textfile]
+        json = p[Options.json]
+        jsonLines = p[Options.jsonLines]
         guard textfile != nil || json != nil || jsonLines != nil else {
             throw p.usage("nothing to export: give --json PATH, --json-lines PATH or --textfile PATH")
         }
@@ -75,13 +78,13 @@ struct ExportCommand: Command {
         // Links given on the command line are resolved once, now.
         var command = self
         command.json = try json.map { path throws(CLIError) in
-            try CommandLinePath.output(path, option: "--json", command: Self.spec.name, writing: .replaced)
+            try CommandLinePath.output(path, option: Options.json.spec.long, command: Self.spec.name, writing: .replaced)
         }
         command.jsonLines = try jsonLines.map { path throws(CLIError) in
-            try CommandLinePath.output(path, option: "--json-lines", command: Self.spec.name, writing: .inPlace)
+            try CommandLinePath.output(path, option: Options.jsonLines.spec.long, command: Self.spec.name, writing: .inPlace)
         }
         command.textfile = try textfile.map { path throws(CLIError) in
-            try CommandLinePath.output(path, option: "--textfile", command: Self.spec.name, writing: .replaced)
+            try CommandLinePath.output(path, option: Options.textfile.spec.long, command: Self.spec.name, writing: .replaced)
         }
         try command.start()
     }

@@ -14,15 +14,15 @@ let defaultServePort: UInt16 = 9874
 
 /// Which node_exporter families `serve` and `export --textfile` add.
 enum CompatOption {
-    static let spec = OptionSpec(
+    static let compat = Option(
         "--compat", value: "node|node-only",
         help: "Also (node) or only (node-only) node_exporter's netdev and netclass families (node_network_*{device}), as its collectors serve them.",
         choices: ExpositionFamilies.allCases.filter { $0 != .ifmeter }.map(\.rawValue))
 
     static func families(_ p: ParsedArguments) throws(CLIError) -> ExpositionFamilies {
-        guard let text = p.value("--compat") else { return .ifmeter }
+        guard let text = p[compat] else { return .ifmeter }
         guard let families = ExpositionFamilies(rawValue: text), families != .ifmeter else {
-            throw p.usage("unknown value '\(text)' for '--compat'; use node (add node_exporter's families) or node-only")
+            throw p.usage("unknown value '\(text)' for '\(compat.spec.long)'; use node (add node_exporter's families) or node-only")
         }
         return families
     }
@@ -30,9 +30,16 @@ enum CompatOption {
 
 struct ServeCommand: Command {
     enum Options {
+        static let listen = Option(
+            "--listen", value: "address",
+            help:
+                "Address and port: 127.0.0.1:9874, localhost:9874, [::1]:9874, :9874 for every address, or none (with --remote-write: push only).",
+            default: "127.0.0.1:\(defaultServePort)")
         static let maxConnections = Option(
             "--max-connections", value: "n", help: "Open connections; past it the oldest one still waiting for its request is closed.",
             default: "1024")
+        static let webConfig = Option(
+            "--web-config", value: "file", help: "TLS and basic auth, in Prometheus exporter-toolkit's web config format (see above).")
     }
 
     static let spec = CommandSpec(
@@ -72,14 +79,10 @@ struct ServeCommand: Command {
             """,
         options: [
             ConfigFile.option.spec,
-            OptionSpec(
-                "--listen", value: "address",
-                help:
-                    "Address and port: 127.0.0.1:9874, localhost:9874, [::1]:9874, :9874 for every address, or none (with --remote-write: push only).",
-                default: "127.0.0.1:\(defaultServePort)"),
-            CompatOption.spec,
+            Options.listen.spec,
+            CompatOption.compat.spec,
             Options.maxConnections.spec,
-            OptionSpec("--web-config", value: "file", help: "TLS and basic auth, in Prometheus exporter-toolkit's web config format (see above)."),
+            Options.webConfig.spec,
         ] + RemoteWriteOptions.specs + RouteOptions.specsWithoutDefaultProbes + CommonOptions.monitoring)
 
     /// Nil with `--listen none` (push only).
@@ -96,7 +99,7 @@ struct ServeCommand: Command {
     var reload: ConfigReload?
 
     init(_ p: ParsedArguments) throws(CLIError) {
-        let listen = p.value("--listen") ?? "127.0.0.1:\(defaultServePort)"
+        let listen = p[Options.listen] ?? "127.0.0.1:\(defaultServePort)"
         let address = listen == "none" ? nil : ListenAddress(parsing: listen)
         guard address != nil || listen == "none" else {
             throw p.usage(
@@ -117,7 +120,7 @@ struct ServeCommand: Command {
         self.limits = limits
         if !p.has(RouteOptions.probe) { try RouteOptions.check(p) }
         routes = p.has(RouteOptions.probe) ? try RouteOptions.settings(p, command: "serve --probe") : nil
-        webConfigPath = p.value("--web-config")
+        webConfigPath = p[Options.webConfig]
         webConfig = try webConfigPath.map { path throws(CLIError) in
             do throws(WebConfig.LoadError) {
                 return try WebConfig.load(path)
