@@ -179,6 +179,9 @@ public struct CommandSpec: Sendable {
     public var options: [OptionSpec]
     public var positionals: [PositionalSpec]
 
+    /// `--help`, which every command has.
+    public static let helpFlag = Flag("--help", short: "-h", help: "Show help information.")
+
     public init(
         name: String, abstract: String, discussion: String? = nil, options: [OptionSpec],
         positionals: [PositionalSpec] = []
@@ -186,7 +189,7 @@ public struct CommandSpec: Sendable {
         self.name = name
         self.abstract = abstract
         self.discussion = discussion
-        self.options = options + [OptionSpec("--help", short: "-h", help: "Show help information.")]
+        self.options = options + [Self.helpFlag.spec]
         self.positionals = positionals
     }
 
@@ -249,25 +252,14 @@ public struct CommandSpec: Sendable {
 /// Arguments after parsing, before a command validates them.
 public struct ParsedArguments: Sendable {
     public let spec: CommandSpec
-    var values: [String: [String]] = [:]
-    var flags: Set<String> = []
+    /// What was given, by long name: read through the handles below.
+    private var values: [String: [String]] = [:]
+    private var flags: Set<String> = []
     public var positionals: [String] = []
     /// `--help` or `-h` was given.
-    public var wantsHelp: Bool { flags.contains("--help") }
+    public var wantsHelp: Bool { self[CommandSpec.helpFlag] }
 
     init(spec: CommandSpec) { self.spec = spec }
-
-    public func flag(_ long: String) -> Bool { flags.contains(long) }
-
-    /// The last value given for `long`.
-    public func value(_ long: String) -> String? { values[long]?.last }
-
-    /// Every value given for a repeatable option, comma-separated ones split.
-    public func list(_ long: String) -> [String] {
-        (values[long] ?? []).flatMap { $0.split(separator: ",").map(String.init) }.filter { !$0.isEmpty }
-    }
-
-    public func has(_ long: String) -> Bool { values[long] != nil || flags.contains(long) }
 
     /// The flag was given.
     public subscript(_ flag: Flag) -> Bool { flags.contains(flag.spec.long) }
@@ -292,6 +284,28 @@ public struct ParsedArguments: Sendable {
 
     /// The command declares the option.
     public func declares(_ option: any OptionHandle) -> Bool { spec.options.contains { $0.long == option.spec.long } }
+
+    // By a name known only when running (a config file's key, every option
+    // of a spec); a command reads its own options by handle.
+
+    /// The last value given for the option named `long` (no command reads
+    /// by name; ExtensionPointTests' toy command still does).
+    func value(_ long: String) -> String? { values[long]?.last }
+
+    /// The option named `long` was given.
+    func has(long: String) -> Bool { values[long] != nil || flags.contains(long) }
+
+    /// The option named `long` was given otherwise in `other` (other values,
+    /// or given in one and not the other).
+    func differs(from other: ParsedArguments, on long: String) -> Bool {
+        values[long] != other.values[long] || flags.contains(long) != other.flags.contains(long)
+    }
+
+    /// Takes what `other` gave for the option named `long`, as if given so.
+    mutating func take(_ long: String, from other: ParsedArguments) {
+        values[long] = other.values[long]
+        if other.flags.contains(long) { flags.insert(long) } else { flags.remove(long) }
+    }
 
     public func usage(_ message: String) -> CLIError { .usage(message, command: spec.name) }
 
@@ -321,7 +335,7 @@ public struct ParsedArguments: Sendable {
                 inline = String(arg[arg.index(after: eq)...])
             }
             guard let option = find(name) else {
-                let known = spec.options.filter { !$0.hidden }.map(\.long) + ["--help"]
+                let known = spec.options.filter { !$0.hidden }.map(\.long) + [CommandSpec.helpFlag.spec.long]
                 let hint = Suggestion.closest(to: name, among: known).map { " (did you mean '\($0)'?)" } ?? ""
                 throw parsed.usage("unknown option '\(name)'\(hint)")
             }

@@ -29,7 +29,7 @@ struct ConfigFile {
 
     /// Options a file may not set: what names the file, and what only a
     /// person at a terminal asks for.
-    static let commandLineOnly: Set<String> = [option.spec.long, "--help", CommandLinePath.allowForeignFiles.spec.long]
+    static let commandLineOnly: Set<String> = [option.spec.long, CommandSpec.helpFlag.spec.long, CommandLinePath.allowForeignFiles.spec.long]
 
     /// The file the package ships: every setting of serve and export,
     /// commented out, with its help and default (`--generate-config`).
@@ -175,7 +175,7 @@ struct ConfigFile {
     /// settings whose option the command line does not give.
     func arguments(for spec: CommandSpec, besides given: ParsedArguments) -> [String] {
         var out: [String] = []
-        for s in settings(for: spec) where !given.has("--" + s.key) {
+        for s in settings(for: spec) where !given.has(long: "--" + s.key) {
             if s.values == ["false"], spec.options.first(where: { $0.long == "--" + s.key })?.isFlag == true { continue }
             if s.values.isEmpty {
                 out.append("--" + s.key)
@@ -190,7 +190,7 @@ struct ConfigFile {
     /// only among those the command line did not override (a bad flag is
     /// the command line's, exit 64).
     func location(of message: String, spec: CommandSpec, besides given: ParsedArguments) -> Setting? {
-        settings(for: spec).filter { !given.has("--" + $0.key) }.first {
+        settings(for: spec).filter { !given.has(long: "--" + $0.key) }.first {
             message.contains("'--" + $0.key + "'") || message.contains("'--" + $0.key + " ")
         }
     }
@@ -325,10 +325,7 @@ struct ConfigReload {
         guard let serve = command as? ServeCommand else { throw .runtime("reloading \(path): not serve's settings") }
         var changed = Set<String>()
         for option in ServeCommand.spec.options where option.long != ConfigFile.option.spec.long {
-            if parsed.values[option.long] != running.values[option.long] || parsed.flags.contains(option.long) != running.flags.contains(option.long)
-            {
-                changed.insert(option.long)
-            }
+            if parsed.differs(from: running, on: option.long) { changed.insert(option.long) }
         }
         return (serve, parsed, changed)
     }

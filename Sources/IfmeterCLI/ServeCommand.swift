@@ -384,8 +384,7 @@ final class ServeReloader {
         var running = reload.running
         func adopt(_ options: Set<String>) {
             for option in options {
-                running.values[option] = fresh.parsed.values[option]
-                if fresh.parsed.flags.contains(option) { running.flags.insert(option) } else { running.flags.remove(option) }
+                running.take(option, from: fresh.parsed)
             }
         }
         if !fresh.changed.isDisjoint(with: ConfigReload.kindOptions) {
