@@ -85,6 +85,71 @@ public struct OptionSpec: Sendable {
     }
 }
 
+/// An option a command reads: declared once, as a `Flag`, an `Option` or a
+/// `ListOption`, whose `spec` goes into `CommandSpec.options` (help, man
+/// pages, completions and the config file are made from it) and which
+/// `ParsedArguments` is read by, without spelling its name again.
+public protocol OptionHandle: Sendable {
+    var spec: OptionSpec { get }
+}
+
+/// A flag: given or not (`p[CommonOptions.bits]`).
+public struct Flag: OptionHandle {
+    public let spec: OptionSpec
+
+    public init(_ long: String, short: String? = nil, help: String, hidden: Bool = false) {
+        spec = OptionSpec(long, short: short, help: help, hidden: hidden)
+    }
+
+    /// The same flag, read alike, described otherwise for another command.
+    public func helping(_ help: String) -> Flag {
+        Flag(spec.long, short: spec.short, help: help, hidden: spec.hidden)
+    }
+}
+
+/// An option that takes one value, given at most once
+/// (`p[CommonOptions.interval]`: the value, nil when not given).
+public struct Option: OptionHandle {
+    public let spec: OptionSpec
+
+    public init(
+        _ long: String, short: String? = nil, value: String, help: String, default defaultText: String? = nil, hidden: Bool = false,
+        choices: [String] = [], completion: ValueCompletion? = nil
+    ) {
+        spec = OptionSpec(
+            long, short: short, value: value, help: help, default: defaultText, hidden: hidden, choices: choices, completion: completion)
+    }
+
+    /// The same option, read alike, described otherwise for another command.
+    public func helping(_ help: String) -> Option {
+        Option(
+            spec.long, short: spec.short, value: spec.valueName ?? "value", help: help, default: spec.defaultText, hidden: spec.hidden,
+            choices: spec.choices, completion: spec.completion)
+    }
+}
+
+/// An option that may be given more than once, its values separated by
+/// commas too (`p[CommonOptions.include]`: every value, in order).
+public struct ListOption: OptionHandle {
+    public let spec: OptionSpec
+
+    public init(
+        _ long: String, short: String? = nil, value: String, help: String, default defaultText: String? = nil, hidden: Bool = false,
+        choices: [String] = [], completion: ValueCompletion? = nil
+    ) {
+        spec = OptionSpec(
+            long, short: short, value: value, help: help, default: defaultText, repeatable: true, hidden: hidden, choices: choices,
+            completion: completion)
+    }
+
+    /// The same option, read alike, described otherwise for another command.
+    public func helping(_ help: String) -> ListOption {
+        ListOption(
+            spec.long, short: spec.short, value: spec.valueName ?? "value", help: help, default: spec.defaultText, hidden: spec.hidden,
+            choices: spec.choices, completion: spec.completion)
+    }
+}
+
 /// A positional argument.
 public struct PositionalSpec: Sendable {
     public var name: String
@@ -114,6 +179,9 @@ public struct CommandSpec: Sendable {
     public var options: [OptionSpec]
     public var positionals: [PositionalSpec]
 
+    /// `--help`, which every command has.
+    public static let helpFlag = Flag("--help", short: "-h", help: "Show help information.")
+
     public init(
         name: String, abstract: String, discussion: String? = nil, options: [OptionSpec],
         positionals: [PositionalSpec] = []
@@ -121,7 +189,7 @@ public struct CommandSpec: Sendable {
         self.name = name
         self.abstract = abstract
         self.discussion = discussion
-        self.options = options + [OptionSpec("--help", short: "-h", help: "Show help information.")]
+        self.options = options + [Self.helpFlag.spec]
         self.positionals = positionals
     }
 
@@ -184,25 +252,60 @@ public struct CommandSpec: Sendable {
 /// Arguments after parsing, before a command validates them.
 public struct ParsedArguments: Sendable {
     public let spec: CommandSpec
-    var values: [String: [String]] = [:]
-    var flags: Set<String> = []
+    /// What was given, by long name: read through the handles below.
+    private var values: [String: [String]] = [:]
+    private var flags: Set<String> = []
     public var positionals: [String] = []
     /// `--help` or `-h` was given.
-    public var wantsHelp: Bool { flags.contains("--help") }
+    public var wantsHelp: Bool { self[CommandSpec.helpFlag] }
 
     init(spec: CommandSpec) { self.spec = spec }
 
-    public func flag(_ long: String) -> Bool { flags.contains(long) }
+    /// The flag was given.
+    public subscript(_ flag: Flag) -> Bool { flags.contains(flag.spec.long) }
 
-    /// The last value given for `long`.
-    public func value(_ long: String) -> String? { values[long]?.last }
+    /// The option's value, nil when it was not given.
+    public subscript(_ option: Option) -> String? { values[option.spec.long]?.last }
 
-    /// Every value given for a repeatable option, comma-separated ones split.
-    public func list(_ long: String) -> [String] {
-        (values[long] ?? []).flatMap { $0.split(separator: ",").map(String.init) }.filter { !$0.isEmpty }
+    /// Every value given for the option, comma-separated ones split, empty
+    /// ones left out.
+    public subscript(_ option: ListOption) -> [String] {
+        (values[option.spec.long] ?? []).flatMap { $0.split(separator: ",").map(String.init) }.filter { !$0.isEmpty }
     }
 
-    public func has(_ long: String) -> Bool { values[long] != nil || flags.contains(long) }
+    /// Every value given for the option as it was given, before splitting.
+    public func given(_ option: ListOption) -> [String] { values[option.spec.long] ?? [] }
+
+    /// The option or flag was given (a list option even with only empty
+    /// values).
+    public func has(_ option: any OptionHandle) -> Bool {
+        values[option.spec.long] != nil || flags.contains(option.spec.long)
+    }
+
+    /// The command declares the option.
+    public func declares(_ option: any OptionHandle) -> Bool { spec.options.contains { $0.long == option.spec.long } }
+
+    // By a name known only when running (a config file's key, every option
+    // of a spec); a command reads its own options by handle.
+
+    /// The last value given for the option named `long` (no command reads
+    /// by name; ExtensionPointTests' toy command still does).
+    func value(_ long: String) -> String? { values[long]?.last }
+
+    /// The option named `long` was given.
+    func has(long: String) -> Bool { values[long] != nil || flags.contains(long) }
+
+    /// The option named `long` was given otherwise in `other` (other values,
+    /// or given in one and not the other).
+    func differs(from other: ParsedArguments, on long: String) -> Bool {
+        values[long] != other.values[long] || flags.contains(long) != other.flags.contains(long)
+    }
+
+    /// Takes what `other` gave for the option named `long`, as if given so.
+    mutating func take(_ long: String, from other: ParsedArguments) {
+        values[long] = other.values[long]
+        if other.flags.contains(long) { flags.insert(long) } else { flags.remove(long) }
+    }
 
     public func usage(_ message: String) -> CLIError { .usage(message, command: spec.name) }
 
@@ -232,7 +335,7 @@ public struct ParsedArguments: Sendable {
                 inline = String(arg[arg.index(after: eq)...])
             }
             guard let option = find(name) else {
-                let known = spec.options.filter { !$0.hidden }.map(\.long) + ["--help"]
+                let known = spec.options.filter { !$0.hidden }.map(\.long) + [CommandSpec.helpFlag.spec.long]
                 let hint = Suggestion.closest(to: name, among: known).map { " (did you mean '\($0)'?)" } ?? ""
                 throw parsed.usage("unknown option '\(name)'\(hint)")
             }

@@ -23,6 +23,8 @@ public enum IfmeterCLI {
         ]
     }
 
+    static let versionFlag = Flag("--version", help: "Show the version.")
+
     static let rootSpec = CommandSpec(
         name: "ifmeter",
         abstract: "Measure network traffic per interface, and say how sure the figures are.",
@@ -34,7 +36,7 @@ public enum IfmeterCLI {
 
             \(wordWrap(Caveat.sentence, width: 72).joined(separator: "\n"))
             """,
-        options: [OptionSpec("--version", help: "Show the version.")] + Generate.options)
+        options: [versionFlag.spec] + Generate.options)
 
     static func pad(_ s: String, _ width: Int) -> String {
         s.count >= width ? s + " " : s + String(repeating: " ", count: width - s.count)
@@ -58,7 +60,7 @@ public enum IfmeterCLI {
         guard let first = arguments.first, !first.hasPrefix("-") else {
             let root = try ParsedArguments.parse(arguments, spec: rootSpec)
             if root.wantsHelp { return try Output.put(Output.forPeople(rootSpec.help)) }
-            if root.flag("--version") { return try Output.put("ifmeter \(version)\n") }
+            if root[versionFlag] { return try Output.put("ifmeter \(version)\n") }
             // No command: the main job on a terminal; help elsewhere.
             guard Output.isTerminal(1) else { return try Output.put(Output.forPeople(rootSpec.help)) }
             return try LiveCommand(ParsedArguments.parse([], spec: LiveCommand.spec)).run()
@@ -70,9 +72,9 @@ public enum IfmeterCLI {
         }
         let parsed = try ParsedArguments.parse(Array(arguments.dropFirst()), spec: command.spec)
         if parsed.wantsHelp { return try Output.put(Output.forPeople(command.spec.help)) }
-        CommandLinePath.allowForeign = parsed.flag(CommandLinePath.allowForeignSpec.long)
+        CommandLinePath.allowForeign = parsed[CommandLinePath.allowForeignFiles]
         // serve and export: the config file's settings, under the flags.
-        if let path = parsed.value(ConfigFile.option.long) {
+        if let path = parsed[ConfigFile.option] {
             let rest = Array(arguments.dropFirst())
             let (built, effective) = try ConfigFile.load(path).built(command, parsed, arguments: rest)
             // serve reads the file again on SIGHUP.
@@ -90,15 +92,13 @@ struct ListCommand: Command {
     static let spec = CommandSpec(
         name: "ifmeter list",
         abstract: "List interfaces with index, kind, its evidence, counter width, speed and state.",
-        options: CommonOptions.source + CommonOptions.filters + [
-            OptionSpec("--format", value: "format", help: "text or json.", default: "text", choices: ["text", "json"])
-        ])
+        options: CommonOptions.source + CommonOptions.filters + [CommonOptions.textOrJSON.spec])
 
     let setup: SamplingSetup
     let json: Bool
 
     init(_ p: ParsedArguments) throws(CLIError) {
-        json = try CommonOptions.format(p, allowed: ["text", "json"], default: "text") == "json"
+        json = try CommonOptions.format(p, CommonOptions.textOrJSON, allowed: ["text", "json"], default: "text") == "json"
         setup = try SamplingSetup(p, sampleLimit: 1, stopOnFailure: true)
     }
 
@@ -119,6 +119,12 @@ struct ListCommand: Command {
 }
 
 struct SampleCommand: Command {
+    enum Options {
+        static let count = Option("--count", short: "-n", value: "n", help: "Number of intervals to print.")
+        static let watch = Flag("--watch", help: "Print intervals until interrupted.")
+        static let wide = Flag("--wide", help: "Also packet rates, errors and drops per interval.")
+    }
+
     static let spec = CommandSpec(
         name: "ifmeter sample",
         abstract: "Print one snapshot of the counters, or N intervals with deltas and rates.",
@@ -128,12 +134,12 @@ struct SampleCommand: Command {
             on until interrupted. JSON output is one object per line.
             """,
         options: [
-            CommonOptions.interval,
-            OptionSpec("--count", short: "-n", value: "n", help: "Number of intervals to print."),
-            OptionSpec("--watch", help: "Print intervals until interrupted."),
-            OptionSpec("--wide", help: "Also packet rates, errors and drops per interval."),
-            OptionSpec("--format", value: "format", help: "text or json.", default: "text", choices: ["text", "json"]),
-            CommonOptions.bits, CommonOptions.maxRate,
+            CommonOptions.interval.spec,
+            Options.count.spec,
+            Options.watch.spec,
+            Options.wide.spec,
+            CommonOptions.textOrJSON.spec,
+            CommonOptions.bits.spec, CommonOptions.maxRate.spec,
         ] + CommonOptions.source + CommonOptions.filters)
 
     let setup: SamplingSetup
@@ -146,12 +152,12 @@ struct SampleCommand: Command {
     let shown = Box<Set<Quality>>([])
 
     init(_ p: ParsedArguments) throws(CLIError) {
-        count = try CommonOptions.positiveInt(p, "--count", max: CommonOptions.maxCount)
-        watch = p.flag("--watch")
+        count = try CommonOptions.positiveInt(p, Options.count, max: CommonOptions.maxCount)
+        watch = p[Options.watch]
         if watch, count != nil { throw p.usage("'--count' and '--watch' cannot be used together") }
-        json = try CommonOptions.format(p, allowed: ["text", "json"], default: "text") == "json"
-        bits = p.flag("--bits")
-        wide = p.flag("--wide")
+        json = try CommonOptions.format(p, CommonOptions.textOrJSON, allowed: ["text", "json"], default: "text") == "json"
+        bits = p[CommonOptions.bits]
+        wide = p[Options.wide]
         let limit = watch ? nil : (count.map { $0 + 1 } ?? 1)
         setup = try SamplingSetup(p, sampleLimit: limit, stopOnFailure: true)
     }
@@ -202,6 +208,12 @@ struct SampleCommand: Command {
 }
 
 struct RecordCommand: Command {
+    enum Options {
+        static let count = Option("--count", short: "-n", value: "n", help: "Number of intervals to record (N+1 samples).")
+        static let duration = Option("--duration", value: "duration", help: "Record for this long.")
+        static let output = Option("--output", short: "-o", value: "file", help: "Write the trace here instead of stdout.")
+    }
+
     static let spec = CommandSpec(
         name: "ifmeter record",
         abstract: "Record live samples as a trace (ifmeter/1, JSON Lines) for replay.",
@@ -211,31 +223,31 @@ struct RecordCommand: Command {
             records until interrupted.
             """,
         options: [
-            CommonOptions.interval,
-            OptionSpec("--count", short: "-n", value: "n", help: "Number of intervals to record (N+1 samples)."),
-            OptionSpec("--duration", value: "duration", help: "Record for this long."),
-            OptionSpec("--output", short: "-o", value: "file", help: "Write the trace here instead of stdout."),
-            CommandLinePath.allowForeignSpec,
+            CommonOptions.interval.spec,
+            Options.count.spec,
+            Options.duration.spec,
+            Options.output.spec,
+            CommandLinePath.allowForeignFiles.spec,
         ] + CommonOptions.source + CommonOptions.filters)
 
     let setup: SamplingSetup
     let output: String?
 
     init(_ p: ParsedArguments) throws(CLIError) {
-        let interval = try CommonOptions.duration(p, "--interval", default: 1)
-        let count = try CommonOptions.positiveInt(p, "--count", max: CommonOptions.maxCount)
-        let duration = p.has("--duration") ? try CommonOptions.duration(p, "--duration", default: 0) : nil
+        let interval = try CommonOptions.duration(p, CommonOptions.interval, default: 1)
+        let count = try CommonOptions.positiveInt(p, Options.count, max: CommonOptions.maxCount)
+        let duration = p.has(Options.duration) ? try CommonOptions.duration(p, Options.duration, default: 0) : nil
         if count != nil, duration != nil { throw p.usage("'--count' and '--duration' cannot be used together") }
         // Both in Units.durationRange: at most 365 d / 1 ms = 3.2e10 intervals.
         let intervals = duration.map { max(1, Int(($0 / interval).rounded(.down))) } ?? count
-        output = p.value("--output").flatMap { $0 == "-" ? nil : $0 }
+        output = p[Options.output].flatMap { $0 == "-" ? nil : $0 }
         setup = try SamplingSetup(p, sampleLimit: intervals.map { $0 + 1 }, stopOnFailure: true)
     }
 
     func run() throws(CLIError) {
         let pipeline = try setup.pipeline()
         let file = try output.map { path throws(CLIError) in
-            let path = try CommandLinePath.output(path, option: "--output", command: Self.spec.name, writing: .inPlace)
+            let path = try CommandLinePath.output(path, option: Options.output.spec.long, command: Self.spec.name, writing: .inPlace)
             do throws(SystemError) {
                 return try TraceFile(creating: path)
             } catch {
@@ -281,6 +293,12 @@ extension ReplayCommand {
 }
 
 struct ReplayCommand: Command {
+    enum Options {
+        static let format = Option(
+            "--format", value: "format", help: ReportFormats.names.joined(separator: " or ") + ".", default: "json",
+            choices: ReportFormats.names)
+    }
+
     static let spec = CommandSpec(
         name: "ifmeter replay",
         abstract: "Replay a trace through the delta engine and print the report.",
@@ -289,10 +307,8 @@ struct ReplayCommand: Command {
             line stops the replay with its line number; no report is printed.
             """,
         options: [
-            OptionSpec(
-                "--format", value: "format", help: ReportFormats.names.joined(separator: " or ") + ".", default: "json",
-                choices: ReportFormats.names),
-            CommonOptions.bits, CommonOptions.maxRate,
+            Options.format.spec,
+            CommonOptions.bits.spec, CommonOptions.maxRate.spec,
         ] + CommonOptions.filters + CommonOptions.namespaceFilters,
         positionals: [PositionalSpec("file", help: "The trace to replay.")])
 
@@ -306,8 +322,8 @@ struct ReplayCommand: Command {
     init(_ p: ParsedArguments) throws(CLIError) {
         arguments = p
         path = p.positionals[0]
-        bits = p.flag("--bits")
-        format = try CommonOptions.format(p, allowed: ReportFormats.names, default: "json")
+        bits = p[CommonOptions.bits]
+        format = try CommonOptions.format(p, Options.format, allowed: ReportFormats.names, default: "json")
         renderer = ReportFormats.renderer(format, bits: bits) ?? JSONReportRenderer()
         var filter = try CommonOptions.filter(p)
         filter.namespaces = try CommonOptions.namespaceNames(p).map(Set.init)

@@ -6,48 +6,49 @@ import IfmeterSystem
 
 /// Options several commands share, declared once.
 enum CommonOptions {
-    static let filters: [OptionSpec] = [
-        OptionSpec("--include", value: "glob", help: "Only interfaces whose name matches.", repeatable: true),
-        OptionSpec("--exclude", value: "glob", help: "Leave out interfaces whose name matches.", repeatable: true),
-        OptionSpec(
-            "--kind", value: "kinds",
-            help: "Only these kinds: wifi, cellular, tunnel, ethernet, loopback, virtual, other.", repeatable: true,
-            choices: InterfaceKind.allCases.map(\.rawValue)),
-    ]
+    static let include = ListOption("--include", value: "glob", help: "Only interfaces whose name matches.")
+    static let exclude = ListOption("--exclude", value: "glob", help: "Leave out interfaces whose name matches.")
+    static let kind = ListOption(
+        "--kind", value: "kinds", help: "Only these kinds: wifi, cellular, tunnel, ethernet, loopback, virtual, other.",
+        choices: InterfaceKind.allCases.map(\.rawValue))
+
+    static let filters: [OptionSpec] = [include.spec, exclude.spec, kind.spec]
+
+    static let sourceOption = Option(
+        "--source", value: "source", help: SourceKind.help, default: SourceKind.platformDefault.rawValue,
+        choices: SourceKind.allCases.map(\.rawValue))
+    static let sysfsRoot = Option("--sysfs-root", value: "path", help: "Read interface facts from this sysfs tree.", hidden: true)
+    static let noSysfs = Flag("--no-sysfs", help: "Read no sysfs facts.", hidden: true)
+    static let netns = ListOption(
+        "--netns", value: "names",
+        help:
+            "Sample inside these named network namespaces (ip netns), from outside them; interfaces are NS/NAME. Entering a namespace needs CAP_SYS_ADMIN (root)."
+    )
+    static let allNetns = Flag(
+        "--all-netns", help: "Sample this namespace and every named one, following those created and removed while running (needs CAP_SYS_ADMIN).")
+    static let noLinkEvents = Flag(
+        "--no-link-events", help: "Do not listen to link notifications (deleted interfaces' last traffic is then lost).", hidden: true)
+    static let eventBuffer = Option("--event-buffer", value: "bytes", help: "Receive buffer of the link-notification socket.", hidden: true)
+    static let forceLinkDump = Flag("--force-link-dump", help: "Use RTM_GETLINK instead of RTM_GETSTATS.", hidden: true)
 
     static let source: [OptionSpec] = [
-        OptionSpec(
-            "--source", value: "source", help: SourceKind.help,
-            default: SourceKind.platformDefault.rawValue, choices: SourceKind.allCases.map(\.rawValue)),
-        kindOf,
-        OptionSpec("--sysfs-root", value: "path", help: "Read interface facts from this sysfs tree.", hidden: true),
-        OptionSpec("--no-sysfs", help: "Read no sysfs facts.", hidden: true),
-        OptionSpec(
-            "--netns", value: "names",
-            help:
-                "Sample inside these named network namespaces (ip netns), from outside them; interfaces are NS/NAME. Entering a namespace needs CAP_SYS_ADMIN (root).",
-            repeatable: true),
-        OptionSpec(
-            "--all-netns",
-            help: "Sample this namespace and every named one, following those created and removed while running (needs CAP_SYS_ADMIN)."),
-        OptionSpec("--no-link-events", help: "Do not listen to link notifications (deleted interfaces' last traffic is then lost).", hidden: true),
-        OptionSpec("--event-buffer", value: "bytes", help: "Receive buffer of the link-notification socket.", hidden: true),
-        OptionSpec("--force-link-dump", help: "Use RTM_GETLINK instead of RTM_GETSTATS.", hidden: true),
+        sourceOption.spec, kindOf.spec, sysfsRoot.spec, noSysfs.spec, netns.spec, allNetns.spec, noLinkEvents.spec, eventBuffer.spec,
+        forceLinkDump.spec,
     ]
 
     /// `--kind-of PATTERN=KIND`: the user's word on a kind, before any
     /// filter (so `--kind cellular` finds a modem made cellular here).
-    static let kindOf = OptionSpec(
+    static let kindOf = ListOption(
         "--kind-of", value: "pattern=kind",
         help:
-            "Say an interface's kind yourself, like 'wwan*=cellular' for a raw-IP modem that is a tun underneath; PATTERN is a glob on the name (NS/NAME in another namespace), KIND one of \(InterfaceKind.allCases.map(\.rawValue).joined(separator: ", ")). Shown with evidence user:--kind-of.",
-        repeatable: true)
+            "Say an interface's kind yourself, like 'wwan*=cellular' for a raw-IP modem that is a tun underneath; PATTERN is a glob on the name (NS/NAME in another namespace), KIND one of \(InterfaceKind.allCases.map(\.rawValue).joined(separator: ", ")). Shown with evidence user:--kind-of."
+    )
 
     static func kindOverrides(_ p: ParsedArguments) throws(CLIError) -> KindOverrides {
         var rules: [KindOverrides.Rule] = []
         let kinds = InterfaceKind.allCases.map(\.rawValue).joined(separator: ", ")
-        if p.has("--kind-of"), p.list("--kind-of").isEmpty { throw p.usage("'--kind-of' needs PATTERN=KIND, like 'wwan*=cellular'") }
-        for text in p.list("--kind-of") {
+        if p.has(kindOf), p[kindOf].isEmpty { throw p.usage("'\(kindOf.spec.long)' needs PATTERN=KIND, like 'wwan*=cellular'") }
+        for text in p[kindOf] {
             switch KindOverrides.rule(text) {
             case .success(let rule): rules.append(rule)
             case .failure(.unknownKind(let kind)):
@@ -60,94 +61,100 @@ enum CommonOptions {
         return KindOverrides(rules)
     }
 
-    static let maxRate = OptionSpec(
+    static let maxRate = Option(
         "--max-rate", value: "rate",
         help: "Byte-rate ceiling used to tell a 32-bit wrap from a reset when a link's speed is unknown, like 10Gbit, 1Gbit or 125MB.",
         default: "10Gbit")
 
-    static let interval = OptionSpec(
+    static let interval = Option(
         "--interval", short: "-i", value: "duration", help: "Time between samples, like 500ms, 0.5s, 2m or 10.", default: "1s")
 
-    static let bits = OptionSpec("--bits", help: "Show rates in bits per second.")
+    /// `--format` of the commands that print text or JSON (list, sample,
+    /// route).
+    static let textOrJSON = Option("--format", value: "format", help: "text or json.", default: "text", choices: ["text", "json"])
 
-    static let seriesLifetime = OptionSpec(
+    static let bits = Flag("--bits", help: "Show rates in bits per second.")
+
+    static let seriesLifetime = Option(
         "--series-lifetime", value: "duration", help: "Forget an interface this long after it went away.", default: "5m")
+
+    static let saveEvery = Option(
+        "--save-every", value: "duration",
+        help:
+            "Save the state file this often; also at once when an interface is deleted, on SIGHUP and at a stop. Within a boot a restart loses nothing whatever the pace; a power cut loses at most this long's traffic, counted as a lower bound.",
+        default: "5m")
+
+    /// `--state` of the commands that sample (none without it).
+    static let state = Option(
+        "--state", value: "path",
+        help: "Keep totals across restarts and reboots, and usage per local hour, in this SQLite file (none without it).")
+    static let bootIDFile = Option("--boot-id-file", value: "path", help: "Read the boot id here.", hidden: true)
 
     /// The options of the commands that sample until stopped.
     static let monitoring: [OptionSpec] =
         [
-            interval, maxRate, seriesLifetime,
-            OptionSpec(
-                "--state", value: "path",
-                help: "Keep totals across restarts and reboots, and usage per local hour, in this SQLite file (none without it)."),
-            OptionSpec(
-                "--save-every", value: "duration",
-                help:
-                    "Save the state file this often; also at once when an interface is deleted, on SIGHUP and at a stop. Within a boot a restart loses nothing whatever the pace; a power cut loses at most this long's traffic, counted as a lower bound.",
-                default: "5m"),
-            RetentionOptions.keepHours, RetentionOptions.keepDays,
-            OptionSpec("--boot-id-file", value: "path", help: "Read the boot id here.", hidden: true),
-            CommandLinePath.allowForeignSpec,
+            interval.spec, maxRate.spec, seriesLifetime.spec, state.spec, saveEvery.spec, RetentionOptions.keepHours.spec,
+            RetentionOptions.keepDays.spec, bootIDFile.spec,
+            CommandLinePath.allowForeignFiles.spec,
         ] + source + filters
 
     static func filter(_ p: ParsedArguments) throws(CLIError) -> InterfaceFilter {
         var kinds: Set<InterfaceKind>?
-        let kindNames = p.list("--kind")
-        if p.has("--kind") {
+        if p.has(kind) {
             var set = Set<InterfaceKind>()
-            for name in kindNames {
-                guard let kind = InterfaceKind(rawValue: name) else {
+            for name in p[kind] {
+                guard let value = InterfaceKind(rawValue: name) else {
                     throw p.usage(
-                        "unknown kind '\(name)' for '--kind'; kinds are \(InterfaceKind.allCases.map(\.rawValue).joined(separator: ", "))")
+                        "unknown kind '\(name)' for '\(kind.spec.long)'; kinds are \(InterfaceKind.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
-                set.insert(kind)
+                set.insert(value)
             }
-            if set.isEmpty { throw p.usage("'--kind' needs at least one kind") }
+            if set.isEmpty { throw p.usage("'\(kind.spec.long)' needs at least one kind") }
             kinds = set
         }
-        return InterfaceFilter(include: p.list("--include"), exclude: p.list("--exclude"), kinds: kinds)
+        return InterfaceFilter(include: p[include], exclude: p[exclude], kinds: kinds)
     }
 
     /// The namespace options that filter what was recorded (replay, usage):
     /// `--netns` keeps those namespaces' series, `--all-netns` keeps all.
     static let namespaceFilters: [OptionSpec] = [
-        OptionSpec("--netns", value: "names", help: "Only the interfaces of these namespaces.", repeatable: true),
-        OptionSpec("--all-netns", help: "The interfaces of every namespace (the default)."),
+        netns.helping("Only the interfaces of these namespaces.").spec, allNetns.helping("The interfaces of every namespace (the default).").spec,
     ]
 
     /// The namespaces `--netns` names (validated as names; nil without it).
     static func namespaceNames(_ p: ParsedArguments) throws(CLIError) -> [String]? {
-        guard p.has("--netns") else { return nil }
-        if p.flag("--all-netns") { throw p.usage("'--netns' and '--all-netns' cannot be used together") }
-        let names = p.list("--netns")
-        if names.isEmpty { throw p.usage("'--netns' needs at least one name from 'ip netns list'") }
+        guard p.has(netns) else { return nil }
+        if p[allNetns] { throw p.usage("'\(netns.spec.long)' and '\(allNetns.spec.long)' cannot be used together") }
+        let names = p[netns]
+        if names.isEmpty { throw p.usage("'\(netns.spec.long)' needs at least one name from 'ip netns list'") }
         for name in names where name.isEmpty || name.contains("/") || name == "." || name == ".." {
-            throw p.usage("invalid value '\(name)' for '--netns <names>': expected a name from 'ip netns list'")
+            throw p.usage("invalid value '\(name)' for '\(netns.spec.long) <names>': expected a name from 'ip netns list'")
         }
         return names
     }
 
     static func sourceKind(_ p: ParsedArguments) throws(CLIError) -> SourceKind {
         try validateNamespace(p)
-        guard let text = p.value("--source") else { return .platformDefault }
+        guard let text = p[sourceOption] else { return .platformDefault }
         guard let kind = SourceKind(rawValue: text) else {
-            throw p.usage("unknown source '\(text)' for '--source'; use \(SourceKind.allCases.map(\.rawValue).joined(separator: " or "))")
+            throw p.usage(
+                "unknown source '\(text)' for '\(sourceOption.spec.long)'; use \(SourceKind.allCases.map(\.rawValue).joined(separator: " or "))")
         }
         return kind
     }
 
     static func samplerOptions(_ p: ParsedArguments) throws(CLIError) -> SamplerOptions {
         var options = SamplerOptions()
-        if let root = p.value("--sysfs-root") { options.sysfs = SysfsReader(root: root) }
-        if p.flag("--no-sysfs") { options.sysfs = nil }
-        options.forceLinkDump = p.flag("--force-link-dump")
+        if let root = p[sysfsRoot] { options.sysfs = SysfsReader(root: root) }
+        if p[noSysfs] { options.sysfs = nil }
+        options.forceLinkDump = p[forceLinkDump]
         options.kindOverrides = try kindOverrides(p)
-        options.linkEvents = !p.flag("--no-link-events")
-        if let bytes = try eventBuffer(p) { options.eventBufferBytes = bytes }
-        if p.flag("--all-netns") {
+        options.linkEvents = !p[noLinkEvents]
+        if let bytes = try eventBufferBytes(p) { options.eventBufferBytes = bytes }
+        if p[allNetns] {
             options.namespaces = .all
-        } else if let names = p.has("--netns") ? p.list("--netns") : nil {
-            options.namespaces = .named(names)
+        } else if p.has(netns) {
+            options.namespaces = .named(p[netns])
         }
         return options
     }
@@ -165,11 +172,12 @@ enum CommonOptions {
     /// Every duration option (`--interval`, `--every`, `--save-every`,
     /// `--series-lifetime`, `--duration`, `--over`): 1 ms to 365 days
     /// (`Units.durationRange`); anything else is a usage error that says so.
-    static func duration(_ p: ParsedArguments, _ long: String, default value: Double) throws(CLIError) -> Double {
-        guard let text = p.value(long) else { return value }
+    static func duration(_ p: ParsedArguments, _ option: Option, default value: Double) throws(CLIError) -> Double {
+        guard let text = p[option] else { return value }
         guard let seconds = Units.parseDuration(text), Units.durationRange.contains(seconds) else {
             throw p.usage(
-                "invalid value '\(text)' for '\(long) <duration>': expected a duration from \(Units.durationRangeText), like 500ms, 0.5s, 2m or 10")
+                "invalid value '\(text)' for '\(option.spec.long) <duration>': expected a duration from \(Units.durationRangeText), like 500ms, 0.5s, 2m or 10"
+            )
         }
         return seconds
     }
@@ -183,10 +191,10 @@ enum CommonOptions {
     /// A whole number from 1 to `max` (`--count`, `--keep`, `--top`,
     /// `--max-connections`); anything else is a usage error that gives the
     /// range.
-    static func positiveInt(_ p: ParsedArguments, _ long: String, max: Int = Int.max) throws(CLIError) -> Int? {
-        guard let text = p.value(long) else { return nil }
+    static func positiveInt(_ p: ParsedArguments, _ option: Option, max: Int = Int.max) throws(CLIError) -> Int? {
+        guard let text = p[option] else { return nil }
         guard let n = Int(text), n > 0, n <= max else {
-            throw p.usage("invalid value '\(text)' for '\(long) <n>': expected a whole number from 1 to \(max)")
+            throw p.usage("invalid value '\(text)' for '\(option.spec.long) <n>': expected a whole number from 1 to \(max)")
         }
         return n
     }
@@ -194,28 +202,29 @@ enum CommonOptions {
     /// A size option: bytes within `range` (at most 2^63-1,
     /// `Units.parseSize`), like 10MB, 512KiB or 1048576; anything else is a
     /// usage error that gives the range.
-    static func size(_ p: ParsedArguments, _ long: String, _ range: ClosedRange<UInt64>, _ rangeText: String) throws(CLIError) -> UInt64? {
-        guard let text = p.value(long) else { return nil }
+    static func size(_ p: ParsedArguments, _ option: Option, _ range: ClosedRange<UInt64>, _ rangeText: String) throws(CLIError) -> UInt64? {
+        guard let text = p[option] else { return nil }
         guard let bytes = Units.parseSize(text), range.contains(bytes) else {
-            let name = p.spec.options.first { $0.long == long }?.valueName ?? "size"
-            throw p.usage("invalid value '\(text)' for '\(long) <\(name)>': expected a size from \(rangeText), like 10MB, 512KiB or 1048576")
+            throw p.usage(
+                "invalid value '\(text)' for '\(option.spec.long) <\(option.spec.valueName ?? "size")>': expected a size from \(rangeText), like 10MB, 512KiB or 1048576"
+            )
         }
         return bytes
     }
 
     /// `--event-buffer`: 4 KiB to 1 GiB, what the link-notification
     /// socket's receive buffer can be made (the kernel doubles the figure).
-    static func eventBuffer(_ p: ParsedArguments) throws(CLIError) -> Int32? {
-        try size(p, "--event-buffer", 4096...(1 << 30), "4KiB to 1GiB").map { Int32($0) }
+    static func eventBufferBytes(_ p: ParsedArguments) throws(CLIError) -> Int32? {
+        try size(p, eventBuffer, 4096...(1 << 30), "4KiB to 1GiB").map { Int32($0) }
     }
 
     /// `--max-rate`: 1 bit/s to 1000 Tbit/s (`Units.rateRange`).
     static func engineConfiguration(_ p: ParsedArguments, platform: Platform = .linux) throws(CLIError) -> EngineConfiguration {
         var configuration = EngineConfiguration(platform: platform)
-        if let text = p.value("--max-rate") {
+        if let text = p[maxRate] {
             guard let rate = Units.parseRate(text), Units.rateRange.contains(rate) else {
                 throw p.usage(
-                    "invalid value '\(text)' for '--max-rate <rate>': expected a rate from \(Units.rateRangeText), like 10Gbit, 1Gbit, 125MB or 1.25e9"
+                    "invalid value '\(text)' for '\(maxRate.spec.long) <rate>': expected a rate from \(Units.rateRangeText), like 10Gbit, 1Gbit, 125MB or 1.25e9"
                 )
             }
             configuration.defaultMaxBytesPerSecond = rate
@@ -223,10 +232,10 @@ enum CommonOptions {
         return configuration
     }
 
-    static func format(_ p: ParsedArguments, allowed: [String], default value: String) throws(CLIError) -> String {
-        guard let text = p.value("--format") else { return value }
+    static func format(_ p: ParsedArguments, _ option: Option, allowed: [String], default value: String) throws(CLIError) -> String {
+        guard let text = p[option] else { return value }
         guard allowed.contains(text) else {
-            throw p.usage("unknown format '\(text)' for '--format'; use \(allowed.joined(separator: " or "))")
+            throw p.usage("unknown format '\(text)' for '\(option.spec.long)'; use \(allowed.joined(separator: " or "))")
         }
         return text
     }
@@ -236,12 +245,12 @@ enum CommonOptions {
 /// the hour and by the day before a save sums it into days and months
 /// (issue 31, vnStat's HourlyDays and DailyDays).
 enum RetentionOptions {
-    static let keepHours = OptionSpec(
+    static let keepHours = Option(
         "--keep-hours", value: "age",
         help:
             "Keep usage by the hour this long; at a save, the hours of older whole local days are summed into day rows. Like 92d, 13w or 1y; forever (or 0) keeps every hour. At least 2d.",
         default: "92d")
-    static let keepDays = OptionSpec(
+    static let keepDays = Option(
         "--keep-days", value: "age",
         help:
             "Keep usage by the day this long; at a save, the days of older whole local months are summed into month rows (kept forever). Like 10y or 400d; forever (or 0) keeps every day. At least 32d, so the current billing cycle stays in days.",
@@ -252,8 +261,8 @@ enum RetentionOptions {
 
     /// An age: `forever` or `0` (nil: keep all), or a duration (`92d`,
     /// `2160h`, `13w`, `1y`: a year is 365 days) from `least` to 100 years.
-    static func age(_ p: ParsedArguments, _ option: OptionSpec, least: Double, why: String) throws(CLIError) -> Double?? {
-        guard let text = p.value(option.long) else { return .none }
+    static func age(_ p: ParsedArguments, _ option: Option, least: Double, why: String) throws(CLIError) -> Double?? {
+        guard let text = p[option] else { return .none }
         if text == "forever" || text == "0" { return .some(nil) }
         var seconds = Units.parseDuration(text)
         for (suffix, factor) in units where text.hasSuffix(suffix) {
@@ -264,7 +273,7 @@ enum RetentionOptions {
         }
         guard let seconds, seconds.isFinite, (least...Retention.mostSeconds).contains(seconds) else {
             throw p.usage(
-                "invalid value '\(text)' for '\(option.long) <age>': expected forever (or 0) or an age from \(Int(least / 86400))d to 100y, like \(option.defaultText ?? "92d"), 13w or 1y\(why)"
+                "invalid value '\(text)' for '\(option.spec.long) <age>': expected forever (or 0) or an age from \(Int(least / 86400))d to 100y, like \(option.spec.defaultText ?? "92d"), 13w or 1y\(why)"
             )
         }
         return .some(seconds)
@@ -300,20 +309,21 @@ struct SamplingSetup {
         samplerOptions = try CommonOptions.samplerOptions(p)
         samplerOptions.kernelStats = kernelStats
         configuration = PipelineConfiguration(
-            interval: try CommonOptions.duration(p, "--interval", default: 1), filter: try CommonOptions.filter(p),
+            interval: try CommonOptions.duration(p, CommonOptions.interval, default: 1), filter: try CommonOptions.filter(p),
             engine: try CommonOptions.engineConfiguration(p),
-            seriesLifetime: p.spec.options.contains { $0.long == "--series-lifetime" }
-                ? try CommonOptions.duration(p, "--series-lifetime", default: 300) : nil,
+            seriesLifetime: p.declares(CommonOptions.seriesLifetime)
+                ? try CommonOptions.duration(p, CommonOptions.seriesLifetime, default: 300) : nil,
             sampleLimit: sampleLimit, stopOnFailure: stopOnFailure)
         configuration.idleDeltas = idleDeltas
-        for option in ["--save-every", RetentionOptions.keepHours.long, RetentionOptions.keepDays.long] where p.has(option) && !p.has("--state") {
-            throw p.usage("'\(option)' needs '--state FILE'")
+        for option in [CommonOptions.saveEvery, RetentionOptions.keepHours, RetentionOptions.keepDays]
+        where p.has(option) && !p.has(CommonOptions.state) {
+            throw p.usage("'\(option.spec.long)' needs '\(CommonOptions.state.spec.long) FILE'")
         }
-        if let path = p.value("--state") {
-            let saveEvery = try CommonOptions.duration(p, "--save-every", default: saveEvery)
+        if let path = p[CommonOptions.state] {
+            let saveEvery = try CommonOptions.duration(p, CommonOptions.saveEvery, default: saveEvery)
             var options = StateOptions(path: path, host: hostName(), saveEvery: saveEvery)
             options.retention = try RetentionOptions.retention(p)
-            if let file = p.value("--boot-id-file") { options.bootIDFile = file }
+            if let file = p[CommonOptions.bootIDFile] { options.bootIDFile = file }
             state = options
         }
     }
@@ -332,7 +342,8 @@ struct SamplingSetup {
         var persistence: StatePersistence?
         if var state {
             state.path = try CommandLinePath.output(
-                state.path, option: "--state", command: "ifmeter", writing: .inPlace, sideSuffixes: ["-wal", "-shm"], ownFolder: true)
+                state.path, option: CommonOptions.state.spec.long, command: "ifmeter", writing: .inPlace, sideSuffixes: ["-wal", "-shm"],
+                ownFolder: true)
             do {
                 persistence = try state.open(wallTime: wallClock())
             } catch {
@@ -375,8 +386,8 @@ struct UnmatchedPatterns {
     mutating func see(_ keys: [SeriesKey]) {
         guard !pending.include.isEmpty || !pending.exclude.isEmpty else { return }
         let left = pending.unmatchedPatterns(in: keys)
-        pending.include = left.filter { $0.option == "--include" }.map(\.pattern)
-        pending.exclude = left.filter { $0.option == "--exclude" }.map(\.pattern)
+        pending.include = left.filter { $0.option == CommonOptions.include.spec.long }.map(\.pattern)
+        pending.exclude = left.filter { $0.option == CommonOptions.exclude.spec.long }.map(\.pattern)
     }
 
     /// One warning line per pattern that matched nothing, on stderr.

@@ -261,7 +261,8 @@ struct CompletionScript {
             let description = "[\(zshDescription(help))]"
             let names = Self.names(option)
             let exclusive =
-                option.long == "--help" || option.long == "--version" ? "(- *)" : (option.repeatable ? "*" : "(\(names.joined(separator: " ")))")
+                option.long == CommandSpec.helpFlag.spec.long || option.long == IfmeterCLI.versionFlag.spec.long
+                ? "(- *)" : (option.repeatable ? "*" : "(\(names.joined(separator: " ")))")
             let value = option.isFlag ? "" : ":\(zshDescription(option.valueName ?? "value")):\(zshAction(option))"
             if names.count == 1 {
                 let suffix = option.isFlag ? "" : "="

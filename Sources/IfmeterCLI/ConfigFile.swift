@@ -20,7 +20,7 @@ struct ConfigFile {
     static let defaultPath = "/etc/ifmeter/ifmeter.yml"
 
     /// `--config FILE`, on serve and export.
-    static let option = OptionSpec(
+    static let option = Option(
         "--config", value: "file",
         help: "Read settings from this YAML file (the service's: /etc/ifmeter/ifmeter.yml); flags given here override it.")
 
@@ -29,7 +29,7 @@ struct ConfigFile {
 
     /// Options a file may not set: what names the file, and what only a
     /// person at a terminal asks for.
-    static let commandLineOnly: Set<String> = ["--config", "--help", "--allow-foreign-files"]
+    static let commandLineOnly: Set<String> = [option.spec.long, CommandSpec.helpFlag.spec.long, CommandLinePath.allowForeignFiles.spec.long]
 
     /// The file the package ships: every setting of serve and export,
     /// commented out, with its help and default (`--generate-config`).
@@ -175,7 +175,7 @@ struct ConfigFile {
     /// settings whose option the command line does not give.
     func arguments(for spec: CommandSpec, besides given: ParsedArguments) -> [String] {
         var out: [String] = []
-        for s in settings(for: spec) where !given.has("--" + s.key) {
+        for s in settings(for: spec) where !given.has(long: "--" + s.key) {
             if s.values == ["false"], spec.options.first(where: { $0.long == "--" + s.key })?.isFlag == true { continue }
             if s.values.isEmpty {
                 out.append("--" + s.key)
@@ -190,7 +190,7 @@ struct ConfigFile {
     /// only among those the command line did not override (a bad flag is
     /// the command line's, exit 64).
     func location(of message: String, spec: CommandSpec, besides given: ParsedArguments) -> Setting? {
-        settings(for: spec).filter { !given.has("--" + $0.key) }.first {
+        settings(for: spec).filter { !given.has(long: "--" + $0.key) }.first {
             message.contains("'--" + $0.key + "'") || message.contains("'--" + $0.key + " ")
         }
     }
@@ -270,7 +270,7 @@ struct ConfigCommand: Command {
             }
             // Built as the command would be (every value validated), not
             // run; serve as the unit runs it, with its --state.
-            var unit = name == "serve" ? ["--state", "/var/lib/ifmeter/state.db"] : []
+            var unit = name == "serve" ? [CommonOptions.state.spec.long, "/var/lib/ifmeter/state.db"] : []
             // export without a target in the file takes one on its command
             // line: its other values are checked all the same.
             let targets = ["json", "json-lines", "textfile"]
@@ -311,7 +311,7 @@ struct ConfigReload {
     static let kindOptions: Set<String> = ["--kind-of"]
     static var remoteWriteOptions: Set<String> { Set(RemoteWriteOptions.specs.map(\.long)) }
     /// `--keep-hours`, `--keep-days`: from the save the reload makes.
-    static var retentionOptions: Set<String> { [RetentionOptions.keepHours.long, RetentionOptions.keepDays.long] }
+    static var retentionOptions: Set<String> { [RetentionOptions.keepHours.spec.long, RetentionOptions.keepDays.spec.long] }
     /// `--probe` and the tunnel options: the route feed is built again.
     static var routeOptions: Set<String> { Set(RouteOptions.specsWithoutDefaultProbes.map(\.long)) }
     /// The web config's basic auth users apply at once; its TLS settings
@@ -324,11 +324,8 @@ struct ConfigReload {
         let (command, parsed) = try ConfigFile.load(path).built(ServeCommand.self, given, arguments: arguments)
         guard let serve = command as? ServeCommand else { throw .runtime("reloading \(path): not serve's settings") }
         var changed = Set<String>()
-        for option in ServeCommand.spec.options where option.long != ConfigFile.option.long {
-            if parsed.values[option.long] != running.values[option.long] || parsed.flags.contains(option.long) != running.flags.contains(option.long)
-            {
-                changed.insert(option.long)
-            }
+        for option in ServeCommand.spec.options where option.long != ConfigFile.option.spec.long {
+            if parsed.differs(from: running, on: option.long) { changed.insert(option.long) }
         }
         return (serve, parsed, changed)
     }

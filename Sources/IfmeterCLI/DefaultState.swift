@@ -7,6 +7,10 @@ import IfmeterSystem
 /// ~/.local/state/ifmeter/state.db) for anyone else. serve, export and
 /// live keep no state without `--state`: they do not use this default.
 enum DefaultState {
+    /// `--state` of usage, plan and state: the sampling commands' option,
+    /// described for a file they read or change.
+    static let option = CommonOptions.state.helping("The state file.")
+
     /// The default path and where it came from, from an environment and a uid.
     static func path(environment: [String: String], uid: UInt32) -> (path: String, reason: String) {
         if let path = environment["IFMETER_STATE"], !path.isEmpty { return (path, "from $IFMETER_STATE") }
@@ -28,7 +32,7 @@ enum DefaultState {
 
     /// `--state`, or the default, said in one line on stderr.
     static func resolve(_ p: ParsedArguments) -> String {
-        if let path = p.value("--state") { return path }
+        if let path = p[option] { return path }
         let (path, reason) = path(environment: environment, uid: realUserID)
         Output.error("ifmeter: using the state file \(TerminalText.escaped(path)) (\(reason); give --state to choose).")
         return path

@@ -8,6 +8,16 @@ import IfmeterSampling
 import IfmeterSystem
 
 struct ExportCommand: Command {
+    enum Options {
+        static let json = Option("--json", value: "path", help: "Replace this file with each period's JSON report ('-' for stdout).")
+        static let jsonLines = Option("--json-lines", value: "path", help: "Append each period's JSON report as one line ('-' for stdout).")
+        static let maxSize = Option(
+            "--max-size", value: "size", help: "Rotate the --json-lines file past this size, like 10MB or 512KiB.", default: "10MB")
+        static let keep = Option("--keep", value: "n", help: "Rotated --json-lines files to keep (PATH.1 ... PATH.N).", default: "5")
+        static let textfile = Option("--textfile", value: "path", help: "Write the Prometheus text exposition here.")
+        static let every = Option("--every", value: "duration", help: "Length of a period: time between writes.", default: "15s")
+    }
+
     static let spec = CommandSpec(
         name: "ifmeter export",
         abstract: "Write reports or metrics to files periodically, never half-written.",
@@ -25,14 +35,14 @@ struct ExportCommand: Command {
             and reopens the --json-lines file (for logrotate), and export goes on.
             """,
         options: [
-            ConfigFile.option,
-            OptionSpec("--json", value: "path", help: "Replace this file with each period's JSON report ('-' for stdout)."),
-            OptionSpec("--json-lines", value: "path", help: "Append each period's JSON report as one line ('-' for stdout)."),
-            OptionSpec("--max-size", value: "size", help: "Rotate the --json-lines file past this size, like 10MB or 512KiB.", default: "10MB"),
-            OptionSpec("--keep", value: "n", help: "Rotated --json-lines files to keep (PATH.1 ... PATH.N).", default: "5"),
-            OptionSpec("--textfile", value: "path", help: "Write the Prometheus text exposition here."),
-            OptionSpec("--every", value: "duration", help: "Length of a period: time between writes.", default: "15s"),
-            CompatOption.spec,
+            ConfigFile.option.spec,
+            Options.json.spec,
+            Options.jsonLines.spec,
+            Options.maxSize.spec,
+            Options.keep.spec,
+            Options.textfile.spec,
+            Options.every.spec,
+            CompatOption.compat.spec,
         ] + RouteOptions.specsWithoutDefaultProbes + CommonOptions.monitoring)
 
     var textfile: String?
@@ -47,34 +57,34 @@ struct ExportCommand: Command {
     let routes: RouteSettings?
 
     init(_ p: ParsedArguments) throws(CLIError) {
-        textfile = p.value("--textfile")
-        json = p.value("--json")
-        jsonLines = p.value("--json-lines")
+        textfile = p[Options.textfile]
+        json = p[Options.json]
+        jsonLines = p[Options.jsonLines]
         guard textfile != nil || json != nil || jsonLines != nil else {
             throw p.usage("nothing to export: give --json PATH, --json-lines PATH or --textfile PATH")
         }
         if json == "-" && jsonLines == "-" { throw p.usage("only one of --json and --json-lines can write to stdout") }
         // 1 KiB to 2^63-1 bytes (what a file's size can be).
-        maxSize = Int(try CommonOptions.size(p, "--max-size", 1024...Units.maxSize, "1KiB to 9223372036854775807B (2^63-1)") ?? 10_000_000)
-        keep = try CommonOptions.positiveInt(p, "--keep", max: CommonOptions.maxKeep) ?? 5
-        every = try CommonOptions.duration(p, "--every", default: 15)
+        maxSize = Int(try CommonOptions.size(p, Options.maxSize, 1024...Units.maxSize, "1KiB to 9223372036854775807B (2^63-1)") ?? 10_000_000)
+        keep = try CommonOptions.positiveInt(p, Options.keep, max: CommonOptions.maxKeep) ?? 5
+        every = try CommonOptions.duration(p, Options.every, default: 15)
         families = try CompatOption.families(p)
         setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: StateOptions.defaultSaveEvery, idleDeltas: false)
-        if !p.has("--probe") { try RouteOptions.check(p) }
-        routes = p.has("--probe") ? try RouteOptions.settings(p, command: "export --probe") : nil
+        if !p.has(RouteOptions.probe) { try RouteOptions.check(p) }
+        routes = p.has(RouteOptions.probe) ? try RouteOptions.settings(p, command: "export --probe") : nil
     }
 
     func run() throws(CLIError) {
         // Links given on the command line are resolved once, now.
         var command = self
         command.json = try json.map { path throws(CLIError) in
-            try CommandLinePath.output(path, option: "--json", command: Self.spec.name, writing: .replaced)
+            try CommandLinePath.output(path, option: Options.json.spec.long, command: Self.spec.name, writing: .replaced)
         }
         command.jsonLines = try jsonLines.map { path throws(CLIError) in
-            try CommandLinePath.output(path, option: "--json-lines", command: Self.spec.name, writing: .inPlace)
+            try CommandLinePath.output(path, option: Options.jsonLines.spec.long, command: Self.spec.name, writing: .inPlace)
         }
         command.textfile = try textfile.map { path throws(CLIError) in
-            try CommandLinePath.output(path, option: "--textfile", command: Self.spec.name, writing: .replaced)
+            try CommandLinePath.output(path, option: Options.textfile.spec.long, command: Self.spec.name, writing: .replaced)
         }
         try command.start()
     }

@@ -5,18 +5,18 @@ import IfmeterSystem
 /// SHELL`: the man pages and completion scripts, from the option specs
 /// (`make install` runs them).
 enum Generate {
-    static let manpage = OptionSpec(
+    static let manpage = Option(
         "--generate-manpage", value: "dir",
         help:
             "Write the man pages (ifmeter.1 and ifmeter-COMMAND.1 for each command) into this folder, made if missing (default: the current folder).")
-    static let completion = OptionSpec(
+    static let completion = Option(
         "--generate-completion", value: "shell", help: "Print the completion script for this shell.",
         choices: CompletionShell.allCases.map(\.rawValue))
 
-    static let config = OptionSpec(
+    static let config = Flag(
         "--generate-config", help: "Print the config file with every setting of serve and export commented out (what the package ships).")
 
-    static let options = [manpage, completion, config]
+    static let options = [manpage.spec, completion.spec, config.spec]
 
     /// Runs a `--generate-...` request; false when `arguments` is not one.
     static func run(_ arguments: [String]) throws(CLIError) -> Bool {
@@ -31,9 +31,9 @@ enum Generate {
         func usage(_ message: String) -> CLIError { .usage(message, command: "ifmeter") }
         if let extra = values.dropFirst().first { throw usage("unexpected argument '\(extra)' after '\(option.long)'") }
         switch option.long {
-        case manpage.long:
+        case manpage.spec.long:
             try writeManPages(into: values.first ?? ".")
-        case config.long:
+        case config.spec.long:
             if let extra = values.first { throw usage("unexpected argument '\(extra)' after '\(option.long)'") }
             try Output.put(ConfigFile.example)
         default:

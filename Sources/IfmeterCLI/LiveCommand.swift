@@ -16,7 +16,7 @@ struct LiveCommand: Command {
             When stdout is not a terminal, prints one plain line per interface per
             interval instead.
             """,
-        options: [CommonOptions.bits] + RouteOptions.specs + CommonOptions.monitoring)
+        options: [CommonOptions.bits.spec] + RouteOptions.specs + CommonOptions.monitoring)
 
     let setup: SamplingSetup
     let bits: Bool
@@ -24,11 +24,11 @@ struct LiveCommand: Command {
     let routes: RouteSettings?
 
     init(_ p: ParsedArguments) throws(CLIError) {
-        bits = p.flag("--bits")
+        bits = p[CommonOptions.bits]
         setup = try SamplingSetup(p, saveEvery: StateOptions.defaultSaveEvery)
         let named = try CommonOptions.namespaceNames(p)?.count ?? 0
-        let several = p.flag("--all-netns") || named > 1
-        if several, p.has("--probe") { throw p.usage("'--probe' asks one namespace's routing tables: give one --netns, not several") }
+        let several = p[CommonOptions.allNetns] || named > 1
+        if several, p.has(RouteOptions.probe) { throw p.usage("'--probe' asks one namespace's routing tables: give one --netns, not several") }
         if several { try RouteOptions.check(p) }
         routes = several ? nil : try RouteOptions.settings(p, command: "live")
     }

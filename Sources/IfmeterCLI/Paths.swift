@@ -9,7 +9,7 @@ enum CommandLinePath {
     /// read).
     nonisolated(unsafe) static var allowForeign = false
 
-    static let allowForeignSpec = OptionSpec(
+    static let allowForeignFiles = Flag(
         "--allow-foreign-files",
         help:
             "Write a state or output file owned by another user, or writable by others (refused by default: that user could change it under ifmeter)."

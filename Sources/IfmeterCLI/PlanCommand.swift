@@ -6,6 +6,17 @@ import IfmeterSystem
 
 /// `ifmeter plan set|list|remove`: data plans kept in the state file.
 struct PlanCommand: Command {
+    enum Options {
+        static let cycleStart = Option("--cycle-start", value: "day", help: "The day of the month a cycle starts, 1-31.")
+        static let quota = Option("--quota", value: "size", help: "The quota per cycle, like 20GB, 20GiB or 500MB.")
+        static let limit = ListOption("--limit", value: "period=size", help: "A limit per hour, day, month or year, like day=2GB (set).")
+        static let direction = Option(
+            "--direction", value: "direction", help: "What counts against the quota: rx, tx or both.", default: "both")
+        static let format = Option("--format", value: "format", help: "text or json (list).", default: "text")
+        /// The options of one action or another: given to another, an error.
+        static let ofActions: [any OptionHandle] = [cycleStart, quota, limit, direction, format]
+    }
+
     static let spec = CommandSpec(
         name: "ifmeter plan",
         abstract: "Set, list or remove data plans (billing cycle and quota) in a state file.",
@@ -32,14 +43,13 @@ struct PlanCommand: Command {
             ~/.local/state/ifmeter/state.db.
             """,
         options: [
-            OptionSpec("--state", value: "path", help: "The state file."),
-            OptionSpec("--cycle-start", value: "day", help: "The day of the month a cycle starts, 1-31."),
-            OptionSpec("--quota", value: "size", help: "The quota per cycle, like 20GB, 20GiB or 500MB."),
-            OptionSpec(
-                "--limit", value: "period=size", help: "A limit per hour, day, month or year, like day=2GB (set).", repeatable: true),
-            OptionSpec("--direction", value: "direction", help: "What counts against the quota: rx, tx or both.", default: "both"),
-            OptionSpec("--format", value: "format", help: "text or json (list).", default: "text"),
-            CommandLinePath.allowForeignSpec,
+            DefaultState.option.spec,
+            Options.cycleStart.spec,
+            Options.quota.spec,
+            Options.limit.spec,
+            Options.direction.spec,
+            Options.format.spec,
+            CommandLinePath.allowForeignFiles.spec,
         ],
         positionals: [
             PositionalSpec("action", help: "set, list or remove.", choices: ["set", "list", "remove"]),
@@ -63,7 +73,7 @@ struct PlanCommand: Command {
             guard let name, !name.isEmpty else { throw p.usage("'plan set' needs the interface name or glob") }
             try Self.checkName(name, p)
             var limits: [PeriodLimit] = []
-            for text in p.list("--limit") {
+            for text in p[Options.limit] {
                 guard let limit = PeriodLimit.parse(text) else {
                     throw p.usage(
                         "invalid value '\(TerminalText.escaped(text))' for '--limit <period=size>': expected hour, day, month or year, '=', and a size from 1B to 9223372036854775807B, like day=2GB"
@@ -74,15 +84,15 @@ struct PlanCommand: Command {
                 }
                 limits.append(limit)
             }
-            if p.has("--limit"), limits.isEmpty { throw p.usage("'--limit' needs PERIOD=SIZE, like day=2GB") }
-            guard let dayText = p.value("--cycle-start") ?? (limits.isEmpty ? nil : "1") else {
+            if p.has(Options.limit), limits.isEmpty { throw p.usage("'\(Options.limit.spec.long)' needs PERIOD=SIZE, like day=2GB") }
+            guard let dayText = p[Options.cycleStart] ?? (limits.isEmpty ? nil : "1") else {
                 throw p.usage("'plan set' needs --cycle-start DAY (1-31) or --limit PERIOD=SIZE")
             }
             guard let day = Int(dayText), (1...31).contains(day) else {
                 throw p.usage("invalid value '\(dayText)' for '--cycle-start <day>': expected a day of the month, 1-31 (clamped to short months)")
             }
             var quota: UInt64?
-            if let text = p.value("--quota") {
+            if let text = p[Options.quota] {
                 guard let bytes = Units.parseSize(text), bytes > 0 else {
                     throw p.usage(
                         "invalid value '\(text)' for '--quota <size>': expected a size from 1B to 9223372036854775807B (2^63-1), like 20GB, 20GiB or 500MB"
@@ -90,7 +100,7 @@ struct PlanCommand: Command {
                 }
                 quota = bytes
             }
-            let directionText = p.value("--direction") ?? "both"
+            let directionText = p[Options.direction] ?? "both"
             guard let direction = Plan.Direction(rawValue: directionText) else {
                 throw p.usage("invalid value '\(directionText)' for '--direction <direction>': expected rx, tx or both")
             }
@@ -99,8 +109,8 @@ struct PlanCommand: Command {
             action = .set(plan)
         case "list":
             if let name { throw p.usage("unexpected argument '\(name)': 'plan list' takes no name") }
-            try Self.onlyFor(p, "list", allowed: ["--format"])
-            action = .list(json: try CommonOptions.format(p, allowed: ["text", "json"], default: "text") == "json")
+            try Self.onlyFor(p, "list", allowed: [Options.format])
+            action = .list(json: try CommonOptions.format(p, Options.format, allowed: ["text", "json"], default: "text") == "json")
         case "remove":
             guard let name, !name.isEmpty else { throw p.usage("'plan remove' needs the name the plan was set for") }
             try Self.onlyFor(p, "remove", allowed: [])
@@ -108,13 +118,13 @@ struct PlanCommand: Command {
         default:
             throw p.usage("unknown action '\(verb)': use set, list or remove")
         }
-        if case .set = action, p.has("--format") { throw p.usage("'--format' is for 'plan list'") }
+        if case .set = action, p.has(Options.format) { throw p.usage("'\(Options.format.spec.long)' is for 'plan list'") }
         path = DefaultState.resolve(p)
     }
 
-    static func onlyFor(_ p: ParsedArguments, _ verb: String, allowed: [String]) throws(CLIError) {
-        for option in ["--cycle-start", "--quota", "--limit", "--direction", "--format"] where p.has(option) && !allowed.contains(option) {
-            throw p.usage("'\(option)' is for 'plan set', not 'plan \(verb)'")
+    static func onlyFor(_ p: ParsedArguments, _ verb: String, allowed: [any OptionHandle]) throws(CLIError) {
+        for option in Options.ofActions where p.has(option) && !allowed.contains(where: { $0.spec.long == option.spec.long }) {
+            throw p.usage("'\(option.spec.long)' is for 'plan set', not 'plan \(verb)'")
         }
     }
 
@@ -200,7 +210,8 @@ struct PlanCommand: Command {
     /// Opens the state file for a change (one a sampler writes included).
     func open(create: Bool) throws(CLIError) -> StateStore {
         let path = try CommandLinePath.output(
-            self.path, option: "--state", command: Self.spec.name, writing: .inPlace, sideSuffixes: ["-wal", "-shm"], ownFolder: true)
+            self.path, option: DefaultState.option.spec.long, command: Self.spec.name, writing: .inPlace, sideSuffixes: ["-wal", "-shm"],
+            ownFolder: true)
         if FileStatus(path, followingLinks: true) == nil {
             guard create else { throw .usage(StoreError.missing(path: path).description, command: Self.spec.name) }
             DefaultState.makeFolders(for: path)

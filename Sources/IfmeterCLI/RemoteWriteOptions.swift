@@ -8,27 +8,33 @@ import IfmeterSystem
 /// `serve --remote-write`: push the scrape's series to Prometheus
 /// Remote-Write 1.0 receivers (docs/metrics.md, "Remote write").
 struct RemoteWriteOptions {
-    static let specs: [OptionSpec] = [
-        OptionSpec(
-            "--remote-write", value: "url",
-            help: "Also push the series to this Prometheus Remote-Write 1.0 receiver (such as http://prometheus:9090/api/v1/write).",
-            repeatable: true),
-        OptionSpec(
-            "--remote-write-interval", value: "duration",
-            help: "Time between pushes, as a scrape interval (a sample each, stamped with its time; at most one per --interval).", default: "15s"),
-        OptionSpec(
-            "--remote-write-queue", value: "dir",
-            help: "Where unsent samples wait on disk, a folder per receiver (default: beside --state, STATE.remote-write)."),
-        OptionSpec(
-            "--remote-write-queue-max", value: "size", help: "Unsent samples kept per receiver; past it the oldest are dropped (counted).",
-            default: "64MiB"),
-        OptionSpec(
-            "--remote-write-config", value: "file",
-            help: "The receivers' basic auth, bearer token file and TLS (YAML, see docs/metrics.md); their external labels too."),
-        OptionSpec(
-            "--external-label", value: "name=value", help: "A label added to every pushed series (never replacing one of its own).",
-            repeatable: true),
-    ]
+    static let remoteWrite = ListOption(
+        "--remote-write", value: "url",
+        help: "Also push the series to this Prometheus Remote-Write 1.0 receiver (such as http://prometheus:9090/api/v1/write).")
+
+    static let remoteWriteInterval = Option(
+        "--remote-write-interval", value: "duration",
+        help: "Time between pushes, as a scrape interval (a sample each, stamped with its time; at most one per --interval).", default: "15s")
+
+    static let remoteWriteQueueMax = Option(
+        "--remote-write-queue-max", value: "size", help: "Unsent samples kept per receiver; past it the oldest are dropped (counted).",
+        default: "64MiB")
+
+    static let remoteWriteQueue = Option(
+        "--remote-write-queue", value: "dir",
+        help: "Where unsent samples wait on disk, a folder per receiver (default: beside --state, STATE.remote-write).")
+
+    static let remoteWriteConfig = Option(
+        "--remote-write-config", value: "file",
+        help: "The receivers' basic auth, bearer token file and TLS (YAML, see docs/metrics.md); their external labels too.")
+
+    static let externalLabel = ListOption(
+        "--external-label", value: "name=value", help: "A label added to every pushed series (never replacing one of its own).")
+
+    /// The options that only mean something with `--remote-write`.
+    static let needingURL: [any OptionHandle] = [remoteWriteInterval, remoteWriteQueue, remoteWriteQueueMax, remoteWriteConfig, externalLabel]
+
+    static let specs: [OptionSpec] = [remoteWrite.spec] + needingURL.map(\.spec)
 
     var urls: [String]
     var interval: Double
@@ -40,18 +46,15 @@ struct RemoteWriteOptions {
     init?(_ p: ParsedArguments, statePath: String?) throws(CLIError) {
         // An empty URL is said as one, before anything else: dropped from
         // the list, it read as no --remote-write at all.
-        for given in p.values["--remote-write"] ?? [] where given.allSatisfy({ $0 == "," || $0.isWhitespace }) {
+        for given in p.given(Self.remoteWrite) where given.allSatisfy({ $0 == "," || $0.isWhitespace }) {
             throw p.usage(
                 "invalid value '\(given)' for '--remote-write <url>': the URL is empty; expected an http:// or https:// URL, like http://prometheus:9090/api/v1/write"
             )
         }
-        let urls = p.list("--remote-write")
+        let urls = p[Self.remoteWrite]
         guard !urls.isEmpty else {
-            for option in [
-                "--remote-write-interval", "--remote-write-queue", "--remote-write-queue-max", "--remote-write-config", "--external-label",
-            ]
-            where p.has(option) {
-                throw p.usage("'\(option)' needs '--remote-write URL'")
+            for option in Self.needingURL where p.has(option) {
+                throw p.usage("'\(option.spec.long)' needs '\(Self.remoteWrite.spec.long) URL'")
             }
             return nil
         }
@@ -65,15 +68,15 @@ struct RemoteWriteOptions {
             )
         }
         self.urls = urls
-        interval = try CommonOptions.duration(p, "--remote-write-interval", default: 15)
-        guard let folder = p.value("--remote-write-queue") ?? statePath.map({ $0 + ".remote-write" }) else {
+        interval = try CommonOptions.duration(p, Self.remoteWriteInterval, default: 15)
+        guard let folder = p[Self.remoteWriteQueue] ?? statePath.map({ $0 + ".remote-write" }) else {
             throw p.usage(
                 "'--remote-write' keeps unsent samples on disk: give '--state FILE' (the queue goes beside it) or '--remote-write-queue DIR'")
         }
         queueFolder = folder
-        queueMax = try CommonOptions.size(p, "--remote-write-queue-max", 64 * 1024...(1 << 40), "64KiB to 1TiB") ?? 64 << 20
+        queueMax = try CommonOptions.size(p, Self.remoteWriteQueueMax, 64 * 1024...(1 << 40), "64KiB to 1TiB") ?? 64 << 20
         settings = RemoteWriteConfig()
-        if let path = p.value("--remote-write-config") {
+        if let path = p[Self.remoteWriteConfig] {
             do throws(RemoteWriteConfig.LoadError) {
                 settings = try RemoteWriteConfig.load(path)
             } catch {
@@ -86,7 +89,7 @@ struct RemoteWriteOptions {
                 }
             }
         }
-        for item in p.list("--external-label") {
+        for item in p[Self.externalLabel] {
             guard let eq = item.firstIndex(of: "="), let name = Optional(String(item[..<eq])), RemoteWriteConfig.validLabelName(name),
                 !name.hasPrefix("__")
             else {

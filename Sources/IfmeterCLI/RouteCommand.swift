@@ -8,6 +8,11 @@ import IfmeterSystem
 /// `ifmeter route`: the kernel's routing decision for probe addresses, each
 /// tunnel's underlay, and how much traffic went around the tunnels.
 struct RouteCommand: Command {
+    enum Options {
+        static let over = Option(
+            "--over", value: "duration", help: "Sample the counters over this window and estimate the traffic outside the tunnels.")
+    }
+
     static let spec = CommandSpec(
         name: "ifmeter route",
         abstract: "Say where ordinary traffic leaves, and how much goes around the tunnels.",
@@ -32,8 +37,8 @@ struct RouteCommand: Command {
             route leaves nowhere), 3 when one does, 1 on failure, 64 on usage errors.
             """,
         options: RouteOptions.specs + [
-            OptionSpec("--over", value: "duration", help: "Sample the counters over this window and estimate the traffic outside the tunnels."),
-            OptionSpec("--format", value: "format", help: "text or json.", default: "text", choices: ["text", "json"]),
+            Options.over.spec,
+            CommonOptions.textOrJSON.spec,
         ] + CommonOptions.source)
 
     let setup: SamplingSetup
@@ -42,9 +47,9 @@ struct RouteCommand: Command {
     let json: Bool
 
     init(_ p: ParsedArguments) throws(CLIError) {
-        json = try CommonOptions.format(p, allowed: ["text", "json"], default: "text") == "json"
+        json = try CommonOptions.format(p, CommonOptions.textOrJSON, allowed: ["text", "json"], default: "text") == "json"
         options = try RouteOptions.settings(p, command: "route")
-        window = p.has("--over") ? try CommonOptions.duration(p, "--over", default: 10) : nil
+        window = p.has(Options.over) ? try CommonOptions.duration(p, Options.over, default: 10) : nil
         var setup = try SamplingSetup(p, sampleLimit: window == nil ? 1 : 2, stopOnFailure: true)
         setup.configuration.interval = window ?? 1
         self.setup = setup
@@ -123,27 +128,32 @@ enum RouteOptions {
     /// serve and export report routes only for the --probe addresses given.
     static let specsWithoutDefaultProbes = specs(probesByDefault: false)
 
+    /// `--probe` of route and live, which ask about the default probes
+    /// without it.
+    static let probe = ListOption(
+        "--probe", value: "address",
+        help:
+            "An address to ask the kernel's routing about (repeatable; no packet is sent). Default: \(defaultProbes.joined(separator: " and ")).")
+    static let underlay = ListOption("--underlay", value: "tun=if", help: "The interface that carries a tunnel (repeatable).")
+    static let endpoint = ListOption(
+        "--endpoint", value: "tun=address", help: "A tunnel's remote endpoint: its underlay is the route to it (repeatable).")
+    static let overhead = ListOption(
+        "--overhead", value: "tun=bytes", help: "Bytes the underlay counts per tunnel packet beyond the tunnel's count (repeatable).")
+
     static func specs(probesByDefault: Bool) -> [OptionSpec] {
         [
-            OptionSpec(
-                "--probe", value: "address",
-                help: probesByDefault
-                    ? "An address to ask the kernel's routing about (repeatable; no packet is sent). Default: \(defaultProbes.joined(separator: " and "))."
-                    : "An address to ask the kernel's routing about (repeatable; no packet is sent). Without it, no route figures.",
-                repeatable: true),
-            OptionSpec("--underlay", value: "tun=if", help: "The interface that carries a tunnel (repeatable).", repeatable: true),
-            OptionSpec(
-                "--endpoint", value: "tun=address", help: "A tunnel's remote endpoint: its underlay is the route to it (repeatable).",
-                repeatable: true),
-            OptionSpec(
-                "--overhead", value: "tun=bytes", help: "Bytes the underlay counts per tunnel packet beyond the tunnel's count (repeatable).",
-                repeatable: true),
+            probesByDefault
+                ? probe.spec
+                : probe.helping(
+                    "An address to ask the kernel's routing about (repeatable; no packet is sent). Without it, no route figures."
+                ).spec,
+            underlay.spec, endpoint.spec, overhead.spec,
         ]
     }
 
     /// The settings a command's options give.
     static func settings(_ p: ParsedArguments, command: String) throws(CLIError) -> RouteSettings {
-        if p.flag("--all-netns") { throw p.usage("'\(command)' asks one namespace's routing tables: give one --netns, not --all-netns") }
+        if p[CommonOptions.allNetns] { throw p.usage("'\(command)' asks one namespace's routing tables: give one --netns, not --all-netns") }
         let names = try CommonOptions.namespaceNames(p) ?? []
         if names.count > 1 { throw p.usage("'\(command)' asks one namespace's routing tables: give one --netns, not \(names.count)") }
         let (probes, underlays, endpoints, overheads) = try values(p)
@@ -163,36 +173,38 @@ enum RouteOptions {
         -> ([(text: String, address: IPAddress)], [String: String], [String: IPAddress], [String: Int])
     {
         var probes: [(String, IPAddress)] = []
-        for text in p.has("--probe") ? p.list("--probe") : Self.defaultProbes {
+        for text in p.has(probe) ? p[probe] : Self.defaultProbes {
             guard let address = IPAddress(text) else {
-                throw p.usage("invalid value '\(text)' for '--probe <address>': expected an IPv4 or IPv6 address like 192.0.2.1 or 2001:db8::1")
+                throw p.usage(
+                    "invalid value '\(text)' for '\(probe.spec.long) <address>': expected an IPv4 or IPv6 address like 192.0.2.1 or 2001:db8::1")
             }
             probes.append((text, address))
         }
-        func pairs(_ long: String, _ what: String, example: String) throws(CLIError) -> [String: String] {
+        func pairs(_ option: ListOption, _ what: String, example: String) throws(CLIError) -> [String: String] {
             var out: [String: String] = [:]
-            for item in p.list(long) {
+            for item in p[option] {
                 let parts = item.split(separator: "=", maxSplits: 1).map(String.init)
                 // No interface name holds a space, nor does a number: a value
                 // with one is refused, not matched against nothing.
                 guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty, !item.contains(where: \.isWhitespace) else {
                     throw p.usage(
-                        "invalid value '\(item)' for '\(long) <tun=\(what)>': expected TUNNEL=\(what.uppercased()) with no spaces, like \(example)")
+                        "invalid value '\(item)' for '\(option.spec.long) <tun=\(what)>': expected TUNNEL=\(what.uppercased()) with no spaces, like \(example)"
+                    )
                 }
                 out[parts[0]] = parts[1]
             }
             return out
         }
-        let underlays = try pairs("--underlay", "if", example: "tun0=eth0")
+        let underlays = try pairs(underlay, "if", example: "tun0=eth0")
         var endpoints: [String: IPAddress] = [:]
-        for (tunnel, text) in try pairs("--endpoint", "address", example: "tun0=192.0.2.7") {
+        for (tunnel, text) in try pairs(endpoint, "address", example: "tun0=192.0.2.7") {
             guard let address = IPAddress(text) else {
                 throw p.usage("invalid value '\(tunnel)=\(text)' for '--endpoint <tun=address>': '\(text)' is not an IPv4 or IPv6 address")
             }
             endpoints[tunnel] = address
         }
         var overheads: [String: Int] = [:]
-        for (tunnel, text) in try pairs("--overhead", "bytes", example: "tun0=42") {
+        for (tunnel, text) in try pairs(overhead, "bytes", example: "tun0=42") {
             guard let bytes = Int(text), (0...1024).contains(bytes) else {
                 throw p.usage("invalid value '\(tunnel)=\(text)' for '--overhead <tun=bytes>': expected a whole number of bytes from 0 to 1024")
             }

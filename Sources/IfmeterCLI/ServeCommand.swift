@@ -14,21 +14,34 @@ let defaultServePort: UInt16 = 9874
 
 /// Which node_exporter families `serve` and `export --textfile` add.
 enum CompatOption {
-    static let spec = OptionSpec(
+    static let compat = Option(
         "--compat", value: "node|node-only",
         help: "Also (node) or only (node-only) node_exporter's netdev and netclass families (node_network_*{device}), as its collectors serve them.",
         choices: ExpositionFamilies.allCases.filter { $0 != .ifmeter }.map(\.rawValue))
 
     static func families(_ p: ParsedArguments) throws(CLIError) -> ExpositionFamilies {
-        guard let text = p.value("--compat") else { return .ifmeter }
+        guard let text = p[compat] else { return .ifmeter }
         guard let families = ExpositionFamilies(rawValue: text), families != .ifmeter else {
-            throw p.usage("unknown value '\(text)' for '--compat'; use node (add node_exporter's families) or node-only")
+            throw p.usage("unknown value '\(text)' for '\(compat.spec.long)'; use node (add node_exporter's families) or node-only")
         }
         return families
     }
 }
 
 struct ServeCommand: Command {
+    enum Options {
+        static let listen = Option(
+            "--listen", value: "address",
+            help:
+                "Address and port: 127.0.0.1:9874, localhost:9874, [::1]:9874, :9874 for every address, or none (with --remote-write: push only).",
+            default: "127.0.0.1:\(defaultServePort)")
+        static let maxConnections = Option(
+            "--max-connections", value: "n", help: "Open connections; past it the oldest one still waiting for its request is closed.",
+            default: "1024")
+        static let webConfig = Option(
+            "--web-config", value: "file", help: "TLS and basic auth, in Prometheus exporter-toolkit's web config format (see above).")
+    }
+
     static let spec = CommandSpec(
         name: "ifmeter serve",
         abstract: "Serve Prometheus metrics over HTTP (text 0.0.4, or OpenMetrics when asked).",
@@ -65,17 +78,11 @@ struct ServeCommand: Command {
             at most together (past it the oldest one's connection is closed).
             """,
         options: [
-            ConfigFile.option,
-            OptionSpec(
-                "--listen", value: "address",
-                help:
-                    "Address and port: 127.0.0.1:9874, localhost:9874, [::1]:9874, :9874 for every address, or none (with --remote-write: push only).",
-                default: "127.0.0.1:\(defaultServePort)"),
-            CompatOption.spec,
-            OptionSpec(
-                "--max-connections", value: "n", help: "Open connections; past it the oldest one still waiting for its request is closed.",
-                default: "1024"),
-            OptionSpec("--web-config", value: "file", help: "TLS and basic auth, in Prometheus exporter-toolkit's web config format (see above)."),
+            ConfigFile.option.spec,
+            Options.listen.spec,
+            CompatOption.compat.spec,
+            Options.maxConnections.spec,
+            Options.webConfig.spec,
         ] + RemoteWriteOptions.specs + RouteOptions.specsWithoutDefaultProbes + CommonOptions.monitoring)
 
     /// Nil with `--listen none` (push only).
@@ -92,7 +99,7 @@ struct ServeCommand: Command {
     var reload: ConfigReload?
 
     init(_ p: ParsedArguments) throws(CLIError) {
-        let listen = p.value("--listen") ?? "127.0.0.1:\(defaultServePort)"
+        let listen = p[Options.listen] ?? "127.0.0.1:\(defaultServePort)"
         let address = listen == "none" ? nil : ListenAddress(parsing: listen)
         guard address != nil || listen == "none" else {
             throw p.usage(
@@ -106,14 +113,14 @@ struct ServeCommand: Command {
         if address == nil, remoteWrite == nil { throw p.usage("'--listen none' serves nothing; add '--remote-write URL' to push instead") }
         var limits = HTTPLimits()
         // Any whole number from 1 up; past 2^20 it is 2^20 (file descriptors).
-        if let n = try CommonOptions.positiveInt(p, "--max-connections") {
+        if let n = try CommonOptions.positiveInt(p, Options.maxConnections) {
             limits.connections = UInt32(min(n, 1 << 20))
             limits.perClient = max(1, limits.connections / 4)
         }
         self.limits = limits
-        if !p.has("--probe") { try RouteOptions.check(p) }
-        routes = p.has("--probe") ? try RouteOptions.settings(p, command: "serve --probe") : nil
-        webConfigPath = p.value("--web-config")
+        if !p.has(RouteOptions.probe) { try RouteOptions.check(p) }
+        routes = p.has(RouteOptions.probe) ? try RouteOptions.settings(p, command: "serve --probe") : nil
+        webConfigPath = p[Options.webConfig]
         webConfig = try webConfigPath.map { path throws(CLIError) in
             do throws(WebConfig.LoadError) {
                 return try WebConfig.load(path)
@@ -349,7 +356,7 @@ final class ServeReloader {
         self.sampleInterval = sampleInterval
         self.log = log
         self.webConfig = webConfig
-        remoteWriteFile = Self.contents(reload.running.value("--remote-write-config"))
+        remoteWriteFile = Self.contents(reload.running[RemoteWriteOptions.remoteWriteConfig])
     }
 
     /// An error's line without its "Error: ".
@@ -377,8 +384,7 @@ final class ServeReloader {
         var running = reload.running
         func adopt(_ options: Set<String>) {
             for option in options {
-                running.values[option] = fresh.parsed.values[option]
-                if fresh.parsed.flags.contains(option) { running.flags.insert(option) } else { running.flags.remove(option) }
+                running.take(option, from: fresh.parsed)
             }
         }
         if !fresh.changed.isDisjoint(with: ConfigReload.kindOptions) {
@@ -395,7 +401,7 @@ final class ServeReloader {
             adopt(ConfigReload.filterOptions)
             applied.append("filters")
         }
-        let fileNow = Self.contents(fresh.parsed.value("--remote-write-config"))
+        let fileNow = Self.contents(fresh.parsed[RemoteWriteOptions.remoteWriteConfig])
         if !fresh.changed.isDisjoint(with: ConfigReload.remoteWriteOptions) || fileNow != remoteWriteFile {
             pushing.stop(ending: pipeline)
             do {
@@ -440,7 +446,7 @@ final class ServeReloader {
             // At once: what the new keeps no longer keep is rolled now.
             pipeline.saveNow()
             let keeps = [RetentionOptions.keepHours, RetentionOptions.keepDays].map { option in
-                "\(option.long.dropFirst(2)) \(fresh.parsed.value(option.long) ?? option.defaultText ?? "")"
+                "\(option.spec.long.dropFirst(2)) \(fresh.parsed[option] ?? option.spec.defaultText ?? "")"
             }
             applied.append("retention (\(keeps.joined(separator: ", ")))")
             adopt(ConfigReload.retentionOptions)

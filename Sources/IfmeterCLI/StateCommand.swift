@@ -32,8 +32,8 @@ struct StateCommand: Command {
             ~/.local/state/ifmeter/state.db.
             """,
         options: [
-            OptionSpec("--state", value: "path", help: "The state file."),
-            CommandLinePath.allowForeignSpec,
+            DefaultState.option.spec,
+            CommandLinePath.allowForeignFiles.spec,
         ],
         positionals: [
             PositionalSpec("action", help: "remove, rename, alias or unalias.", choices: ["remove", "rename", "alias", "unalias"]),
@@ -104,7 +104,7 @@ struct StateCommand: Command {
 
     func run() throws(CLIError) {
         let resolved = try CommandLinePath.output(
-            path, option: "--state", command: Self.spec.name, writing: .inPlace, sideSuffixes: ["-wal", "-shm"], ownFolder: true)
+            path, option: DefaultState.option.spec.long, command: Self.spec.name, writing: .inPlace, sideSuffixes: ["-wal", "-shm"], ownFolder: true)
         guard FileStatus(resolved, followingLinks: true) != nil else {
             throw .usage(StoreError.missing(path: resolved).description, command: Self.spec.name)
         }

@@ -6,6 +6,35 @@ import IfmeterStore
 import IfmeterSystem
 
 struct UsageCommand: Command {
+    enum Options {
+        static let hourly = Flag("--hourly", help: "One row per local hour.")
+        static let daily = Flag("--daily", help: "One row per day (the default).")
+        static let monthly = Flag("--monthly", help: "One row per month.")
+        static let yearly = Flag("--yearly", help: "One row per year.")
+        static let cycle = Flag("--cycle", help: "One row per billing cycle, by each interface's plan.")
+        static let top = Option("--top", value: "n", help: "The N days with the most traffic (rx + tx).")
+        static let fiveminutes = Flag("--fiveminutes", help: "One row per five minutes (kept 48 hours).")
+        static let oneline = Flag("--oneline", help: "One line per interface for scripts and status bars (fields above).")
+        static let summary = Flag("--summary", help: "With --svg: today, this cycle, all time and the last 24 hours in one picture.")
+        static let check = Flag(
+            "--check", help: "Check every plan's quota in its current cycle; exit 0 under, 3 over, 4 unknown, 5 projected over.")
+        static let begin = Option("--begin", value: "date", help: "Only usage from this local date or time on: 2026-11-01 or 2026-11-01T08:00.")
+        static let end = Option("--end", value: "date", help: "Only usage before this local time, or up to the end of this local date.")
+        static let limit = Option("--limit", value: "n", help: "At most N rows per interface, the latest (with --top, the biggest).")
+        static let svg = Option("--svg", value: "file", help: "Also draw the periods as an SVG bar chart in this file.")
+        static let format = Option(
+            "--format", value: "format", help: "text, json or csv.", default: "text", choices: ["text", "json", "csv"])
+        /// Refused: usage's figures are byte totals, not rates.
+        static let bits = Flag("--bits", help: "Not for usage: its figures are byte totals.", hidden: true)
+
+        /// The options that choose the rows, one at most, and the period
+        /// each makes a row of (`--oneline` is its own format, by the day).
+        static let views: [(option: any OptionHandle, granularity: UsagePeriodKind)] = [
+            (hourly, .hour), (daily, .day), (monthly, .month), (yearly, .year), (cycle, .cycle), (top, .top), (fiveminutes, .fiveMinutes),
+            (oneline, .day),
+        ]
+    }
+
     static let spec = CommandSpec(
         name: "ifmeter usage",
         abstract: "Hourly to yearly totals, billing cycles, top days, quota checks and charts from a state file.",
@@ -42,24 +71,24 @@ struct UsageCommand: Command {
             ~/.local/state/ifmeter/state.db.
             """,
         options: [
-            OptionSpec("--state", value: "path", help: "The state file."),
-            OptionSpec("--hourly", help: "One row per local hour."),
-            OptionSpec("--daily", help: "One row per day (the default)."),
-            OptionSpec("--monthly", help: "One row per month."),
-            OptionSpec("--yearly", help: "One row per year."),
-            OptionSpec("--cycle", help: "One row per billing cycle, by each interface's plan."),
-            OptionSpec("--top", value: "n", help: "The N days with the most traffic (rx + tx)."),
-            OptionSpec("--fiveminutes", help: "One row per five minutes (kept 48 hours)."),
-            OptionSpec("--oneline", help: "One line per interface for scripts and status bars (fields above)."),
-            OptionSpec("--summary", help: "With --svg: today, this cycle, all time and the last 24 hours in one picture."),
-            OptionSpec("--check", help: "Check every plan's quota in its current cycle; exit 0 under, 3 over, 4 unknown, 5 projected over."),
-            OptionSpec("--begin", value: "date", help: "Only usage from this local date or time on: 2026-11-01 or 2026-11-01T08:00."),
-            OptionSpec("--end", value: "date", help: "Only usage before this local time, or up to the end of this local date."),
-            OptionSpec("--limit", value: "n", help: "At most N rows per interface, the latest (with --top, the biggest)."),
-            OptionSpec("--svg", value: "file", help: "Also draw the periods as an SVG bar chart in this file."),
-            OptionSpec("--format", value: "format", help: "text, json or csv.", default: "text", choices: ["text", "json", "csv"]),
-            OptionSpec("--bits", help: "Not for usage: its figures are byte totals.", hidden: true),
-            CommandLinePath.allowForeignSpec,
+            DefaultState.option.spec,
+            Options.hourly.spec,
+            Options.daily.spec,
+            Options.monthly.spec,
+            Options.yearly.spec,
+            Options.cycle.spec,
+            Options.top.spec,
+            Options.fiveminutes.spec,
+            Options.oneline.spec,
+            Options.summary.spec,
+            Options.check.spec,
+            Options.begin.spec,
+            Options.end.spec,
+            Options.limit.spec,
+            Options.svg.spec,
+            Options.format.spec,
+            Options.bits.spec,
+            CommandLinePath.allowForeignFiles.spec,
         ] + CommonOptions.filters + CommonOptions.namespaceFilters)
 
     let path: String
@@ -79,10 +108,11 @@ struct UsageCommand: Command {
     /// A local date (`2026-11-01`: its midnight, or the next one for an
     /// end, which takes the whole day) or date and time (`2026-11-01T08:30`,
     /// `2026-11-01 08:30:15`) as a Unix time in `zone`.
-    static func localTime(_ p: ParsedArguments, _ option: String, end: Bool, zone: LocalZone = .system) throws(CLIError) -> Int64? {
-        guard let text = p.value(option) else { return nil }
+    static func localTime(_ p: ParsedArguments, _ option: Option, end: Bool, zone: LocalZone = .system) throws(CLIError) -> Int64? {
+        guard let text = p[option] else { return nil }
         let bad = p.usage(
-            "invalid value '\(TerminalText.escaped(text))' for '\(option) <date>': expected a local date or time like 2026-11-01 or 2026-11-01T08:30")
+            "invalid value '\(TerminalText.escaped(text))' for '\(option.spec.long) <date>': expected a local date or time like 2026-11-01 or 2026-11-01T08:30"
+        )
         let parts = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "T" || $0 == " " })
         guard (1...2).contains(parts.count) else { throw bad }
         func numbers(_ part: Substring, _ separator: Character, count: ClosedRange<Int>) -> [Int]? {
@@ -103,52 +133,46 @@ struct UsageCommand: Command {
     }
 
     init(_ p: ParsedArguments) throws(CLIError) {
-        if p.flag("--bits") {
-            throw p.usage("'--bits' does not apply to usage: its figures are byte totals, not rates")
+        if p[Options.bits] {
+            throw p.usage("'\(Options.bits.spec.long)' does not apply to usage: its figures are byte totals, not rates")
         }
-        let chosen = ["--hourly", "--daily", "--monthly", "--yearly", "--cycle", "--top", "--fiveminutes", "--oneline"].filter { p.has($0) }
+        let chosen = Options.views.filter { p.has($0.option) }
         if chosen.count > 1 {
-            throw p.usage("'\(chosen[0])' and '\(chosen[1])' cannot be used together")
+            throw p.usage("'\(chosen[0].option.spec.long)' and '\(chosen[1].option.spec.long)' cannot be used together")
         }
-        top = try CommonOptions.positiveInt(p, "--top")
-        granularity =
-            switch chosen.first {
-            case "--hourly": .hour
-            case "--monthly": .month
-            case "--yearly": .year
-            case "--cycle": .cycle
-            case "--top": .top
-            case "--fiveminutes": .fiveMinutes
-            default: .day
-            }
-        format = try CommonOptions.format(p, allowed: ["text", "json", "csv"], default: "text")
-        check = p.flag("--check")
-        if check, chosen.contains(where: { $0 != "--cycle" }) {
-            throw p.usage("'--check' looks at the current cycle; it cannot be used with '\(chosen[0])'")
+        top = try CommonOptions.positiveInt(p, Options.top)
+        granularity = chosen.first?.granularity ?? .day
+        format = try CommonOptions.format(p, Options.format, allowed: ["text", "json", "csv"], default: "text")
+        check = p[Options.check]
+        if check, chosen.contains(where: { $0.option.spec.long != Options.cycle.spec.long }) {
+            throw p.usage("'--check' looks at the current cycle; it cannot be used with '\(chosen[0].option.spec.long)'")
         }
-        if check, p.has("--format") || p.has("--svg") {
+        if check, p.has(Options.format) || p.has(Options.svg) {
             throw p.usage("'--check' prints its verdict as text; leave out '--format' and '--svg'")
         }
-        if let svg = p.value("--svg"), svg.isEmpty || svg.hasSuffix("/") {
-            throw p.usage("invalid value '\(svg)' for '--svg <file>': expected a file name")
+        if let svg = p[Options.svg], svg.isEmpty || svg.hasSuffix("/") {
+            throw p.usage("invalid value '\(svg)' for '\(Options.svg.spec.long) <file>': expected a file name")
         }
-        svg = p.value("--svg")
-        oneline = p.flag("--oneline")
-        summary = p.flag("--summary")
-        if oneline, p.has("--format") || p.has("--svg") {
+        svg = p[Options.svg]
+        oneline = p[Options.oneline]
+        summary = p[Options.summary]
+        if oneline, p.has(Options.format) || p.has(Options.svg) {
             throw p.usage("'--oneline' is its own format; leave out '--format' and '--svg'")
         }
         if summary, svg == nil { throw p.usage("'--summary' draws a picture: it needs '--svg FILE'") }
-        if summary, let other = chosen.first { throw p.usage("'--summary' shows its own periods; it cannot be used with '\(other)'") }
+        if summary, let other = chosen.first {
+            throw p.usage("'--summary' shows its own periods; it cannot be used with '\(other.option.spec.long)'")
+        }
         var filter = try CommonOptions.filter(p)
         filter.namespaces = try CommonOptions.namespaceNames(p).map(Set.init)
         self.filter = filter
-        begin = try Self.localTime(p, "--begin", end: false)
-        end = try Self.localTime(p, "--end", end: true)
+        begin = try Self.localTime(p, Options.begin, end: false)
+        end = try Self.localTime(p, Options.end, end: true)
         if let begin, let end, begin >= end { throw p.usage("'--begin' must be before '--end'") }
-        limit = try CommonOptions.positiveInt(p, "--limit")
+        limit = try CommonOptions.positiveInt(p, Options.limit)
         if oneline || summary, begin != nil || end != nil || limit != nil {
-            throw p.usage("'\(oneline ? "--oneline" : "--summary")' shows its own periods; leave out '--begin', '--end' and '--limit'")
+            throw p.usage(
+                "'\((oneline ? Options.oneline : Options.summary).spec.long)' shows its own periods; leave out '--begin', '--end' and '--limit'")
         }
         if check, begin != nil || end != nil || limit != nil {
             throw p.usage("'--check' judges the current cycle; leave out '--begin', '--end' and '--limit'")
@@ -272,7 +296,7 @@ struct UsageCommand: Command {
         if granularity == .hour, svg == nil { return try streamHours() }
         // The chart's file is checked before anything is read.
         let svg = try self.svg.map { given throws(CLIError) in
-            try CommandLinePath.output(given, option: "--svg", command: Self.spec.name, writing: .replaced)
+            try CommandLinePath.output(given, option: Options.svg.spec.long, command: Self.spec.name, writing: .replaced)
         }
         var snapshot: UsageSnapshot
         do {
