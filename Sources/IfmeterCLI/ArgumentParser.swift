@@ -288,10 +288,6 @@ public struct ParsedArguments: Sendable {
     // By a name known only when running (a config file's key, every option
     // of a spec); a command reads its own options by handle.
 
-    /// The last value given for the option named `long` (no command reads
-    /// by name; ExtensionPointTests' toy command still does).
-    func value(_ long: String) -> String? { values[long]?.last }
-
     /// The option named `long` was given.
     func has(long: String) -> Bool { values[long] != nil || flags.contains(long) }
 

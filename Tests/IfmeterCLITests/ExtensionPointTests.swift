@@ -76,11 +76,10 @@ import Testing
     /// plus its line in `IfmeterCLI.commands`; its help, man page and
     /// completions come from its spec.
     struct HelloCommand: Command {
-        static let spec = CommandSpec(
-            name: "ifmeter hello", abstract: "Say hello.", discussion: "",
-            options: [OptionSpec("--name", value: "name", help: "Whom to greet.", default: "world")])
+        static let nameOption = Option("--name", value: "name", help: "Whom to greet.", default: "world")
+        static let spec = CommandSpec(name: "ifmeter hello", abstract: "Say hello.", discussion: "", options: [nameOption.spec])
         let name: String
-        init(_ p: ParsedArguments) throws(CLIError) { name = p.value("--name") ?? "world" }
+        init(_ p: ParsedArguments) throws(CLIError) { name = p[Self.nameOption] ?? "world" }
         func run() throws(CLIError) {}
     }
 
