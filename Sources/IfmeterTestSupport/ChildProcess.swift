@@ -111,6 +111,36 @@ public final class ChildProcess: Sendable {
 
     /// How long any one program a test runs may take before it is killed.
     public static let defaultTimeout: Double = 180
+
+    /// The timeout, in milliseconds, of the poll(2) the child's main thread
+    /// is blocked in; nil while it runs or is blocked in anything else.
+    /// ifmeter polls only to wait between samples (sleepUntil, the live
+    /// screen's keys): a sampler blocked in poll took the sample before the
+    /// wait, and takes the next one only once that poll returns. Read from
+    /// /proc/PID/syscall (poll on x86_64; ppoll, its timeout read from the
+    /// child's memory, on arm64).
+    public var pollTimeout: Int? {
+        // Not once reaped: the pid may be another process's by then.
+        guard isRunning, let text = try? String(contentsOfFile: "/proc/\(processIdentifier)/syscall", encoding: .utf8) else { return nil }
+        // The number in decimal, then the arguments in hexadecimal.
+        let words = text.split(separator: " ")
+        guard words.count >= 4, let number = Int(words[0]) else { return nil }
+        let fields = words.map { UInt64($0.dropFirst(2), radix: 16) }
+        #if arch(x86_64)
+        guard number == 7, let timeout = fields[3] else { return nil }
+        return Int(Int32(truncatingIfNeeded: timeout))
+        #elseif arch(arm64)
+        guard number == 73, let address = fields[3], address != 0 else { return nil }
+        let memory = open("/proc/\(processIdentifier)/mem", O_RDONLY | O_CLOEXEC)
+        guard memory >= 0 else { return nil }
+        defer { close(memory) }
+        var spec = timespec()
+        guard pread(memory, &spec, MemoryLayout<timespec>.size, off_t(bitPattern: address)) == MemoryLayout<timespec>.size else { return nil }
+        return spec.tv_sec * 1000 + spec.tv_nsec / 1_000_000
+        #else
+        return nil
+        #endif
+    }
 }
 
 /// Runs a program and returns its stdout and stderr; throws with its

@@ -91,16 +91,6 @@ struct UsageThroughALinkTests {
                 "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "export", "--state", folder + "/real/state.db", "--json", folder + "/r.json",
                 "--interval", "100ms", "--every", "300ms", "--save-every", "300ms",
             ], name: "export-killed")
-        Thread.sleep(forTimeInterval: 0.5)
-        try pair.sendUDP(count: 200, payload: 1000)
-        Thread.sleep(forTimeInterval: 0.8)
-        kill(live.process.processIdentifier, SIGKILL)
-        _ = live.stop()
-        try FileManager.default.createSymbolicLink(atPath: folder + "/link/state.db", withDestinationPath: folder + "/real/state.db")
-        let direct = try ifmeter(["usage", "--state", folder + "/real/state.db", "--format", "json"])
-        let linked = try ifmeter(["usage", "--state", folder + "/link/state.db", "--format", "json"])
-        #expect(direct.status == 0, "\(direct.err)")
-        #expect(linked.status == 0, "\(linked.err)")
         func txBytes(_ json: String) throws -> UInt64 {
             guard case .array(let list)? = try JSONParser.parse(json)["interfaces"],
                 let vA = list.first(where: { $0["name"]?.stringValue == pair.nameA }),
@@ -108,8 +98,26 @@ struct UsageThroughALinkTests {
             else { return 0 }
             return periods.compactMap { $0["tx_bytes"]?.uint64Value }.reduce(0, +)
         }
+        // Its first report: the baseline is taken, the traffic is counted.
+        try ExportReport.waitForFirst(folder + "/r.json")
+        try pair.sendUDP(count: 200, payload: 1000)
+        let sent = 200 * VethPair.frameBytes(payload: 1000)
+        // Killed once a save holds the traffic (usage reads a running
+        // writer's file read-only, and leaves its WAL alone).
+        _ = try waitFor("export to save the \(sent) bytes sent", timeout: 30) { () throws -> Bool? in
+            let saved = try ifmeter(["usage", "--state", folder + "/real/state.db", "--format", "json"])
+            guard saved.status == 0 else { return nil }
+            return try txBytes(saved.out) >= sent ? true : nil
+        }
+        kill(live.process.processIdentifier, SIGKILL)
+        _ = live.stop()
+        try FileManager.default.createSymbolicLink(atPath: folder + "/link/state.db", withDestinationPath: folder + "/real/state.db")
+        let direct = try ifmeter(["usage", "--state", folder + "/real/state.db", "--format", "json"])
+        let linked = try ifmeter(["usage", "--state", folder + "/link/state.db", "--format", "json"])
+        #expect(direct.status == 0, "\(direct.err)")
+        #expect(linked.status == 0, "\(linked.err)")
         #expect(try txBytes(linked.out) == txBytes(direct.out))
-        #expect(try txBytes(direct.out) >= 200 * VethPair.frameBytes(payload: 1000))
+        #expect(try txBytes(direct.out) >= sent)
     }
 }
 
@@ -126,10 +134,13 @@ struct HangupEndsPlainLiveCleanlyTests {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let live = try Background(
             ["ip", "netns", "exec", ns.name, try ifmeterBinary(), "live", "--state", folder + "/state.db", "--interval", "200ms"], name: "live-hup")
-        Thread.sleep(forTimeInterval: 0.8)
+        // A line for lo: live sampled, and took its signals before that.
+        _ = try waitFor("live's first line") {
+            guard live.process.isRunning else { throw TestFailure("live exited: \(live.log)") }
+            return live.log.contains(" lo ") ? true : nil
+        }
         kill(live.process.processIdentifier, SIGHUP)
-        let deadline = Date().addingTimeInterval(5)
-        while live.process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        _ = live.process.wait(timeout: 5)
         #expect(!live.process.isRunning, "SIGHUP ends it")
         #expect(live.stop() == 0, "a clean stop, not the default action: \(live.log)")
         let running = try run(["sqlite3", folder + "/state.db", "SELECT value FROM meta WHERE key = 'running'"])
@@ -139,6 +150,8 @@ struct HangupEndsPlainLiveCleanlyTests {
 
 /// `sample --wide` against what was sent: the packets, their rate, and no
 /// errors or drops, all unmarked (exact); the heading is the time of day.
+/// The traffic goes in the second of two intervals, sent once the first
+/// one's row shows that sampling has begun.
 @Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)))
 struct SampleWideTests {
     @Test func widePacketsErrorsAndDropsMatchWhatWasSent() throws {
@@ -146,18 +159,23 @@ struct SampleWideTests {
         let pair = try VethPair()
         let sample = try Background(
             [
-                "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "sample", "--count", "1", "--interval", "1500ms", "--wide",
+                "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "sample", "--count", "2", "--interval", "1500ms", "--wide",
                 "--include", pair.nameA,
             ], name: "sample-wide")
-        Thread.sleep(forTimeInterval: 0.5)
+        func rows() -> [String] { sample.log.split(separator: "\n").map(String.init).filter { $0.hasPrefix(pair.nameA + " ") } }
+        _ = try waitFor("sample's first interval") {
+            guard sample.process.isRunning else { throw TestFailure("sample exited: \(sample.log)") }
+            return rows().isEmpty ? nil : true
+        }
         try pair.sendUDP(count: 25, payload: 300)
-        let deadline = Date().addingTimeInterval(10)
-        while sample.process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        try #require(rows().count == 1, "the traffic is sent within the second interval: \(sample.log)")
+        _ = sample.process.wait(timeout: 10)
         #expect(sample.stop() == 0, "\(sample.log)")
         let lines = sample.log.split(separator: "\n").map(String.init)
         let header = try #require(lines.first { $0.hasPrefix("INTERFACE") }).split(separator: " ").map(String.init)
         #expect(header.contains("PKT/S") && header.contains("ERR") && header.contains("DROP"), "\(lines)")
-        let row = try #require(lines.first { $0.hasPrefix(pair.nameA + " ") }).split(separator: " ").map(String.init)
+        #expect(rows().count == 2, "\(lines)")
+        let row = try #require(rows().last).split(separator: " ").map(String.init)
         // Fields: name, kind, rx rate, tx rate, rx, tx (a number and a unit
         // each: 2-9), rx and tx packets (10, 11), packets per second (12,
         // 13), errors (14, 15), drops (16, 17), totals.

@@ -17,6 +17,37 @@ struct NamespaceAndEventTests {
         return Dictionary(uniqueKeysWithValues: list.compactMap { i in i["name"]?.stringValue.map { ($0, i) } })
     }
 
+    /// The lines of a trace written so far (an unfinished last one left out).
+    func traceLines(_ path: String) -> [JSONValue] {
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { try? JSONParser.parse(String($0)) }
+    }
+
+    /// Whether a trace line is a deletion event (of `name`, when given).
+    func isDeletion(_ line: JSONValue, of name: String? = nil) -> Bool {
+        line["event"]?.stringValue == "deleted" && (name == nil || line["interface"]?["name"]?.stringValue == name)
+    }
+
+    /// Waits until `count` deletions (of `name`, when given) are in the
+    /// trace, and a sample after the last of them.
+    func waitForDeletions(_ path: String, _ count: Int, of name: String? = nil) throws {
+        _ = try waitFor("\(count) deletions and a sample after them in \(path)", timeout: 20) { () -> Bool? in
+            let lines = traceLines(path)
+            guard lines.filter({ isDeletion($0, of: name) }).count >= count,
+                let deletion = lines.lastIndex(where: { isDeletion($0, of: name) }),
+                let sample = lines.lastIndex(where: { $0["interfaces"] != nil })
+            else { return nil }
+            return sample > deletion ? true : nil
+        }
+    }
+
+    /// CLOCK_MONOTONIC, the clock of a trace's `t`.
+    func monotonicNow() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
     @Test func countsSeenFromOutsideMatchThoseInside() throws {
         try Netns.requireRoot()
         let pair = try VethPair()
@@ -44,7 +75,11 @@ struct NamespaceAndEventTests {
         defer { try? FileManager.default.removeItem(atPath: path) }
         let recorder = try Background(
             ["ip", "netns", "exec", ns.name, try ifmeterBinary(), "record", "--interval", "300ms", "-o", path], name: "record")
-        Thread.sleep(forTimeInterval: 0.5)
+        // Its first sample: it is reading link events.
+        _ = try waitFor("record's first sample") {
+            guard recorder.process.isRunning else { throw TestFailure("record exited: \(recorder.log)") }
+            return traceLines(path).contains { $0["interfaces"] != nil } ? true : nil
+        }
         var sent = 0
         for n in 0..<5 {
             let fd = try ns.openTun("tunR")
@@ -52,10 +87,12 @@ struct NamespaceAndEventTests {
             let packet = ipv4Packet(payload: 100 + n)
             for _ in 0..<10 { _ = write(fd, packet, packet.count) }
             sent += 10 * packet.count
+            // Each instance lives 50 ms, on purpose: a life shorter than an
+            // interval, its counts known only from its deletion.
             Thread.sleep(forTimeInterval: 0.05)
             close(fd)
         }
-        Thread.sleep(forTimeInterval: 0.7)
+        try waitForDeletions(path, 5)
         #expect(recorder.stop() == 0)
         let trace = try String(contentsOfFile: path, encoding: .utf8)
         #expect(trace.split(separator: "\n").filter { $0.contains(#""event":"deleted""#) }.count == 5)
@@ -100,10 +137,20 @@ struct NamespaceAndEventTests {
         defer { try? FileManager.default.removeItem(atPath: path) }
         let recorder = try Background(
             ["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "record", "--interval", "1s", "-o", path], name: "record")
-        Thread.sleep(forTimeInterval: 1.4)
+        // A sample seen within 0.3 s of its time `t` (else the next one).
+        let sampled = try waitFor("a sample from record") { () throws -> Double? in
+            guard recorder.process.isRunning else { throw TestFailure("record exited: \(recorder.log)") }
+            guard let t = traceLines(path).last(where: { $0["interfaces"] != nil })?["t"]?.doubleValue, monotonicNow() - t < 0.3 else {
+                return nil
+            }
+            return t
+        }
+        // The deletion is placed half an interval after that sample, on
+        // purpose: between two samples, apart from both.
+        Thread.sleep(forTimeInterval: max(0, sampled + 0.5 - monotonicNow()))
         try pair.sendUDP(count: 20, payload: 500)
         try pair.a.ip("link", "del", pair.nameA)
-        Thread.sleep(forTimeInterval: 1.3)
+        try waitForDeletions(path, 1, of: "vA")
         #expect(recorder.stop() == 0)
         let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").map { try JSONParser.parse(String($0)) }
         let samples = lines.filter { $0["interfaces"] != nil }.compactMap { $0["t"]?.doubleValue }
@@ -161,8 +208,13 @@ struct NamespaceAndEventTests {
             }
         }
         for ns in namespaces { try sendFrames(in: ns.name, interface: "c0", count: 3, size: 500) }
-        Thread.sleep(forTimeInterval: 1.0)
-        let text = try RawHTTP.request("/metrics", port: port, in: host.name).text
+        // Two samples more than a scrape after the traffic shows: the
+        // second of them began after it.
+        let seen = Scenario.metric(try Scenario.scrape(host, port: port), "ifmeter_samples_total")[""] ?? 0
+        let text = try waitFor("serve to sample after the traffic") { () throws -> String? in
+            let text = try Scenario.scrape(host, port: port)
+            return (Scenario.metric(text, "ifmeter_samples_total")[""] ?? 0) >= seen + 2 ? text : nil
+        }
         #expect(scrapes == 10)
         for ns in namespaces {
             let truth = try sysfsCounters(ns, "c0")

@@ -27,6 +27,15 @@ struct PrometheusServerTests {
         return pair[1].stringValue.flatMap(Double.init)
     }
 
+    static let vA = #"ifmeter_transmit_bytes_total{interface="vA"}"#
+
+    /// Waits until Prometheus holds a scrape of vA taken after `time`.
+    func waitForScrape(_ ns: TestNamespace, after time: Double) throws {
+        _ = try waitFor("Prometheus to scrape ifmeter after \(time)", timeout: 30) {
+            try query(ns, "timestamp(\(Self.vA))").map { $0 > time } == true ? true : nil
+        }
+    }
+
     @Test func prometheusSeesTheBytesAndNoFalseReset() throws {
         try Netns.requireRoot()
         let pair = try VethPair()
@@ -52,11 +61,13 @@ struct PrometheusServerTests {
             ], name: "prometheus")
         defer { prometheus.stop() }
         _ = try waitFor("Prometheus to scrape ifmeter", timeout: 30) {
-            try query(ns, #"ifmeter_transmit_bytes_total{interface="vA"}"#)
+            try query(ns, Self.vA)
         }
-        Thread.sleep(forTimeInterval: 1.5)
+        // A scrape after t0 and before the traffic: the increase() window
+        // below starts with a sample that has none of it.
         let t0 = Date().timeIntervalSince1970
-        Thread.sleep(forTimeInterval: 1.2)
+        try waitForScrape(ns, after: t0)
+        let before = try #require(try query(ns, Self.vA, at: t0))
 
         // Known traffic through the veth.
         try pair.sendUDP(count: 300, payload: 1000)
@@ -74,22 +85,31 @@ struct PrometheusServerTests {
         }
         let first = try openTun()
         push(first, count: 20, payload: 100)
-        Thread.sleep(forTimeInterval: 2.2) // sampled and scraped
+        // The first instance is sampled and scraped before its deletion.
+        _ = try waitFor("Prometheus to scrape the first tunT's bytes", timeout: 30) {
+            try query(ns, #"ifmeter_receive_bytes_total{interface="tunT"}"#) == Double(20 * 128) ? true : nil
+        }
         close(first)
         let second = try openTun()
         defer { close(second) }
         push(second, count: 10, payload: 200)
-        Thread.sleep(forTimeInterval: 3.5)
+        let tunBytes = Double(20 * 128 + 10 * 228)
+        _ = try waitFor("Prometheus to scrape both tunT's bytes and vA's", timeout: 30) { () throws -> Bool? in
+            guard try query(ns, #"ifmeter_receive_bytes_total{interface="tunT"}"#) == tunBytes else { return nil }
+            return try query(ns, Self.vA).map { $0 - before >= sent } == true ? true : nil
+        }
+        // increase() extrapolates to its window's ends, by up to a scrape
+        // interval (1 s) each: the window spans 8 s of scrapes by design,
+        // so that this stays within the 30 % allowed below.
+        try waitForScrape(ns, after: t0 + 8)
         let t1 = Date().timeIntervalSince1970
 
-        let before = try #require(try query(ns, #"ifmeter_transmit_bytes_total{interface="vA"}"#, at: t0))
-        let after = try #require(try query(ns, #"ifmeter_transmit_bytes_total{interface="vA"}"#, at: t1))
+        let after = try #require(try query(ns, Self.vA, at: t1))
         #expect(after - before == sent, "exactly the frames sent: \(after - before) vs \(sent)")
         let window = Int((t1 - t0).rounded(.up))
         let increase = try #require(try query(ns, #"increase(ifmeter_transmit_bytes_total{interface="vA"}[\#(window)s])"#, at: t1))
         #expect(increase >= sent * 0.99 && increase <= sent * 1.3, "increase() \(increase) for \(sent) sent (it extrapolates)")
 
-        let tunBytes = Double(20 * 128 + 10 * 228)
         #expect(try query(ns, #"ifmeter_receive_bytes_total{interface="tunT"}"#, at: t1) == tunBytes, "both instances, never down")
         #expect(try query(ns, #"resets(ifmeter_receive_bytes_total{interface="tunT"}[1m])"#, at: t1) == 0, "no false reset")
         #expect(try query(ns, #"resets(ifmeter_transmit_bytes_total{interface="vA"}[1m])"#, at: t1) == 0)

@@ -80,11 +80,17 @@ struct RouteTests {
                     "ip", "netns", "exec", pair.a.name, binary, "route", "--probe", "192.0.2.99", "--over", "2500ms",
                     "--underlay", "\(tunnel.tunA)=\(pair.nameA)", "--format", "json",
                 ], name: "route-over")
-            Thread.sleep(forTimeInterval: 0.5) // after the window's first sample
+            // Blocked in the window's wait (a poll of about 2.5 s): its first
+            // sample is taken, and the second one is not until it returns.
+            func inTheWindow() -> Bool { (route.process.pollTimeout ?? 0) >= 1000 }
+            _ = try waitFor("route's first sample") {
+                guard route.process.isRunning else { throw TestFailure("route exited: \(route.log)") }
+                return inTheWindow() ? true : nil
+            }
             if inside > 0 { try tunnel.sendUDP(to: tunnel.ipB, port: 9100, count: inside, payload: 700) }
             if around > 0 { try tunnel.sendUDP(to: pair.ipB, port: 9101, count: around, payload: 900) }
-            let deadline = Date().addingTimeInterval(10)
-            while route.process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+            try #require(inTheWindow(), "the traffic is sent within the window")
+            _ = route.process.wait(timeout: 10)
             #expect(route.stop() == 0, "\(route.log)")
             return try json(route.log)
         }
@@ -203,9 +209,25 @@ struct RouteTests {
                 "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "export", "--interval", "200ms", "--every", "1s", "--json-lines", path,
                 "--probe", "192.0.2.99", "--underlay", "\(tunnel.tunA)=\(pair.nameA)",
             ], name: "export-route")
-        Thread.sleep(forTimeInterval: 0.5)
+        func outsideTx(_ period: JSONValue) -> UInt64 {
+            guard case .array(let tunnels)? = period["route"]?["tunnels"] else { return 0 }
+            return tunnels.first { $0["tunnel"]?.stringValue == tunnel.tunA }?["outside_bytes"]?["tx"]?.uint64Value ?? 0
+        }
+        /// The periods written so far (an unfinished last line is not one).
+        func periods() -> [JSONValue] {
+            let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+            return text.split(separator: "\n").compactMap { try? JSONParser.parse(String($0)) }
+        }
+        // A first period: sampling has begun, the traffic is counted.
+        _ = try waitFor("export's first period") {
+            guard export.process.isRunning else { throw TestFailure("export exited: \(export.log)") }
+            return periods().isEmpty ? nil : true
+        }
         try tunnel.sendUDP(to: pair.ipB, port: 9103, count: 150, payload: 600)
-        Thread.sleep(forTimeInterval: 1.6)
+        let sent = 150 * VethPair.frameBytes(payload: 600)
+        _ = try waitFor("export's periods to count the \(sent) bytes sent around the tunnel") {
+            periods().map(outsideTx).reduce(0, +) >= sent ? true : nil
+        }
         #expect(export.stop() == 0, "\(export.log)")
         let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
         // The schema checker takes one JSON document per file.
@@ -217,13 +239,12 @@ struct RouteTests {
         var outside: UInt64 = 0
         for line in lines {
             let period = try JSONParser.parse(String(line))
-            guard case .array(let probes)? = period["route"]?["probes"], case .array(let tunnels)? = period["route"]?["tunnels"] else {
+            guard case .array(let probes)? = period["route"]?["probes"], case .array? = period["route"]?["tunnels"] else {
                 throw TestFailure("no route in \(line)")
             }
             #expect(probes.first?["interface"]?.stringValue == tunnel.tunA && probes.first?["via_tunnel"] == .bool(true))
-            outside += tunnels.first { $0["tunnel"]?.stringValue == tunnel.tunA }?["outside_bytes"]?["tx"]?.uint64Value ?? 0
+            outside += outsideTx(period)
         }
-        let sent = 150 * VethPair.frameBytes(payload: 600)
         #expect(Double(outside) >= Double(sent) && Double(outside) <= Double(sent) * 1.02, "periods' outside tx \(outside) against \(sent)")
     }
 

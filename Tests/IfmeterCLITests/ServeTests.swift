@@ -34,13 +34,24 @@ struct ServeTests {
         return nil
     }
 
+    /// Waits until serve in `ns` took `atLeast` samples (a scrape before
+    /// its first sample has no interfaces), and returns that scrape's text.
+    @discardableResult
+    func waitForSamples(_ ns: TestNamespace, _ server: Background, atLeast: Double) throws -> String {
+        try waitFor("serve to take \(Int(atLeast)) samples") {
+            guard server.process.isRunning else { throw TestFailure("serve exited: \(server.log)") }
+            let text = try metrics(ns).text
+            return (value(text, "ifmeter_samples_total") ?? 0) >= atLeast ? text : nil
+        }
+    }
+
     @Test func promtoolAcceptsTheTextFormatAndTheParserOpenMetrics() throws {
         try Netns.requireRoot()
         let pair = try VethPair()
         try pair.a.ip("tuntap", "add", "mode", "tun", "dev", "tun\"q") // a quote in a label value
         let server = try serve(pair.a, ["--compat", "node"])
         defer { server.stop() }
-        Thread.sleep(forTimeInterval: 0.7)
+        try waitForSamples(pair.a, server, atLeast: 1)
         let text = try metrics(pair.a)
         #expect(text.status == 200)
         #expect(text.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8")
@@ -83,8 +94,7 @@ struct ServeTests {
             ], name: "node-exporter")
         defer { exporter.stop() }
         let node = try waitFor("node_exporter") { try? RawHTTP.request("/metrics", port: 9100, in: pair.a.name) }
-        Thread.sleep(forTimeInterval: 0.7)
-        let ours = try metrics(pair.a).text
+        let ours = try waitForSamples(pair.a, server, atLeast: 2)
         // The veth is quiet: both read the same kernel counters.
         var compared = 0
         for line in node.text.split(separator: "\n") where line.hasPrefix("node_network_") && line.contains("device=\"vA\"") {
@@ -192,13 +202,18 @@ struct ServeTests {
         try ns.ip("link", "add", "gone0", "type", "veth", "peer", "name", "gone1")
         let server = try serve(ns, ["--series-lifetime", "1s"])
         defer { server.stop() }
-        #expect(try metrics(ns).text.contains(#"interface="gone0""#))
+        #expect(try waitForSamples(ns, server, atLeast: 1).contains(#"interface="gone0""#))
         try ns.ip("link", "del", "gone0")
-        Thread.sleep(forTimeInterval: 0.5)
-        let soon = try metrics(ns).text
-        #expect(soon.contains(#"ifmeter_interface_present{interface="gone0",kind="virtual"} 0"#), "kept for a while, marked gone")
-        Thread.sleep(forTimeInterval: 1.5)
-        #expect(!(try metrics(ns).text.contains(#"interface="gone0""#)))
+        // The first scrape after a sample saw the deletion: it either marks
+        // gone0 gone, as it must, or (wrongly) dropped it already.
+        let gone = #"ifmeter_interface_present{interface="gone0",kind="virtual"} 0"#
+        let soon = try waitFor("serve to sample gone0's deletion") {
+            let text = try metrics(ns).text
+            return text.contains(gone) || !text.contains(#"interface="gone0""#) ? text : nil
+        }
+        #expect(soon.contains(gone), "kept for a while, marked gone")
+        // Then dropped once its lifetime (1 s) is over.
+        _ = try waitFor("serve to drop gone0's series") { try metrics(ns).text.contains(#"interface="gone0""#) ? nil : true }
     }
 
     @Test func abuseDoesNotStopOtherScrapes() throws {
@@ -244,7 +259,7 @@ struct ServeTests {
             // deadline would end it without an answer): no guess at time.
             let scrape = try metrics(ns)
             #expect(scrape.status == 200, "a scrape among 500 idle connections and a slow client")
-            Thread.sleep(forTimeInterval: 0.05)
+            Thread.sleep(forTimeInterval: 0.05) // the slow client's pace, on purpose
         }
         let after = try #require(server.residentKiB)
         #expect(after - before < 32 * 1024, "RSS grew from \(before) KiB to \(after) KiB")
@@ -266,6 +281,7 @@ struct ServeTests {
         for _ in 0..<20 {
             let text = try String(contentsOfFile: path, encoding: .utf8)
             #expect(text.hasSuffix("\n") && text.contains("ifmeter_build_info"))
+            // Reads spread over several rewrites (every 200 ms), on purpose.
             Thread.sleep(forTimeInterval: 0.03)
         }
         #expect(exporter.stop() == 0)
