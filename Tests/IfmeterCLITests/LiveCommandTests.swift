@@ -20,13 +20,25 @@ struct LiveCommandTests {
         return Dictionary(uniqueKeysWithValues: list.compactMap { i in i["name"]?.stringValue.map { ($0, i) } })
     }
 
+    /// Waits until the trace at `path` has `count` whole lines (a header,
+    /// then a line per sample).
+    func waitForLines(_ path: String, _ count: Int, of recorder: ChildProcess) throws {
+        _ = try waitFor("\(count) lines in \(path)") { () throws -> Bool? in
+            let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+            if text.filter({ $0 == "\n" }).count >= count { return true }
+            guard recorder.isRunning else { throw TestFailure("record exited with \(text.count) bytes written") }
+            return nil
+        }
+    }
+
     @Test func recordThenReplayCountsTheBytesSent() throws {
         try Netns.requireRoot()
         let pair = try VethPair()
         let path = temporaryPath()
         defer { try? FileManager.default.removeItem(atPath: path) }
         let recorder = try start(["record", "--interval", "400ms", "--count", "4", "-o", path], in: pair.a)
-        Thread.sleep(forTimeInterval: 0.6)
+        // The header and the first sample: the traffic falls after it.
+        try waitForLines(path, 2, of: recorder)
         try pair.sendUDP(count: 100, payload: 1200)
         recorder.waitUntilExit()
         #expect(recorder.terminationStatus == 0)
@@ -90,7 +102,8 @@ struct LiveCommandTests {
             let path = temporaryPath()
             defer { try? FileManager.default.removeItem(atPath: path) }
             let recorder = try start(["record", "--interval", "100ms", "-o", path], in: ns)
-            Thread.sleep(forTimeInterval: 0.8)
+            // A header and two samples written, then the signal.
+            try waitForLines(path, 3, of: recorder)
             // Signal ifmeter itself, not `ip netns exec` (which execs it: same pid).
             kill(recorder.processIdentifier, signal)
             recorder.waitUntilExit()

@@ -174,9 +174,11 @@ struct RemoteWriteAuthTests {
         try "second-token\n".write(toFile: dir + "/token", atomically: true, encoding: .utf8)
         try "second-token".write(toFile: dir + "/accepted", atomically: true, encoding: .utf8)
         _ = try waitFor("requests with the rotated token", timeout: 30) { lines("ok").contains("Bearer second-token") ? true : nil }
-        // A request may have raced the two writes; none after is refused.
+        // A request may have raced the two writes; none after is refused:
+        // three more requests go through, and no refusal comes meanwhile.
         let refusedBefore = lines("refused").count
-        Thread.sleep(forTimeInterval: 1)
+        let okNow = lines("ok").count
+        _ = try waitFor("three more requests with the rotated token", timeout: 30) { lines("ok").count >= okNow + 3 ? true : nil }
         #expect(lines("refused").count == refusedBefore, "no restart needed: \(lines("refused"))")
         let rejected = try #require(metric(ns, 49600, #"ifmeter_remote_write_samples_dropped_total{reason="rejected""#))
         #expect((rejected == 0) == (refusedBefore == 0), "refusals counted: \(rejected) samples in \(refusedBefore) requests")
@@ -186,7 +188,10 @@ struct RemoteWriteAuthTests {
         let retried = try waitFor("retries without a token", timeout: 30) { () -> Double? in
             serve.log.contains("cannot read the bearer token file") ? metric(ns, 49600, "ifmeter_remote_write_samples_retried_total{") : nil
         }
-        Thread.sleep(forTimeInterval: 1)
+        // More retries after those: still nothing sent.
+        _ = try waitFor("more retries without a token", timeout: 30) { () -> Bool? in
+            (metric(ns, 49600, "ifmeter_remote_write_samples_retried_total{") ?? 0) > retried ? true : nil
+        }
         #expect(lines("ok").count == okBefore && lines("refused").count == refusedBefore, "nothing sent without the token")
         #expect((metric(ns, 49600, "ifmeter_remote_write_queue_samples{") ?? 0) > 0)
         print("remote write bearer: \(lines("ok").count) accepted, \(refusedBefore) refused around the rotation, \(retried) retried without a file")
@@ -226,6 +231,8 @@ struct RemoteWriteAuthTests {
             ], name: "serve-pace")
         defer { _ = serve.stop() }
         _ = try waitFor("the first push", timeout: 20) { requests() >= 1 ? true : nil }
+        // The window watched, 4 s by design: 20 samples, well within the
+        // 15 s pace; a push per sample would show as many requests.
         Thread.sleep(forTimeInterval: 4)
         #expect(requests() == 1, "\(requests()) pushes in 4 s of samples every 200 ms: \(serve.log)")
     }

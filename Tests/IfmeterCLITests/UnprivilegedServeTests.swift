@@ -38,9 +38,16 @@ struct UnprivilegedServeTests {
             return text.flatMap { $0.contains("ifmeter_receive_bytes_total{interface=\"lo\"") ? $0 : nil }
         }
         #expect(metrics.contains("ifmeter_samples_total"))
-        // Traffic on lo (scrapes) in a sampled interval, for the usage tables.
+        // Traffic on lo (scrapes) in a sampled interval, for the usage
+        // tables: a scrape shows more received on lo than the first one did.
+        func loReceived(_ text: String) -> Double {
+            Scenario.metric(text, "ifmeter_receive_bytes_total").first { $0.key.contains(#"interface="lo""#) }?.value ?? 0
+        }
+        let first = loReceived(metrics)
         for _ in 0..<3 { _ = try RawHTTP.request("/metrics", port: 9874, in: ns.name) }
-        Thread.sleep(forTimeInterval: 1)
+        _ = try waitFor("serve to sample the scrapes' traffic on lo") {
+            loReceived(try RawHTTP.request("/metrics", port: 9874, in: ns.name).text) > first ? true : nil
+        }
         // The process itself: another user, no capability, no new privileges.
         let status = try String(contentsOfFile: "/proc/\(server.process.processIdentifier)/status", encoding: .utf8)
         let fields = Dictionary(

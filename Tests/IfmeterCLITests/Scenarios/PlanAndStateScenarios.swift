@@ -25,8 +25,11 @@ struct PlanAndStateScenarios {
                 "--boot-id-file", try dir.bootFile(),
             ])
         _ = try waitFor("the first report") { FileManager.default.fileExists(atPath: dir["r.json"]) ? true : nil }
-        if count > 0 { try pair.sendUDP(count: count, payload: Self.payload) }
-        Thread.sleep(forTimeInterval: 0.5)
+        if count > 0 {
+            try pair.sendUDP(count: count, payload: Self.payload)
+            // Counted before the stop.
+            try ExportReport.waitForTotal(dir["r.json"], "va0", atLeast: UInt64(count) * Self.frame)
+        }
         #expect(exporter.stop() == 0, "\(exporter.log)")
         return try String(contentsOfFile: dir["r.json"], encoding: .utf8)
     }
@@ -83,7 +86,8 @@ struct PlanAndStateScenarios {
             #expect(try ifmeter(plan).status == 0)
         }
         let server = try startServe(in: pair.a, serveArguments)
-        Thread.sleep(forTimeInterval: 0.5)
+        // Its first sample has va0: the traffic comes after it.
+        try KillAndRestartScenarios().waitForSeen("serve", pair.a, dir, server, "va0")
         try pair.sendUDP(count: 30, payload: Self.payload)
         let sent = 30 * Self.frame
         let text = try waitFor("the plan's use to reach the bytes sent", timeout: 10) { () -> String? in

@@ -28,6 +28,12 @@ struct RecordReplayScenarios {
         _ = try waitFor("the first sample") {
             ((try? String(contentsOfFile: trace, encoding: .utf8)) ?? "").contains(#""interfaces""#) ? true : nil
         }
+        /// The trace's whole lines so far.
+        func lines() -> [JSONValue] {
+            let text = (try? String(contentsOfFile: trace, encoding: .utf8)) ?? ""
+            return text.split(separator: "\n").compactMap { try? JSONParser.parse(String($0)) }
+        }
+        func deletions(_ lines: [JSONValue]) -> Int { lines.filter { $0["event"]?.stringValue == "deleted" }.count }
         var sent: [String: UInt64] = [:]
         for round in 0..<3 {
             var fds: [(TestNamespace, Int32)] = []
@@ -39,13 +45,22 @@ struct RecordReplayScenarios {
                 sent[ns.name, default: 0] += UInt64(10 * packet.count)
                 fds.append((ns, fd))
             }
-            // The later namespace's link goes first, the earlier's 20 ms after.
+            // The later namespace's link goes first, the earlier's 20 ms
+            // after (a designed gap, well within one interval).
             close(fds[1].1)
             Thread.sleep(forTimeInterval: 0.02)
             close(fds[0].1)
-            Thread.sleep(forTimeInterval: 0.3)
+            // The round's two deletions are in the trace before the next.
+            _ = try waitFor("round \(round)'s deletions in the trace") { deletions(lines()) >= 2 * (round + 1) ? true : nil }
         }
-        Thread.sleep(forTimeInterval: 1.2)
+        // A sample after the last deletion, as a recording goes on.
+        _ = try waitFor("a sample after the deletions") { () -> Bool? in
+            let all = lines()
+            guard let deletion = all.lastIndex(where: { $0["event"]?.stringValue == "deleted" }),
+                let sample = all.lastIndex(where: { $0["interfaces"] != nil })
+            else { return nil }
+            return sample > deletion ? true : nil
+        }
         #expect(recorder.stop() == 0, "\(recorder.log)")
         let text = try String(contentsOfFile: trace, encoding: .utf8)
         var previous = -Double.infinity

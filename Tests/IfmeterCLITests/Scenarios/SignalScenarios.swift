@@ -33,6 +33,19 @@ struct SignalScenarios {
         return try JSONParser.parse(result.out)["state"]?["writer"]?.stringValue
     }
 
+    /// The time of the state file's last save (meta 'saved'), read only.
+    func lastSave(_ state: String) throws -> Double? {
+        let result = try run(["sqlite3", "-readonly", state, "SELECT value FROM meta WHERE key = 'saved'"], allowFailure: true)
+        return Double(result.out.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    /// Waits for a save later than the last one now (saves come every
+    /// 200 ms here): the writer went on after what came before this call.
+    func waitForAnotherSave(_ state: String, _ what: String) throws {
+        let last = try lastSave(state) ?? 0
+        _ = try waitFor(what) { try (lastSave(state) ?? 0) > last ? true : nil }
+    }
+
     /// Finding 6 of the hardening issue: SIGQUIT left the interactive live
     /// view in the alternate screen with the cursor hidden (exit 131), and
     /// SIGUSR1, SIGUSR2 and SIGALRM killed serve and export with no save.
@@ -62,7 +75,7 @@ struct SignalScenarios {
                     #expect(modes.contains("icanon") && modes.contains("echo") && !modes.contains("-icanon"), "\(name): \(modes)")
                     #expect(try writer(state) == "stopped", "\(name): the last save and the clean-stop mark")
                 } else {
-                    Thread.sleep(forTimeInterval: 0.5)
+                    try waitForAnotherSave(state, "a save after \(name)")
                     #expect(try run(["pgrep", "-f", state], allowFailure: true).status == 0, "\(name) is handled: live goes on")
                     try tmux.keys("q")
                     _ = try tmux.waitFor("EXITED 0")
@@ -84,7 +97,7 @@ struct SignalScenarios {
                         "\(mode) \(name): exit \(process.process.terminationStatus)\n\(process.log)")
                     #expect(try writer(state) == "stopped", "\(mode) \(name): saved and marked stopped")
                 } else {
-                    Thread.sleep(forTimeInterval: 0.6)
+                    try waitForAnotherSave(state, "a save after \(name)")
                     #expect(process.process.isRunning, "\(mode) \(name) is handled: it goes on\n\(process.log)")
                     if mode == .export, signal == SIGUSR1 {
                         // Reopened as on SIGHUP: a file moved away is made anew.
@@ -108,6 +121,8 @@ struct SignalScenarios {
     /// user (or a script before a planned power-off) makes one now. serve
     /// and export save on SIGHUP and go on: traffic received before the
     /// signal is in the file, exact, even after a kill -9 right after it.
+    /// (export writes a report every 200 ms, where the test sees what it
+    /// counted; it saves no more for that.)
     @Test(arguments: ["serve", "export"])
     func sighupSavesNowAndGoesOn(command: String) throws {
         try Netns.requireRoot()
@@ -119,16 +134,26 @@ struct SignalScenarios {
         let process =
             command == "serve"
             ? try startServe(in: ns, common)
-            : try Scenario.start(ns, "export", common + ["--interval", "200ms", "--every", "1h", "--json", dir["r.json"]])
+            : try Scenario.start(ns, "export", common + ["--interval", "200ms", "--every", "200ms", "--json", dir["r.json"]])
         _ = try waitFor("the first save") { try writer(state) == "running" ? true : nil }
         let tun = try KillAndRestartScenarios.Tun(ns, "tunH")
-        Thread.sleep(forTimeInterval: 0.5)
+        try KillAndRestartScenarios().waitForSeen(command, ns, dir, process, "tunH")
         tun.receive(25)
-        Thread.sleep(forTimeInterval: 0.5)
+        // Sampled: the save SIGHUP asks for has it.
+        if command == "serve" {
+            _ = try waitFor("serve to count tunH's \(tun.received) bytes") {
+                let rx = Scenario.metric(try Scenario.scrape(ns), "ifmeter_receive_bytes_total")
+                return rx.contains { $0.key.contains(#"interface="tunH""#) && $0.value >= Double(tun.received) } ? true : nil
+            }
+        } else {
+            try ExportReport.waitForTotal(dir["r.json"], "tunH", "rx_bytes", atLeast: tun.received)
+        }
         let before = try Scenario.usage(state)
         #expect((before["tunH"]?.rx ?? 0) == 0, "nothing saved yet at the 5-minute pace: \(before)")
-        // The second of saved_at moves only when a later second saves.
-        Thread.sleep(forTimeInterval: 1.0)
+        // The second of saved_at moves only when a later second saves:
+        // the clock is let pass the first save's second.
+        let saved = try #require(try lastSave(state))
+        _ = try waitFor("a second later than the first save") { Date().timeIntervalSince1970 >= saved.rounded(.down) + 1 ? true : nil }
         let first = try savedAt(state)
         process.process.signal(SIGHUP)
         let after = try waitFor("the save SIGHUP asks for") { () -> [String: UsageFigures]? in
@@ -156,7 +181,13 @@ struct SignalScenarios {
             let command = ([try ifmeterBinary(), "export", "--interval", "100ms", "--every", "200ms", "--json-lines", file] + extra)
                 .map { "'\($0)'" }.joined(separator: " ")
             let exporter = try Background(["ip", "netns", "exec", ns.name, "sh", "-c", "exec \(command) \(redirect)"], name: "closed-fds")
-            Thread.sleep(forTimeInterval: 1)
+            // Two periods written: the first sample's warning, and a period's
+            // report on stdout, came before the second line.
+            _ = try waitFor("two periods in \(file)") { () throws -> Bool? in
+                guard exporter.process.isRunning else { throw TestFailure("export exited: \(exporter.log)") }
+                let text = (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
+                return text.filter { $0 == "\n" }.count >= 2 ? true : nil
+            }
             #expect(exporter.stop() == 0)
             let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
             #expect(!lines.isEmpty)

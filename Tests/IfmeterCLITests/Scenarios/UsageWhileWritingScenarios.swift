@@ -49,6 +49,11 @@ struct UsageWhileWritingScenarios {
         var sent = 20 * Self.frame
         // Running: figures reach the bytes sent within a save or two, the
         // writer is running, the save is fresh.
+        /// Makes the last save stale by moving its time (and the stop's) back
+        /// 10 s, 33 save intervals, rather than hoping two intervals passed.
+        func ageTheLastSave() throws {
+            try run(["sqlite3", state, "UPDATE meta SET value = CAST(value AS REAL) - 10 WHERE key IN ('saved', 'stopped')"])
+        }
         json = try waitFor("usage to show the bytes sent (\(sent))") { () -> JSONValue? in
             let (json, _) = try usageJSON(state)
             let usage = try Scenario.usage(state)
@@ -67,7 +72,7 @@ struct UsageWhileWritingScenarios {
         // after two save intervals the file says it is stale.
         process.process.signal(SIGKILL)
         process.process.waitUntilExit()
-        Thread.sleep(forTimeInterval: 0.8)
+        try ageTheLastSave()
         (json, _) = try usageJSON(state)
         #expect(json["state"]?["writer"]?.stringValue == "stopped-uncleanly", "\(String(describing: json["state"]))")
         #expect(json["state"]?["stale"] == .bool(true))
@@ -89,7 +94,7 @@ struct UsageWhileWritingScenarios {
         (json, _) = try usageJSON(state)
         #expect(json["state"]?["writer"]?.stringValue == "stopped")
         for (name, figures) in try Scenario.usage(state) { #expect(figures.quality == "exact", "\(name): \(figures)") }
-        Thread.sleep(forTimeInterval: 0.7)
+        try ageTheLastSave()
         text = try ifmeter(["usage", "--state", state])
         #expect(text.out.hasPrefix("WARNING") && text.out.contains("ifmeter stopped"), "\(text.out)")
         let schemaFile = dir["usage.json"]
