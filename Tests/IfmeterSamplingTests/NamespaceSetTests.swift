@@ -18,6 +18,15 @@ struct NamespaceSetTests {
         try NamespaceSet(.named(names), kind: .netlink, options: SamplerOptions(sysfs: nil))
     }
 
+    /// The carrier comes up a moment after `up` (linkwatch); until then a
+    /// veth drops what it is given, uncounted.
+    func waitForCarrier(_ ns: TestNamespace, _ name: String) throws {
+        _ = try waitFor("\(name)'s carrier", timeout: 5) {
+            let link = try ns.ip("-o", "link", "show", "dev", name)
+            return link.contains("LOWER_UP") && !link.contains("NO-CARRIER") ? true : nil
+        }
+    }
+
     /// Applies readings until the engine has seen `name` deleted.
     func readUntilDeleted(_ source: any CounterSource, _ engine: inout DeltaEngine, _ key: SeriesKey) throws {
         for _ in 0..<40 {
@@ -69,7 +78,7 @@ struct NamespaceSetTests {
         try second.ip("link", "set", "n2", "up")
         _ = engine.apply(try source.read())
         #expect(source.namespaces.contains(second.name))
-        Thread.sleep(forTimeInterval: 0.1)
+        try waitForCarrier(second, "n1")
         try sendFrames(in: second.name, interface: "n1", count: 30, size: 400)
         let truth = try sysfsCounters(second, "n1")
         second.remove()
@@ -101,10 +110,7 @@ struct NamespaceSetTests {
             try a.ip("link", "add", name, "type", "veth", "peer", "name", name + "p", "netns", b.name)
             try a.ip("link", "set", name, "up")
             try b.ip("link", "set", name + "p", "up")
-            let deadline = Date().addingTimeInterval(5)
-            while try a.ip("-o", "link", "show", "dev", name).contains("NO-CARRIER"), Date() < deadline {
-                Thread.sleep(forTimeInterval: 0.02)
-            }
+            try waitForCarrier(a, name)
             alive.insert(name)
         }
         for name in names { try create(name) }
@@ -174,7 +180,7 @@ struct NamespaceSetTests {
         _ = engine.apply(try source.read())
         #expect(engine.totals(for: SeriesKey(netns: ns.name, name: "vca")) == nil)
         // A rename with traffic on both sides of it.
-        Thread.sleep(forTimeInterval: 0.1)
+        try waitForCarrier(ns, "wwan9")
         try sendFrames(in: ns.name, interface: "wwan9", count: 10, size: 400)
         _ = engine.apply(try source.read())
         try sendFrames(in: ns.name, interface: "wwan9", count: 5, size: 400)
