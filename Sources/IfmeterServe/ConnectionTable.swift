@@ -52,8 +52,6 @@ public final class ConnectionTable: Sendable {
         var shut = false // already closed by the table
         var served = false // a response went out on it
         var started = false // a request line arrived since the last response
-        var reader: Charge? // its response being inflated
-        var readerSinceMs: UInt64 = 0
     }
 
     private struct State {
@@ -61,9 +59,18 @@ public final class ConnectionTable: Sendable {
         var nextID: ID = 1
         var open = 0 // listed and not closed by the table
         var counts = HTTPConnectionCounts(deadline: 0, idle: 0, evicted: 0, budget: 0)
-        var charges: [Charge: Int] = [:] // charged responses and their bytes
+        var charges: [Charge: Charged] = [:]
         var nextCharge: Charge = 1
         var sendBytes = 0
+    }
+
+    /// A response being inflated: what it holds, for which connection
+    /// (nil once that one closed, or sent another response meanwhile: then
+    /// it is no longer the one to close), and since when.
+    private struct Charged {
+        var bytes: Int
+        var connection: ID?
+        var sinceMs: UInt64
     }
 
     public let limits: Limits
@@ -105,6 +112,7 @@ public final class ConnectionTable: Sendable {
         state.withLock { state in
             guard let entry = state.entries.removeValue(forKey: id) else { return }
             if !entry.shut { state.open -= 1 }
+            detachCharges(of: id, &state)
         }
     }
 
@@ -152,37 +160,29 @@ public final class ConnectionTable: Sendable {
     public func charge(_ bytes: Int, for id: ID, nowMs: UInt64) -> Charge {
         state.withLock { state in
             while state.sendBytes + bytes > limits.sendBudget {
-                let oldest = state.entries.filter { key, entry in
-                    key != id && entry.reader.map { state.charges[$0] != nil } == true
-                }.min { ($0.value.readerSinceMs, $0.key) < ($1.value.readerSinceMs, $1.key) }
-                guard let (victim, entry) = oldest else { break }
+                let oldest = state.charges.filter { $0.value.connection.map { $0 != id } ?? false }
+                    .min { ($0.value.sinceMs, $0.key) < ($1.value.sinceMs, $1.key) }
+                guard let (charge, charged) = oldest else { break }
                 // Its memory goes when libmicrohttpd sees the end of the
                 // stream and lets go of the response, a moment later: not
                 // counted since.
-                uncharge(entry.reader!, &state)
-                shut(victim, &state)
+                release(charge, &state)
+                shut(charged.connection!, &state)
                 state.counts.budget += 1
             }
+            // (A response of its before: not sent, and not its to close.)
+            detachCharges(of: id, &state)
             let charge = state.nextCharge
             state.nextCharge += 1
-            state.charges[charge] = bytes
+            state.charges[charge] = Charged(bytes: bytes, connection: state.entries[id] == nil ? nil : id, sinceMs: nowMs)
             state.sendBytes += bytes
-            if state.entries[id] != nil {
-                state.entries[id]!.reader = charge
-                state.entries[id]!.readerSinceMs = nowMs
-            }
             return charge
         }
     }
 
     /// The response charged `charge` is let go of: its bytes leave the budget.
     public func release(_ charge: Charge) {
-        state.withLock { state in
-            uncharge(charge, &state)
-            for (id, entry) in state.entries where entry.reader == charge {
-                state.entries[id]!.reader = nil
-            }
-        }
+        state.withLock { release(charge, &$0) }
     }
 
     /// Connections closed by the table so far, by reason.
@@ -192,8 +192,12 @@ public final class ConnectionTable: Sendable {
     /// Bytes charged to the send budget now.
     public var sendBytes: Int { state.withLock { $0.sendBytes } }
 
-    private func uncharge(_ charge: Charge, _ state: inout State) {
-        if let bytes = state.charges.removeValue(forKey: charge) { state.sendBytes -= bytes }
+    private func release(_ charge: Charge, _ state: inout State) {
+        if let charged = state.charges.removeValue(forKey: charge) { state.sendBytes -= charged.bytes }
+    }
+
+    private func detachCharges(of id: ID, _ state: inout State) {
+        for (charge, charged) in state.charges where charged.connection == id { state.charges[charge]!.connection = nil }
     }
 
     /// Closes `id` once (a connection over the per-client limit may also

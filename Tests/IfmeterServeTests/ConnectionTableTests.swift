@@ -131,6 +131,25 @@ import Testing
         #expect(table.sendBytes == 600)
     }
 
+    /// Only a connection's current response is the one to close for the
+    /// budget: not one it sent before, nor one of a connection that closed
+    /// (both still charged until let go of).
+    @Test func onlyAnOpenConnectionsCurrentResponseIsClosedForTheBudget() {
+        let (table, closed) = table(budget: 700)
+        let one = table.opened(fd: 10, client: a, nowMs: 0)
+        let two = table.opened(fd: 11, client: a, nowMs: 0)
+        let three = table.opened(fd: 12, client: a, nowMs: 0)
+        _ = table.charge(300, for: one, nowMs: 1) // then replaced by
+        _ = table.charge(300, for: one, nowMs: 5)
+        _ = table.charge(300, for: two, nowMs: 2)
+        table.closed(two)
+        _ = table.charge(300, for: three, nowMs: 6)
+        // Over the budget still, with nothing else to close: served anyway.
+        #expect(closed.list == [10], "the only current response of another open connection")
+        #expect(table.counts.budget == 1)
+        #expect(table.sendBytes == 900)
+    }
+
     @Test func theClientKeyCutsIPv6ToItsSlash64AndMapsIPv4() {
         let v4 = BasicAuthenticator.Client(PeerAddress(family: .ipv4, bytes: [10, 0, 0, 1]))
         #expect(v4 == BasicAuthenticator.Client(high: 0, low: 0x0000_ffff_0a00_0001))
