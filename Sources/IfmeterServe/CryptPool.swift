@@ -34,7 +34,6 @@ public final class CryptPool: Sendable {
     public let workers: Int
     public let maxQueued: Int
     private let state = ConditionLock(State())
-    private let check: Check
 
     /// Starts `workers` threads (at least one). Throws when none can start.
     /// `clock` (seconds) times each check.
@@ -43,7 +42,6 @@ public final class CryptPool: Sendable {
         clock: @escaping @Sendable () -> Double = monotonicSeconds
     ) throws(SystemError) {
         self.maxQueued = maxQueued
-        self.check = check
         var started = 0
         var firstError: SystemError?
         for _ in 0..<max(1, workers) {

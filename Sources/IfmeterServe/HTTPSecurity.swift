@@ -347,8 +347,9 @@ public final class BasicAuthenticator: Sendable {
         var out = [UInt8](repeating: 0, count: 32)
         let rc = material.withUnsafeBytes { cifm_hmac_sha256(key, key.count, $0.baseAddress, $0.count, &out) }
         guard rc == 0 else { return nil }
-        func word(_ i: Int) -> UInt64 { out[i..<(i + 8)].reduce(0) { $0 << 8 | UInt64($1) } }
-        return Digest(a: word(0), b: word(8), c: word(16), d: word(24))
+        return Digest(
+            a: UInt64(bigEndianBytes: out[0..<8]), b: UInt64(bigEndianBytes: out[8..<16]), c: UInt64(bigEndianBytes: out[16..<24]),
+            d: UInt64(bigEndianBytes: out[24..<32]))
     }
 
     /// The cost an unknown `user` is timed as: one configured user's, the
@@ -433,6 +434,30 @@ public final class BasicAuthenticator: Sendable {
         }
         return out
     }
+}
+
+extension BasicAuthenticator.Client {
+    /// The client `address` is counted as: an IPv4 address as
+    /// ::ffff:a.b.c.d, an IPv6 address cut to its /64 (one host usually
+    /// has a whole /64).
+    init(_ address: PeerAddress) {
+        var key = [UInt8](repeating: 0, count: 16)
+        switch address.family {
+        case .ipv4:
+            key[10] = 0xff
+            key[11] = 0xff
+            key[12..<16] = address.bytes[0..<4]
+        case .ipv6:
+            let mapped = address.bytes[0..<10].allSatisfy { $0 == 0 } && address.bytes[10] == 0xff && address.bytes[11] == 0xff
+            key[0..<(mapped ? 16 : 8)] = address.bytes[0..<(mapped ? 16 : 8)]
+        }
+        self.init(high: UInt64(bigEndianBytes: key[0..<8]), low: UInt64(bigEndianBytes: key[8..<16]))
+    }
+}
+
+extension UInt64 {
+    /// The number 8 bytes spell, most significant first.
+    fileprivate init(bigEndianBytes bytes: ArraySlice<UInt8>) { self = bytes.reduce(0) { $0 << 8 | UInt64($1) } }
 }
 
 extension UInt8 {

@@ -348,9 +348,6 @@ enum MHD {
     }
 }
 
-/// Milliseconds of the monotonic clock, as the table and waits count them.
-private func nowMs() -> UInt64 { UInt64(max(0, monotonicSeconds() * 1000)) }
-
 /// What ifmeter knows of one request, from its request line on
 /// (libmicrohttpd's `req_cls`); its callbacks for one connection run on
 /// one thread, but a verdict comes from another.
@@ -370,7 +367,7 @@ private let notifyConnection: MHD_NotifyConnectionCallback = { cls, connection, 
         guard let fd = MHD.fd(connection) else { return } // untracked: only libmicrohttpd's own limits apply
         // Ask for a client certificate; the handler checks every given one (403).
         if context.clientAuth != .none { cifm_tls_ask_client_cert(connection, context.clientAuth.rawValue) }
-        let id = context.table.opened(fd: fd, client: MHD.client(connection), nowMs: nowMs())
+        let id = context.table.opened(fd: fd, client: MHD.client(connection), nowMs: monotonicMilliseconds())
         socketContext.pointee = UnsafeMutableRawPointer(bitPattern: UInt(id))
     } else if code == .CONNECTION_NOTIFY_CLOSED {
         guard let raw = socketContext.pointee else { return }
@@ -425,7 +422,7 @@ private let requestCompleted: MHD_RequestCompletedCallback = { cls, connection, 
     }
     let context = Unmanaged<HTTPServerContext>.fromOpaque(cls).takeUnretainedValue()
     if let connection, let id = MHD.connectionID(connection) {
-        context.table.requestEnded(id, completed: code == .REQUEST_TERMINATED_COMPLETED_OK, nowMs: nowMs())
+        context.table.requestEnded(id, completed: code == .REQUEST_TERMINATED_COMPLETED_OK, nowMs: monotonicMilliseconds())
     }
 }
 
@@ -535,7 +532,7 @@ private func authenticate(
         return queue(.verdict(verdict), on: connection, context)
     case .refusedAfter(let seconds):
         guard let ticket = suspend() else { return queue(.unauthorized, on: connection, context) }
-        context.waits.finish(ticket, .refused, delayMs: UInt64(max(1, min(seconds, 60) * 1000)), nowMs: nowMs())
+        context.waits.finish(ticket, .refused, delayMs: UInt64(max(1, min(seconds, 60) * 1000)), nowMs: monotonicMilliseconds())
         return .YES
     case .verify(let verification):
         // (It cannot wait when the server stops: try again.)
@@ -550,35 +547,16 @@ private func authenticate(
                 case .refused, .throttled: .refused
                 case .busy: .busy
                 }
-            waits.finish(ticket, given, nowMs: nowMs())
+            waits.finish(ticket, given, nowMs: monotonicMilliseconds())
         }
         return .YES
     }
 }
 
-/// The connection's client as the throttle counts it: an IPv4 address as
-/// ::ffff:a.b.c.d, an IPv6 address cut to its /64 (one host usually has a
-/// whole /64).
+/// The connection's client as the throttle counts it.
 private func clientKey(_ connection: OpaquePointer) -> BasicAuthenticator.Client {
     guard let address = MHD.client(connection) else { return .unknown }
     return BasicAuthenticator.Client(address)
-}
-
-extension BasicAuthenticator.Client {
-    init(_ address: PeerAddress) {
-        var key = [UInt8](repeating: 0, count: 16)
-        switch address.family {
-        case .ipv4:
-            key[10] = 0xff
-            key[11] = 0xff
-            key[12..<16] = address.bytes[0..<4]
-        case .ipv6:
-            let mapped = address.bytes[0..<10].allSatisfy { $0 == 0 } && address.bytes[10] == 0xff && address.bytes[11] == 0xff
-            key[0..<(mapped ? 16 : 8)] = address.bytes[0..<(mapped ? 16 : 8)]
-        }
-        func word(_ i: Int) -> UInt64 { key[i..<(i + 8)].reduce(0) { $0 << 8 | UInt64($1) } }
-        self.init(high: word(0), low: word(8))
-    }
 }
 
 /// Hands `response` to libmicrohttpd for `connection`.
@@ -651,7 +629,7 @@ private func inflatingResponse(_ gzipped: HTTPBody, size: UInt64, _ connection: 
     // frees too.
     if let id = MHD.connectionID(connection) {
         let bytes = inflater.heldBytes + inflateBlock + context.limits.memoryPerConnection
-        body.charge = context.table.charge(bytes, for: id, nowMs: nowMs())
+        body.charge = context.table.charge(bytes, for: id, nowMs: monotonicMilliseconds())
     }
     return response
 }

@@ -22,7 +22,7 @@ final class ServerTimer: Sendable {
             try startThread { [control] in
                 var seen: UInt64 = 0
                 while true {
-                    let now = UInt64(max(0, monotonicSeconds() * 1000))
+                    let now = monotonicMilliseconds()
                     let next = tick(now)
                     let sleepMs = min(Self.periodMs, next.map { $0 > now ? $0 - now : 0 } ?? Self.periodMs)
                     let stop = control.wait(seconds: Double(sleepMs) / 1000, until: { $0.stopping || $0.pokes != seen }) { control, _ in
@@ -49,3 +49,7 @@ final class ServerTimer: Sendable {
         control.wait(seconds: 60, until: { !$0.running }) { _, _ in }
     }
 }
+
+/// Milliseconds of the monotonic clock, as the timer, the connection table
+/// and the auth waits count them.
+func monotonicMilliseconds() -> UInt64 { UInt64(max(0, monotonicSeconds() * 1000)) }
