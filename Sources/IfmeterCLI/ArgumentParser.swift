@@ -95,7 +95,7 @@ public protocol OptionHandle: Sendable {
 
 /// A flag: given or not (`p[CommonOptions.bits]`).
 public struct Flag: OptionHandle {
-    public let spec: OptionSpec
+    public private(set) var spec: OptionSpec
 
     public init(_ long: String, short: String? = nil, help: String, hidden: Bool = false) {
         spec = OptionSpec(long, short: short, help: help, hidden: hidden)
@@ -103,14 +103,16 @@ public struct Flag: OptionHandle {
 
     /// The same flag, read alike, described otherwise for another command.
     public func helping(_ help: String) -> Flag {
-        Flag(spec.long, short: spec.short, help: help, hidden: spec.hidden)
+        var copy = self
+        copy.spec.help = help
+        return copy
     }
 }
 
 /// An option that takes one value, given at most once
 /// (`p[CommonOptions.interval]`: the value, nil when not given).
 public struct Option: OptionHandle {
-    public let spec: OptionSpec
+    public private(set) var spec: OptionSpec
 
     public init(
         _ long: String, short: String? = nil, value: String, help: String, default defaultText: String? = nil, hidden: Bool = false,
@@ -122,16 +124,16 @@ public struct Option: OptionHandle {
 
     /// The same option, read alike, described otherwise for another command.
     public func helping(_ help: String) -> Option {
-        Option(
-            spec.long, short: spec.short, value: spec.valueName ?? "value", help: help, default: spec.defaultText, hidden: spec.hidden,
-            choices: spec.choices, completion: spec.completion)
+        var copy = self
+        copy.spec.help = help
+        return copy
     }
 }
 
 /// An option that may be given more than once, its values separated by
 /// commas too (`p[CommonOptions.include]`: every value, in order).
 public struct ListOption: OptionHandle {
-    public let spec: OptionSpec
+    public private(set) var spec: OptionSpec
 
     public init(
         _ long: String, short: String? = nil, value: String, help: String, default defaultText: String? = nil, hidden: Bool = false,
@@ -144,9 +146,9 @@ public struct ListOption: OptionHandle {
 
     /// The same option, read alike, described otherwise for another command.
     public func helping(_ help: String) -> ListOption {
-        ListOption(
-            spec.long, short: spec.short, value: spec.valueName ?? "value", help: help, default: spec.defaultText, hidden: spec.hidden,
-            choices: spec.choices, completion: spec.completion)
+        var copy = self
+        copy.spec.help = help
+        return copy
     }
 }
 
