@@ -29,6 +29,7 @@ public final class ChildProcess: Sendable {
     /// stdout and stderr on the given descriptors (nil: /dev/null).
     public init(_ arguments: [String], stdin: Int32? = nil, stdout: Int32? = nil, stderr: Int32? = nil) throws {
         command = arguments.joined(separator: " ")
+        BlockingTrait.expectLane("Starting \(arguments.first ?? "a process")")
         let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0

@@ -188,6 +188,7 @@ public final class Background: Sendable {
 
 /// Polls until `body` returns a value, or fails after `timeout` seconds.
 public func waitFor<T>(_ what: String, timeout: Double = 10, _ body: () throws -> T?) throws -> T {
+    BlockingTrait.expectLane("Waiting for \(what)")
     let deadline = Date().addingTimeInterval(timeout)
     var lastError: Error?
     while Date() < deadline {

@@ -6,7 +6,7 @@ import Testing
 /// tables (modules, C targets, test targets), and says for each C target
 /// what reaches it; these tests keep the lists equal to the package, so
 /// the document cannot drift from it again.
-@Suite struct ArchitectureDocTests {
+@Suite(.blocking) struct ArchitectureDocTests {
     static func document() throws -> String {
         try String(contentsOf: repositoryRoot.appendingPathComponent("docs/architecture.md"), encoding: .utf8)
     }

@@ -202,7 +202,7 @@ final class CredentialFlood: @unchecked Sendable {
 /// Basic auth under attack: wrong passwords by the hundred must not starve
 /// a scrape with the right ones, must not tell which users exist by their
 /// timing, must be bounded per client address, and must not hold up a stop.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct AuthHardeningTests {
     static let port: UInt16 = 9871
 

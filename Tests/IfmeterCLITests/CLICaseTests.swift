@@ -12,7 +12,7 @@ import Glibc
 /// subcommand, and permission errors that say which privilege is missing.
 /// (`--listen :PORT`, names and `[v6]:PORT` are in ServeTests; `--netns`
 /// without CAP_SYS_ADMIN in NamespaceAndEventTests.)
-@Suite struct CLICaseTests {
+@Suite(.blocking) struct CLICaseTests {
     @Test func aPatternThatMatchesNothingIsSaid() throws {
         let result = try ifmeter(["list", "--include", "wlan9", "--exclude", "nothing-like-this*"])
         #expect(result.status == 0, "an empty selection is not an error")
@@ -75,7 +75,7 @@ import Glibc
 /// `usage` through a link to a state file a killed writer left: the WAL
 /// beside the real file is read (found by an independent review: it was
 /// looked for beside the link, and the read failed).
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)))
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .blocking)
 struct UsageThroughALinkTests {
     @Test func aLinkToAKilledWritersStateReadsEveryByte() throws {
         try Netns.requireRoot()
@@ -124,7 +124,7 @@ struct UsageThroughALinkTests {
 /// SIGHUP (an ssh session that closes, a pipe's end under nohup) ends the
 /// plain-line live view cleanly, with a last save: it was the default
 /// action, exit 129 and no clean-stop mark (found by an independent review).
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)))
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .blocking)
 struct HangupEndsPlainLiveCleanlyTests {
     @Test func sighupSavesAndStops() throws {
         try Netns.requireRoot()
@@ -152,7 +152,7 @@ struct HangupEndsPlainLiveCleanlyTests {
 /// errors or drops, all unmarked (exact); the heading is the time of day.
 /// The traffic goes in the second of two intervals, sent once the first
 /// one's row shows that sampling has begun.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)))
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .blocking)
 struct SampleWideTests {
     @Test func widePacketsErrorsAndDropsMatchWhatWasSent() throws {
         try Netns.requireRoot()

@@ -8,6 +8,7 @@ import Glibc
 
 /// The test support's child processes: what every other test runs its
 /// programs through.
+@Suite(.blocking)
 struct ChildProcessTests {
     func openDescriptors() throws -> Int {
         try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count

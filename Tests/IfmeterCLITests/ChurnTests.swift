@@ -11,7 +11,7 @@ import Glibc
 /// both ends of a pair whose deletions are seen are exact, whatever the
 /// order the kernel announced them in; only an end whose peer was never
 /// watched is a lower bound.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct ChurnTests {
     /// A namespace of this suite's own (its name says which issue made it).
     static func namespace() throws -> TestNamespace {

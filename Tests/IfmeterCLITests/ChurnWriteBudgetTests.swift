@@ -15,7 +15,7 @@ import Glibc
 /// `IFMETER_CHURN_SECONDS` (30 by default; docs/hardening.md has the
 /// 10-minute figures) and checks the write rate, the rows, and that every
 /// churned peer is exact.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct ChurnWriteBudgetTests {
     /// Bytes the process passed to write(2) (its state file, WAL and log).
     func written(_ pid: Int32) throws -> Int {

@@ -9,7 +9,7 @@ let fixtures = URL(fileURLWithPath: #filePath)
     .appendingPathComponent("Fixtures")
 
 /// The built `ifmeter` binary, run as a user would.
-@Suite struct CommandLineTests {
+@Suite(.blocking) struct CommandLineTests {
     func temporaryFile(_ contents: String) throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-test-\(UUID().uuidString).jsonl").path
         try contents.write(toFile: path, atomically: true, encoding: .utf8)

@@ -9,7 +9,7 @@ import Glibc
 
 /// Issue 31, finding 4: one config file for serve and export, checked
 /// without running, with the flags on top.
-@Suite(.serialized)
+@Suite(.serialized, .blocking)
 struct ConfigFileTests {
     func folder() throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-config-\(UUID().uuidString)").path
@@ -153,7 +153,7 @@ struct ConfigFileTests {
 
 /// Issue 31: SIGHUP under `--config` applies a changed filter and a changed
 /// remote write target without a restart, and says what needs one.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct ConfigReloadTests {
     @Test func sighupAppliesAChangedFilterAndRemoteWriteTarget() throws {
         try Netns.requireRoot()
@@ -211,7 +211,7 @@ struct ConfigReloadTests {
 
 /// Issue 31: what else SIGHUP applies without a restart, each through a
 /// real serve: probes, the web config's basic auth users, and retention.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct ConfigReloadMoreTests {
     func folder() throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-reload-\(UUID().uuidString)").path

@@ -19,7 +19,7 @@ import Glibc
 /// when ifmeter is there already (installed by dpkg or `make install`, or
 /// a service's totals in /var/lib/ifmeter), and purges the package on every
 /// way out.
-@Suite(.enabled(if: DebianPackage.enabled, Comment(rawValue: DebianPackage.reason)), .serialized)
+@Suite(.enabled(if: DebianPackage.enabled, Comment(rawValue: DebianPackage.reason)), .serialized, .blocking)
 struct DebianPackageTests {
     @Test func theDebSaysWhatItIsAndHoldsAStaticallyLinkedSwiftBinary() throws {
         let deb = try DebianPackage.file()

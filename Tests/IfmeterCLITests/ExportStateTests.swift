@@ -10,7 +10,7 @@ import Glibc
 
 /// JSON exports against the schema, persistent totals across restarts and
 /// reboots, kill -9, a full disk, rotation, and refusals.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct ExportStateTests {
     func folder() throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-export-\(UUID().uuidString)").path

@@ -11,7 +11,7 @@ import Testing
 /// a file of their own and one line in one other file (docs/architecture.md,
 /// "Adding to ifmeter"). Each is done here, in the test target, the way the
 /// document says, and works through the same pieces as the real ones.
-@Suite struct ExtensionPointTests {
+@Suite(.blocking) struct ExtensionPointTests {
     /// A toy format: one CSV line per interface of a replayed report. A real
     /// one is this file in Sources/IfmeterOutput plus a line in
     /// `ReportFormats.all`, which is all `replay --format` consults.

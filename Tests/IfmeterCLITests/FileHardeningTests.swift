@@ -11,7 +11,7 @@ import Glibc
 /// Issue 11, files and signals: links planted in an output folder, aliases
 /// of one state file, kill -9 before the first save, SIGHUP and SIGQUIT,
 /// what `usage` reads, and what a failed start leaves.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct FileHardeningTests {
     /// The uid and gid of `nobody`: another user, for planted links and
     /// for reading without root's rights.

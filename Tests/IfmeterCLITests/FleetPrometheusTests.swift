@@ -16,7 +16,7 @@ import Glibc
 /// interface that ends disappears at the next push (its stale marker)
 /// while increase() over its life is the bytes sent; and every panel of
 /// the Grafana dashboard returns data.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct FleetPrometheusTests {
     static let prometheusPort: UInt16 = 39620
     static let scrapedPort: UInt16 = 39621

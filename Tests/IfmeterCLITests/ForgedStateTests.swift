@@ -8,7 +8,7 @@ import Testing
 /// and was killed: `usage --check` said "Last saved ... (0 ms ago)" and
 /// exited 0. `saved=nan` printed "an unknown time (0 ms ago)". Rows of
 /// 2^63-1 summed to 18446744073709551615 labelled exact.
-@Suite struct ForgedStateTests {
+@Suite(.blocking) struct ForgedStateTests {
     /// A state file made by `plan set` (a plan for eth0, 1 GB a cycle),
     /// with `rows` added to `usage_hours` as (name, start, rx bytes) and
     /// `meta` set.

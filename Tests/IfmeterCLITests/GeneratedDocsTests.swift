@@ -5,7 +5,7 @@ import IfmeterTestSupport
 import Testing
 
 /// The man pages' roff and the option specs' value sets, without installing.
-@Suite struct GeneratedDocsTests {
+@Suite(.blocking) struct GeneratedDocsTests {
     @Test func roffEscapesWhatRoffWouldRead() {
         #expect(Roff.text(#"a\b"#) == #"a\eb"#)
         #expect(Roff.text(".SH not a macro") == #"\&.SH not a macro"#)

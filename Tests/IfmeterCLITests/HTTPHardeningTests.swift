@@ -46,7 +46,7 @@ func exchange(_ bytes: String, port: UInt16, in ns: TestNamespace, timeout: Doub
 /// Requests whose body length two parsers could read differently (RFC
 /// 9112 §6.3) are refused with 400 and the connection closed, so a second
 /// request hidden in the first one's bytes is never answered.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct HTTPSmugglingTests {
     static let port: UInt16 = 9876
     static let smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -101,7 +101,7 @@ struct HTTPSmugglingTests {
 /// connection's memory) for as long as it does not read. Together they are
 /// held to a budget (32 MiB) past which the oldest is closed and counted;
 /// a fresh scrape is still served whole.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct HTTPSlowReaderTests {
     static let port: UInt16 = 9877
 

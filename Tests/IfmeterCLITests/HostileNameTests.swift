@@ -14,7 +14,7 @@ import Testing
 /// columns on every row; and none of them (JSON, SVG and expositions
 /// included) carries a control character, a bidirectional override or an
 /// invisible character raw, only newlines.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct HostileNameTests {
     /// Names the kernel takes (at most 15 bytes; no `/`, `:` or
     /// whitespace), as the two ends of five veth pairs.

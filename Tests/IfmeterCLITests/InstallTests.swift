@@ -17,7 +17,7 @@ import Testing
 /// and scripts come from the same specs whichever build it is.
 /// Needs man-db, groff, bash, zsh, fish and systemd (`make test` installs
 /// them); it needs no root.
-@Suite(.serialized) struct InstallTests {
+@Suite(.serialized, .blocking) struct InstallTests {
     @Test func installedBinaryRuns() throws {
         let tree = try Installation(prefix: "/usr")
         defer { tree.remove() }

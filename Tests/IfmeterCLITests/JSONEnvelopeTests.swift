@@ -7,7 +7,7 @@ import Testing
 /// Every JSON document ifmeter writes carries one envelope: its schema and
 /// version, `estimate: true` and the caveats (issue 22: seven documents
 /// set `estimate` by hand, and three of them named a schema).
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct JSONEnvelopeTests {
     @Test func everyJSONDocumentIsStampedAlike() throws {
         try Netns.requireRoot()

@@ -7,7 +7,7 @@ import Testing
 /// underneath, `wwan0`, is a tunnel by its link kind; the user's word makes
 /// it cellular, shown with its evidence everywhere kinds are, and `route`
 /// takes it as cellular.
-@Suite(.serialized)
+@Suite(.serialized, .blocking)
 struct KindOfTests {
     /// The entry of `name` in `list --format json`.
     func listed(_ out: String, _ name: String) throws -> JSONValue? {

@@ -9,7 +9,7 @@ import Testing
 /// library through Glibc or Darwin; each module reaches only the C targets
 /// allowed it here; and no C target but CIfmeterLinux calls the system's
 /// threads, files or errno (save the few issue 32 removes).
-@Suite struct LayeringTests {
+@Suite(.blocking) struct LayeringTests {
     /// From the bottom: a module may depend only on modules of lower layers
     /// (and on the C targets `cTargetsAllowed` gives it).
     static let layers: [[String]] = [

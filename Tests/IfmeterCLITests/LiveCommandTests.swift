@@ -4,7 +4,7 @@ import IfmeterTestSupport
 import Testing
 
 /// `ifmeter` run inside the tests' own namespaces with real traffic.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct LiveCommandTests {
     func temporaryPath() -> String {
         FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-live-\(UUID().uuidString).jsonl").path

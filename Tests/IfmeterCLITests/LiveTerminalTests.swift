@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 /// `ifmeter live` in a real terminal: tmux, inside the test's namespace.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct LiveTerminalTests {
     /// A tmux server of the test's own (its own socket), with one shell.
     final class Tmux {

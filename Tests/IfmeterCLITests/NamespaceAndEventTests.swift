@@ -10,7 +10,7 @@ import Glibc
 #endif
 
 /// --netns from outside the namespace, and deletion events in traces.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct NamespaceAndEventTests {
     func interfaces(_ json: String) throws -> [String: JSONValue] {
         guard case .array(let list)? = try JSONParser.parse(json)["interfaces"] else { throw TestFailure("no interfaces") }

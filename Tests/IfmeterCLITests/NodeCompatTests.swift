@@ -11,7 +11,7 @@ import Glibc
 /// and netclass collectors, nothing else) in the same test namespace: every
 /// node_network_* family it serves, with the same HELP, type, labels and
 /// values.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct NodeCompatTests {
     static let port: UInt16 = 9874
     /// `serve --netns` listens in the test's own namespace: a port of the

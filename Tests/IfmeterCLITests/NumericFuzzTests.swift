@@ -21,7 +21,7 @@ import Glibc
 /// command documents (route 3, usage --check 3 and 4). A command that
 /// runs until stopped (or a valid extreme that makes one wait a year) is
 /// stopped with SIGTERM and must then exit 0.
-@Suite(.serialized) struct NumericFuzzTests {
+@Suite(.serialized, .blocking) struct NumericFuzzTests {
     /// The seed of the random values; a failure names its run, and the
     /// same seed makes the same runs.
     static let seed: UInt64 = 0x6966_6D65_7465_7221

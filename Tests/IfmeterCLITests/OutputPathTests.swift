@@ -11,7 +11,7 @@ import Glibc
 /// a device node, a FIFO or a folder at the path; a file another user
 /// made or anyone may write; a folder link another user owns; hard links.
 /// Each is refused at start with one line, and nothing there is changed.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct OutputPathTests {
     /// A 0777 folder, as /tmp is, with what `nobody` could leave in it.
     final class PublicFolder {

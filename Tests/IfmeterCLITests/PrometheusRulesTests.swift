@@ -11,6 +11,7 @@ import Glibc
 /// and one that does not, and every metric and label they use is in what a
 /// real `ifmeter serve` exposes (with a plan, a probe, a tunnel, another
 /// namespace and remote write, so that every family is there).
+@Suite(.blocking)
 struct PrometheusRulesTests {
     static let folder = repositoryRoot.appendingPathComponent("dist/prometheus")
     /// IFMETER_RULES checks another copy of the rules (to see the test fail).

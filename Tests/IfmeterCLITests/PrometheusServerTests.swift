@@ -12,7 +12,7 @@ import Glibc
 /// A real Prometheus server scraping `ifmeter serve` every second, both in
 /// the test's namespace: its queries must see the bytes sent, and no false
 /// counter reset when a tun is deleted and recreated.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct PrometheusServerTests {
     func query(_ ns: TestNamespace, _ promql: String, at time: Double? = nil) throws -> Double? {
         var path = "/api/v1/query?query=" + promql.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!

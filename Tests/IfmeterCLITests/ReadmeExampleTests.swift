@@ -20,7 +20,7 @@ import Glibc
 /// `IFMETER_RECORD_README=1 swift test --filter ReadmeExampleTests` (the
 /// test then fails, so a re-recording is always looked at); it rewrites
 /// every file that holds examples.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct ReadmeExampleTests {
     struct Block {
         var setup: String

@@ -11,7 +11,7 @@ import Testing
 @Suite(
     .enabled(
         if: ReleaseBuild.binary != nil || ReleaseBuild.required,
-        Comment(rawValue: "no release build: `make test` or `make release` makes one")))
+        Comment(rawValue: "no release build: `make test` or `make release` makes one")), .blocking)
 struct ReleaseLinkTests {
     private func releaseBinary() throws -> String {
         try #require(ReleaseBuild.binary, "no release build: `make test` builds one before the tests")

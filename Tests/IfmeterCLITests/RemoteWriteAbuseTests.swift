@@ -15,7 +15,7 @@ import Glibc
 /// receiver that redirects or never ends its answer; credentials in the
 /// URL. Every serve runs in a namespace of the test's own, pushing to a
 /// receiver there.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct RemoteWriteAbuseTests {
     static let nobody: UInt32 = 65534
 

@@ -13,7 +13,7 @@ import Glibc
 /// Prometheus's web config has no bearer tokens). Each with what an
 /// operator gets wrong: a wrong password, no client certificate, a CA that
 /// did not sign the server, a token rotated in its file.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct RemoteWriteAuthTests {
     /// serve pushing to `url` (its /metrics on `scrapePort`, for its own
     /// remote write counters).

@@ -15,7 +15,7 @@ import Glibc
 /// test's namespace: an outage of the receiver with a kill -9 of ifmeter
 /// in it loses no sample; an unreachable receiver fills a bounded queue,
 /// whose oldest samples go.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .blocking)
 struct RemoteWritePrometheusTests {
     static let prometheusPort: UInt16 = 49590
 

@@ -5,7 +5,7 @@ import Testing
 
 /// Issue 31: `--keep-hours` and `--keep-days` on the writers, their config
 /// keys, their refusals, and a roll done by a real writer's save.
-@Suite(.serialized)
+@Suite(.serialized, .blocking)
 struct RetentionCommandTests {
     func folder() throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-keep-\(UUID().uuidString)").path

@@ -7,7 +7,7 @@ import Testing
 
 /// Rough edges a new user hit (issue 23), each reproduced first: what the
 /// binary prints, and what its help and pages say of it.
-@Suite struct RoughEdgeTests {
+@Suite(.blocking) struct RoughEdgeTests {
     /// ifmeter with the locale set to `locale` alone.
     func ifmeter(locale: String, _ arguments: [String]) throws -> (out: String, err: String, status: Int32) {
         let binary = try ifmeterBinary()

@@ -10,7 +10,7 @@ import Glibc
 /// `ifmeter route` against a real tunnel: two namespaces joined by a veth
 /// (the underlay), a tun in each, and a forwarder carrying the tuns'
 /// packets as UDP over the veth.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct RouteTests {
     func json(_ text: String) throws -> JSONValue { try JSONParser.parse(text) }
 

@@ -5,7 +5,7 @@ import Testing
 /// scripts/run-with-limit, which `make test` runs `swift test` under. Run
 /// in a PID namespace of its own (`unshare --pid`): what the script sees,
 /// and may stop, is what the test started there, never this test run.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)))
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .blocking)
 struct RunWithLimitTests {
     let script = repositoryRoot.appendingPathComponent("scripts/run-with-limit").path
 

@@ -10,7 +10,7 @@ import Glibc
 /// Issue 31: plans changed under a running serve, figures current within a
 /// sample whatever the save interval, and a warning before the quota is
 /// gone (`usage --check`'s exit 5).
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct RunningPlanTests {
     /// The day of the month two days ago, local time: a cycle starting then
     /// is past its first day (when a projection is first made) and young.

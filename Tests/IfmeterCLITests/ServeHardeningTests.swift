@@ -11,7 +11,7 @@ import Glibc
 /// `ifmeter serve` against clients that try to starve it: slowloris
 /// connections from several loopback addresses, half requests, huge query
 /// strings and bodies. All inside the test's own namespace.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct ServeHardeningTests {
     static let port: UInt16 = 9874
 

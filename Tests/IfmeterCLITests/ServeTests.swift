@@ -9,7 +9,7 @@ import Glibc
 
 /// `ifmeter serve` inside the tests' own namespaces: checked by promtool,
 /// OpenMetrics' reference parser, node_exporter, and abused.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct ServeTests {
     static let port: UInt16 = 9874
 

@@ -9,7 +9,7 @@ import Glibc
 
 /// Issue 31, finding 7: small lies in what ifmeter says, each reproduced
 /// first, then fixed.
-@Suite(.serialized)
+@Suite(.serialized, .blocking)
 struct SmallLiesTests {
     /// Each command's man page lists the exit statuses it gives, with a
     /// usage-error example it has, and no other.
@@ -130,7 +130,7 @@ struct SmallLiesTests {
 
 /// `usage --begin/--end/--limit` refuse what they cannot mean, before any
 /// file is read.
-@Suite struct UsageRangeOptionTests {
+@Suite(.blocking) struct UsageRangeOptionTests {
     @Test(arguments: [
         (["--begin", "2026-13-01"], "invalid value '2026-13-01' for '--begin <date>'"),
         (["--end", "2026-11-31"], "invalid value '2026-11-31' for '--end <date>'"),

@@ -8,7 +8,7 @@ import Testing
 /// open database file"), so the packaged service never started. A link in
 /// the folder is followed now (the file itself is still opened O_NOFOLLOW;
 /// a link as the state file is checked by FileHardeningTests).
-@Suite struct StateFolderLinkTests {
+@Suite(.blocking) struct StateFolderLinkTests {
     @Test func aStateFileInALinkedFolderOpens() throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-linked-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: root) }

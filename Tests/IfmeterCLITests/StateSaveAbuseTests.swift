@@ -11,7 +11,7 @@ import Glibc
 /// folder) is said, counted and ends in exit 1; a state file deleted under
 /// a running writer is written anew; a state file `usage` calls corrupt is
 /// refused by every command with the same words, and left as it was.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct StateSaveAbuseTests {
     func folder() throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-saves-\(UUID().uuidString)").path

@@ -10,7 +10,7 @@ import Testing
 /// interfaces table (with its kind) and no usage: its kind is known, and
 /// every output says it (not "not known", not a missing label that appears
 /// with the first byte).
-@Suite struct StoredKindTests {
+@Suite(.blocking) struct StoredKindTests {
     @Test func anIdlePlannedInterfaceKeepsTheKindTheFileHolds() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-kind-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)

@@ -13,7 +13,7 @@ import Glibc
 /// `$'\x1b]0;PWNED\x07'` (retitles the window) and `$'\x1b[2J'` (clears the
 /// screen) reaching the terminal raw through list, sample, replay --format
 /// text, usage, live and error messages. No output may carry them raw.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct TerminalEscapeTests {
     static let title = "\u{1B}]0;PWNED\u{07}"
     static let clear = "\u{1B}[2J"

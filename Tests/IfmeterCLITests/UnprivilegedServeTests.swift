@@ -13,7 +13,7 @@ import Glibc
 /// own. Sampling the own namespace needs no privilege: it samples, serves,
 /// saves its state and stops cleanly on SIGTERM. Root is needed to switch
 /// users and make the namespace.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct UnprivilegedServeTests {
     @Test func serveNeedsNoPrivilege() throws {
         try Netns.requireRoot()

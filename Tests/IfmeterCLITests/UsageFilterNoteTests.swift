@@ -6,7 +6,7 @@ import Testing
 /// Rough edge 9: a filter that matches none of a state file's interfaces
 /// says so (not "no usage recorded yet"), --kind warns as --include does,
 /// and an empty trace is bad data.
-@Suite struct UsageFilterNoteTests {
+@Suite(.blocking) struct UsageFilterNoteTests {
     /// A state file with hours of eth0 (ethernet) and wlan0 (wireless).
     func stateWithData() throws -> (dir: String, state: String) {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-filter-\(UUID().uuidString)").path

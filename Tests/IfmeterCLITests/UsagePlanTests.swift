@@ -5,7 +5,7 @@ import Testing
 
 /// Usage periods, plans, quota checks and charts from a state file that
 /// export fills with traffic sent in test namespaces.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct UsagePlanTests {
     func folder() throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-usage-\(UUID().uuidString)").path
@@ -334,7 +334,7 @@ struct UsagePlanTests {
 
 /// Usage and plan options checked before any file is opened, and the
 /// default state file (no root needed).
-@Suite struct UsageOptionTests {
+@Suite(.blocking) struct UsageOptionTests {
     @Test func usageRejectsBitsAndConflictingPeriods() throws {
         for bad in [["--bits"], ["--hourly", "--daily"], ["--top", "0"], ["--check", "--hourly"], ["--format", "xml"]] {
             let r = try ifmeter(["usage", "--state", "/nonexistent/state.db"] + bad)

@@ -11,7 +11,7 @@ import Testing
 /// from day rows, drawn with `--svg` (which builds the whole table at once,
 /// as every table was built before), and streamed from a copy whose day
 /// rows sqlite3 made stale (read from its hours).
-@Suite struct UsageStreamTests {
+@Suite(.blocking) struct UsageStreamTests {
     /// Three interfaces (one in another namespace) with 3,000 hours each,
     /// ending now, saved by a store in the system's zone (as a writer
     /// saves); some hours lower bounds, one interface planned.

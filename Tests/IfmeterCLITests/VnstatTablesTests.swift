@@ -6,7 +6,7 @@ import Testing
 /// vnStat's tables against known traffic: five-minute rows, --oneline,
 /// limits per period checked by --check, and the summary picture, all from
 /// a state file export fills with datagrams sent in test namespaces.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct VnstatTablesTests {
     func periods(_ json: String, _ name: String) throws -> [JSONValue] {
         let table = try JSONParser.parse(json)

@@ -57,7 +57,7 @@ final class TestPKI {
     }
 }
 
-@Suite(.serialized)
+@Suite(.serialized, .blocking)
 struct WebConfigParsingTests {
     @Test func theExporterToolkitFormatParses() throws {
         let config = try WebConfig.parse(
@@ -173,7 +173,7 @@ struct WebConfigParsingTests {
 
 /// HTTPS, client certificates and basic auth with curl, and a real
 /// Prometheus scraping over TLS with basic auth, in the test's namespace.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct WebConfigServeTests {
     static let port: UInt16 = 9874
 

@@ -170,7 +170,7 @@ import Testing
 
 /// A planned interface nothing was saved for yet has no kind to show: not
 /// "other" (which is a kind), but "not known" in every output.
-@Suite struct UnknownKindTests {
+@Suite(.blocking) struct UnknownKindTests {
     @Test func aPlannedInterfaceWithNothingSavedHasNoKind() throws {
         let noon: Int64 = 1_700_000_000
         let plans = [Plan(pattern: "wwan*", cycleStartDay: 1, quotaBytes: 1_000_000, direction: .both)]

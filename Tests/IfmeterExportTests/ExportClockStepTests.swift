@@ -20,7 +20,7 @@ final class SteppedWall: Sendable {
 /// (`01:00:11Z` to `00:00:26Z`, `"seconds": 15`) said nothing of the wall
 /// clock that stepped. A period across a step says so: `clock_step_seconds`
 /// (the wall-clock span less the monotonic one) and a sentence in `note`.
-@Suite struct ExportClockStepTests {
+@Suite(.blocking) struct ExportClockStepTests {
     let noon = 1_796_040_000.0
 
     /// Export's JSON reports (one a line, `--json -`) of a pipeline whose

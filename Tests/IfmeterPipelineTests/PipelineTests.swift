@@ -57,7 +57,7 @@ func temporaryFolder() throws -> String {
     return path
 }
 
-@Suite struct PipelineTests {
+@Suite(.blocking) struct PipelineTests {
     @Test func aFailedSamplePublishesNoDeltasAndSamplingGoesOn() throws {
         let (p, c) = pipeline(
             [
@@ -254,7 +254,7 @@ final class FlakyStore: StateSaving {
     }
 }
 
-@Suite struct PersistenceThroughThePipelineTests {
+@Suite(.blocking) struct PersistenceThroughThePipelineTests {
     /// eth0 counts 1000 bytes in, 10 out, per second; samples fail now and then.
     func script(samples: Int, failEvery: Int) -> [ScriptedSource.Step] {
         var steps: [ScriptedSource.Step] = []
@@ -309,7 +309,7 @@ final class FlakyStore: StateSaving {
 }
 
 /// What a kill -9 leaves: the pipeline is dropped without `finish`.
-@Suite struct KilledPipelineTests {
+@Suite(.blocking) struct KilledPipelineTests {
     let noon = 1_796_040_000.0
 
     /// Runs `steps` (one sample each) on the state at `path`; `finish` is
@@ -359,7 +359,7 @@ final class FlakyStore: StateSaving {
     }
 }
 
-@Suite struct TotalsViewTests {
+@Suite(.blocking) struct TotalsViewTests {
     /// Interfaces come, go and are forgotten at random; after every update
     /// the view kept from the changes equals the engine's totals, in order.
     @Test(arguments: [UInt64(1), 2, 3, 4, 5])

@@ -10,7 +10,7 @@ import Testing
 /// (Found by an independent review: serve and export publish no idle
 /// deltas, so a new interface's baseline never reached the check; and the
 /// mark went on the restart's hour only.)
-@Suite struct UncleanStopLabelTests {
+@Suite(.blocking) struct UncleanStopLabelTests {
     let noon = 1_796_040_000.0
 
     func run(_ path: String, _ steps: [ScriptedSource.Step], finish: Bool, idle: Bool) throws -> [SeriesKey: InterfaceTotals] {

@@ -10,7 +10,7 @@ import Testing
 /// `write_relabel_configs` and `queue_config` in the config, series that
 /// end with a stale marker, requests of at most `max_samples_per_send`,
 /// and one line when a receiver comes back.
-@Suite struct FleetRemoteWriteTests {
+@Suite(.blocking) struct FleetRemoteWriteTests {
     static let text = """
         ifmeter_receive_bytes_total{interface="eth0",kind="ethernet"} 100
         ifmeter_receive_errors_total{interface="eth0",kind="ethernet"} 1

@@ -10,7 +10,7 @@ import Testing
 
 /// Remote write's pieces: the encoder (decoded by the real protoc), the
 /// exposition's series, the queue on disk and the retry rules.
-@Suite struct RemoteWriteTests {
+@Suite(.blocking) struct RemoteWriteTests {
     static func temporaryFolder() throws -> String {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-rw-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)

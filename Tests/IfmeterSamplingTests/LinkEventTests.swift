@@ -12,7 +12,7 @@ import Glibc
 /// Deleted and recreated interfaces lose no traffic when the deletion
 /// notifications (with final counters) are heard; a storm of link changes
 /// overflows the notification queue without harm.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct LinkEventTests {
     /// Opens tunT in the namespace, brings it up and writes `count`
     /// packets of `payload` bytes. Closing the descriptor deletes it.

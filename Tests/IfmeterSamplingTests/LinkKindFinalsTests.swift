@@ -15,7 +15,7 @@ import Glibc
 /// sysfs's, or be listed as under-reported (`lower_bound`) and be no more
 /// than sysfs's. The sampler's table (`DeletionFinals`) is what this test
 /// found: only a veth under-reports (its receive counters are its peer's).
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct LinkKindFinalsTests {
     /// Creates `xa` of a kind in the namespace and puts traffic through it
     /// both ways where the kind allows; returns what deletes it.

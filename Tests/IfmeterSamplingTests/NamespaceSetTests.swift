@@ -12,7 +12,7 @@ import Glibc
 /// Several namespaces as one source, and the honesty of deletions across
 /// them: a veth's receive counters are exact only when its peer's deletion
 /// is seen too; never is a lower bound above the truth.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct NamespaceSetTests {
     func set(_ names: [String]) throws -> NamespaceSet {
         try NamespaceSet(.named(names), kind: .netlink, options: SamplerOptions(sysfs: nil))

@@ -8,7 +8,7 @@ import Testing
 /// Where a netlink sample lives (issue 9: serve's memory at 4000
 /// interfaces): built over the last sample when nothing holds that one,
 /// never over one somebody holds, and refreshed in place.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct SampleStorageTests {
     private func storage(_ sample: Sample) -> UnsafeRawPointer? {
         sample.interfaces.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress) }
@@ -89,7 +89,7 @@ struct SampleStorageTests {
 
 /// The link catalog's table: positions by index beside one array of
 /// entries, the last entry moved into a removed one's place.
-@Suite struct LinkTableTests {
+@Suite(.blocking) struct LinkTableTests {
     private func entry(_ index: Int, _ name: String) -> LinkEntry {
         LinkEntry(
             index: index, name: name, classification: Classification(kind: .virtual, evidence: "test"),

@@ -11,7 +11,7 @@ import Glibc
 
 /// Real interfaces in the test's own namespaces: veth pairs, tun devices,
 /// real traffic, checked against the bytes sent.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct SamplerIntegrationTests {
     func counters(_ sample: Sample, _ name: String) throws -> Counters {
         try sample.reading(name).counters

@@ -6,7 +6,7 @@ import Testing
 /// What basic auth decides for a request before any check runs, in
 /// process: no time is measured, the assessment says which path a request
 /// takes. (AuthHardeningTests sends the same requests to a running serve.)
-@Suite struct BasicAuthAssessmentTests {
+@Suite(.blocking) struct BasicAuthAssessmentTests {
     static func basic(_ user: String, _ password: String) -> String { "Basic " + Data("\(user):\(password)".utf8).base64EncodedString() }
 
     static func authenticator() throws -> BasicAuthenticator {

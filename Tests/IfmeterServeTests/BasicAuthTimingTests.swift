@@ -10,7 +10,7 @@ import Testing
 /// configured user's cost takes, or the answer's speed tells who the users
 /// are (a cost-10 decoy against a cost-12 user answered in a quarter of
 /// the time). AuthHardeningTests sends such requests to a running serve.
-@Suite struct BasicAuthTimingTests {
+@Suite(.blocking) struct BasicAuthTimingTests {
     /// Seconds, moved only by the fake checks.
     private final class Clock: Sendable {
         let seconds = Mutex(0.0)

@@ -8,7 +8,7 @@ import Testing
 /// expect (none, a few bytes, too little, about right, far too much), the
 /// output is the same valid gzip of the whole, and keeps no room beyond its
 /// size. (Under 4 bytes, growing by a quarter grew by nothing: it hung.)
-@Suite struct GzipWriterTests {
+@Suite(.blocking) struct GzipWriterTests {
     /// Exposition-like text: 3000 lines of 60 to 90 bytes.
     private let text: [UInt8] = Array(
         (0..<3000).map { "ifmeter_interface_receive_bytes_total{interface=\"veth\($0)\",kind=\"virtual\"} \($0 * 7919)\n" }

@@ -8,7 +8,7 @@ import Testing
 /// summary of the hour rows the writer keeps, read instead of them only
 /// while current and summed in the reader's zone. Each test reads the same
 /// file both ways and expects the same periods to the byte.
-@Suite struct DayRowsTests {
+@Suite(.blocking) struct DayRowsTests {
     let dir: String
     /// A zone with a daylight-saving change inside the saved hours: +01:00
     /// until 2026-03-29T01:00Z, +02:00 after (Europe's spring change), so

@@ -6,7 +6,7 @@ import Testing
 
 /// Schema 3: five-minute rows pruned after 48 hours, plan limits, and a
 /// schema 2 file brought forward without loss.
-@Suite struct FiveMinuteStoreTests {
+@Suite(.blocking) struct FiveMinuteStoreTests {
     let dir: String
     let noon = 1_796_040_000.0 // 2026-11-30 12:00 UTC
 

@@ -6,7 +6,7 @@ import Testing
 
 /// Schema 2: hours, plans, and a schema 1 file brought forward with its
 /// day rows kept.
-@Suite struct PlanStoreTests {
+@Suite(.blocking) struct PlanStoreTests {
     let dir: String
     let noon = 1_796_040_000.0 // 2026-11-30 12:00 UTC
 

@@ -12,7 +12,7 @@ import Glibc
 /// days older than `--keep-hours` are summed into day rows, day rows of
 /// whole local months older than `--keep-days` into month rows; nothing is
 /// counted twice or lost.
-@Suite struct RetentionTests {
+@Suite(.blocking) struct RetentionTests {
     let dir: String
     static let berlinZone = TimeZone(identifier: "Europe/Berlin")!
     let berlin = LocalZone { RetentionTests.berlinZone.secondsFromGMT(for: Date(timeIntervalSince1970: Double($0))) }

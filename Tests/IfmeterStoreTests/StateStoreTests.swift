@@ -5,7 +5,7 @@ import IfmeterTestSupport
 import Testing
 
 /// The state file on temporary files: what it keeps, and what it refuses.
-@Suite struct StateStoreTests {
+@Suite(.blocking) struct StateStoreTests {
     let dir: String
     let noon = 1_796_040_000.0 // 2026-11-30 12:00 UTC
 

@@ -64,7 +64,7 @@ import Testing
 import Glibc
 #endif
 
-@Suite struct ArticleCodeTests {
+@Suite(.blocking) struct ArticleCodeTests {
     /// The article's code blocks, in order.
     static func articleBlocks() throws -> [String] {
         let path = repositoryRoot.appendingPathComponent("Sources/Ifmeter/Ifmeter.docc/CountingInterfaceTraffic.md").path
@@ -120,7 +120,7 @@ import Glibc
 
 /// The article's code on real interfaces: a veth named en0 (its peer in a
 /// second namespace) and a tun named utun0, in namespaces of the test's own.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct ArticleExampleTests {
     /// The namespaces, en0 (veth, 10.77.0.1) and utun0 (tun, up).
     final class Setup {

@@ -10,7 +10,7 @@ import Glibc
 /// Restarts and kill -9 at awkward moments, and the three long-running
 /// commands taking turns on one state file: every byte sent is counted
 /// once, and every label stays true.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct KillAndRestartScenarios {
     /// A tun in `ns` that receives `count` packets (written to its fd).
     final class Tun {

@@ -7,7 +7,7 @@ import Testing
 /// order a user can take them, checked against the bytes sent: a plan set
 /// before the first sample or after it, then export, serve and live on one
 /// state file in turn.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct PlanAndStateScenarios {
     static let payload = 700
     static var frame: UInt64 { VethPair.frameBytes(payload: payload) }

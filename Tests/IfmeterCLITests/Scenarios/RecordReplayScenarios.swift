@@ -9,7 +9,7 @@ import Glibc
 
 /// Record in several namespaces at once, then replay what was recorded:
 /// the trace must be one the replay takes, and its figures the bytes sent.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct RecordReplayScenarios {
     /// Finding 2 of the honest-workflows issue: links deleted in two
     /// namespaces a few milliseconds apart were written grouped by

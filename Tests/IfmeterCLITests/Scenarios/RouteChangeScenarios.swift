@@ -10,7 +10,7 @@ import Glibc
 /// Route changes under the commands that follow routes: the default route
 /// leaves the tunnel and comes back while live, serve and export run, and
 /// each says what `ifmeter route` says at the same moment.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct RouteChangeScenarios {
     /// A veth pair with a tunnel carried over it as UDP, the default route
     /// on the tunnel.

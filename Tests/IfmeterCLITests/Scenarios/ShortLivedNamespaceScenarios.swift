@@ -10,7 +10,7 @@ import Glibc
 /// `--all-netns` while namespaces come and go under known traffic: each
 /// one is read one last time however short its life, or its figures are
 /// lower bounds; never exact while short.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct ShortLivedNamespaceScenarios {
     static let payload = 1000
     static var frame: UInt64 { VethPair.frameBytes(payload: payload) }

@@ -11,7 +11,7 @@ import Glibc
 /// modes, with a state file: it ends with the state saved (the file says
 /// the writer stopped cleanly) and the terminal restored, or it is
 /// handled and the command goes on. And closed standard descriptors.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct SignalScenarios {
     enum Mode: String, CaseIterable, Sendable { case serve, export, livePlain, liveTerminal }
 

@@ -8,7 +8,7 @@ import Testing
 /// makes the figure a lower bound (trace contract v1.2); a short one, or a
 /// link speed that rules the wrap out, keeps it exact. Always against the
 /// bytes sent.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct ThirtyTwoBitScenarios {
     /// Finding 4 of the honest-workflows issue, second rule: a 32-bit
     /// counter read 60 s apart at 1 Gbit/s was reported exact (1.7 GB for

@@ -10,7 +10,7 @@ import Glibc
 /// `usage` while the writer runs, after it stopped, and after it was
 /// killed: every figure equals the bytes sent up to the last save, and the
 /// report says when that save was and whether it is stale.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct UsageWhileWritingScenarios {
     static let payload = 600
     static var frame: UInt64 { VethPair.frameBytes(payload: payload) }

@@ -14,7 +14,7 @@ import Glibc
 /// write at most 87 KiB, and between saves nothing may be written at all.
 /// Counted in bytes per save, never in time: the test scales the pace
 /// down, and `make bench` measures the hour.
-@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized)
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct WriteBudgetScenarios {
     static let perSaveBudget = 1_048_576 / 12
 

@@ -1,0 +1,126 @@
+// The `.blocking` trait: tests that hold a thread while they wait (on a
+// child process, a namespace's traffic, a server, a designed pause) run on
+// threads of their own instead of Swift concurrency's cooperative pool.
+//
+// Swift Testing runs every test as a task on that pool, which has one
+// thread per core. A synchronous test that waits for a process holds one of
+// those threads for as long as it waits, so on this two-core machine two
+// such tests ran at a time and the others, the pure unit tests among them,
+// queued behind them: the run took the sum of the waits over two. With the
+// trait each test case waits on a thread of its own, at most `Lanes.width`
+// test cases at once, and the pool stays free for the tests that compute.
+import Foundation
+import Testing
+
+/// Runs each test case of the suite or test it is given to on threads of
+/// its own, at most `BlockingTrait.width` of them at once (the rest wait
+/// without holding a thread). For tests that start processes, make
+/// namespaces or otherwise wait on the outside world.
+public struct BlockingTrait: TestTrait, SuiteTrait, TestScoping {
+    /// How many blocking test cases run at once: `IFMETER_TEST_LANES`, or
+    /// four per core. They mostly wait; what they wait on (ifmeter, a
+    /// Prometheus, a namespace's traffic) shares the cores.
+    public static let width: Int = {
+        if let text = ProcessInfo.processInfo.environment["IFMETER_TEST_LANES"], let lanes = Int(text), lanes > 0 {
+            return lanes
+        }
+        return max(2, 4 * ProcessInfo.processInfo.activeProcessorCount)
+    }()
+
+    static let lanes = Lanes(width: width)
+
+    public var isRecursive: Bool { true }
+
+    /// A scope for each test case only: a suite holding a lane while its
+    /// tests wait for one could leave none free.
+    public func scopeProvider(for test: Test, testCase: Test.Case?) -> Self? {
+        testCase == nil ? nil : self
+    }
+
+    public func provideScope(
+        for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+    ) async throws {
+        // Given twice (a suite's and a test's own), the second is a no-op:
+        // taking a second lane could leave every lane held by a test
+        // waiting for another.
+        if Self.inLane {
+            try await function()
+            return
+        }
+        await Self.lanes.take()
+        defer { Self.lanes.give() }
+        try await Self.$inLane.withValue(true) {
+            try await withTaskExecutorPreference(ThreadPerJobExecutor.shared) {
+                try await function()
+            }
+        }
+    }
+
+    @TaskLocal static var inLane = false
+
+    /// Records an issue when a test that is not `.blocking` is about to
+    /// block its thread on `what` (the helpers that start processes, make
+    /// namespaces and poll call this). Threads a test starts itself are
+    /// not checked: only the test's own task holds a pool thread.
+    public static func expectLane(_ what: @autoclosure () -> String) {
+        guard !inLane, let test = Test.current, withUnsafeCurrentTask(body: { $0 != nil }) else { return }
+        Issue.record(
+            "\(what()) in a test that is not .blocking: it would hold one of the cooperative pool's few threads. Add .blocking to its @Suite.",
+            sourceLocation: test.sourceLocation)
+    }
+}
+
+extension Trait where Self == BlockingTrait {
+    /// The test's cases wait on threads of their own (see `BlockingTrait`).
+    public static var blocking: Self { BlockingTrait() }
+}
+
+/// A counting semaphore whose waiters suspend instead of blocking; first
+/// come, first served.
+final class Lanes: @unchecked Sendable {
+    private let lock = NSLock()
+    private var free: Int
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    init(width: Int) { free = width }
+
+    func take() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            lock.lock()
+            if free > 0 {
+                free -= 1
+                lock.unlock()
+                continuation.resume()
+            } else {
+                waiting.append(continuation)
+                lock.unlock()
+            }
+        }
+    }
+
+    func give() {
+        lock.lock()
+        if waiting.isEmpty {
+            free += 1
+            lock.unlock()
+        } else {
+            let next = waiting.removeFirst()
+            lock.unlock()
+            next.resume()
+        }
+    }
+}
+
+/// A task executor that runs every job it is given on a new thread, so a
+/// job that blocks holds no other job up. Jobs of a blocking test are few
+/// (its start and each resumption after an await).
+final class ThreadPerJobExecutor: TaskExecutor, @unchecked Sendable {
+    static let shared = ThreadPerJobExecutor()
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let thread = Thread { [self] in job.runSynchronously(on: asUnownedTaskExecutor()) }
+        thread.stackSize = 8 << 20
+        thread.start()
+    }
+}
