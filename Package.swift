@@ -158,7 +158,8 @@ let package = Package(
                 "IfmeterRemoteWrite", "IfmeterServe", "IfmeterOutput", "IfmeterPipeline", "IfmeterSystem", "IfmeterCore", "IfmeterTestSupport",
             ]),
         .testTarget(
-            name: "IfmeterServeTests", dependencies: ["IfmeterServe", "IfmeterOutput", "IfmeterCore", "IfmeterTestSupport", "CIfmeterTestSupport"]),
+            name: "IfmeterServeTests",
+            dependencies: ["IfmeterServe", "IfmeterOutput", "IfmeterPipeline", "IfmeterCore", "IfmeterTestSupport", "CIfmeterTestSupport"]),
         .testTarget(name: "IfmeterSystemTests", dependencies: ["IfmeterSystem", "IfmeterCore"]),
         .testTarget(name: "IfmeterRouteTests", dependencies: ["IfmeterRoute", "IfmeterSampling", "IfmeterCore"]),
         .testTarget(

@@ -187,6 +187,12 @@ struct ServeCommand: Command {
         let target = address.map { "listening on \(scheme)://\($0)/metrics\(auth)" + pushing } ?? "pushing only, to " + pushing.dropFirst(16)
         let announce = "ifmeter serve: \(target) (source \(pipeline.source.sourceName), every \(Units.duration(interval)))"
         pipeline.add(sink: ScrapeFeed(cache: cache) { Output.error(announce) })
+        // The dashboard's figures: the same totals, their rates, pushed to
+        // open pages each sample.
+        let board = LiveBoard(interval: interval, version: IfmeterCLI.version)
+        pipeline.add(sink: LiveBoardFeed(board: board))
+        let statePath = setup.state?.path
+        let usage = statePath.map { path in { @Sendable (query: UsageQuery) in UsageAPI.response(state: path, query: query) } }
         pipeline.sayStateSaves(prefix: "ifmeter serve: ")
         let log = RateLimitedLog(prefix: "ifmeter serve: ", every: 10)
         let pushSet = RemoteWriteSet()
@@ -226,7 +232,7 @@ struct ServeCommand: Command {
                     address: address, limits: limits, tls: webConfig?.tls,
                     authenticator: authenticator,
                     logger: { line in log.write(line) },
-                    handler: ServeRoutes(cache: cache, version: IfmeterCLI.version).respond(to:))
+                    handler: ServeRoutes(cache: cache, version: IfmeterCLI.version, board: board, usage: usage).respond(to:))
             } catch {
                 // A failed start leaves no state file of its own behind.
                 pipeline.persistence?.abandon()

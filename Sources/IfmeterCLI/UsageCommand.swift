@@ -104,6 +104,15 @@ struct UsageCommand: Command {
     let begin: Int64?
     let end: Int64?
     let limit: Int?
+    /// Where the tables go: stdout, or (serve's `/api/v1/usage`) this,
+    /// and then no warning goes to stderr (the JSON's `state` says them).
+    var output: ((String) throws(CLIError) -> Void)?
+
+    func emit(_ text: String) throws(CLIError) {
+        if let output { try output(text) } else { try Output.put(text) }
+    }
+
+    func warn(_ text: String) { if output == nil { Output.error(text) } }
 
     /// A local date (`2026-11-01`: its midnight, or the next one for an
     /// end, which takes the whole day) or date and time (`2026-11-01T08:30`,
@@ -215,9 +224,11 @@ struct UsageCommand: Command {
         }
         var unmatched = UnmatchedPatterns(filter)
         unmatched.see(head.names.map(StateStore.key))
-        unmatched.warn(what: path)
         let note = UsageFilterNote(filter: filter, snapshot: head)
-        note.warnKinds(what: path)
+        if output == nil {
+            unmatched.warn(what: path)
+            note.warnKinds(what: path)
+        }
         let wall = Self.clock()
         let now = Int64(wall.rounded(.down))
         var template = UsageTable(slices: [], plans: head.plans, granularity: .hour, zone: .system, now: now)
@@ -225,13 +236,13 @@ struct UsageCommand: Command {
         template.path = path
         template.wallTime = wall
         template.emptyNote = note.text(path: path)
-        if format != "text", let warning = head.saves.warning(now: wall, zone: .system) { Output.error(warning) }
+        if format != "text", let warning = head.saves.warning(now: wall, zone: .system) { warn(warning) }
         var stream = UsageStream(table: template, format: format)
         var failure: CLIError?
         func put(_ text: String) -> Bool {
             guard failure == nil else { return false }
             do throws(CLIError) {
-                try Output.put(format == "text" ? Output.forPeople(text) : text)
+                try emit(format == "text" ? Output.forPeople(text) : text)
                 return true
             } catch {
                 failure = error
@@ -275,9 +286,9 @@ struct UsageCommand: Command {
         template.path = path
         template.wallTime = wall
         template.emptyNote = note.text(path: path)
-        if format != "text", let warning = snapshot.saves.warning(now: wall, zone: .system) { Output.error(warning) }
+        if format != "text", let warning = snapshot.saves.warning(now: wall, zone: .system) { warn(warning) }
         var stream = UsageStream(table: template, format: format)
-        let put = { (text: String) throws(CLIError) in try Output.put(format == "text" ? Output.forPeople(text) : text) }
+        let put = { (text: String) throws(CLIError) in try emit(format == "text" ? Output.forPeople(text) : text) }
         try put(stream.textHead(path: path) + stream.start())
         let cache = PeriodCache()
         for name in shown.map({ (key: StateStore.key($0), name: $0) }).sorted(by: { $0.key < $1.key }).map(\.name) {
@@ -320,9 +331,11 @@ struct UsageCommand: Command {
         }
         var unmatched = UnmatchedPatterns(filter)
         unmatched.see((Set(snapshot.names).union(snapshot.slices.lazy.map(\.name))).sorted().map(StateStore.key))
-        unmatched.warn(what: path)
         let note = UsageFilterNote(filter: filter, snapshot: snapshot)
-        note.warnKinds(what: path)
+        if output == nil {
+            unmatched.warn(what: path)
+            note.warnKinds(what: path)
+        }
         // Filtered in place: a five-year file's slices are held once.
         let admitted = { (s: UsageSlice) in filter.admits(StateStore.key(s.name), kind: s.kind) }
         snapshot.slices.removeAll { !admitted($0) }
@@ -346,7 +359,7 @@ struct UsageCommand: Command {
         // Output a script parses (JSON, CSV) keeps its format; a stale
         // file's warning goes to stderr beside it (text and --check put it
         // first in their own output).
-        if format != "text", !check, let warning = snapshot.saves.warning(now: wall, zone: .system) { Output.error(warning) }
+        if format != "text", !check, let warning = snapshot.saves.warning(now: wall, zone: .system) { warn(warning) }
         if oneline {
             if let warning = snapshot.saves.warning(now: wall, zone: .system) { Output.error(warning) }
             let lines = UsageOneLine(slices: hourSlices, names: names, kinds: snapshot.kinds, zone: .system, now: now)
@@ -371,7 +384,7 @@ struct UsageCommand: Command {
             }
         }
         switch format {
-        case "json": try Output.put(JSONWriter(indent: 2).string(table.json()) + "\n")
+        case "json": try emit(JSONWriter(indent: 2).string(table.json()) + "\n")
         case "csv": try Output.put(table.csv())
         default: try Output.put(Output.forPeople(table.text(path: path)))
         }

@@ -39,6 +39,9 @@ public struct JSONEnvelope: Sendable, Hashable {
     public static let route = JSONEnvelope(schema: "ifmeter.route", version: 1)
     /// `plan list --format json`.
     public static let plans = JSONEnvelope(schema: "ifmeter.plans", version: 1)
+    /// serve's `/api/v1/interfaces` and each event of its dashboard's
+    /// stream (`schemas/ifmeter-interfaces.v1.schema.json`).
+    public static let interfaces = JSONEnvelope(schema: "ifmeter.interfaces", version: 1)
 
     /// The document: `body` with the envelope's keys stamped on it.
     public func document(_ body: [String: JSONValue], caveats: [String] = Caveat.all) -> JSONValue {

@@ -89,11 +89,14 @@ public struct HTTPRequest: Sendable {
     public var path: String
     /// Header names in lower case.
     public var headers: [String: String]
+    /// The query's arguments, decoded (the last of a repeated one).
+    public var query: [String: String]
 
-    public init(method: String, path: String, headers: [String: String]) {
+    public init(method: String, path: String, headers: [String: String], query: [String: String] = [:]) {
         self.method = method
         self.path = path
         self.headers = headers
+        self.query = query
     }
 }
 
@@ -144,6 +147,9 @@ public struct HTTPResponse: Sendable {
     public enum Payload: Sendable {
         case bytes(HTTPBody)
         case inflated(HTTPBody, size: UInt64)
+        /// Server-Sent Events: the channel's newest event each time the
+        /// client is ready for one, until the channel or the client stops.
+        case events(EventChannel)
     }
 
     public var status: Int
@@ -161,6 +167,13 @@ public struct HTTPResponse: Sendable {
         self.status = status
         self.headers = headers
         self.payload = .inflated(gzipped, size: size)
+    }
+
+    /// A stream of the channel's events (`text/event-stream`).
+    public init(events channel: EventChannel, headers: [(String, String)] = []) {
+        self.status = 200
+        self.headers = [("Content-Type", "text/event-stream; charset=utf-8"), ("Cache-Control", "no-store")] + headers
+        self.payload = .events(channel)
     }
 
     public init(status: Int, contentType: String = "text/plain; charset=utf-8", text: String, headers: [(String, String)] = []) {
@@ -288,6 +301,9 @@ public final class HTTPServer: Sendable {
     public func stop() {
         daemon.withLock { daemon in
             guard let running = daemon else { return }
+            // Event streams end, and those waiting for an event are
+            // resumed to read that end, as requests waiting for a verdict.
+            for channel in context.channels.withLock({ $0 }) { channel.stop() }
             context.waits.close()
             context.timer.stop()
             MHD.table.stop_daemon(running.pointer) // reports every connection closed
@@ -482,7 +498,7 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
         uploadSize.pointee = 0
         return .YES
     }
-    var headers: [String: String] = [:]
+    var headers: [String: String] = [:], query: [String: String] = [:]
     withUnsafeMutablePointer(to: &headers) { headersPointer in
         _ = MHD.values(
             connection, .HEADER_KIND,
@@ -493,12 +509,22 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
                 return .YES // go on
             }, headersPointer)
     }
+    withUnsafeMutablePointer(to: &query) { queryPointer in
+        _ = MHD.values(
+            connection, .GET_ARGUMENT_KIND,
+            { cls, _, key, value in
+                guard let cls, let key else { return .YES }
+                let dict = cls.assumingMemoryBound(to: [String: String].self)
+                dict.pointee[String(cString: key)] = value.map { String(cString: $0) } ?? ""
+                return .YES // go on
+            }, queryPointer)
+    }
     var path = String(cString: url)
     if let q = path.firstIndex(of: "?") { path = String(path[..<q]) }
     let methodText = String(cString: method)
     let response =
         isToken(methodText)
-        ? context.handler(HTTPRequest(method: methodText, path: path, headers: headers))
+        ? context.handler(HTTPRequest(method: methodText, path: path, headers: headers, query: query))
         : HTTPResponse(status: 400, text: "400 Bad Request: the request method is not an HTTP token; send GET /metrics.\n")
     return queue(response, on: connection, context)
 }
@@ -573,6 +599,16 @@ private func queue(_ response: HTTPResponse, on connection: OpaquePointer, _ con
         if mhdResponse == nil { body.release() }
     case .inflated(let gzipped, let size):
         mhdResponse = inflatingResponse(gzipped, size: size, connection, context)
+    case .events(let channel):
+        guard channel.join() else {
+            return queue(
+                HTTPResponse(
+                    status: 503, text: "503 Service Unavailable: \(channel.capacity) pages are following this server already; try again later.\n",
+                    headers: [("Retry-After", "10")]), on: connection, context)
+        }
+        context.channels.withLock { channels in if !channels.contains(where: { $0 === channel }) { channels.append(channel) } }
+        mhdResponse = eventResponse(channel, connection)
+        if mhdResponse == nil { channel.leave() }
     }
     guard let mhdResponse else { return .NO }
     for (name, value) in response.headers { _ = MHD.table.add_response_header(mhdResponse, name, value) }
@@ -634,6 +670,61 @@ private func inflatingResponse(_ gzipped: HTTPBody, size: UInt64, _ connection: 
     return response
 }
 
+/// An event stream: the channel's newest event each time the client has
+/// read the last (so a slow client skips events, and holds none but the
+/// one it reads); with none newer, the connection is suspended until a
+/// publish resumes it. No deadline or send budget applies: it holds one
+/// shared event, and the channel's capacity bounds how many there are.
+private final class EventStreamBody: @unchecked Sendable {
+    let channel: EventChannel
+    let connection: ConnectionHandle
+    var seen = 0
+    // The browser reconnects 2 s after a lost stream.
+    var current: HTTPBody? = HTTPBody(Array("retry: 2000\n\n".utf8))
+    var offset = 0
+
+    init(_ channel: EventChannel, _ connection: ConnectionHandle) {
+        self.channel = channel
+        self.connection = connection
+    }
+}
+
+private func eventResponse(_ channel: EventChannel, _ connection: OpaquePointer) -> OpaquePointer? {
+    let body = Unmanaged.passRetained(EventStreamBody(channel, ConnectionHandle(pointer: connection)))
+    let response = MHD.table.create_callback_response(
+        UInt64.max, 16 * 1024, // MHD_SIZE_UNKNOWN: chunked
+        { cls, _, buffer, max in
+            guard let cls, let buffer else { return -2 } // MHD_CONTENT_READER_END_WITH_ERROR
+            let body = Unmanaged<EventStreamBody>.fromOpaque(cls).takeUnretainedValue()
+            if body.current.map({ body.offset >= $0.count }) ?? true {
+                let handle = body.connection
+                switch body.channel.next(
+                    after: body.seen, suspend: { MHD.table.suspend_connection(handle.pointer) },
+                    resume: { MHD.table.resume_connection(handle.pointer) })
+                {
+                case .event(let number, let event):
+                    body.seen = number
+                    body.current = event
+                    body.offset = 0
+                case .wait: return 0 // suspended: read again when resumed
+                case .end: return -1 // MHD_CONTENT_READER_END_OF_STREAM
+                }
+            }
+            guard let current = body.current, let base = current.base else { return -1 }
+            let n = min(max, current.count - body.offset)
+            UnsafeMutableRawPointer(buffer).copyMemory(from: base + body.offset, byteCount: n)
+            body.offset += n
+            return n
+        },
+        body.toOpaque(),
+        { cls in
+            guard let cls else { return }
+            Unmanaged<EventStreamBody>.fromOpaque(cls).takeRetainedValue().channel.leave()
+        })
+    if response == nil { body.release() }
+    return response
+}
+
 private let logHandler: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?) -> Void = { cls, message in
     guard let cls, let message else { return }
     Unmanaged<HTTPServerContext>.fromOpaque(cls).takeUnretainedValue().logger(String(cString: message))
@@ -647,6 +738,8 @@ private final class HTTPServerContext: Sendable {
     let clientAuth: HTTPTLSSettings.ClientAuth
     let table: ConnectionTable
     let waits: AuthWaits
+    /// The event channels streams were given from (ended at the stop).
+    let channels = Mutex<[EventChannel]>([])
     let timer: ServerTimer
     /// The TLS settings as C text, which libmicrohttpd keeps pointers to.
     let tlsText: TLSText?

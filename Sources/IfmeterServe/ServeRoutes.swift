@@ -1,17 +1,97 @@
 import IfmeterCore
 import IfmeterOutput
 
+/// A `/api/v1/usage` request, checked: what `usage --format json` is
+/// asked for.
+public struct UsageQuery: Sendable, Hashable {
+    /// fiveminutes, hour, day, month, year or cycle.
+    public var granularity: String
+    /// Local dates or times, as `usage --begin`/`--end` take them.
+    public var begin: String?
+    public var end: String?
+    /// One interface (NS/NAME for another namespace's), matched exactly.
+    public var interface: String?
+    /// The last this many periods of each interface.
+    public var limit: Int?
+
+    public static let granularities = ["fiveminutes", "hour", "day", "month", "year", "cycle"]
+
+    public init(granularity: String, begin: String? = nil, end: String? = nil, interface: String? = nil, limit: Int? = nil) {
+        self.granularity = granularity
+        self.begin = begin
+        self.end = end
+        self.interface = interface
+        self.limit = limit
+    }
+}
+
 /// What serve answers: `/metrics` (the scrape cache's exposition, in the
 /// format the client's Accept prefers, gzipped when Accept-Encoding allows
-/// it) and `/` (a page that points to it). The CLI wires a server to
-/// `respond(to:)`; the routes, content negotiation and gzip live here.
+/// it), the dashboard at `/` (with its script and stylesheet), and the JSON
+/// API: `/api/v1/interfaces` (now), `/api/v1/events` (the same, pushed
+/// each sample) and `/api/v1/usage` (the state file's tables, when serve
+/// keeps one). The CLI wires a server to `respond(to:)`; the routes,
+/// content negotiation and gzip live here.
+/// A bad request's one line (without its status).
+public struct HTTPError: Error, Sendable, Hashable {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+}
+
 public struct ServeRoutes: Sendable {
     let cache: ScrapeCache
     let version: String
+    let board: LiveBoard?
+    /// `usage --format json` for a query (the CLI's); nil without a state file.
+    let usage: (@Sendable (UsageQuery) -> HTTPResponse)?
 
-    public init(cache: ScrapeCache, version: String) {
+    public init(cache: ScrapeCache, version: String, board: LiveBoard? = nil, usage: (@Sendable (UsageQuery) -> HTTPResponse)? = nil) {
         self.cache = cache
         self.version = version
+        self.board = board
+        self.usage = usage
+    }
+
+    /// Headers of every dashboard response: the page's policy, and no
+    /// sniffing, framing or referrer.
+    static let pageHeaders = [
+        ("Content-Security-Policy", DashboardAssets.contentSecurityPolicy), ("X-Content-Type-Options", "nosniff"),
+        ("Referrer-Policy", "no-referrer"), ("X-Frame-Options", "DENY"), ("Cache-Control", "no-cache"),
+    ]
+
+    static func json(_ body: HTTPBody) -> HTTPResponse {
+        HTTPResponse(status: 200, headers: [("Content-Type", "application/json"), ("Cache-Control", "no-store")] + pageHeaders.prefix(2), body: body)
+    }
+
+    /// The query of `/api/v1/usage`, or what is wrong with it.
+    public static func usageQuery(_ query: [String: String]) -> Result<UsageQuery, HTTPError> {
+        let known: Set = ["granularity", "begin", "end", "interface", "limit"]
+        if let unknown = query.keys.sorted().first(where: { !known.contains($0) }) {
+            return .failure(HTTPError("unknown parameter '\(ServeRoutes.shown(unknown))'; use granularity, begin, end, interface or limit"))
+        }
+        let granularity = query["granularity"] ?? "day"
+        guard UsageQuery.granularities.contains(granularity) else {
+            return .failure(
+                HTTPError(
+                    "invalid granularity '\(ServeRoutes.shown(granularity))'; use \(UsageQuery.granularities.joined(separator: ", "))"))
+        }
+        var limit: Int?
+        if let text = query["limit"] {
+            guard let value = Int(text), (1...100_000).contains(value) else {
+                return .failure(HTTPError("invalid limit '\(ServeRoutes.shown(text))'; use a whole number from 1 to 100000"))
+            }
+            limit = value
+        }
+        if let interface = query["interface"], interface.isEmpty || interface.utf8.count > 256 {
+            return .failure(HTTPError("invalid interface: give one interface's name (NS/NAME for another namespace's)"))
+        }
+        for key in ["begin", "end"] {
+            if let text = query[key], text.isEmpty || text.utf8.count > 32 {
+                return .failure(
+                    HTTPError("invalid \(key) '\(ServeRoutes.shown(text))': expected a local date or time like 2026-11-01 or 2026-11-01T08:30"))
+            }
+        }
+        return .success(UsageQuery(granularity: granularity, begin: query["begin"], end: query["end"], interface: query["interface"], limit: limit))
     }
 
     public func respond(to request: HTTPRequest) -> HTTPResponse {
@@ -34,19 +114,46 @@ public struct ServeRoutes: Sendable {
         case "/":
             return HTTPResponse(
                 status: 200, contentType: "text/html; charset=utf-8",
-                text: """
-                    <!DOCTYPE html>
-                    <html><head><title>ifmeter</title></head><body>
-                    <h1>ifmeter \(version)</h1>
-                    <p>Network traffic per interface: <a href="/metrics">/metrics</a>.</p>
-                    <p>\(Caveat.sentence) \(Caveat.lowerBoundSentence)
-                    (see <code>ifmeter_interface_quality</code>).</p>
-                    </body></html>
-
-                    """)
+                text: DashboardAssets.page(
+                    version: UsageChart.xml(version),
+                    caveat: UsageChart.xml("\(Caveat.sentence) \(Caveat.lowerBoundSentence) (see ifmeter_interface_quality).")),
+                headers: Self.pageHeaders)
+        case "/dashboard.js":
+            return HTTPResponse(
+                status: 200, contentType: "text/javascript; charset=utf-8", text: DashboardAssets.script, headers: Self.pageHeaders)
+        case "/dashboard.css":
+            return HTTPResponse(status: 200, contentType: "text/css; charset=utf-8", text: DashboardAssets.stylesheet, headers: Self.pageHeaders)
+        case "/api/v1/interfaces":
+            guard let board else { return Self.notServed(request.path) }
+            if let unknown = request.query.keys.sorted().first(where: { $0 != "history" }) {
+                return HTTPResponse(status: 400, text: "400 Bad Request: unknown parameter '\(ServeRoutes.shown(unknown))'; use history=1.\n")
+            }
+            return Self.json(board.document(history: request.query["history"].map { $0 == "1" || $0 == "true" } ?? false))
+        case "/api/v1/events":
+            guard let board else { return Self.notServed(request.path) }
+            return HTTPResponse(events: board.events, headers: [("X-Accel-Buffering", "no")])
+        case "/api/v1/usage":
+            guard let usage else {
+                return HTTPResponse(
+                    status: 404, text: "404 Not Found: this serve keeps no state file, so it has no usage tables; start it with --state FILE.\n")
+            }
+            switch Self.usageQuery(request.query) {
+            case .success(let query): return usage(query)
+            case .failure(let error): return HTTPResponse(status: 400, text: "400 Bad Request: \(error.message).\n")
+            }
         default:
-            return HTTPResponse(status: 404, text: "404 Not Found: ifmeter serves /metrics.\n")
+            return Self.notServed(request.path)
         }
+    }
+
+    /// A value from a request, safe to print: escaped, and cut at 64 characters.
+    static func shown(_ text: String) -> String {
+        let escaped = TerminalText.escaped(text)
+        return escaped.count > 64 ? String(escaped.prefix(64)) + "…" : escaped
+    }
+
+    static func notServed(_ path: String) -> HTTPResponse {
+        HTTPResponse(status: 404, text: "404 Not Found: ifmeter serves /, /metrics and /api/v1/{interfaces,events,usage}.\n")
     }
 
     /// Whether Accept-Encoding allows gzip (and does not refuse it, q=0).

@@ -29,7 +29,7 @@ import Testing
     @Test func anUnknownPathIs404AndSaysWhatIsServed() {
         let response = routes.respond(to: HTTPRequest(method: "GET", path: "/metric", headers: [:]))
         #expect(response.status == 404)
-        #expect(text(response) == "404 Not Found: ifmeter serves /metrics.\n")
+        #expect(text(response) == "404 Not Found: ifmeter serves /, /metrics and /api/v1/{interfaces,events,usage}.\n")
     }
 
     @Test func theFrontPageLinksTheMetricsAndSaysTheyAreEstimates() throws {
@@ -37,7 +37,7 @@ import Testing
         #expect(response.status == 200)
         #expect(header(response, "Content-Type") == "text/html; charset=utf-8")
         let page = try #require(text(response))
-        #expect(page.contains("<h1>ifmeter 9.8.7</h1>"))
+        #expect(page.contains("ifmeter</a> <span class=\"version\">9.8.7</span></h1>"))
         #expect(page.contains("<a href=\"/metrics\">/metrics</a>"))
         #expect(page.contains(Caveat.sentence))
         #expect(page.contains(Caveat.lowerBoundSentence))

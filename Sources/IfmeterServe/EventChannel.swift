@@ -1,0 +1,89 @@
+import Synchronization
+
+/// Server-Sent Events to any number of listeners: each gets the newest
+/// event when it is ready for one, so a slow one skips what it missed
+/// instead of queueing it (memory is one event, shared, whatever the
+/// listeners). A listener with nothing new to read waits: `next` takes
+/// what suspends its connection and what resumes it, and a publish
+/// resumes every one waiting. Tested in process (EventChannelTests).
+public final class EventChannel: Sendable {
+    /// What a listener reads next.
+    public enum Next: Sendable {
+        /// An event, whole (`data: ...` and its blank line), and its number.
+        case event(Int, HTTPBody)
+        /// Nothing newer than what it read: `suspend` was called, and the
+        /// `resume` given will be, once, when there is.
+        case wait
+        /// The channel stopped: the stream ends.
+        case end
+    }
+
+    private struct State: Sendable {
+        var number = 0
+        var event: HTTPBody?
+        var waiting: [@Sendable () -> Void] = []
+        var listeners = 0
+        var stopped = false
+    }
+
+    private let state = Mutex(State())
+    /// At most this many listeners at once (a page each): more are refused.
+    public let capacity: Int
+
+    public init(capacity: Int = 256) { self.capacity = capacity }
+
+    /// Listeners now.
+    public var listeners: Int { state.withLock { $0.listeners } }
+
+    /// A new listener, unless the channel is full or stopped.
+    public func join() -> Bool {
+        state.withLock { state in
+            guard !state.stopped, state.listeners < capacity else { return false }
+            state.listeners += 1
+            return true
+        }
+    }
+
+    /// A listener went (its connection closed).
+    public func leave() { state.withLock { $0.listeners -= 1 } }
+
+    /// Sends `data` (one line: no line breaks) to every listener.
+    public func publish(_ data: HTTPBody) {
+        var event = Array("event: sample\ndata: ".utf8)
+        event.reserveCapacity(event.count + data.count + 2)
+        if let base = data.base { event.append(contentsOf: UnsafeRawBufferPointer(start: base, count: data.count)) }
+        event.append(contentsOf: Array("\n\n".utf8))
+        let body = HTTPBody(event)
+        let waiting = state.withLock { state -> [@Sendable () -> Void] in
+            guard !state.stopped else { return [] }
+            state.number += 1
+            state.event = body
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for resume in waiting { resume() }
+    }
+
+    /// The event after number `seen` (0: none read yet), or a wait, under
+    /// the channel's lock so that a publish cannot slip between the check
+    /// and the suspension.
+    public func next(after seen: Int, suspend: () -> Void, resume: @escaping @Sendable () -> Void) -> Next {
+        state.withLock { state in
+            if state.stopped { return .end }
+            if state.number > seen, let event = state.event { return .event(state.number, event) }
+            suspend()
+            state.waiting.append(resume)
+            return .wait
+        }
+    }
+
+    /// Ends every stream: those waiting are resumed and read the end.
+    public func stop() {
+        let waiting = state.withLock { state -> [@Sendable () -> Void] in
+            state.stopped = true
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for resume in waiting { resume() }
+    }
+}

@@ -1,0 +1,186 @@
+import IfmeterCore
+import IfmeterOutput
+import IfmeterPipeline
+import Synchronization
+
+/// What serve's dashboard shows and `/api/v1/interfaces` answers: every
+/// interface's totals (the exposition's counters: the same numbers a
+/// scrape gives), its rates over the last interval, and the last minutes
+/// of those rates. Kept from the pipeline's updates; the document is
+/// rendered once per sample, when first asked for (a page open or not),
+/// and pushed to the dashboards' event streams as it is.
+public final class LiveBoard: Sendable {
+    /// How many samples of rates each interface keeps for the rolling graph.
+    public static let historyLength = 60
+
+    struct Row: Sendable {
+        var name: String
+        var netns: String
+        var kind: InterfaceKind
+        var evidence: String
+        var present: Bool
+        var quality: Quality
+        var events: EventCounts
+        var rxBytes: UInt64
+        var txBytes: UInt64
+        var rxRate: Double = 0
+        var txRate: Double = 0
+        /// Rates of the last samples, oldest first (rx, tx).
+        var history: [(Float, Float)] = []
+
+        init(_ t: InterfaceTotals) {
+            name = t.name
+            netns = t.netns
+            kind = t.classification.kind
+            evidence = t.classification.evidence
+            present = t.present
+            quality = t.quality
+            events = t.events
+            var sum = t.baseline
+            sum.add(t.totals)
+            rxBytes = sum.value(.rxBytes)
+            txBytes = sum.value(.txBytes)
+        }
+
+        mutating func take(_ t: InterfaceTotals) {
+            let rates = (rxRate, txRate, history)
+            self = Row(t)
+            (rxRate, txRate, history) = rates
+        }
+    }
+
+    struct State: Sendable {
+        var rows: [SeriesKey: Row] = [:]
+        var generation = 0
+        var wallTime: Double = 0
+        var seconds: Double?
+        /// The document of `rendered.generation` (with and without history).
+        var rendered: [Bool: (generation: Int, body: HTTPBody)] = [:]
+    }
+
+    private let state = Mutex(State())
+    private let interval: Double
+    private let version: String
+    /// The dashboards' event streams: each sample's document, as one event.
+    public let events = EventChannel()
+
+    public init(interval: Double, version: String) {
+        self.interval = interval
+        self.version = version
+    }
+
+    /// Takes an update: totals of what changed, rates from its deltas.
+    public func apply(_ update: borrowing PipelineUpdate) {
+        let changed = update.changed, forgotten = update.forgotten, deltas = update.deltas
+        let sequence = update.sequence, wall = update.wallTime, seconds = update.seconds
+        let applied = update.outcome == .sampled
+        state.withLock { state in
+            for key in forgotten { state.rows[key] = nil }
+            for t in changed {
+                if state.rows[t.key] == nil { state.rows[t.key] = Row(t) } else { state.rows[t.key]!.take(t) }
+            }
+            guard applied else { return }
+            var moved: [SeriesKey: (Double, Double)] = [:]
+            for d in deltas {
+                guard let covered = d.seconds, covered > 0 else { continue }
+                let previous = moved[d.key] ?? (0, 0)
+                moved[d.key] = (
+                    previous.0 + Double(d.counters.value(.rxBytes)) / covered, previous.1 + Double(d.counters.value(.txBytes)) / covered
+                )
+            }
+            for key in state.rows.keys {
+                let rates = moved[key] ?? (0, 0)
+                state.rows[key]!.rxRate = rates.0
+                state.rows[key]!.txRate = rates.1
+                var history = state.rows[key]!.history
+                if history.count >= Self.historyLength { history.removeFirst(history.count - Self.historyLength + 1) }
+                history.append((Float(rates.0), Float(rates.1)))
+                state.rows[key]!.history = history
+            }
+            state.generation = sequence
+            state.wallTime = wall
+            state.seconds = seconds
+        }
+        if applied, events.listeners > 0 { events.publish(document(history: false)) }
+    }
+
+    /// The generation (the pipeline update) the board is as of.
+    public var generation: Int { state.withLock { $0.generation } }
+
+    /// `/api/v1/interfaces` (`schemas/ifmeter-interfaces.v1.schema.json`):
+    /// one compact line of JSON, rendered once per sample.
+    public func document(history: Bool) -> HTTPBody {
+        let (generation, cached) = state.withLock { ($0.generation, $0.rendered[history]) }
+        if let cached, cached.generation == generation { return cached.body }
+        let snapshot = state.withLock { $0 }
+        let body = HTTPBody(Array(Self.render(snapshot, history: history, interval: interval, version: version).utf8))
+        state.withLock { state in
+            if state.generation == snapshot.generation { state.rendered[history] = (snapshot.generation, body) }
+        }
+        return body
+    }
+
+    static func render(_ state: State, history: Bool, interval: Double, version: String) -> String {
+        let rows = state.rows.sorted { $0.key < $1.key }
+        var interfaces: [JSONValue] = []
+        interfaces.reserveCapacity(rows.count)
+        for (_, row) in rows {
+            var o: [String: JSONValue] = [
+                "name": .string(row.name),
+                "netns": .string(row.netns),
+                "kind": .string(row.kind.rawValue),
+                "evidence": .string(row.evidence),
+                "present": .bool(row.present),
+                "quality": .string(row.quality.name),
+                "rx_bytes": .number(String(row.rxBytes)),
+                "tx_bytes": .number(String(row.txBytes)),
+                "rx_bytes_per_second": .number(rate(row.rxRate)),
+                "tx_bytes_per_second": .number(rate(row.txRate)),
+                "events": .object([
+                    "wraps": .number(String(row.events.wraps)),
+                    "resets": .number(String(row.events.resets)),
+                    "recreations": .number(String(row.events.recreations)),
+                    "deletions": .number(String(row.events.deletions)),
+                ]),
+            ]
+            if history {
+                o["history"] = .array(row.history.map { .array([.number(rate(Double($0.0))), .number(rate(Double($0.1)))]) })
+            }
+            interfaces.append(.object(o))
+        }
+        let body: [String: JSONValue] = [
+            "generation": .number(String(state.generation)),
+            "time": .number(state.wallTime > 0 ? String(format3(state.wallTime)) : "0"),
+            "interval_seconds": .number(rate(state.seconds ?? interval)),
+            "version": .string(version),
+            "interfaces": .array(interfaces),
+        ]
+        return JSONWriter().string(JSONEnvelope.interfaces.document(body))
+    }
+
+    /// A rate as JSON: bytes per second, to a thousandth.
+    static func rate(_ value: Double) -> String {
+        guard value.isFinite, value > 0 else { return "0" }
+        return format3(value)
+    }
+
+    static func format3(_ value: Double) -> String {
+        let scaled = (value * 1000).rounded()
+        guard scaled < 9e15 else { return String(Int64(value.rounded())) }
+        let whole = Int64(scaled) / 1000, fraction = Int64(scaled) % 1000
+        if fraction == 0 { return String(whole) }
+        var text = String(fraction)
+        text = String(repeating: "0", count: 3 - text.count) + text
+        while text.hasSuffix("0") { text.removeLast() }
+        return "\(whole).\(text)"
+    }
+}
+
+/// Feeds the live board from the pipeline (a sink: after the enrichers).
+public final class LiveBoardFeed: PipelineSink {
+    let board: LiveBoard
+
+    public init(board: LiveBoard) { self.board = board }
+
+    public func receive(_ update: borrowing PipelineUpdate) { board.apply(update) }
+}

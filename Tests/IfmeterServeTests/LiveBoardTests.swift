@@ -1,0 +1,110 @@
+import IfmeterCore
+import IfmeterOutput
+import IfmeterPipeline
+@testable import IfmeterServe
+import IfmeterTestSupport
+import Testing
+
+/// The dashboard's figures from a scripted pipeline: totals equal to the
+/// exposition's for the same sample, rates from the last interval, the
+/// last minutes of rates, a deleted interface kept with its total.
+@Suite struct LiveBoardTests {
+    struct Waiter: PipelineWaiter {
+        var waits: Int
+        mutating func wait(until deadline: Double, _ pipeline: Pipeline) -> Bool {
+            waits -= 1
+            return waits >= 0
+        }
+    }
+
+    func run(_ steps: [ScriptedSource.Step]) -> (LiveBoard, ScrapeCache) {
+        let pipeline = Pipeline(
+            source: ScriptedSource(steps), configuration: PipelineConfiguration(interval: 1, sampleLimit: steps.count),
+            clock: PipelineClock(monotonic: { 0 }, wall: { 1_796_040_000 }))
+        let board = LiveBoard(interval: 1, version: "test")
+        let cache = ScrapeCache(families: .ifmeter, version: "test", interval: 1)
+        pipeline.add(sink: ScrapeFeed(cache: cache) {})
+        pipeline.add(sink: LiveBoardFeed(board: board))
+        var waiter = Waiter(waits: steps.count + 1)
+        pipeline.run(&waiter)
+        return (board, cache)
+    }
+
+    func document(_ board: LiveBoard, history: Bool = true) throws -> [String: JSONValue] {
+        let text = String(decoding: board.document(history: history).bytes, as: UTF8.self)
+        #expect(!text.contains("\n"), "one line: an event's data")
+        var rows: [String: JSONValue] = [:]
+        guard case .array(let list)? = try JSONParser.parse(text)["interfaces"] else { return [:] }
+        for row in list { rows[row["name"]?.stringValue ?? ""] = row }
+        return rows
+    }
+
+    func exposed(_ cache: ScrapeCache, _ name: String, _ direction: String) -> UInt64? {
+        guard let rendered = cache.rendered(openMetrics: false), let inflater = Inflater(rendered.gzipped) else { return nil }
+        var text: [UInt8] = []
+        var block = [UInt8](repeating: 0, count: 64 * 1024)
+        while let n = block.withUnsafeMutableBytes({ inflater.read(into: $0.baseAddress!, max: $0.count) }), n > 0 { text += block.prefix(n) }
+        let prefix = "ifmeter_\(direction)_bytes_total{"
+        for line in String(decoding: text, as: UTF8.self).split(separator: "\n")
+        where line.hasPrefix(prefix) && line.contains("interface=\"\(name)\"") {
+            return line.split(separator: " ").last.flatMap { UInt64($0) }
+        }
+        return nil
+    }
+
+    func pair(_ value: JSONValue) -> (Double, Double) {
+        guard case .array(let two) = value, two.count == 2, let rx = two[0].doubleValue, let tx = two[1].doubleValue else { return (-1, -1) }
+        return (rx, tx)
+    }
+
+    @Test func totalsAreTheExpositionsAndRatesTheLastIntervals() throws {
+        let (board, cache) = run([
+            .sample(10, [("eth0", 2, 1_000, 500), ("wg0", 3, 0, 0)]),
+            .sample(11, [("eth0", 2, 3_000, 900), ("wg0", 3, 0, 0)]),
+            .sample(13, [("eth0", 2, 7_000, 900), ("wg0", 3, 100, 50)]),
+        ])
+        let rows = try document(board)
+        let eth0 = try #require(rows["eth0"])
+        #expect(eth0["rx_bytes"]?.uint64Value == 7_000 && eth0["tx_bytes"]?.uint64Value == 900)
+        #expect(eth0["rx_bytes"]?.uint64Value == exposed(cache, "eth0", "receive"))
+        #expect(eth0["tx_bytes"]?.uint64Value == exposed(cache, "eth0", "transmit"))
+        // 4,000 bytes over the last 2 s; nothing sent.
+        #expect(eth0["rx_bytes_per_second"]?.doubleValue == 2_000 && eth0["tx_bytes_per_second"]?.doubleValue == 0)
+        #expect(rows["wg0"]?["rx_bytes_per_second"]?.doubleValue == 50 && rows["wg0"]?["tx_bytes_per_second"]?.doubleValue == 25)
+        #expect(eth0["quality"]?.stringValue == "exact" && eth0["kind"]?.stringValue == "ethernet" && eth0["evidence"]?.stringValue == "scripted")
+        // One point per sample: the baseline's, then each interval's.
+        guard case .array(let history)? = eth0["history"] else {
+            Issue.record("history asked for")
+            return
+        }
+        #expect(history.map { pair($0).0 } == [0, 2_000, 2_000] && history.map { pair($0).1 } == [0, 400, 0])
+        #expect(try document(board, history: false)["eth0"]?["history"] == nil)
+    }
+
+    @Test func aDeletedInterfaceKeepsItsTotalAndStopsMoving() throws {
+        let (board, _) = run([
+            .sample(10, [("eth0", 2, 0, 0), ("tun0", 9, 0, 0)]),
+            .sample(11, [("eth0", 2, 0, 0), ("tun0", 9, 5_000, 1_000)]),
+            .sample(12, [("eth0", 2, 0, 0)], deleted: [scriptedDeletion(11.5, "tun0", 9, 6_000, 1_000)]),
+            .sample(13, [("eth0", 2, 0, 0)]),
+        ])
+        let tun0 = try #require(try document(board)["tun0"])
+        #expect(tun0["present"] == .bool(false))
+        #expect(tun0["rx_bytes"]?.uint64Value == 6_000, "the deletion's final counters")
+        #expect(tun0["events"]?["deletions"]?.uint64Value == 1)
+        #expect(tun0["rx_bytes_per_second"]?.doubleValue == 0)
+    }
+
+    @Test func theHistoryKeepsTheLastMinuteOnly() throws {
+        let steps = (0...(LiveBoard.historyLength + 5)).map { n in
+            ScriptedSource.Step.sample(Double(n), [("eth0", 2, UInt64(n) * 1_000, 0)])
+        }
+        let (board, _) = run(steps)
+        guard case .array(let history)? = try document(board)["eth0"]?["history"] else {
+            Issue.record("history asked for")
+            return
+        }
+        #expect(history.count == LiveBoard.historyLength)
+        #expect(history.allSatisfy { pair($0).0 == 1_000 })
+    }
+}
