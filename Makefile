@@ -11,11 +11,13 @@ BUILD_PACKAGES := pkg-config libnl-3-dev libmicrohttpd-dev libcrypt-dev zlib1g-d
 # man-db, groff, bash-completion, zsh, fish and systemd check what
 # `make install` puts: pages, completions and the service (InstallTests);
 # xmllint and headless Chromium check and render usage charts (SVG);
+# chromium-driver and python3-selenium drive Chromium for the browser tests
+# of serve's pages (scripts/browser-driver, IfmeterTestSupport's Browser);
 # eu-stack (elfutils) shows where a test run past its time limit waits;
 # readelf and nm (binutils) check how the release binary is linked.
 TEST_PACKAGES := $(BUILD_PACKAGES) prometheus prometheus-node-exporter gzip python3-prometheus-client python3-venv \
 	tmux procps sqlite3 util-linux curl openssl apache2-utils man-db groff bash-completion zsh fish systemd \
-	libxml2-utils chromium elfutils binutils protobuf-compiler
+	libxml2-utils chromium chromium-driver python3-selenium elfutils binutils protobuf-compiler
 BENCH_PACKAGES := $(BUILD_PACKAGES) wrk prometheus-node-exporter tmux time vnstat sqlite3
 # `make deb` (issue 24): debhelper and dpkg-dev build the package from
 # debian/ (dpkg-buildpackage; chrpath for debian/rules), lintian checks

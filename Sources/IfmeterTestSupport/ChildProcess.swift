@@ -228,7 +228,7 @@ public func run(
 
 /// A child that exits before reading all its input must not kill the
 /// test process with SIGPIPE (children start with it at its default).
-private let ignoreSIGPIPE: Void = { signal(SIGPIPE, SIG_IGN) }()
+let ignoreSIGPIPE: Void = { signal(SIGPIPE, SIG_IGN) }()
 
 /// Runs a program that leaves a daemon behind (tmux) and waits for it:
 /// with every descriptor but /dev/null closed, so the daemon holds none
