@@ -11,7 +11,8 @@ enum DashboardAssets {
     static let contentSecurityPolicy =
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-    static func page(version: String, caveat: String) -> String {
+    /// `usage`: whether serve keeps a state file (`/api/v1/usage` answers).
+    static func page(version: String, caveat: String, usage: Bool) -> String {
         """
         <!DOCTYPE html>
         <html lang="en"><head>
@@ -21,7 +22,7 @@ enum DashboardAssets {
         <title>ifmeter</title>
         <link rel="stylesheet" href="/dashboard.css">
         <script src="/dashboard.js" defer></script>
-        </head><body>
+        </head><body data-usage="\(usage ? "yes" : "no")">
         <header>
         <h1><a href="#" id="home">ifmeter</a> <span class="version">\(version)</span></h1>
         <p id="status" role="status" aria-live="polite">Connecting…</p>
@@ -68,6 +69,7 @@ enum DashboardAssets {
         .version, #status, .legend, footer { color: var(--muted); font-size: 0.85rem; }
         a { color: var(--rx); }
         a:focus-visible, button:focus-visible { outline: 3px solid var(--tx); outline-offset: 2px; }
+        h2[tabindex="-1"]:focus { outline: none; }
         .table-wrap { max-width: 100%; }
         table { border-collapse: collapse; width: 100%; table-layout: auto; }
         th, td { padding: 5px 6px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: middle; }
@@ -239,8 +241,12 @@ enum DashboardAssets {
           async function showUsage(key) {
             const tables = document.getElementById("tables");
             const cycle = document.getElementById("cycle");
-            tables.replaceChildren(el("p", {}, "Reading the state file…"));
             cycle.replaceChildren();
+            if (document.body.dataset.usage !== "yes") {
+              tables.replaceChildren(el("p", {}, "No usage tables: this serve keeps no state file (start it with --state FILE)."));
+              return;
+            }
+            tables.replaceChildren(el("p", {}, "Reading the state file…"));
             try {
               const plan = await getJSON("/api/v1/usage?granularity=cycle&interface=" + encodeURIComponent(key));
               const mine = plan.interfaces.find((i) => keyOf(i) === key);

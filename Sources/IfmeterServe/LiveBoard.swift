@@ -151,7 +151,8 @@ public final class LiveBoard: Sendable {
         let body: [String: JSONValue] = [
             "generation": .number(String(state.generation)),
             "time": .number(state.wallTime > 0 ? String(format3(state.wallTime)) : "0"),
-            "interval_seconds": .number(rate(state.seconds ?? interval)),
+            "interval_seconds": .number(rate(interval)),
+            "seconds": .number(rate(state.seconds ?? 0)),
             "version": .string(version),
             "interfaces": .array(interfaces),
         ]

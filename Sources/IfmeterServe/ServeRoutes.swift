@@ -116,7 +116,8 @@ public struct ServeRoutes: Sendable {
                 status: 200, contentType: "text/html; charset=utf-8",
                 text: DashboardAssets.page(
                     version: UsageChart.xml(version),
-                    caveat: UsageChart.xml("\(Caveat.sentence) \(Caveat.lowerBoundSentence) (see ifmeter_interface_quality).")),
+                    caveat: UsageChart.xml("\(Caveat.sentence) \(Caveat.lowerBoundSentence) (see ifmeter_interface_quality)."),
+                    usage: usage != nil),
                 headers: Self.pageHeaders)
         case "/dashboard.js":
             return HTTPResponse(

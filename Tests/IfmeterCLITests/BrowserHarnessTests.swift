@@ -39,7 +39,7 @@ struct BrowserHarnessTests {
         let text: String = try browser.evaluate("document.body.innerText")
         #expect(text.contains(Caveat.sentence), "\(text)")
         let links: [String] = try browser.evaluate("[...document.querySelectorAll('a')].map(a => a.href)")
-        #expect(links == ["http://127.0.0.1:49700/metrics"])
+        #expect(links.contains("http://127.0.0.1:49700/metrics"), "\(links)")
         // The link leads somewhere: the page's own fetch of it, from inside.
         let metrics: String = try browser.evaluate("fetch('/metrics').then(r => r.text())")
         #expect(metrics.contains("ifmeter_interface_"), "\(metrics.prefix(300))")
@@ -213,8 +213,11 @@ struct BrowserHarnessTests {
             #expect(png.width == width && png.height == height, "\(shot.path): \(png.width)x\(png.height)")
         }
         try browser.expectNoProblems()
-        // The check sees a page that does scroll sideways.
-        let _: Int = try browser.evaluate("document.body.insertAdjacentHTML('beforeend', '<div style=\"width: 2000px\">wide</div>'), 0")
+        // The check sees a page that does scroll sideways (the width set
+        // through the CSSOM: the dashboard's policy refuses style attributes).
+        let _: Int = try browser.evaluate(
+            "(() => { const d = document.createElement('div'); d.style.width = '2000px'; d.textContent = 'wide'; document.body.append(d); return 0; })()"
+        )
         let widths = try browser.widths()
         #expect(widths.overflows && widths.scrollWidth >= 2000, "\(widths)")
     }
