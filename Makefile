@@ -18,7 +18,7 @@ BUILD_PACKAGES := pkg-config libnl-3-dev libmicrohttpd-dev libcrypt-dev zlib1g-d
 TEST_PACKAGES := $(BUILD_PACKAGES) prometheus prometheus-node-exporter gzip python3-prometheus-client python3-venv \
 	tmux procps sqlite3 util-linux curl openssl apache2-utils man-db groff bash-completion zsh fish systemd \
 	libxml2-utils chromium chromium-driver python3-selenium elfutils binutils protobuf-compiler
-BENCH_PACKAGES := $(BUILD_PACKAGES) wrk prometheus-node-exporter tmux time vnstat sqlite3
+BENCH_PACKAGES := $(BUILD_PACKAGES) wrk prometheus-node-exporter tmux time vnstat sqlite3 curl
 # `make deb` (issue 24): debhelper and dpkg-dev build the package from
 # debian/ (dpkg-buildpackage; chrpath for debian/rules), lintian checks
 # it; fakeroot for a builder that sets Rules-Requires-Root otherwise (this

@@ -110,7 +110,7 @@ enum DashboardAssets {
     static let script = #"""
         "use strict";
         (function () {
-          const state = { rows: new Map(), order: [], doc: null, selected: null };
+          const state = { rows: new Map(), order: [], doc: null, selected: null, generation: null };
           const el = (tag, attrs, text) => {
             const node = document.createElement(tag);
             for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
@@ -174,8 +174,19 @@ enum DashboardAssets {
             return entry;
           }
 
+          // A sample's event holds only the interfaces that moved since the
+          // sample `since`; a page whose figures are of another reads them whole.
+          async function onEvent(doc) {
+            if (doc.partial && String(doc.since) !== String(state.generation)) {
+              try { update(await getJSON("/api/v1/interfaces"), false); } catch (error) { status("Cannot read /api/v1/interfaces: " + error.message); }
+              return;
+            }
+            update(doc, false);
+          }
+
           function update(doc, initial) {
             state.doc = doc;
+            state.generation = doc.generation;
             const seen = new Set();
             for (const i of doc.interfaces) {
               const key = keyOf(i);
@@ -200,8 +211,14 @@ enum DashboardAssets {
               entry.tr.dataset.quality = i.quality;
               entry.sparkCell.replaceChildren(spark(entry.history, 120, 26, false));
             }
-            for (const key of [...state.rows.keys()]) {
-              if (!seen.has(key)) { state.rows.get(key).tr.remove(); state.rows.delete(key); }
+            const gone = doc.partial ? new Set((doc.forgotten || []).map(keyOf)) : null;
+            for (const [key, entry] of [...state.rows.entries()]) {
+              if (seen.has(key)) continue;
+              if (gone ? gone.has(key) : true) { entry.tr.remove(); state.rows.delete(key); continue; }
+              // Not moved: the same rates as the last sample.
+              entry.history.push([entry.data.rx_bytes_per_second, entry.data.tx_bytes_per_second]);
+              if (entry.history.length > 60) entry.history.shift();
+              entry.sparkCell.replaceChildren(spark(entry.history, 120, 26, false));
             }
             const body = document.querySelector("#interfaces tbody");
             const ordered = [...state.rows.keys()].sort();
@@ -343,7 +360,7 @@ enum DashboardAssets {
             }
             route();
             const events = new EventSource("/api/v1/events");
-            events.addEventListener("sample", (event) => update(JSON.parse(event.data), false));
+            events.addEventListener("sample", (event) => onEvent(JSON.parse(event.data)));
             events.addEventListener("error", () => status("Connection lost; reconnecting…"));
           }
           start();

@@ -27,6 +27,9 @@ public final class LiveBoard: Sendable {
         var txRate: Double = 0
         /// Rates of the last samples, oldest first (rx, tx).
         var history: [(Float, Float)] = []
+        /// The row's JSON (without history), kept until the row changes:
+        /// a sample re-renders only the interfaces it moved.
+        var fragment: [UInt8]?
 
         init(_ t: InterfaceTotals) {
             name = t.name
@@ -40,6 +43,17 @@ public final class LiveBoard: Sendable {
             sum.add(t.totals)
             rxBytes = sum.value(.rxBytes)
             txBytes = sum.value(.txBytes)
+        }
+
+        /// Whether the rates moved (the row's fragment is made anew).
+        mutating func rate(rx: Double, tx: Double) -> Bool {
+            let moved = rx != rxRate || tx != txRate
+            if moved { fragment = nil }
+            rxRate = rx
+            txRate = tx
+            if history.count >= LiveBoard.historyLength { history.removeFirst(history.count - LiveBoard.historyLength + 1) }
+            history.append((Float(rx), Float(tx)))
+            return moved
         }
 
         mutating func take(_ t: InterfaceTotals) {
@@ -56,6 +70,11 @@ public final class LiveBoard: Sendable {
         var seconds: Double?
         /// The document of `rendered.generation` (with and without history).
         var rendered: [Bool: (generation: Int, body: HTTPBody)] = [:]
+        /// The rows' keys in order; nil after one came or went.
+        var order: [SeriesKey]?
+        /// Rows made anew and rows gone since the last sample's event.
+        var moved = Set<SeriesKey>()
+        var gone: [SeriesKey] = []
     }
 
     private let state = Mutex(State())
@@ -74,10 +93,22 @@ public final class LiveBoard: Sendable {
         let changed = update.changed, forgotten = update.forgotten, deltas = update.deltas
         let sequence = update.sequence, wall = update.wallTime, seconds = update.seconds
         let applied = update.outcome == .sampled
+        let (interval, version) = (self.interval, self.version)
+        var event: [UInt8]?
         state.withLock { state in
-            for key in forgotten { state.rows[key] = nil }
+            for key in forgotten where state.rows.removeValue(forKey: key) != nil {
+                state.order = nil
+                state.moved.remove(key)
+                state.gone.append(key)
+            }
             for t in changed {
-                if state.rows[t.key] == nil { state.rows[t.key] = Row(t) } else { state.rows[t.key]!.take(t) }
+                if state.rows[t.key] == nil {
+                    state.rows[t.key] = Row(t)
+                    state.order = nil
+                } else {
+                    state.rows[t.key]!.take(t)
+                }
+                state.moved.insert(t.key)
             }
             guard applied else { return }
             var moved: [SeriesKey: (Double, Double)] = [:]
@@ -88,20 +119,26 @@ public final class LiveBoard: Sendable {
                     previous.0 + Double(d.counters.value(.rxBytes)) / covered, previous.1 + Double(d.counters.value(.txBytes)) / covered
                 )
             }
-            for key in state.rows.keys {
+            for index in state.rows.indices {
+                let key = state.rows.keys[index]
                 let rates = moved[key] ?? (0, 0)
-                state.rows[key]!.rxRate = rates.0
-                state.rows[key]!.txRate = rates.1
-                var history = state.rows[key]!.history
-                if history.count >= Self.historyLength { history.removeFirst(history.count - Self.historyLength + 1) }
-                history.append((Float(rates.0), Float(rates.1)))
-                state.rows[key]!.history = history
+                if state.rows.values[index].rate(rx: rates.0, tx: rates.1) { state.moved.insert(key) }
             }
+            let since = state.generation
             state.generation = sequence
             state.wallTime = wall
             state.seconds = seconds
+            // The event: what moved since the last one, over `since` (a
+            // page whose figures are of another sample reads them whole).
+            if events.listeners > 0 {
+                let keys = state.moved.sorted()
+                let gone = state.gone.sorted()
+                event = Self.renderFragments(&state, keys: keys, partial: (since, gone), interval: interval, version: version)
+            }
+            state.moved = []
+            state.gone = []
         }
-        if applied, events.listeners > 0 { events.publish(document(history: false)) }
+        if let event { events.publish(HTTPBody(event)) }
     }
 
     /// The generation (the pipeline update) the board is as of.
@@ -112,6 +149,18 @@ public final class LiveBoard: Sendable {
     public func document(history: Bool) -> HTTPBody {
         let (generation, cached) = state.withLock { ($0.generation, $0.rendered[history]) }
         if let cached, cached.generation == generation { return cached.body }
+        if !history {
+            // From the rows' kept fragments (those a sample moved made anew),
+            // under the lock: what a page follows each sample costs what
+            // changed, not every interface.
+            let (interval, version) = (self.interval, self.version)
+            return state.withLock { state in
+                if state.order == nil { state.order = state.rows.keys.sorted() }
+                let body = HTTPBody(Self.renderFragments(&state, keys: state.order!, partial: nil, interval: interval, version: version))
+                state.rendered[false] = (state.generation, body)
+                return body
+            }
+        }
         let snapshot = state.withLock { $0 }
         let body = HTTPBody(Array(Self.render(snapshot, history: history, interval: interval, version: version).utf8))
         state.withLock { state in
@@ -120,34 +169,78 @@ public final class LiveBoard: Sendable {
         return body
     }
 
+    /// The document without history, keys in JSONWriter's (sorted) order,
+    /// from the fragments of the rows of `keys`; with `partial`, an event
+    /// of what moved since sample `since` and the keys gone.
+    static func renderFragments(
+        _ state: inout State, keys: [SeriesKey], partial: (since: Int, gone: [SeriesKey])?, interval: Double, version: String
+    ) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256 + state.rows.count * 320)
+        func append(_ text: String) { out.append(contentsOf: text.utf8) }
+        func quoted(_ text: String) -> String {
+            var q = ""
+            JSONWriter.quote(text, into: &q)
+            return q
+        }
+        append("{\"caveats\":[" + Caveat.all.map(quoted).joined(separator: ",") + "],\"estimate\":true,")
+        if let partial {
+            append(
+                "\"forgotten\":[" + partial.gone.map { "{\"name\":\(quoted($0.name)),\"netns\":\(quoted($0.netns))}" }.joined(separator: ",") + "],")
+        }
+        append("\"generation\":\(state.generation),\"interfaces\":[")
+        var first = true
+        for key in keys {
+            guard let index = state.rows.index(forKey: key) else { continue }
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
+            if let fragment = state.rows.values[index].fragment {
+                out.append(contentsOf: fragment)
+            } else {
+                let fragment = Array(JSONWriter().string(rowObject(state.rows.values[index], history: false)).utf8)
+                state.rows.values[index].fragment = fragment
+                out.append(contentsOf: fragment)
+            }
+        }
+        append("],\"interval_seconds\":\(rate(interval)),")
+        if partial != nil { append("\"partial\":true,") }
+        append("\"schema\":" + quoted(JSONEnvelope.interfaces.schema))
+        append(",\"schema_version\":\(JSONEnvelope.interfaces.version),\"seconds\":\(rate(state.seconds ?? 0)),")
+        if let partial { append("\"since\":\(partial.since),") }
+        append("\"time\":" + (state.wallTime > 0 ? format3(state.wallTime) : "0") + ",\"version\":" + quoted(version) + "}")
+        return out
+    }
+
+    static func rowObject(_ row: Row, history: Bool) -> JSONValue {
+        var o: [String: JSONValue] = [
+            "name": .string(row.name),
+            "netns": .string(row.netns),
+            "kind": .string(row.kind.rawValue),
+            "evidence": .string(row.evidence),
+            "present": .bool(row.present),
+            "quality": .string(row.quality.name),
+            "rx_bytes": .number(String(row.rxBytes)),
+            "tx_bytes": .number(String(row.txBytes)),
+            "rx_bytes_per_second": .number(rate(row.rxRate)),
+            "tx_bytes_per_second": .number(rate(row.txRate)),
+            "events": .object([
+                "wraps": .number(String(row.events.wraps)),
+                "resets": .number(String(row.events.resets)),
+                "recreations": .number(String(row.events.recreations)),
+                "deletions": .number(String(row.events.deletions)),
+            ]),
+        ]
+        if history {
+            o["history"] = .array(row.history.map { .array([.number(rate(Double($0.0))), .number(rate(Double($0.1)))]) })
+        }
+        return .object(o)
+    }
+
     static func render(_ state: State, history: Bool, interval: Double, version: String) -> String {
         let rows = state.rows.sorted { $0.key < $1.key }
         var interfaces: [JSONValue] = []
         interfaces.reserveCapacity(rows.count)
-        for (_, row) in rows {
-            var o: [String: JSONValue] = [
-                "name": .string(row.name),
-                "netns": .string(row.netns),
-                "kind": .string(row.kind.rawValue),
-                "evidence": .string(row.evidence),
-                "present": .bool(row.present),
-                "quality": .string(row.quality.name),
-                "rx_bytes": .number(String(row.rxBytes)),
-                "tx_bytes": .number(String(row.txBytes)),
-                "rx_bytes_per_second": .number(rate(row.rxRate)),
-                "tx_bytes_per_second": .number(rate(row.txRate)),
-                "events": .object([
-                    "wraps": .number(String(row.events.wraps)),
-                    "resets": .number(String(row.events.resets)),
-                    "recreations": .number(String(row.events.recreations)),
-                    "deletions": .number(String(row.events.deletions)),
-                ]),
-            ]
-            if history {
-                o["history"] = .array(row.history.map { .array([.number(rate(Double($0.0))), .number(rate(Double($0.1)))]) })
-            }
-            interfaces.append(.object(o))
-        }
+        for (_, row) in rows { interfaces.append(rowObject(row, history: history)) }
         let body: [String: JSONValue] = [
             "generation": .number(String(state.generation)),
             "time": .number(state.wallTime > 0 ? String(format3(state.wallTime)) : "0"),

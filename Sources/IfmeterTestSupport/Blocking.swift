@@ -10,6 +10,10 @@
 // trait each test case waits on a thread of its own, at most `Lanes.width`
 // test cases at once, and the pool stays free for the tests that compute.
 import Foundation
+
+// A build with the static Swift library (`make bench`'s release build of
+// every target) has no Testing module; nothing there runs tests.
+#if canImport(Testing)
 import Testing
 
 /// Runs each test case of the suite or test it is given to on threads of
@@ -124,3 +128,9 @@ final class ThreadPerJobExecutor: TaskExecutor, @unchecked Sendable {
         thread.start()
     }
 }
+#else
+/// Without the Testing module (a static release build), nothing to check.
+public enum BlockingTrait {
+    public static func expectLane(_ what: @autoclosure () -> String) {}
+}
+#endif

@@ -26,7 +26,9 @@
 // they never open; each is recorded and returns what a dismissed one
 // does). Waits poll a condition up to a deadline; none is a fixed sleep.
 import Foundation
+#if canImport(Testing)
 import Testing
+#endif
 
 #if canImport(Glibc)
 import Glibc
@@ -234,7 +236,11 @@ public final class Browser {
     /// where and its size.
     public func screenshot(_ label: String) throws -> Screenshot {
         try FileManager.default.createDirectory(atPath: Self.artifacts, withIntermediateDirectories: true)
+        #if canImport(Testing)
         let test = Test.current.map { $0.id.nameComponents.joined(separator: ".").replacingOccurrences(of: "()", with: "") } ?? "browser"
+        #else
+        let test = "browser"
+        #endif
         let name = (test + "-" + label).map { $0.isLetter || $0.isNumber || "-_.".contains($0) ? $0 : "_" }
         let path = Self.artifacts + "/" + String(name) + ".png"
         let size: [Int] = try command(["cmd": "screenshot", "path": path], what: "the screenshot")

@@ -383,6 +383,58 @@ func scrapeBenchmark(_ namespace: String, interfaces count: Int, binary: String)
     fflush(nil)
 }
 
+/// serve's dashboards at this size (issue 33): serve's CPU per sample with
+/// 0 and then 10 pages following `/api/v1/events` (curl reading each
+/// stream, as a browser tab does), over the same window
+/// (IFMETER_BENCH_DASHBOARD_SECONDS, default 15 s, a sample a second);
+/// then a gzip scrape's latency (wrk) with none and with 100 following.
+func dashboardBenchmark(_ namespace: String, interfaces count: Int, binary: String) {
+    let seconds = getenv("IFMETER_BENCH_DASHBOARD_SECONDS").flatMap { Double(String(cString: $0)) } ?? 15
+    let port: UInt16 = 9877
+    let serve = spawnBackground(["ip", "netns", "exec", namespace, binary, "serve", "--listen", "127.0.0.1:\(port)", "--interval", "1s"])
+    defer { stopBackground(serve) }
+    waitForPort(namespace, port)
+    var pages: [pid_t] = []
+    defer { pages.forEach(stopBackground) }
+    func follow(_ n: Int) {
+        while pages.count < n {
+            pages.append(
+                spawnBackground(["ip", "netns", "exec", namespace, "curl", "-sN", "-o", "/dev/null", "http://127.0.0.1:\(port)/api/v1/events"]))
+        }
+        // Each stream's first event comes with the next sample.
+        usleep(2_500_000)
+    }
+    func cpuPerSample() -> Double {
+        let c0 = processUsage(serve).cpu, t0 = now()
+        usleep(useconds_t(seconds * 1e6))
+        return (processUsage(serve).cpu - c0) / (now() - t0)
+    }
+    usleep(2_000_000)
+    print("")
+    print("dashboards at \(count) interfaces (serve --interval 1s; pages as curl following /api/v1/events)")
+    let none = cpuPerSample()
+    follow(10)
+    let ten = cpuPerSample()
+    print("  serve CPU per sample, no page open:    \(Units.fixed(none * 1000, 2)) ms")
+    print(
+        "  serve CPU per sample, 10 pages open:    \(Units.fixed(ten * 1000, 2)) ms (\(Units.fixed(ten / none, 2))x; target: within 1.5x)")
+    stopBackgroundAll(&pages)
+    let quiet = wrk(namespace, "http://127.0.0.1:\(port)/metrics", headers: ["Accept-Encoding: gzip"], seconds: 5)
+    follow(100)
+    let busy = wrk(namespace, "http://127.0.0.1:\(port)/metrics", headers: ["Accept-Encoding: gzip"], seconds: 5)
+    print(
+        "  gzip scrape p99, no page open:          \(Units.fixed(quiet.p99 * 1000, 2)) ms (p50 \(Units.fixed(quiet.p50 * 1000, 2)))")
+    print(
+        "  gzip scrape p99, 100 pages open:        \(Units.fixed(busy.p99 * 1000, 2)) ms (p50 \(Units.fixed(busy.p50 * 1000, 2)); target: under 50 ms)"
+    )
+    fflush(nil)
+}
+
+func stopBackgroundAll(_ pids: inout [pid_t]) {
+    pids.forEach(stopBackground)
+    pids = []
+}
+
 /// Remote write beside serve's scrape at this size, both at a 1 s interval
 /// over the same window (IFMETER_BENCH_PUSH_SECONDS, default 20 s): serve
 /// scraped once per sample with gzip, as a Prometheus at 1 s does, and
@@ -898,6 +950,16 @@ if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "--profile", Co
     exit(0)
 }
 
+// `ifmeter-bench --profile dashboards SIZE`: serve's dashboards alone, at
+// SIZE interfaces.
+if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "--profile", CommandLine.arguments[2] == "dashboards",
+    let size = Int(CommandLine.arguments[3])
+{
+    let pairs = grow(to: size, from: 0)
+    dashboardBenchmark(namespace, interfaces: 1 + 2 * pairs, binary: binaryDirectory() + "/ifmeter")
+    exit(0)
+}
+
 // `ifmeter-bench --profile LOOP SIZE ROUNDS`: only that loop (serve, export,
 // live or engine), ROUNDS times at SIZE interfaces, for a profiler.
 if CommandLine.arguments.count == 5, CommandLine.arguments[1] == "--profile",
@@ -1063,6 +1125,9 @@ for target in targets {
     }
     if target == 1000, getenv("IFMETER_BENCH_NO_PUSH") == nil {
         pushBenchmark(namespace, interfaces: count, binary: binaryDirectory() + "/ifmeter")
+    }
+    if target == 1000, getenv("IFMETER_BENCH_NO_DASHBOARD") == nil {
+        dashboardBenchmark(namespace, interfaces: count, binary: binaryDirectory() + "/ifmeter")
     }
     if target == targets.last {
         // Peak RSS of a whole `ifmeter sample` run at this size.

@@ -79,6 +79,23 @@ import Testing
         }
         #expect(history.map { pair($0).0 } == [0, 2_000, 2_000] && history.map { pair($0).1 } == [0, 400, 0])
         #expect(try document(board, history: false)["eth0"]?["history"] == nil)
+        try expectFragmentsAreTheWholeRender(board)
+    }
+
+    /// The document a page follows, made from the rows' kept fragments, is
+    /// byte for byte the whole render's (JSONWriter's) without history.
+    func expectFragmentsAreTheWholeRender(_ board: LiveBoard) throws {
+        let fragments = String(decoding: board.document(history: false).bytes, as: UTF8.self)
+        guard case .object(var whole) = try JSONParser.parse(String(decoding: board.document(history: true).bytes, as: UTF8.self)),
+            case .array(let rows)? = whole["interfaces"]
+        else { throw TestFailure("no interfaces") }
+        whole["interfaces"] = .array(
+            rows.map { row in
+                guard case .object(var o) = row else { return row }
+                o["history"] = nil
+                return .object(o)
+            })
+        #expect(fragments == JSONWriter().string(.object(whole)))
     }
 
     @Test func aDeletedInterfaceKeepsItsTotalAndStopsMoving() throws {
@@ -93,6 +110,43 @@ import Testing
         #expect(tun0["rx_bytes"]?.uint64Value == 6_000, "the deletion's final counters")
         #expect(tun0["events"]?["deletions"]?.uint64Value == 1)
         #expect(tun0["rx_bytes_per_second"]?.doubleValue == 0)
+        try expectFragmentsAreTheWholeRender(board)
+    }
+
+    @Test func anEventHoldsOnlyWhatMovedSinceTheSampleBefore() throws {
+        let board = LiveBoard(interval: 1, version: "test")
+        #expect(board.events.join(), "a page follows")
+        let pipeline = Pipeline(
+            source: ScriptedSource([
+                .sample(10, [("eth0", 2, 1_000, 0), ("wg0", 3, 0, 0)]),
+                .sample(11, [("eth0", 2, 3_000, 0), ("wg0", 3, 0, 0)]),
+                .sample(12, [("eth0", 2, 3_000, 0), ("wg0", 3, 0, 0)]),
+            ]), configuration: PipelineConfiguration(interval: 1, sampleLimit: 3),
+            clock: PipelineClock(monotonic: { 0 }, wall: { 1_796_040_000 }))
+        let seen = Collector()
+        pipeline.add(sink: LiveBoardFeed(board: board))
+        pipeline.add(sink: seen)
+        var waiter = Waiter(waits: 4)
+        pipeline.run(&waiter)
+        guard case .event(_, let body) = board.events.next(after: 0, suspend: {}, resume: {}) else {
+            Issue.record("an event was published")
+            return
+        }
+        let text = String(decoding: body.bytes, as: UTF8.self)
+        let data = try #require(text.split(separator: "\n").first(where: { $0.hasPrefix("data: ") })?.dropFirst(6))
+        let event = try JSONParser.parse(String(data))
+        #expect(event["partial"] == .bool(true))
+        #expect(event["since"]?.uint64Value == UInt64(seen.sequences.dropLast().last ?? -1))
+        #expect(event["generation"]?.uint64Value == UInt64(seen.sequences.last ?? -1))
+        // The last sample moved eth0's rate (2,000 to 0); wg0 stayed idle.
+        guard case .array(let rows)? = event["interfaces"] else { throw TestFailure("no interfaces") }
+        #expect(rows.map { $0["name"]?.stringValue } == ["eth0"])
+        #expect(rows.first?["rx_bytes_per_second"]?.doubleValue == 0 && rows.first?["rx_bytes"]?.uint64Value == 3_000)
+    }
+
+    final class Collector: PipelineSink {
+        var sequences: [Int] = []
+        func receive(_ update: borrowing PipelineUpdate) { if update.outcome == .sampled { sequences.append(update.sequence) } }
     }
 
     @Test func theHistoryKeepsTheLastMinuteOnly() throws {
