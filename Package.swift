@@ -34,6 +34,9 @@ let package = Package(
         // libyaml for the configuration files (the web config, the remote
         // write config), through IfmeterConfig.
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
+        // cairo for `usage --png`, through IfmeterImage only: linked
+        // dynamically (dh_shlibdeps adds libcairo2 to the package's Depends).
+        .systemLibrary(name: "CCairo", pkgConfig: "cairo", providers: [.apt(["libcairo2-dev"])]),
         // SQLite for persistent totals.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // C for the HTTP server, only what Swift cannot express: the dlopen
@@ -76,6 +79,9 @@ let package = Package(
         // One renderer per format (text and JSON reports, Prometheus text,
         // OpenMetrics, usage tables, the SVG chart) and the JSON envelope.
         .target(name: "IfmeterOutput", dependencies: ["IfmeterCore"]),
+        // `usage --png`: the usage charts and the summary drawn with cairo
+        // (the one module that calls it), the figures in a tEXt chunk.
+        .target(name: "IfmeterImage", dependencies: ["IfmeterCore", "IfmeterOutput", "CCairo", "CZlib"]),
         // The system layer: the one place (with the Linux sampler) that
         // calls the C library: errno, clocks, signals, files, the terminal,
         // the local time zone. Its Glibc and Darwin branches live here.
@@ -116,7 +122,7 @@ let package = Package(
             name: "IfmeterCLI",
             dependencies: [
                 "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterSampling", "IfmeterPipeline", "IfmeterServe", "IfmeterRoute",
-                "IfmeterExport", "IfmeterLive", "IfmeterStore", "IfmeterRemoteWrite",
+                "IfmeterExport", "IfmeterLive", "IfmeterStore", "IfmeterRemoteWrite", "IfmeterImage",
             ]
         ),
         .executableTarget(
@@ -165,6 +171,7 @@ let package = Package(
             name: "IfmeterExportTests",
             dependencies: ["IfmeterExport", "IfmeterPipeline", "IfmeterOutput", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(name: "IfmeterOutputTests", dependencies: ["IfmeterOutput", "IfmeterCore"]),
+        .testTarget(name: "IfmeterImageTests", dependencies: ["IfmeterImage", "IfmeterOutput", "IfmeterCore", "CZlib"]),
         .testTarget(
             name: "IfmeterPipelineTests",
             dependencies: [

@@ -33,7 +33,7 @@ struct DebianPackageTests {
         // loads with dlopen(): libmicrohttpd12 for serve, libcrypt1.
         let depends = try field("Depends").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         let names = depends.map { String($0.prefix { $0 != " " && $0 != "(" }) }
-        for wanted in ["libc6", "libnl-3-200", "libsqlite3-0", "zlib1g", "libmicrohttpd12", "libcrypt1"] {
+        for wanted in ["libc6", "libnl-3-200", "libsqlite3-0", "zlib1g", "libmicrohttpd12", "libcrypt1", "libcairo2"] {
             #expect(names.contains(wanted), "Depends: \(depends)")
         }
         #expect(!names.contains { $0.hasPrefix("libstdc++") || $0.hasPrefix("libswift") }, "Depends: \(depends)")

@@ -16,7 +16,7 @@ import Testing
         ["IfmeterCore"],
         ["IfmeterOutput"],
         ["IfmeterSystem"],
-        ["IfmeterSampling", "IfmeterConfig"],
+        ["IfmeterSampling", "IfmeterConfig", "IfmeterImage"],
         ["IfmeterStore", "Ifmeter"],
         ["IfmeterPipeline"],
         ["IfmeterServe", "IfmeterRoute", "IfmeterLive"],
@@ -41,6 +41,11 @@ import Testing
             "CIfmeterLinux": "netlink's and ethtool's macros and inline structures, setns, the getifaddrs stats",
         ],
         "IfmeterConfig": ["CYAML": "the configuration files are read by libyaml"],
+        "IfmeterImage": [
+            "CCairo": "usage --png draws with cairo, in this module only",
+            "CZlib": "the CRC-32 of the tEXt chunk that carries a PNG's figures",
+        ],
+        "IfmeterImageTests": ["CZlib": "inflating a PNG's IDAT and checking every chunk's CRC with zlib, apart from the writer's code"],
         "IfmeterStore": ["CSQLite": "state and usage live in SQLite"],
         "IfmeterServe": [
             "CIfmeterHTTP": "the dlopen tables of libmicrohttpd, its GnuTLS and libcrypt, their variadic calls, zlib's init macros",

@@ -1,0 +1,146 @@
+import CCairo
+
+/// A cairo call that failed, with cairo's own words for its status.
+public struct CairoError: Error, Sendable, CustomStringConvertible {
+    public var call: String
+    public var status: String
+    public var description: String { "\(call) failed: \(status)" }
+}
+
+/// The one layer that calls cairo: an RGB surface of a size, a context on
+/// it, drawing calls, and the PNG cairo writes, into memory. Every cairo
+/// object is destroyed by a `defer` beside its creation; a failed call
+/// throws with its name and cairo's status text.
+enum Cairo {
+    static func check(_ status: cairo_status_t, _ call: String) throws(CairoError) {
+        guard status != CAIRO_STATUS_SUCCESS else { return }
+        throw CairoError(call: call, status: String(cString: cairo_status_to_string(status)))
+    }
+
+    /// The bytes cairo hands `cairo_surface_write_to_png_stream`.
+    final class Sink {
+        var bytes: [UInt8] = []
+    }
+
+    /// A `width` × `height` picture drawn by `draw`, as PNG bytes.
+    static func png(width: Int, height: Int, draw: (Painter) -> Void) throws(CairoError) -> [UInt8] {
+        guard let surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, Int32(width), Int32(height)) else {
+            throw CairoError(call: "cairo_image_surface_create", status: "no surface")
+        }
+        defer { cairo_surface_destroy(surface) }
+        try check(cairo_surface_status(surface), "cairo_image_surface_create")
+        guard let context = cairo_create(surface) else { throw CairoError(call: "cairo_create", status: "no context") }
+        defer { cairo_destroy(context) }
+        try check(cairo_status(context), "cairo_create")
+        draw(Painter(cr: context))
+        // cairo's errors are sticky: the first failed drawing call is the
+        // context's status from then on.
+        try check(cairo_status(context), "drawing (cairo_status)")
+        cairo_surface_flush(surface)
+        let sink = Sink()
+        let status = withExtendedLifetime(sink) {
+            cairo_surface_write_to_png_stream(
+                surface,
+                { closure, data, length in
+                    guard let closure, let data else { return CAIRO_STATUS_WRITE_ERROR }
+                    Unmanaged<Sink>.fromOpaque(closure).takeUnretainedValue().bytes.append(
+                        contentsOf: UnsafeBufferPointer(start: data, count: Int(length)))
+                    return CAIRO_STATUS_SUCCESS
+                }, Unmanaged.passUnretained(sink).toOpaque())
+        }
+        try check(status, "cairo_surface_write_to_png_stream")
+        return sink.bytes
+    }
+}
+
+/// Drawing calls on one context, in the charts' terms: colours as
+/// `0xRRGGBB`, text in DejaVu Sans, anchored like SVG's `text-anchor`.
+struct Painter {
+    enum Anchor { case start, middle, end }
+
+    let cr: OpaquePointer
+
+    func color(_ rgb: UInt32, alpha: Double = 1) {
+        cairo_set_source_rgba(
+            cr, Double((rgb >> 16) & 0xFF) / 255, Double((rgb >> 8) & 0xFF) / 255, Double(rgb & 0xFF) / 255, alpha)
+    }
+
+    func fill(_ x: Double, _ y: Double, _ w: Double, _ h: Double, _ rgb: UInt32) {
+        guard w > 0, h > 0 else { return }
+        color(rgb)
+        cairo_rectangle(cr, x, y, w, h)
+        cairo_fill(cr)
+    }
+
+    func frame(_ x: Double, _ y: Double, _ w: Double, _ h: Double, _ rgb: UInt32) {
+        color(rgb)
+        cairo_set_line_width(cr, 1)
+        cairo_rectangle(cr, x + 0.5, y + 0.5, w - 1, h - 1)
+        cairo_stroke(cr)
+    }
+
+    func line(_ x1: Double, _ y1: Double, _ x2: Double, _ y2: Double, _ rgb: UInt32, width: Double = 1, dash: [Double] = []) {
+        color(rgb)
+        cairo_set_line_width(cr, width)
+        dash.withUnsafeBufferPointer { cairo_set_dash(cr, $0.baseAddress, Int32($0.count), 0) }
+        cairo_move_to(cr, x1, y1)
+        cairo_line_to(cr, x2, y2)
+        cairo_stroke(cr)
+        cairo_set_dash(cr, nil, 0, 0)
+    }
+
+    /// Diagonal hatching over a rectangle: a lower bound's mark.
+    func hatch(_ x: Double, _ y: Double, _ w: Double, _ h: Double) {
+        guard w > 0, h > 0 else { return }
+        cairo_save(cr)
+        cairo_rectangle(cr, x, y, w, h)
+        cairo_clip(cr)
+        color(0x222222, alpha: 0.6)
+        cairo_set_line_width(cr, 1.5)
+        var d = -h
+        while d < w {
+            cairo_move_to(cr, x + d, y + h)
+            cairo_line_to(cr, x + d + h, y)
+            d += 5
+        }
+        cairo_stroke(cr)
+        cairo_restore(cr)
+    }
+
+    func textWidth(_ text: String, size: Double, bold: Bool = false) -> Double {
+        font(size, bold)
+        var extents = cairo_text_extents_t()
+        cairo_text_extents(cr, text, &extents)
+        return extents.x_advance
+    }
+
+    func text(_ text: String, _ x: Double, _ y: Double, size: Double = 11, bold: Bool = false, _ rgb: UInt32 = 0x000000, anchor: Anchor = .start) {
+        let width = anchor == .start ? 0 : textWidth(text, size: size, bold: bold)
+        font(size, bold)
+        color(rgb)
+        cairo_move_to(cr, x - (anchor == .middle ? width / 2 : anchor == .end ? width : 0), y)
+        cairo_show_text(cr, text)
+    }
+
+    /// Text wrapped at spaces to lines no wider than `width`, 1.3 sizes apart.
+    func paragraph(_ text: String, _ x: Double, _ y: Double, width: Double, size: Double, _ rgb: UInt32) {
+        var lines: [String] = []
+        var current = ""
+        for word in text.split(separator: " ") {
+            let candidate = current.isEmpty ? String(word) : current + " " + word
+            if !current.isEmpty, textWidth(candidate, size: size) > width {
+                lines.append(current)
+                current = String(word)
+            } else {
+                current = candidate
+            }
+        }
+        if !current.isEmpty { lines.append(current) }
+        for (n, line) in lines.enumerated() { self.text(line, x, y + Double(n) * size * 1.3, size: size, rgb) }
+    }
+
+    private func font(_ size: Double, _ bold: Bool) {
+        cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL)
+        cairo_set_font_size(cr, size)
+    }
+}
