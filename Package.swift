@@ -148,7 +148,7 @@ let package = Package(
             dependencies: [
                 "IfmeterOutput", "IfmeterSystem", "IfmeterCLI", "IfmeterCore", "IfmeterServe", "IfmeterPipeline", "IfmeterLive", "IfmeterTestSupport",
                 "IfmeterStore",
-                "IfmeterRemoteWrite",
+                "IfmeterRemoteWrite", "IfmeterImage",
             ]),
         .testTarget(
             name: "IfmeterLiveTests",
