@@ -179,7 +179,7 @@ public enum UsagePNG {
     public static func summary(_ s: UsageSummary) throws(CairoError) -> [UInt8] {
         let panels = max(1, s.interfaces.count)
         let height = summaryTop + panels * summaryPanel + summaryFoot
-        let asOf = s.savedAt != nil ? "as of the last save, \(s.zone.rfc3339(s.asOf))" : "never saved; drawn \(s.zone.rfc3339(s.now))"
+        let asOf = s.asOfWords
         let png = try Cairo.png(width: summaryWidth, height: height) { p in
             p.fill(0, 0, Double(summaryWidth), Double(height), 0xFFFFFF)
             p.text("Traffic summary (estimates), \(asOf)", 8, 18, size: 10, bold: true)

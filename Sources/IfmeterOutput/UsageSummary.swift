@@ -75,6 +75,15 @@ public struct UsageSummary: Sendable {
         return Int64(savedAt.rounded(.down))
     }
 
+    /// The title's words for `asOf`.
+    public var asOfWords: String {
+        guard savedAt != nil else { return "never saved; drawn \(zone.rfc3339(now))" }
+        guard asOf != now || savedAt.map({ $0 < Double(now) + SaveStatus.futureTolerance }) == true else {
+            return "drawn \(zone.rfc3339(now)) (the last save's time is ahead of this clock)"
+        }
+        return "as of the last save, \(zone.rfc3339(asOf))"
+    }
+
     public init(
         slices: [UsageSlice], plans: [Plan], names: [String] = [], kinds: [String: InterfaceKind] = [:], zone: LocalZone, now: Int64,
         savedAt: Double? = nil

@@ -34,9 +34,7 @@ public struct UsageSummaryChart: Sendable {
         let panels = max(1, summary.interfaces.count)
         let height = Self.top + panels * Self.panelHeight + 36
         let w = Self.width
-        let asOf =
-            summary.savedAt != nil
-            ? "as of the last save, \(zone.rfc3339(summary.asOf))" : "never saved; drawn \(zone.rfc3339(summary.now))"
+        let asOf = summary.asOfWords
         var s = """
             <?xml version="1.0" encoding="UTF-8"?>
             <svg xmlns="http://www.w3.org/2000/svg" width="\(w)" height="\(height)" viewBox="0 0 \(w) \(height)" font-family="DejaVu Sans, Verdana, sans-serif" font-size="12">

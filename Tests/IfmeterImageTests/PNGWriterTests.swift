@@ -163,6 +163,15 @@ import Testing
         #expect(eth["peak_hour_bits_per_second"]?.doubleValue == (2_300_000 * 8 / 3600.0).rounded())
     }
 
+    @Test func aSaveAheadOfTheClockOrNoneIsSaidSo() {
+        let ahead = UsageSummary(slices: Self.slices, plans: [], zone: .utc, now: Self.noon, savedAt: Double(Self.noon + 3600))
+        #expect(ahead.asOf == Self.noon && ahead.asOfWords.contains("ahead of this clock"), "\(ahead.asOfWords)")
+        let never = UsageSummary(slices: Self.slices, plans: [], zone: .utc, now: Self.noon)
+        #expect(never.asOf == Self.noon && never.asOfWords.hasPrefix("never saved"))
+        let saved = UsageSummary(slices: Self.slices, plans: [], zone: .utc, now: Self.noon, savedAt: Double(Self.noon - 90) + 0.5)
+        #expect(saved.asOfWords == "as of the last save, " + LocalZone.utc.rfc3339(Self.noon - 90))
+    }
+
     @Test func emptyTablesStillDrawAPicture() throws {
         let table = UsageTable(slices: [], plans: [], granularity: .day, zone: .utc, now: Self.noon)
         let (d, figures) = try Self.check(try UsagePNG.chart(table), width: 720)
