@@ -121,9 +121,11 @@ public enum UsagePNG {
     /// labels under them (as many as fit) and `limit`'s dashed line.
     static func bars(
         _ p: Painter, _ bars: [Bar], left: Double, right: Double, top: Double, bottom: Double, limit: UInt64?, limitText: String,
-        labelEvery given: Int? = nil, labelSize: Double = 9
+        limitInScale: Bool = true, labelEvery given: Int? = nil, labelSize: Double = 9
     ) {
-        let peak = max(bars.map(\.height).max() ?? 0, limit ?? 0, 1)
+        // A quota is in the scale (as the SVG chart draws it); a limit not
+        // in it, above the bars, is said at the top instead of flattening them.
+        let peak = max(bars.map(\.height).max() ?? 0, limitInScale ? limit ?? 0 : 0, 1)
         let axis = UsageChart.axis(peak.saturatingAdd(peak / 20))
         func yOf(_ v: UInt64) -> Double { bottom - Double(v) / axis.top * (bottom - top) }
         for t in 0...axis.ticks {
@@ -150,7 +152,9 @@ public enum UsagePNG {
                 p.text(b.label, x + width / 2, bottom + 12, size: labelSize, anchor: .middle)
             }
         }
-        if let limit {
+        if let limit, Double(limit) > axis.top {
+            p.text("\(limitText) \(Units.bytes(limit)), above the scale", left + 4, top + 8, size: 9, red)
+        } else if let limit {
             let ly = yOf(limit)
             p.line(left, ly, right, ly, red, width: 2, dash: [5, 3])
             p.text("\(limitText) \(Units.bytes(limit))", left + 4, ly - 3, size: 9, red)
@@ -265,6 +269,6 @@ public enum UsagePNG {
         }
         UsagePNG.bars(
             p, bars, left: 58, right: w - 10, top: y + 120, bottom: y + Double(summaryPanel) - 14, limit: i.hourLimit?.bytes, limitText: "hour limit",
-            labelEvery: 3, labelSize: 8)
+            limitInScale: false, labelEvery: 3, labelSize: 8)
     }
 }

@@ -155,12 +155,22 @@ public struct UsageSummaryChart: Sendable {
             s += "\n"
         }
         if let limit {
-            // An hour limit past the axis's top is drawn at the top, labelled.
-            let ly = UsageChart.f(yOf(limit.bytes))
-            s +=
-                "<g class=\"limit\" data-period=\"hour\" data-limit=\"\(limit.bytes)\" data-limit-direction=\"\(limit.direction.rawValue)\"><line x1=\"\(left)\" y1=\"\(ly)\" x2=\"\(right)\" y2=\"\(ly)\" stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"5 3\"/>"
-            s +=
-                "<text x=\"\(left + 4)\" y=\"\(ly)\" dy=\"-3\" font-size=\"10\" fill=\"#d62728\">hour limit \(UsageChart.xml(Units.bytes(limit.bytes))) \(limit.direction.rawValue)</text></g>\n"
+            // A limit within the scale is a line at its height; one above
+            // it (the bars would be flat under it) is said at the top.
+            var g =
+                "<g class=\"limit\" data-period=\"hour\" data-limit=\"\(limit.bytes)\" data-limit-direction=\"\(limit.direction.rawValue)\""
+            let words = "hour limit \(Units.bytes(limit.bytes)) \(limit.direction.rawValue)"
+            if Double(limit.bytes) <= axis.top {
+                let ly = UsageChart.f(yOf(limit.bytes))
+                g +=
+                    "><line x1=\"\(left)\" y1=\"\(ly)\" x2=\"\(right)\" y2=\"\(ly)\" stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"5 3\"/>"
+                g += "<text x=\"\(left + 4)\" y=\"\(ly)\" dy=\"-3\" font-size=\"10\" fill=\"#d62728\">\(UsageChart.xml(words))</text></g>\n"
+            } else {
+                g += " data-above-scale=\"true\">"
+                g +=
+                    "<text x=\"\(right - 200)\" y=\"\(y + 8)\" text-anchor=\"end\" font-size=\"10\" fill=\"#d62728\">\(UsageChart.xml(words)), above the scale</text></g>\n"
+            }
+            s += g
         }
         return s
     }

@@ -130,6 +130,7 @@ struct VnstatTablesTests {
         #expect(figures["cycle"]?["percent"] == nil, "no quota, no month limit: no share of one")
         let limits = attributes(text, "class=\"limit\"")
         #expect(limits.count == 1 && limits.first?["period"] == "hour" && limits.first?["limit"] == "536870912", "\(limits)")
+        #expect(limits.first?["above-scale"] == "true", "512 MiB is said above the bars, not drawn flattening them")
         #expect(hours.compactMap { Double($0["percent"] ?? "") }.count == 24, "every hour's share of the hour limit")
         // As of the last save (moved back 10 s above), not of the drawing.
         let saved = try run(["sqlite3", state, "SELECT value FROM meta WHERE key = 'saved'"]).out.trimmingCharacters(in: .whitespacesAndNewlines)

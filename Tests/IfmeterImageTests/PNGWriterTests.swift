@@ -1,6 +1,6 @@
 import CZlib
 import IfmeterCore
-import IfmeterImage
+@testable import IfmeterImage
 import IfmeterOutput
 import Testing
 
@@ -160,6 +160,15 @@ import Testing
         #expect(byKey["all"]?["rx_bytes"]?.uint64Value == 7_700_000 && byKey["all"]?["limit"] == nil)
         #expect(hours.count == 24 && hours.compactMap { $0["rx_bytes"]?.uint64Value }.reduce(0, +) == 2_700_000)
         #expect(eth["hour_limit_bytes"]?.uint64Value == 1_000_000)
+        // The SVG of the same summary: the hour limit is within the scale,
+        // so a line; today's share of the day limit is over 100%.
+        let svg = UsageSummaryChart(summary: summary).svg()
+        let limit = try #require(svg.split(separator: "<g class=\"limit\"", maxSplits: 1).dropFirst().first)
+        #expect(limit.hasPrefix(" data-period=\"hour\" data-limit=\"1000000\"") && limit.contains("<line"), "\(limit.prefix(300))")
+        #expect(!limit.contains("above-scale"))
+        #expect(svg.contains("data-limit=\"2000000\" data-limit-kind=\"day\" data-limit-direction=\"both\" data-percent=\"154.5\""))
+        #expect(svg.contains("data-limit=\"10000000\" data-limit-kind=\"quota\" data-limit-direction=\"both\" data-percent=\"30.9\""))
+        #expect(svg.contains("data-as-of=\"\(LocalZone.utc.rfc3339(Self.noon - 600))\""))
         #expect(eth["peak_hour_bits_per_second"]?.doubleValue == (2_300_000 * 8 / 3600.0).rounded())
     }
 
@@ -170,6 +179,16 @@ import Testing
         #expect(never.asOf == Self.noon && never.asOfWords.hasPrefix("never saved"))
         let saved = UsageSummary(slices: Self.slices, plans: [], zone: .utc, now: Self.noon, savedAt: Double(Self.noon - 90) + 0.5)
         #expect(saved.asOfWords == "as of the last save, " + LocalZone.utc.rfc3339(Self.noon - 90))
+    }
+
+    @Test func aFailedCairoCallIsNamedWithCairosWords() {
+        do {
+            _ = try Cairo.png(width: 1 << 20, height: 10) { _ in }
+            Issue.record("a surface a million pixels wide was made")
+        } catch {
+            #expect(error.call == "cairo_image_surface_create" && error.status.contains("invalid value"), "\(error)")
+            #expect(error.description.hasPrefix("cairo_image_surface_create failed: "))
+        }
     }
 
     @Test func emptyTablesStillDrawAPicture() throws {
