@@ -107,10 +107,32 @@ struct Painter {
         cairo_restore(cr)
     }
 
+    /// Text cairo takes: its UTF-8 check refuses Unicode's noncharacters
+    /// (U+FDD0 to U+FDEF, U+FFFE and U+FFFF of every plane), which a
+    /// Swift string may hold (an interface's name), and the whole picture
+    /// fails; they are written `\u{fffe}`, as the SVG writes them. A NUL,
+    /// which would end the C string, is written `\x00`.
+    static func drawable(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: { refused($0) }) else { return text }
+        var out = ""
+        for scalar in text.unicodeScalars {
+            if refused(scalar) {
+                out += scalar.value == 0 ? "\\x00" : "\\u{" + String(scalar.value, radix: 16) + "}"
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    static func refused(_ s: Unicode.Scalar) -> Bool {
+        s.value == 0 || (0xFDD0...0xFDEF).contains(s.value) || s.value & 0xFFFE == 0xFFFE
+    }
+
     func textWidth(_ text: String, size: Double, bold: Bool = false) -> Double {
         font(size, bold)
         var extents = cairo_text_extents_t()
-        cairo_text_extents(cr, text, &extents)
+        cairo_text_extents(cr, Self.drawable(text), &extents)
         return extents.x_advance
     }
 
@@ -119,7 +141,7 @@ struct Painter {
         font(size, bold)
         color(rgb)
         cairo_move_to(cr, x - (anchor == .middle ? width / 2 : anchor == .end ? width : 0), y)
-        cairo_show_text(cr, text)
+        cairo_show_text(cr, Self.drawable(text))
     }
 
     /// Text wrapped at spaces to lines no wider than `width`, 1.3 sizes apart.
