@@ -34,15 +34,20 @@ let package = Package(
         // libyaml for the configuration files (the web config, the remote
         // write config), through IfmeterConfig.
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
-        // cairo for `usage --png`, through IfmeterImage only: linked
-        // dynamically (dh_shlibdeps adds libcairo2 to the package's Depends).
-        .systemLibrary(name: "CCairo", pkgConfig: "cairo", providers: [.apt(["libcairo2-dev"])]),
+        // cairo for `usage --png`: its header only (in /usr/include/cairo,
+        // no pkg-config -lcairo). ifmeter loads libcairo.so.2 on the first
+        // picture (dlopen, in CIfmeterImage): linked, it and the 17 libraries
+        // under it would load with every command, serve included (2 MiB RSS).
+        .systemLibrary(name: "CCairo", providers: [.apt(["libcairo2-dev"])]),
         // SQLite for persistent totals.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // C for the HTTP server, only what Swift cannot express: the dlopen
         // tables of libmicrohttpd, its GnuTLS and libcrypt, their variadic
         // calls, zlib's init macros. The policy is Swift's, in IfmeterServe.
         .target(name: "CIfmeterHTTP", dependencies: ["CMicroHTTPD", "CZlib"]),
+        // C for `usage --png`: cairo's dlopen table, loaded on the first
+        // picture. The drawing is Swift's, in IfmeterImage's Cairo.swift.
+        .target(name: "CIfmeterImage", dependencies: ["CCairo"], cSettings: [.define("_GNU_SOURCE")]),
         // libcurl and libsnappy for remote write: headers only (apt
         // providers, no pkg-config -l flags). ifmeter loads both with dlopen
         // when remote write starts, as serve loads libmicrohttpd.
@@ -81,7 +86,7 @@ let package = Package(
         .target(name: "IfmeterOutput", dependencies: ["IfmeterCore"]),
         // `usage --png`: the usage charts and the summary drawn with cairo
         // (the one module that calls it), the figures in a tEXt chunk.
-        .target(name: "IfmeterImage", dependencies: ["IfmeterCore", "IfmeterOutput", "CCairo", "CZlib"]),
+        .target(name: "IfmeterImage", dependencies: ["IfmeterCore", "IfmeterOutput", "CIfmeterImage", "CCairo", "CZlib"]),
         // The system layer: the one place (with the Linux sampler) that
         // calls the C library: errno, clocks, signals, files, the terminal,
         // the local time zone. Its Glibc and Darwin branches live here.

@@ -395,6 +395,10 @@ struct UsageCommand: Command {
             do {
                 image = try picture.map { s throws(CairoError) in try UsagePNG.summary(s) } ?? UsagePNG.chart(table)
             } catch {
+                // cairo is loaded on the first picture; without it nothing is drawn.
+                if let reason = (error as? CairoError)?.unloaded {
+                    throw .runtime("cannot draw the PNG: libcairo.so.2 could not be loaded (\(reason)). Hint: apt-get install libcairo2")
+                }
                 throw .runtime("cannot draw the image \(TerminalText.escaped(png)): \(error)")
             }
             do {

@@ -159,6 +159,19 @@ struct VnstatTablesTests {
             let drawnHour = shownHours.first { $0["start"] == h["start"] }
             #expect(drawnHour?["tx_bytes"] == h["tx_bytes"] && drawnHour?["rx_bytes"] == h["rx_bytes"], "hour \(h)")
         }
+        // Without libcairo.so.2 (hidden under /dev/null in a mount namespace
+        // of its own), --png is one clear error and writes nothing: cairo is
+        // loaded on the first picture, not linked, so usage itself ran.
+        let hide = #"mount --bind /dev/null "$(ldconfig -p | sed -n 's/.*libcairo\.so\.2 (.*) => //p' | head -n 1)" && exec "$0" "$@""#
+        let none = dir + "/none.png"
+        let hidden = try run(
+            ["unshare", "--mount", "sh", "-c", hide, try ifmeterBinary(), "usage", "--state", state, "--png", none, "--summary"],
+            allowFailure: true)
+        #expect(hidden.status == 1, "\(hidden.out)\(hidden.err)")
+        #expect(hidden.err.hasPrefix("Error: cannot draw the PNG: libcairo.so.2 could not be loaded ("), "\(hidden.err)")
+        #expect(hidden.err.hasSuffix("). Hint: apt-get install libcairo2\n"), "\(hidden.err)")
+        #expect(!FileManager.default.fileExists(atPath: none))
+
         // Each period chart: its bars are the rows `--format json` prints
         // for the same options.
         for view in [["--hourly"], ["--fiveminutes"], [], ["--cycle"], ["--monthly"]] {
