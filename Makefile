@@ -4,6 +4,7 @@
 
 SWIFT ?= $(shell command -v swift 2>/dev/null || echo /opt/swift/usr/bin/swift)
 BUILD_PACKAGES := pkg-config libnl-3-dev libmicrohttpd-dev libcrypt-dev zlib1g-dev libsqlite3-dev iproute2 libcurl4-openssl-dev libsnappy-dev libyaml-dev \
+	libcairo2-dev \
 	libstdc++-12-dev
 # promtool and a real Prometheus server, node_exporter to compare with,
 # the reference OpenMetrics parser (prometheus_client, for /usr/bin/python3);

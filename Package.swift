@@ -34,12 +34,20 @@ let package = Package(
         // libyaml for the configuration files (the web config, the remote
         // write config), through IfmeterConfig.
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
+        // cairo for `usage --png`: its header only (in /usr/include/cairo,
+        // no pkg-config -lcairo). ifmeter loads libcairo.so.2 on the first
+        // picture (dlopen, in CIfmeterImage): linked, it and the 17 libraries
+        // under it would load with every command, serve included (2 MiB RSS).
+        .systemLibrary(name: "CCairo", providers: [.apt(["libcairo2-dev"])]),
         // SQLite for persistent totals.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // C for the HTTP server, only what Swift cannot express: the dlopen
         // tables of libmicrohttpd, its GnuTLS and libcrypt, their variadic
         // calls, zlib's init macros. The policy is Swift's, in IfmeterServe.
         .target(name: "CIfmeterHTTP", dependencies: ["CMicroHTTPD", "CZlib"]),
+        // C for `usage --png`: cairo's dlopen table, loaded on the first
+        // picture. The drawing is Swift's, in IfmeterImage's Cairo.swift.
+        .target(name: "CIfmeterImage", dependencies: ["CCairo"], cSettings: [.define("_GNU_SOURCE")]),
         // libcurl and libsnappy for remote write: headers only (apt
         // providers, no pkg-config -l flags). ifmeter loads both with dlopen
         // when remote write starts, as serve loads libmicrohttpd.
@@ -76,6 +84,9 @@ let package = Package(
         // One renderer per format (text and JSON reports, Prometheus text,
         // OpenMetrics, usage tables, the SVG chart) and the JSON envelope.
         .target(name: "IfmeterOutput", dependencies: ["IfmeterCore"]),
+        // `usage --png`: the usage charts and the summary drawn with cairo
+        // (the one module that calls it), the figures in a tEXt chunk.
+        .target(name: "IfmeterImage", dependencies: ["IfmeterCore", "IfmeterOutput", "CIfmeterImage", "CCairo", "CZlib"]),
         // The system layer: the one place (with the Linux sampler) that
         // calls the C library: errno, clocks, signals, files, the terminal,
         // the local time zone. Its Glibc and Darwin branches live here.
@@ -116,7 +127,7 @@ let package = Package(
             name: "IfmeterCLI",
             dependencies: [
                 "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterSampling", "IfmeterPipeline", "IfmeterServe", "IfmeterRoute",
-                "IfmeterExport", "IfmeterLive", "IfmeterStore", "IfmeterRemoteWrite",
+                "IfmeterExport", "IfmeterLive", "IfmeterStore", "IfmeterRemoteWrite", "IfmeterImage",
             ]
         ),
         .executableTarget(
@@ -142,7 +153,7 @@ let package = Package(
             dependencies: [
                 "IfmeterOutput", "IfmeterSystem", "IfmeterCLI", "IfmeterCore", "IfmeterServe", "IfmeterPipeline", "IfmeterLive", "IfmeterTestSupport",
                 "IfmeterStore",
-                "IfmeterRemoteWrite",
+                "IfmeterRemoteWrite", "IfmeterImage",
             ]),
         .testTarget(
             name: "IfmeterLiveTests",
@@ -166,6 +177,7 @@ let package = Package(
             name: "IfmeterExportTests",
             dependencies: ["IfmeterExport", "IfmeterPipeline", "IfmeterOutput", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(name: "IfmeterOutputTests", dependencies: ["IfmeterOutput", "IfmeterCore"]),
+        .testTarget(name: "IfmeterImageTests", dependencies: ["IfmeterImage", "IfmeterOutput", "IfmeterCore", "CZlib"]),
         .testTarget(
             name: "IfmeterPipelineTests",
             dependencies: [

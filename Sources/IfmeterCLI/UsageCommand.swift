@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterImage
 import IfmeterOutput
 import IfmeterPipeline
 import IfmeterSampling
@@ -15,13 +16,16 @@ struct UsageCommand: Command {
         static let top = Option("--top", value: "n", help: "The N days with the most traffic (rx + tx).")
         static let fiveminutes = Flag("--fiveminutes", help: "One row per five minutes (kept 48 hours).")
         static let oneline = Flag("--oneline", help: "One line per interface for scripts and status bars (fields above).")
-        static let summary = Flag("--summary", help: "With --svg: today, this cycle, all time and the last 24 hours in one picture.")
+        static let summary = Flag(
+            "--summary", help: "With --svg or --png: today, this cycle, all time and the last 24 hours in one picture.")
         static let check = Flag(
             "--check", help: "Check every plan's quota in its current cycle; exit 0 under, 3 over, 4 unknown, 5 projected over.")
         static let begin = Option("--begin", value: "date", help: "Only usage from this local date or time on: 2026-11-01 or 2026-11-01T08:00.")
         static let end = Option("--end", value: "date", help: "Only usage before this local time, or up to the end of this local date.")
         static let limit = Option("--limit", value: "n", help: "At most N rows per interface, the latest (with --top, the biggest).")
         static let svg = Option("--svg", value: "file", help: "Also draw the periods as an SVG bar chart in this file.")
+        static let png = Option(
+            "--png", value: "file", help: "Also draw the periods as a PNG image (vnstati's) in this file, its figures in a tEXt chunk.")
         static let format = Option(
             "--format", value: "format", help: "text, json or csv.", default: "text", choices: ["text", "json", "csv"])
         /// Refused: usage's figures are byte totals, not rates.
@@ -64,8 +68,12 @@ struct UsageCommand: Command {
             each group ends with its QUALITY: exact, wrap-corrected, or
             lower-bound (the true figure is at least the one given). A ';', a
             '\\' or a control character in a name is written \\xHH.
-            --summary with --svg draws one picture (vnstati -s): per interface
-            today, this cycle, all time and the last 24 hours by hour.
+            --summary with --svg or --png draws one picture (vnstati -s): per
+            interface today, this cycle and all time with their average rates
+            and the share of a quota or limit used, and the last 24 hours by
+            hour, as of the state file's last save. --png draws what --svg
+            draws, as a PNG image; the figures it shows are in its tEXt chunk
+            'ifmeter:figures' (JSON, usage --format json's names).
             Without --state: $IFMETER_STATE, else /var/lib/ifmeter/state.db for
             root, else $XDG_STATE_HOME/ifmeter/state.db or
             ~/.local/state/ifmeter/state.db.
@@ -86,6 +94,7 @@ struct UsageCommand: Command {
             Options.end.spec,
             Options.limit.spec,
             Options.svg.spec,
+            Options.png.spec,
             Options.format.spec,
             Options.bits.spec,
             CommandLinePath.allowForeignFiles.spec,
@@ -97,6 +106,7 @@ struct UsageCommand: Command {
     let format: String
     let check: Bool
     let svg: String?
+    let png: String?
     let oneline: Bool
     let summary: Bool
     let filter: InterfaceFilter
@@ -156,19 +166,23 @@ struct UsageCommand: Command {
         if check, chosen.contains(where: { $0.option.spec.long != Options.cycle.spec.long }) {
             throw p.usage("'--check' looks at the current cycle; it cannot be used with '\(chosen[0].option.spec.long)'")
         }
-        if check, p.has(Options.format) || p.has(Options.svg) {
-            throw p.usage("'--check' prints its verdict as text; leave out '--format' and '--svg'")
+        if check, p.has(Options.format) || p.has(Options.svg) || p.has(Options.png) {
+            throw p.usage("'--check' prints its verdict as text; leave out '--format', '--svg' and '--png'")
         }
-        if let svg = p[Options.svg], svg.isEmpty || svg.hasSuffix("/") {
-            throw p.usage("invalid value '\(svg)' for '\(Options.svg.spec.long) <file>': expected a file name")
+        for option in [Options.svg, Options.png] {
+            if let file = p[option], file.isEmpty || file.hasSuffix("/") {
+                throw p.usage("invalid value '\(TerminalText.escaped(file))' for '\(option.spec.long) <file>': expected a file name")
+            }
         }
         svg = p[Options.svg]
+        png = p[Options.png]
+        if let svg, svg == png { throw p.usage("'--svg' and '--png' name the same file '\(TerminalText.escaped(svg))'") }
         oneline = p[Options.oneline]
         summary = p[Options.summary]
-        if oneline, p.has(Options.format) || p.has(Options.svg) {
-            throw p.usage("'--oneline' is its own format; leave out '--format' and '--svg'")
+        if oneline, p.has(Options.format) || p.has(Options.svg) || p.has(Options.png) {
+            throw p.usage("'--oneline' is its own format; leave out '--format', '--svg' and '--png'")
         }
-        if summary, svg == nil { throw p.usage("'--summary' draws a picture: it needs '--svg FILE'") }
+        if summary, svg == nil, png == nil { throw p.usage("'--summary' draws a picture: it needs '--svg FILE' or '--png FILE'") }
         if summary, let other = chosen.first {
             throw p.usage("'--summary' shows its own periods; it cannot be used with '\(other.option.spec.long)'")
         }
@@ -304,10 +318,13 @@ struct UsageCommand: Command {
     }
 
     func run() throws(CLIError) {
-        if granularity == .hour, svg == nil { return try streamHours() }
-        // The chart's file is checked before anything is read.
+        if granularity == .hour, svg == nil, png == nil { return try streamHours() }
+        // The charts' files are checked before anything is read.
         let svg = try self.svg.map { given throws(CLIError) in
             try CommandLinePath.output(given, option: Options.svg.spec.long, command: Self.spec.name, writing: .replaced)
+        }
+        let png = try self.png.map { given throws(CLIError) in
+            try CommandLinePath.output(given, option: Options.png.spec.long, command: Self.spec.name, writing: .replaced)
         }
         var snapshot: UsageSnapshot
         do {
@@ -343,7 +360,7 @@ struct UsageCommand: Command {
         let plans = snapshot.plans
         let wall = Self.clock()
         let now = Int64(wall.rounded(.down))
-        if !check, !oneline, svg == nil {
+        if !check, !oneline, svg == nil, png == nil {
             return try writeTables(&snapshot, names: names, note: note, wall: wall)
         }
         let hourSlices = snapshot.slices
@@ -372,15 +389,35 @@ struct UsageCommand: Command {
             if result.exitCode != 0 { throw .status(result.exitCode) }
             return
         }
+        // The summary's figures stand at the file's last save.
+        let picture =
+            summary
+            ? UsageSummary(
+                slices: hourSlices, plans: plans, names: names, kinds: snapshot.kinds, zone: .system, now: now, savedAt: snapshot.saves.savedAt)
+            : nil
         if let svg {
-            let chart =
-                summary
-                ? UsageSummaryChart(slices: hourSlices, plans: plans, names: names, kinds: snapshot.kinds, zone: .system, now: now).svg()
-                : UsageChart(table: table).svg()
+            let chart = picture.map { UsageSummaryChart(summary: $0).svg() } ?? UsageChart(table: table).svg()
             do {
                 try AtomicFile.write(Array(chart.utf8), to: svg)
             } catch {
                 throw .runtime("cannot write the chart \(TerminalText.escaped(svg)): \(error)")
+            }
+        }
+        if let png {
+            let image: [UInt8]
+            do {
+                image = try picture.map { s throws(CairoError) in try UsagePNG.summary(s) } ?? UsagePNG.chart(table)
+            } catch {
+                // cairo is loaded on the first picture; without it nothing is drawn.
+                if let reason = (error as? CairoError)?.unloaded {
+                    throw .runtime("cannot draw the PNG: libcairo.so.2 could not be loaded (\(reason)). Hint: apt-get install libcairo2")
+                }
+                throw .runtime("cannot draw the image \(TerminalText.escaped(png)): \(error)")
+            }
+            do {
+                try AtomicFile.write(image, to: png)
+            } catch {
+                throw .runtime("cannot write the image \(TerminalText.escaped(png)): \(error)")
             }
         }
         switch format {

@@ -58,7 +58,7 @@ public struct UsageChart: Sendable {
         return s
     }
 
-    static func title(_ kind: UsagePeriodKind) -> String {
+    public static func title(_ kind: UsagePeriodKind) -> String {
         switch kind {
         case .fiveMinutes: "five minutes"
         case .hour: "hour"
@@ -151,7 +151,7 @@ public struct UsageChart: Sendable {
     }
 
     /// A label short enough for the axis: an hour's label without its offset.
-    static func short(_ label: String) -> String {
+    public static func short(_ label: String) -> String {
         if label.count > 16, let plus = label.lastIndex(where: { $0 == "+" || $0 == "-" }), label.distance(from: plus, to: label.endIndex) == 6 {
             return String(label[..<plus])
         }

@@ -36,6 +36,13 @@ struct DebianPackageTests {
         for wanted in ["libc6", "libnl-3-200", "libsqlite3-0", "zlib1g", "libmicrohttpd12", "libcrypt1"] {
             #expect(names.contains(wanted), "Depends: \(depends)")
         }
+        // cairo is loaded with dlopen() by usage --png only: recommended,
+        // as remote write's libcurl4 and libsnappy1v5 are.
+        #expect(!names.contains("libcairo2"), "Depends: \(depends)")
+        let recommends = try field("Recommends").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        for wanted in ["libcairo2", "libcurl4", "libsnappy1v5"] {
+            #expect(recommends.contains { $0.hasPrefix(wanted) }, "Recommends: \(recommends)")
+        }
         #expect(!names.contains { $0.hasPrefix("libstdc++") || $0.hasPrefix("libswift") }, "Depends: \(depends)")
         // The Swift runtime and libstdc++ are inside the binary.
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-deb-\(UUID().uuidString)")

@@ -1,5 +1,6 @@
 import Foundation
 import IfmeterCore
+import IfmeterImage
 import IfmeterTestSupport
 import Testing
 
@@ -219,6 +220,10 @@ struct HostileNameTests {
         ] {
             _ = try command(["usage", "--state", state, "--svg", folder["\(name).svg"]] + arguments)
             try take("usage --svg \(name)", .svg, try String(contentsOfFile: folder["\(name).svg"], encoding: .utf8), mark: text)
+            // The PNG's figures: JSON in a Latin-1 tEXt chunk, every name whole.
+            _ = try command(["usage", "--state", state, "--png", folder["\(name).png"]] + arguments)
+            let png = Array(try Data(contentsOf: URL(fileURLWithPath: folder["\(name).png"])))
+            try take("usage --png \(name) (its figures)", .json, try #require(try PNGChunks.text(UsagePNG.figuresKey, in: png)), mark: json)
         }
 
         // serve, with the state file's plans: Prometheus text and OpenMetrics.

@@ -108,6 +108,7 @@ struct OutputPathTests {
         let state = stateFolder["state.db"]
         #expect(try ifmeter(["plan", "set", "eth0", "--state", state, "--cycle-start", "1"]).status == 0)
         try expectRefused(["usage", "--state", state, "--svg", dir["d"] + "/u.svg"], status: 1, mentioning: "on the way")
+        try expectRefused(["usage", "--state", state, "--png", dir["d"] + "/u.png"], status: 1, mentioning: "on the way")
         #expect(!FileManager.default.fileExists(atPath: rootOnly["r.json"]))
         // Root's own link on the way is followed.
         try run(["ln", "-s", rootOnly.path, dir["mine"]])

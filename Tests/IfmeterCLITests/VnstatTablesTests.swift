@@ -1,5 +1,6 @@
 import Foundation
 import IfmeterCore
+import IfmeterImage
 import IfmeterTestSupport
 import Testing
 
@@ -93,7 +94,7 @@ struct VnstatTablesTests {
         #expect(list.out.contains("LIMITS") && list.out.contains("day "), "\(list.out)")
         var check = try ifmeter(["usage", "--state", state, "--check"])
         #expect(check.status == 3 && check.out.contains("OVER vA day limit"), "\(check)")
-        _ = try ifmeter(["plan", "set", "vA", "--state", state, "--limit", "day=1GiB", "--direction", "tx"])
+        _ = try ifmeter(["plan", "set", "vA", "--state", state, "--limit", "day=1GiB", "--limit", "hour=512MiB", "--direction", "tx"])
         // The save made stale by moving its time back 10 s (50 save
         // intervals), not by hoping enough time passed since the stop.
         try run(["sqlite3", state, "UPDATE meta SET value = CAST(value AS REAL) - 10 WHERE key IN ('saved', 'stopped')"])
@@ -122,6 +123,72 @@ struct VnstatTablesTests {
         }
         #expect(hours.compactMap { UInt64($0["tx"] ?? "") }.reduce(0, +) == sent)
         #expect(try run(["xmllint", "--noout", svg], allowFailure: true).status == 0)
+        // The plan's day and hour limits: the share used, and their lines.
+        #expect(figures["today"]?["limit"] == "1073741824" && figures["today"]?["limit-kind"] == "day", "\(figures)")
+        let percent = Double(sent) / 1_073_741_824 * 100
+        #expect(figures["today"]?["percent"] == String(format: "%.1f", percent), "\(figures)")
+        #expect(figures["cycle"]?["percent"] == nil, "no quota, no month limit: no share of one")
+        let limits = attributes(text, "class=\"limit\"")
+        #expect(limits.count == 1 && limits.first?["period"] == "hour" && limits.first?["limit"] == "536870912", "\(limits)")
+        #expect(limits.first?["above-scale"] == "true", "512 MiB is said above the bars, not drawn flattening them")
+        #expect(hours.compactMap { Double($0["percent"] ?? "") }.count == 24, "every hour's share of the hour limit")
+        // As of the last save (moved back 10 s above), not of the drawing.
+        let saved = try run(["sqlite3", state, "SELECT value FROM meta WHERE key = 'saved'"]).out.trimmingCharacters(in: .whitespacesAndNewlines)
+        let savedAt = Int64(try #require(Double(saved)).rounded(.down))
+        #expect(text.contains("data-as-of=\"\(LocalZone.system.rfc3339(savedAt))\""), "as of \(saved)")
+        let height = try #require(text.firstMatch(of: /height="(\d+)"/).flatMap { Int($0.1) })
+        #expect(height <= 58 + 260, "one interface's summary is compact: \(height) px")
+
+        // The same pictures as PNG: the figures they carry are the JSON's.
+        let png = dir + "/summary.png"
+        let both = try ifmeter(["usage", "--state", state, "--png", png, "--svg", dir + "/again.svg", "--summary", "--include", "vA"])
+        #expect(both.status == 0, "\(both.err)")
+        let summaryFigures = try JSONParser.parse(
+            try #require(try PNGChunks.text(UsagePNG.figuresKey, in: Array(try Data(contentsOf: URL(fileURLWithPath: png))))))
+        #expect(try run(["file", png]).out.contains("PNG image data, 500 x 262"), "vnstati's size for one interface")
+        guard case .array(let pictured)? = summaryFigures["interfaces"], let vA = pictured.first, case .array(let shown)? = vA["figures"],
+            case .array(let shownHours)? = vA["hours"]
+        else { throw TestFailure("no figures in \(png)") }
+        let byPeriod = Dictionary(uniqueKeysWithValues: shown.map { ($0["period"]?.stringValue ?? "?", $0) })
+        #expect(byPeriod["today"]?["tx_bytes"] == today?["tx_bytes"] && byPeriod["today"]?["rx_bytes"] == today?["rx_bytes"])
+        #expect(byPeriod["today"]?["start"] == today?["start"] && byPeriod["today"]?["quality"] == today?["quality"])
+        #expect(byPeriod["cycle"]?["tx_bytes"] == cycle?["tx_bytes"] && byPeriod["all"]?["tx_bytes"]?.uint64Value == sent)
+        #expect(byPeriod["today"]?["percent_used"]?.doubleValue == (percent * 10).rounded() / 10)
+        #expect(summaryFigures["as_of"]?.stringValue == LocalZone.system.rfc3339(savedAt))
+        for h in hourly {
+            let drawnHour = shownHours.first { $0["start"] == h["start"] }
+            #expect(drawnHour?["tx_bytes"] == h["tx_bytes"] && drawnHour?["rx_bytes"] == h["rx_bytes"], "hour \(h)")
+        }
+        // Without libcairo.so.2 (hidden under /dev/null in a mount namespace
+        // of its own), --png is one clear error and writes nothing: cairo is
+        // loaded on the first picture, not linked, so usage itself ran.
+        let hide = #"mount --bind /dev/null "$(ldconfig -p | sed -n 's/.*libcairo\.so\.2 (.*) => //p' | head -n 1)" && exec "$0" "$@""#
+        let none = dir + "/none.png"
+        let hidden = try run(
+            ["unshare", "--mount", "sh", "-c", hide, try ifmeterBinary(), "usage", "--state", state, "--png", none, "--summary"],
+            allowFailure: true)
+        #expect(hidden.status == 1, "\(hidden.out)\(hidden.err)")
+        #expect(hidden.err.hasPrefix("Error: cannot draw the PNG: libcairo.so.2 could not be loaded ("), "\(hidden.err)")
+        #expect(hidden.err.hasSuffix("). Hint: apt-get install libcairo2\n"), "\(hidden.err)")
+        #expect(!FileManager.default.fileExists(atPath: none))
+
+        // Each period chart: its bars are the rows `--format json` prints
+        // for the same options.
+        for view in [["--hourly"], ["--fiveminutes"], [], ["--cycle"], ["--monthly"]] {
+            let chart = dir + "/chart.png"
+            let drawnChart = try ifmeter(["usage", "--state", state, "--png", chart, "--format", "json", "--include", "vA"] + view)
+            #expect(drawnChart.status == 0, "\(view): \(drawnChart.err)")
+            let rows = try periods(drawnChart.out, "vA")
+            let carried = try JSONParser.parse(
+                try #require(try PNGChunks.text(UsagePNG.figuresKey, in: Array(try Data(contentsOf: URL(fileURLWithPath: chart))))))
+            guard case .array(let list)? = carried["interfaces"], case .array(let bars)? = list.first?["periods"] else {
+                throw TestFailure("no bars for \(view)")
+            }
+            #expect(!bars.isEmpty && bars.count == rows.count, "\(view)")
+            for (row, bar) in zip(rows, bars) {
+                for key in ["period", "start", "rx_bytes", "tx_bytes", "quality"] { #expect(bar[key] == row[key], "\(view) \(key)") }
+            }
+        }
         let shot = try run(
             [
                 "chromium", "--headless", "--disable-gpu", "--no-sandbox", "--user-data-dir=\(dir)/chromium", "--screenshot=/tmp/ifmtab-summary.png",
