@@ -193,6 +193,7 @@ struct ServeCommand: Command {
         pipeline.add(sink: LiveBoardFeed(board: board))
         let statePath = setup.state?.path
         let usage = statePath.map { path in { @Sendable (query: UsageQuery) in UsageAPI.response(state: path, query: query) } }
+        let usageImage = statePath.map { path in { @Sendable (query: UsageQuery) in UsageAPI.image(state: path, query: query) } }
         pipeline.sayStateSaves(prefix: "ifmeter serve: ")
         let log = RateLimitedLog(prefix: "ifmeter serve: ", every: 10)
         let pushSet = RemoteWriteSet()
@@ -232,7 +233,7 @@ struct ServeCommand: Command {
                     address: address, limits: limits, tls: webConfig?.tls,
                     authenticator: authenticator,
                     logger: { line in log.write(line) },
-                    handler: ServeRoutes(cache: cache, version: IfmeterCLI.version, board: board, usage: usage).respond(to:))
+                    handler: ServeRoutes(cache: cache, version: IfmeterCLI.version, board: board, usage: usage, usageImage: usageImage).respond(to:))
             } catch {
                 // A failed start leaves no state file of its own behind.
                 pipeline.persistence?.abandon()

@@ -118,6 +118,9 @@ struct UsageCommand: Command {
     /// and then no warning goes to stderr (the JSON's `state` says them).
     var output: ((String) throws(CLIError) -> Void)?
 
+    /// serve's `/usage.png`: the image goes here instead of `--png`'s file.
+    var imageOutput: (([UInt8]) -> Void)?
+
     func emit(_ text: String) throws(CLIError) {
         if let output { try output(text) } else { try Output.put(text) }
     }
@@ -323,9 +326,12 @@ struct UsageCommand: Command {
         let svg = try self.svg.map { given throws(CLIError) in
             try CommandLinePath.output(given, option: Options.svg.spec.long, command: Self.spec.name, writing: .replaced)
         }
-        let png = try self.png.map { given throws(CLIError) in
-            try CommandLinePath.output(given, option: Options.png.spec.long, command: Self.spec.name, writing: .replaced)
-        }
+        let png =
+            imageOutput != nil
+            ? self.png
+            : try self.png.map { given throws(CLIError) in
+                try CommandLinePath.output(given, option: Options.png.spec.long, command: Self.spec.name, writing: .replaced)
+            }
         var snapshot: UsageSnapshot
         do {
             // --check judges the current cycles (31 days at most) and
@@ -413,6 +419,10 @@ struct UsageCommand: Command {
                     throw .runtime("cannot draw the PNG: libcairo.so.2 could not be loaded (\(reason)). Hint: apt-get install libcairo2")
                 }
                 throw .runtime("cannot draw the image \(TerminalText.escaped(png)): \(error)")
+            }
+            if let imageOutput {
+                imageOutput(image)
+                return
             }
             do {
                 try AtomicFile.write(image, to: png)

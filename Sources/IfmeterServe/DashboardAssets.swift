@@ -79,6 +79,7 @@ enum DashboardAssets {
         .gone { color: var(--muted); }
         .mark { color: var(--warn); font-weight: bold; }
         .evidence { color: var(--muted); font-size: 0.8rem; display: block; }
+        img { max-width: 100%; height: auto; }
         svg.spark { width: 120px; height: 26px; display: block; }
         .graph svg { width: 100%; height: 160px; display: block; }
         .graph line.axis { stroke: var(--line); }
@@ -285,6 +286,12 @@ enum DashboardAssets {
                 }
               }
               const sections = [];
+              if (!/[*?\[\],\\]/.test(key)) {
+                const picture = el("section", { class: "usage picture" });
+                picture.append(el("h3", {}, "Summary"));
+                picture.append(el("img", { src: "/usage.png?granularity=summary&interface=" + encodeURIComponent(key), alt: "usage summary of " + key + " (the figures below)" }));
+                sections.push(picture);
+              }
               for (const [granularity, title, count] of granularities) {
                 const doc = await getJSON("/api/v1/usage?granularity=" + granularity + "&interface=" + encodeURIComponent(key));
                 const found = doc.interfaces.find((i) => keyOf(i) === key);

@@ -44,12 +44,18 @@ public struct ServeRoutes: Sendable {
     let board: LiveBoard?
     /// `usage --format json` for a query (the CLI's); nil without a state file.
     let usage: (@Sendable (UsageQuery) -> HTTPResponse)?
+    /// `usage --png` for a query (granularity `summary`: `--summary`).
+    let usageImage: (@Sendable (UsageQuery) -> HTTPResponse)?
 
-    public init(cache: ScrapeCache, version: String, board: LiveBoard? = nil, usage: (@Sendable (UsageQuery) -> HTTPResponse)? = nil) {
+    public init(
+        cache: ScrapeCache, version: String, board: LiveBoard? = nil, usage: (@Sendable (UsageQuery) -> HTTPResponse)? = nil,
+        usageImage: (@Sendable (UsageQuery) -> HTTPResponse)? = nil
+    ) {
         self.cache = cache
         self.version = version
         self.board = board
         self.usage = usage
+        self.usageImage = usageImage
     }
 
     /// Headers of every dashboard response: the page's policy, and no
@@ -64,16 +70,16 @@ public struct ServeRoutes: Sendable {
     }
 
     /// The query of `/api/v1/usage`, or what is wrong with it.
-    public static func usageQuery(_ query: [String: String]) -> Result<UsageQuery, HTTPError> {
+    public static func usageQuery(_ query: [String: String], image: Bool = false) -> Result<UsageQuery, HTTPError> {
         let known: Set = ["granularity", "begin", "end", "interface", "limit"]
         if let unknown = query.keys.sorted().first(where: { !known.contains($0) }) {
             return .failure(HTTPError("unknown parameter '\(ServeRoutes.shown(unknown))'; use granularity, begin, end, interface or limit"))
         }
         let granularity = query["granularity"] ?? "day"
-        guard UsageQuery.granularities.contains(granularity) else {
+        let granularities = UsageQuery.granularities + (image ? ["summary"] : [])
+        guard granularities.contains(granularity) else {
             return .failure(
-                HTTPError(
-                    "invalid granularity '\(ServeRoutes.shown(granularity))'; use \(UsageQuery.granularities.joined(separator: ", "))"))
+                HTTPError("invalid granularity '\(ServeRoutes.shown(granularity))'; use \(granularities.joined(separator: ", "))"))
         }
         var limit: Int?
         if let text = query["limit"] {
@@ -142,6 +148,15 @@ public struct ServeRoutes: Sendable {
             case .success(let query): return usage(query)
             case .failure(let error): return HTTPResponse(status: 400, text: "400 Bad Request: \(error.message).\n")
             }
+        case "/usage.png":
+            guard let usageImage else {
+                return HTTPResponse(
+                    status: 404, text: "404 Not Found: this serve keeps no state file, so it draws no usage; start it with --state FILE.\n")
+            }
+            switch Self.usageQuery(request.query, image: true) {
+            case .success(let query): return usageImage(query)
+            case .failure(let error): return HTTPResponse(status: 400, text: "400 Bad Request: \(error.message).\n")
+            }
         default:
             return Self.notServed(request.path)
         }
@@ -154,7 +169,7 @@ public struct ServeRoutes: Sendable {
     }
 
     static func notServed(_ path: String) -> HTTPResponse {
-        HTTPResponse(status: 404, text: "404 Not Found: ifmeter serves /, /metrics and /api/v1/{interfaces,events,usage}.\n")
+        HTTPResponse(status: 404, text: "404 Not Found: ifmeter serves /, /metrics, /usage.png and /api/v1/{interfaces,events,usage}.\n")
     }
 
     /// Whether Accept-Encoding allows gzip (and does not refuse it, q=0).

@@ -156,7 +156,9 @@ struct DashboardBrowserTests {
         _ = try browser.evaluate("(location.hash = '#i=lo', true)", as: Bool.self)
         try browser.waitUntil("document.querySelector('#facts dd') !== null && !document.getElementById('detail').hidden")
         // The usage tables, read through /api/v1/usage from serve's state file.
-        try browser.waitUntil("document.querySelectorAll('#tables section.usage').length === 4")
+        try browser.waitUntil("document.querySelectorAll('#tables section.usage[data-granularity]').length === 4")
+        // The summary picture, from /usage.png, drawn and loaded.
+        try browser.waitUntil("(() => { const i = document.querySelector('#tables img'); return i !== null && i.complete && i.naturalWidth > 0; })()")
         #expect(try !browser.widths().overflows)
         _ = try browser.screenshot("phone-interface")
         try browser.setViewport(width: 1280, height: 800)

@@ -1,5 +1,6 @@
 import Foundation
 import IfmeterCore
+import IfmeterImage
 import IfmeterTestSupport
 import Testing
 
@@ -84,6 +85,21 @@ struct ServeAPITests {
         }
         let interfacesCheck = try checkJSONSchema(interfaceFiles, schema: "ifmeter-interfaces.v1.schema.json")
         #expect(interfacesCheck.ok, "\(interfacesCheck.output)")
+
+        // /usage.png: usage --png's picture, its figures those of usage --png.
+        for (query, arguments) in [("granularity=day&interface=vA", ["--daily", "--include", "vA"]), ("granularity=summary", ["--summary"])] {
+            let picture = try RawHTTP.request("/usage.png?" + query, port: port, in: pair.a.name)
+            #expect(picture.status == 200 && picture.headers["content-type"] == "image/png", "\(query): \(picture.status)")
+            #expect(Array(picture.body.prefix(8)) == [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
+            let file = dir + "/cli-\(files.count).png"
+            files.append(file)
+            _ = try run(["env", "IFMETER_USAGE_NOW=\(now)", try ifmeterBinary(), "usage", "--state", state, "--png", file] + arguments)
+            let served = try PNGChunks.text(UsagePNG.figuresKey, in: picture.body)
+            let drawn = try PNGChunks.text(UsagePNG.figuresKey, in: Array(try Data(contentsOf: URL(fileURLWithPath: file))))
+            #expect(served != nil && served == drawn, "\(query): the served picture's figures are usage --png's")
+        }
+        let refused = try RawHTTP.request("/usage.png?interface=v*", port: port, in: pair.a.name)
+        #expect(refused.status == 400)
 
         for (query, line) in [
             ("granularity=weekly", "400 Bad Request: invalid granularity 'weekly'; use fiveminutes, hour, day, month, year, cycle.\n"),
