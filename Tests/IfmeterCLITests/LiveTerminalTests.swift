@@ -62,8 +62,18 @@ struct LiveTerminalTests {
         try tmux.keys("Enter")
         screen = try tmux.waitFor("events:")
         #expect(screen.contains("link-kind:veth") && screen.contains("rx  now"))
-        try tmux.keys("j")
-        _ = try tmux.waitFor("arphrd:loopback(772)")
+        // To lo, up or down: the rows sort by rate, so where lo is depends on
+        // whether the burst's rate is still shown. Once vA's rates read 0
+        // the order no longer moves; then the key is chosen from it.
+        let settled = try waitFor("vA's rates to fall to nothing") { () throws -> [String]? in
+            let rows = try tmux.screen().split(separator: "\n").map(String.init)
+            let quiet = rows.contains { $0.range(of: #"vA\s+virtual\s+0 B/s\s+0 B/s"#, options: .regularExpression) != nil }
+            return quiet ? rows : nil
+        }
+        let loRow = settled.firstIndex { $0.range(of: #"^.\s?lo\s"#, options: .regularExpression) != nil } ?? 0
+        let vARow = settled.firstIndex { $0.range(of: #"^.\s?vA\s"#, options: .regularExpression) != nil } ?? 0
+        try tmux.keys(loRow > vARow ? "j" : "k")
+        _ = try tmux.waitFor("arphrd:loopback(772)", timeout: 30)
         try tmux.keys("s")
         _ = try tmux.waitFor("by total")
         // b: bytes, bits, packets, and back.
