@@ -189,7 +189,8 @@ struct ServeCommand: Command {
         pipeline.add(sink: ScrapeFeed(cache: cache) { Output.error(announce) })
         // The dashboard's figures: the same totals, their rates, pushed to
         // open pages each sample.
-        let board = LiveBoard(interval: interval, version: IfmeterCLI.version)
+        // (It sleeps, holding nothing, until a page or a script asks.)
+        let board = LiveBoard(interval: interval, version: IfmeterCLI.version, cache: cache)
         pipeline.add(sink: LiveBoardFeed(board: board))
         let statePath = setup.state?.path
         let usage = statePath.map { path in { @Sendable (query: UsageQuery) in UsageAPI.response(state: path, query: query) } }

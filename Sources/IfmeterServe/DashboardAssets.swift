@@ -228,7 +228,7 @@ enum DashboardAssets {
               state.order = ordered;
             }
             document.body.dataset.generation = doc.generation;
-            status("Updated " + new Date(Number(doc.time) * 1000).toLocaleTimeString() + " · every " + doc.interval_seconds + " s");
+            status(Number(doc.time) > 0 ? "Updated " + new Date(Number(doc.time) * 1000).toLocaleTimeString() + " · every " + doc.interval_seconds + " s" : "Rates from the next sample on");
             if (state.selected) showFacts(state.selected);
           }
 

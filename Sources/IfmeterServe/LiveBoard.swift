@@ -56,6 +56,19 @@ public final class LiveBoard: Sendable {
             return moved
         }
 
+        /// A row as the scrape shows it, when the board wakes (no rate yet).
+        init(_ e: ExpositionRow) {
+            name = e.name
+            netns = e.netns
+            kind = e.kind
+            evidence = e.evidence
+            present = e.present
+            quality = e.quality
+            events = e.events
+            rxBytes = e.counters.value(.rxBytes)
+            txBytes = e.counters.value(.txBytes)
+        }
+
         mutating func take(_ t: InterfaceTotals) {
             let rates = (rxRate, txRate, history)
             self = Row(t)
@@ -75,17 +88,41 @@ public final class LiveBoard: Sendable {
         /// Rows made anew and rows gone since the last sample's event.
         var moved = Set<SeriesKey>()
         var gone: [SeriesKey] = []
+        /// Kept up to date only once somebody asked (a page, the API):
+        /// until then serve holds no second copy of its interfaces.
+        var active: Bool
     }
 
-    private let state = Mutex(State())
+    private let state: Mutex<State>
+    /// Where a sleeping board takes every interface's totals from when it wakes.
+    private let cache: ScrapeCache?
     private let interval: Double
     private let version: String
     /// The dashboards' event streams: each sample's document, as one event.
     public let events = EventChannel()
 
-    public init(interval: Double, version: String) {
+    /// With `cache`, the board sleeps until first asked: then it takes
+    /// every interface's totals from the scrape's, and rates from the next
+    /// sample on. Without, it follows every update from the first.
+    public init(interval: Double, version: String, cache: ScrapeCache? = nil) {
         self.interval = interval
         self.version = version
+        self.cache = cache
+        state = Mutex(State(active: cache == nil))
+    }
+
+    /// Wakes the board (a page or a script asked): from now on it keeps
+    /// every interface's rates and the last minute of them.
+    public func wake() {
+        guard let cache, !state.withLock({ $0.active }) else { return }
+        let (rows, generation) = cache.exposedRows()
+        state.withLock { state in
+            guard !state.active else { return }
+            state.active = true
+            for row in rows { state.rows[row.key] = Row(row) }
+            state.generation = generation
+            state.order = nil
+        }
     }
 
     /// Takes an update: totals of what changed, rates from its deltas.
@@ -96,6 +133,7 @@ public final class LiveBoard: Sendable {
         let (interval, version) = (self.interval, self.version)
         var event: [UInt8]?
         state.withLock { state in
+            guard state.active else { return }
             for key in forgotten where state.rows.removeValue(forKey: key) != nil {
                 state.order = nil
                 state.moved.remove(key)
@@ -147,6 +185,7 @@ public final class LiveBoard: Sendable {
     /// `/api/v1/interfaces` (`schemas/ifmeter-interfaces.v1.schema.json`):
     /// one compact line of JSON, rendered once per sample.
     public func document(history: Bool) -> HTTPBody {
+        wake()
         let (generation, cached) = state.withLock { ($0.generation, $0.rendered[history]) }
         if let cached, cached.generation == generation { return cached.body }
         if !history {

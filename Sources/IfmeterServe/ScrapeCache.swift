@@ -68,6 +68,12 @@ public final class ScrapeCache: SeriesSource {
         }
     }
 
+    /// Every interface's row as the scrape shows it, and its generation
+    /// (the dashboard's board wakes from these).
+    public func exposedRows() -> (rows: [ExpositionRow], generation: Int) {
+        snapshot.withLock { ($0.view.rows, $0.generation) }
+    }
+
     /// Sets what `serve --probe` shows; called before the update that it
     /// belongs to is applied, so a render of that generation has it.
     /// The route families (nil: none, after a reload removed every probe).

@@ -138,6 +138,7 @@ public struct ServeRoutes: Sendable {
             return Self.json(board.document(history: request.query["history"].map { $0 == "1" || $0 == "true" } ?? false))
         case "/api/v1/events":
             guard let board else { return Self.notServed(request.path) }
+            board.wake()
             return HTTPResponse(events: board.events, headers: [("X-Accel-Buffering", "no")])
         case "/api/v1/usage":
             guard let usage else {

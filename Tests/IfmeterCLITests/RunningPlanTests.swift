@@ -131,7 +131,9 @@ struct RunningPlanTests {
         let rename = try ifmeter(["state", "rename", "vA", "uplink", "--state", state])
         #expect(
             rename.status == 0 && rename.out == "Merged the history of 'vA' into 'uplink' (applied by the ifmeter writing the file).\n", "\(rename)")
-        #expect(process.log.contains("applied 'ifmeter state rename vA uplink'"), "\(process.log)")
+        // serve says so on its log once it has applied it; the command's
+        // answer can come first, so the line is waited for.
+        _ = try waitFor("serve's line about the rename") { process.log.contains("applied 'ifmeter state rename vA uplink'") ? true : nil }
         // vA is still there: its totals start again; what it sends now is
         // its own.
         let restarted = value(try scrape(pair.a, port), "ifmeter_transmit_bytes_total", ["interface=\"vA\""]) ?? 0

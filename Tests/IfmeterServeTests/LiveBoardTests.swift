@@ -149,6 +149,46 @@ import Testing
         func receive(_ update: borrowing PipelineUpdate) { if update.outcome == .sampled { sequences.append(update.sequence) } }
     }
 
+    @Test func aBoardWithACacheSleepsUntilAskedThenStartsFromTheScrapesTotals() throws {
+        let cache = ScrapeCache(families: .ifmeter, version: "test", interval: 1)
+        let board = LiveBoard(interval: 1, version: "test", cache: cache)
+        let source = ScriptedSource([
+            .sample(10, [("eth0", 2, 1_000, 0)]),
+            .sample(11, [("eth0", 2, 5_000, 0)]),
+            .sample(12, [("eth0", 2, 8_000, 0)]),
+        ])
+        let pipeline = Pipeline(
+            source: source, configuration: PipelineConfiguration(interval: 1, sampleLimit: 3),
+            clock: PipelineClock(monotonic: { 0 }, wall: { 1_796_040_000 }))
+        pipeline.add(sink: ScrapeFeed(cache: cache) {})
+        pipeline.add(sink: LiveBoardFeed(board: board))
+        final class WakeAfterSecond: PipelineSink {
+            let board: LiveBoard
+            var seen = 0
+            var asleep: Int?
+            init(_ board: LiveBoard) { self.board = board }
+            func receive(_ update: borrowing PipelineUpdate) {
+                seen += 1
+                // Asleep, the board followed nothing; asked, it takes the scrape's totals.
+                if seen == 2 {
+                    asleep = board.generation
+                    board.wake()
+                }
+            }
+        }
+        let waker = WakeAfterSecond(board)
+        pipeline.add(sink: waker)
+        var waiter = Waiter(waits: 4)
+        pipeline.run(&waiter)
+        #expect(waker.asleep == 0, "a sleeping board keeps nothing")
+        let eth0 = try #require(try document(board)["eth0"])
+        #expect(eth0["rx_bytes"]?.uint64Value == 8_000 && eth0["rx_bytes"]?.uint64Value == exposed(cache, "eth0", "receive"))
+        // Rates from the first sample after it woke: 3,000 bytes in 1 s.
+        #expect(eth0["rx_bytes_per_second"]?.doubleValue == 3_000)
+        guard case .array(let history)? = eth0["history"] else { throw TestFailure("no history") }
+        #expect(history.map { pair($0).0 } == [3_000])
+    }
+
     @Test func theHistoryKeepsTheLastMinuteOnly() throws {
         let steps = (0...(LiveBoard.historyLength + 5)).map { n in
             ScriptedSource.Step.sample(Double(n), [("eth0", 2, UInt64(n) * 1_000, 0)])
