@@ -42,6 +42,8 @@ public struct JSONEnvelope: Sendable, Hashable {
     /// serve's `/api/v1/interfaces` and each event of its dashboard's
     /// stream (`schemas/ifmeter-interfaces.v1.schema.json`).
     public static let interfaces = JSONEnvelope(schema: "ifmeter.interfaces", version: 1)
+    /// serve's `/api/v1/routes`: the route verdict of `serve --probe` now.
+    public static let routes = JSONEnvelope(schema: "ifmeter.routes", version: 1)
 
     /// The document: `body` with the envelope's keys stamped on it.
     public func document(_ body: [String: JSONValue], caveats: [String] = Caveat.all) -> JSONValue {

@@ -40,6 +40,7 @@ enum DashboardAssets {
         <h2 id="detail-title"></h2>
         <dl id="facts"></dl>
         <div id="graph" class="graph" role="img" aria-label="Rates over the last minutes"></div>
+        <div id="route"></div>
         <div id="cycle"></div>
         <div id="tables"></div>
         </section>
@@ -255,6 +256,27 @@ enum DashboardAssets {
             return response.json();
           }
 
+          // serve --probe: which probes leave by this interface, through a
+          // tunnel or outside them, and a tunnel's outside estimate.
+          async function showRoute(key) {
+            const box = document.getElementById("route");
+            box.replaceChildren();
+            let doc;
+            try { doc = await getJSON("/api/v1/routes"); } catch (error) { box.append(el("p", {}, "No route verdict: " + error.message)); return; }
+            const probes = doc.probes.filter((p) => p.interface === key);
+            const outside = doc.outside.filter((t) => t.tunnel === key || t.underlay === key);
+            if (!probes.length && !outside.length) return;
+            box.append(el("h3", {}, "Route"));
+            const list = el("ul");
+            for (const p of probes) {
+              list.append(el("li", { class: p.leaves_outside ? "mark" : "" }, "Traffic to " + p.probe + " leaves by " + key + (p.gateway ? " via " + p.gateway : "") + (p.via_tunnel ? ", through the tunnel" : ", outside the tunnels")));
+            }
+            for (const t of outside) {
+              list.append(el("li", {}, "Outside " + t.tunnel + " over " + t.underlay + " since serve started: " + (t.uncertain ? "≈ " : "") + bytes(t.rx_bytes) + " received, " + bytes(t.tx_bytes) + " sent (an estimate)"));
+            }
+            box.append(list);
+          }
+
           const granularities = [["fiveminutes", "Five minutes", 24], ["hour", "Hours", 24], ["day", "Days", 31], ["month", "Months", 12]];
           async function showUsage(key) {
             const tables = document.getElementById("tables");
@@ -350,6 +372,7 @@ enum DashboardAssets {
               document.getElementById("detail-title").textContent = key;
               document.title = key + " · ifmeter";
               showFacts(key);
+              showRoute(key);
               showUsage(key);
               document.getElementById("detail-title").setAttribute("tabindex", "-1");
               document.getElementById("detail-title").focus();

@@ -68,6 +68,9 @@ public final class ScrapeCache: SeriesSource {
         }
     }
 
+    /// What `serve --probe` shows now (nil: no probe).
+    public func currentRoutes() -> RouteExposition? { snapshot.withLock { $0.routes } }
+
     /// Every interface's row as the scrape shows it, and its generation
     /// (the dashboard's board wakes from these).
     public func exposedRows() -> (rows: [ExpositionRow], generation: Int) {

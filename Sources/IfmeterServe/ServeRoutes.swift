@@ -136,6 +136,8 @@ public struct ServeRoutes: Sendable {
                 return HTTPResponse(status: 400, text: "400 Bad Request: unknown parameter '\(ServeRoutes.shown(unknown))'; use history=1.\n")
             }
             return Self.json(board.document(history: request.query["history"].map { $0 == "1" || $0 == "true" } ?? false))
+        case "/api/v1/routes":
+            return Self.json(HTTPBody(Array(Self.routesDocument(cache.currentRoutes()).utf8)))
         case "/api/v1/events":
             guard let board else { return Self.notServed(request.path) }
             board.wake()
@@ -163,6 +165,29 @@ public struct ServeRoutes: Sendable {
         }
     }
 
+    /// `/api/v1/routes`: each probe's way out now (the interface, its
+    /// kind, through a tunnel or outside them) and each tunnel's outside
+    /// estimate since serve started; `probes` empty without `--probe`.
+    static func routesDocument(_ routes: RouteExposition?) -> String {
+        let probes: [JSONValue] = (routes?.egress ?? []).map { p in
+            var o: [String: JSONValue] = [
+                "probe": .string(p.probe), "interface": p.interface.map(JSONValue.string) ?? .null,
+                "kind": p.classification.map { .string($0.kind.rawValue) } ?? .null, "via_tunnel": .bool(p.viaTunnel),
+                "leaves_outside": .bool(p.leavesOutside),
+            ]
+            if let gateway = p.gateway { o["gateway"] = .string(gateway) }
+            if let failure = p.failure { o["failure"] = .string(failure) }
+            return .object(o)
+        }
+        let outside: [JSONValue] = (routes?.outside ?? []).map { t in
+            .object([
+                "tunnel": .string(t.tunnel), "underlay": .string(t.underlay), "rx_bytes": .number(String(t.rxBytes)),
+                "tx_bytes": .number(String(t.txBytes)), "uncertain": .bool(t.uncertain),
+            ])
+        }
+        return JSONWriter().string(JSONEnvelope.routes.document(["probes": .array(probes), "outside": .array(outside)]))
+    }
+
     /// A value from a request, safe to print: escaped, and cut at 64 characters.
     static func shown(_ text: String) -> String {
         let escaped = TerminalText.escaped(text)
@@ -170,7 +195,7 @@ public struct ServeRoutes: Sendable {
     }
 
     static func notServed(_ path: String) -> HTTPResponse {
-        HTTPResponse(status: 404, text: "404 Not Found: ifmeter serves /, /metrics, /usage.png and /api/v1/{interfaces,events,usage}.\n")
+        HTTPResponse(status: 404, text: "404 Not Found: ifmeter serves /, /metrics, /usage.png and /api/v1/{interfaces,events,usage,routes}.\n")
     }
 
     /// Whether Accept-Encoding allows gzip (and does not refuse it, q=0).

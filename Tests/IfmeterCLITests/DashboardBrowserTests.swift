@@ -62,10 +62,17 @@ struct DashboardBrowserTests {
         // Traffic: the page's rate moves, and when it stops its totals are
         // the exposition's (the same sample's: a scrape between samples
         // gives the same bytes).
-        try pair.sendUDP(count: 200, payload: 1000)
-        try browser.waitUntil(
-            "[...document.querySelectorAll('#interfaces tbody tr[data-key=\"vA\"] td.tx-rate')].some(c => Number(c.dataset.bytes) > 0)")
-        let sent = 200 * VethPair.frameBytes(payload: 1000)
+        // Sent in bursts until the page shows a rate: a page that is slow
+        // skips samples, so one burst's single sample could pass it by.
+        var bursts: UInt64 = 0
+        _ = try waitFor("a rate on the page", timeout: 30) { () throws -> Bool? in
+            try pair.sendUDP(count: 50, payload: 1000)
+            bursts += 1
+            let moving: Bool = try browser.evaluate(
+                "[...document.querySelectorAll('#interfaces tbody tr[data-key=\"vA\"] td.tx-rate')].some(c => Number(c.dataset.bytes) > 0)")
+            return moving ? true : nil
+        }
+        let sent = bursts * 50 * VethPair.frameBytes(payload: 1000)
         let agreed = try waitFor("the page's vA total to be /metrics'") { () throws -> UInt64? in
             guard let exposed = try metric(pair.a, port: port, "ifmeter_transmit_bytes_total", "vA"), exposed >= sent else { return nil }
             return try shown(browser, "vA", "tx-total") == exposed ? exposed : nil
@@ -139,7 +146,7 @@ struct DashboardBrowserTests {
 
             """)
         let port: UInt16 = 49722
-        let server = try serve(ns, port: port, ["--web-config", config, "--state", pki.dir + "/state.db"])
+        let server = try serve(ns, port: port, ["--web-config", config, "--state", pki.dir + "/state.db", "--probe", "127.0.0.2"])
         defer { server.stop() }
         let browser = try Browser(in: ns, trusting: [pki.dir + "/server.crt"])
         try browser.authenticate(user: pki.user, password: pki.password)
@@ -157,6 +164,8 @@ struct DashboardBrowserTests {
         try browser.waitUntil("document.querySelector('#facts dd') !== null && !document.getElementById('detail').hidden")
         // The usage tables, read through /api/v1/usage from serve's state file.
         try browser.waitUntil("document.querySelectorAll('#tables section.usage[data-granularity]').length === 4")
+        // serve --probe's verdict: the probe leaves by lo, outside the tunnels.
+        try browser.waitUntil("document.getElementById('route').textContent.includes('Traffic to 127.0.0.2 leaves by lo')")
         // The summary picture, from /usage.png, drawn and loaded.
         try browser.waitUntil("(() => { const i = document.querySelector('#tables img'); return i !== null && i.complete && i.naturalWidth > 0; })()")
         #expect(try !browser.widths().overflows)

@@ -1,6 +1,7 @@
 import IfmeterCore
 import IfmeterOutput
 import IfmeterServe
+import IfmeterTestSupport
 import Synchronization
 import Testing
 
@@ -92,6 +93,25 @@ import Testing
         let response = get(routes(usage: false), "/api/v1/usage")
         #expect(response.status == 404)
         #expect(text(response) == "404 Not Found: this serve keeps no state file, so it has no usage tables; start it with --state FILE.\n")
+    }
+
+    @Test func theRouteVerdictIsJSON() throws {
+        let cache = ScrapeCache(families: .ifmeter, version: "9.8.7", interval: 1)
+        let routes = ServeRoutes(cache: cache, version: "9.8.7")
+        let none = try JSONParser.parse(text(get(routes, "/api/v1/routes")))
+        #expect(none["schema"]?.stringValue == "ifmeter.routes" && none["probes"] == .array([]) && none["estimate"] == .bool(true))
+        var tunnel = ProbeRoute(probe: "192.0.2.99")
+        tunnel.interface = "wg0"
+        tunnel.classification = Classification(kind: .tunnel, evidence: "link-kind:wireguard")
+        var outside = ProbeRoute(probe: "198.51.100.7")
+        outside.interface = "eth0"
+        outside.classification = Classification(kind: .ethernet, evidence: "arphrd:ether(1)")
+        outside.gateway = "10.0.0.1"
+        cache.setRoutes(RouteExposition(egress: [tunnel, outside], outside: []))
+        let doc = try JSONParser.parse(text(get(routes, "/api/v1/routes")))
+        guard case .array(let probes)? = doc["probes"], probes.count == 2 else { throw TestFailure("two probes") }
+        #expect(probes[0]["interface"]?.stringValue == "wg0" && probes[0]["via_tunnel"] == .bool(true) && probes[0]["leaves_outside"] == .bool(false))
+        #expect(probes[1]["gateway"]?.stringValue == "10.0.0.1" && probes[1]["leaves_outside"] == .bool(true))
     }
 
     @Test func theInterfacesAndTheirEventsAreJSONAndAStream() throws {

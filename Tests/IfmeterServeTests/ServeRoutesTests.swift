@@ -29,7 +29,7 @@ import Testing
     @Test func anUnknownPathIs404AndSaysWhatIsServed() {
         let response = routes.respond(to: HTTPRequest(method: "GET", path: "/metric", headers: [:]))
         #expect(response.status == 404)
-        #expect(text(response) == "404 Not Found: ifmeter serves /, /metrics, /usage.png and /api/v1/{interfaces,events,usage}.\n")
+        #expect(text(response) == "404 Not Found: ifmeter serves /, /metrics, /usage.png and /api/v1/{interfaces,events,usage,routes}.\n")
     }
 
     @Test func theFrontPageLinksTheMetricsAndSaysTheyAreEstimates() throws {
