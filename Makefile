@@ -80,7 +80,7 @@ GENERATED := .build/install
 INSTALLED_DIRS := $(BINDIR) $(MANDIR)/man1 $(BASHCOMPLETIONDIR) $(ZSHCOMPLETIONDIR) $(FISHCOMPLETIONDIR) $(SYSTEMDUNITDIR) \
 	$(DATADIR)/prometheus $(DATADIR)/grafana $(SYSCONFDIR)/ifmeter
 
-.PHONY: bench-usage run test bench build release deps clean install uninstall hot-functions static-cxx docs api-check api-baseline format deb deb-lint
+.PHONY: bench-usage run test bench build release deps clean install uninstall hot-functions static-cxx docs api-check api-baseline portable-check format deb deb-lint
 
 deps:
 	@scripts/ensure-packages $(BUILD_PACKAGES)
@@ -116,6 +116,7 @@ test:
 	@$(MAKE) --no-print-directory release
 	@$(MAKE) --no-print-directory deb-lint
 	$(SWIFT) build
+	SWIFT=$(SWIFT) scripts/portable-check
 	SWIFT=$(SWIFT) scripts/library docs
 	SWIFT=$(SWIFT) scripts/library api-check
 	# Text outputs are compared in UTF-8; tests that want another locale set it.
@@ -129,6 +130,11 @@ format:
 # The app library's DocC catalog, with the toolchain's docc; no warnings.
 docs: deps
 	SWIFT=$(SWIFT) scripts/library docs
+
+# The Ifmeter library with its whole closure, as an Apple platform would
+# build it (Linux-only code left out): docs/library.md.
+portable-check: deps
+	SWIFT=$(SWIFT) scripts/portable-check
 
 # The library's public API against api/Ifmeter.json, the last release's.
 api-check: deps

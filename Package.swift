@@ -1,6 +1,15 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// Linux only: a dependency that exists on Linux alone (libnl, libmicrohttpd,
+// libcurl and snappy through their dlopen tables, the kernel shims, the
+// tests' tun and spawn C). SwiftPM leaves such a dependency out on Apple
+// platforms; the `Ifmeter` product reaches none without this condition
+// (scripts/portable-check and ManifestTests check it). Everything but
+// `Ifmeter` (the ifmeter and ifmeter-bench executables, serve, remote write,
+// export, live, route) is Linux only: docs/library.md.
+let linux = TargetDependencyCondition.when(platforms: [.linux])
+
 let package = Package(
     name: "ifmeter",
     // Synchronization's Mutex and Atomic (in IfmeterSystem, and the
@@ -33,18 +42,18 @@ let package = Package(
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         // libyaml for the configuration files (the web config, the remote
         // write config), through IfmeterConfig.
-        .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
+        .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"]), .brew(["libyaml"])]),
         // cairo for `usage --png`: its header only (in /usr/include/cairo,
         // no pkg-config -lcairo). ifmeter loads libcairo.so.2 on the first
         // picture (dlopen, in CIfmeterImage): linked, it and the 17 libraries
         // under it would load with every command, serve included (2 MiB RSS).
-        .systemLibrary(name: "CCairo", providers: [.apt(["libcairo2-dev"])]),
+        .systemLibrary(name: "CCairo", providers: [.apt(["libcairo2-dev"]), .brew(["cairo"])]),
         // SQLite for persistent totals.
-        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
         // C for the HTTP server, only what Swift cannot express: the dlopen
         // tables of libmicrohttpd, its GnuTLS and libcrypt, their variadic
         // calls, zlib's init macros. The policy is Swift's, in IfmeterServe.
-        .target(name: "CIfmeterHTTP", dependencies: ["CMicroHTTPD", "CZlib"]),
+        .target(name: "CIfmeterHTTP", dependencies: [.target(name: "CMicroHTTPD", condition: linux), .target(name: "CZlib", condition: linux)]),
         // C for `usage --png`: cairo's dlopen table, loaded on the first
         // picture. The drawing is Swift's, in IfmeterImage's Cairo.swift.
         .target(name: "CIfmeterImage", dependencies: ["CCairo"], cSettings: [.define("_GNU_SOURCE")]),
@@ -56,7 +65,9 @@ let package = Package(
         // sender and its retries.
         .target(
             name: "IfmeterRemoteWrite",
-            dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "CIfmeterRemoteWrite"]),
+            dependencies: [
+                "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", .target(name: "CIfmeterRemoteWrite", condition: linux),
+            ]),
         // Configuration files: YAML read by libyaml into a tree with lines,
         // and the strict readers the configs are made of.
         .target(name: "IfmeterConfig", dependencies: ["IfmeterCore", "IfmeterSystem", "CYAML"]),
@@ -65,8 +76,9 @@ let package = Package(
         .target(
             name: "IfmeterServe",
             dependencies: [
-                "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterConfig", "CIfmeterHTTP", "CMicroHTTPD",
-                "CZlib",
+                "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterConfig",
+                .target(name: "CIfmeterHTTP", condition: linux), .target(name: "CMicroHTTPD", condition: linux),
+                .target(name: "CZlib", condition: linux),
             ]),
         // C shims for kernel macros and inline structures Swift cannot import.
         .target(
@@ -92,7 +104,7 @@ let package = Package(
         // the local time zone. Its Glibc and Darwin branches live here.
         .target(
             name: "IfmeterSystem",
-            dependencies: ["IfmeterCore", .target(name: "CIfmeterLinux", condition: .when(platforms: [.linux]))]
+            dependencies: ["IfmeterCore", .target(name: "CIfmeterLinux", condition: linux)]
         ),
         // The samplers: netlink (Linux) and getifaddrs (per-OS files), and
         // the kernel's facts for the classifier (sysfs, ethtool).
@@ -100,8 +112,8 @@ let package = Package(
             name: "IfmeterSampling",
             dependencies: [
                 "IfmeterCore", "IfmeterSystem",
-                .target(name: "CNetlink", condition: .when(platforms: [.linux])),
-                .target(name: "CIfmeterLinux", condition: .when(platforms: [.linux])),
+                .target(name: "CNetlink", condition: linux),
+                .target(name: "CIfmeterLinux", condition: linux),
             ]
         ),
         // The app library: a meter over the getifaddrs (or netlink) source,
@@ -138,16 +150,18 @@ let package = Package(
             name: "ifmeter-bench",
             dependencies: [
                 "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterSampling", "IfmeterPipeline", "IfmeterLive", "IfmeterStore",
-                "IfmeterCLI", "IfmeterServe", "CIfmeterBench",
+                "IfmeterCLI", "IfmeterServe", .target(name: "CIfmeterBench", condition: linux),
             ]
         ),
         // Namespaces, veth pairs and traffic for the integration tests, and
         // a scripted counter source.
-        .target(name: "IfmeterTestSupport", dependencies: ["IfmeterCore", "IfmeterSystem", "IfmeterSampling", "CIfmeterTestSupport"]),
+        .target(
+            name: "IfmeterTestSupport",
+            dependencies: ["IfmeterCore", "IfmeterSystem", "IfmeterSampling", .target(name: "CIfmeterTestSupport", condition: linux)]),
         .testTarget(name: "IfmeterCoreTests", dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(
             name: "IfmeterSamplingTests",
-            dependencies: ["IfmeterSystem", "IfmeterSampling", "IfmeterCore", "CNetlink", "IfmeterTestSupport"]),
+            dependencies: ["IfmeterSystem", "IfmeterSampling", "IfmeterCore", .target(name: "CNetlink", condition: linux), "IfmeterTestSupport"]),
         .testTarget(
             name: "IfmeterCLITests",
             dependencies: [
@@ -170,7 +184,10 @@ let package = Package(
             ]),
         .testTarget(
             name: "IfmeterServeTests",
-            dependencies: ["IfmeterServe", "IfmeterOutput", "IfmeterPipeline", "IfmeterCore", "IfmeterTestSupport", "CIfmeterTestSupport"]),
+            dependencies: [
+                "IfmeterServe", "IfmeterOutput", "IfmeterPipeline", "IfmeterCore", "IfmeterTestSupport",
+                .target(name: "CIfmeterTestSupport", condition: linux),
+            ]),
         .testTarget(name: "IfmeterSystemTests", dependencies: ["IfmeterSystem", "IfmeterCore"]),
         .testTarget(name: "IfmeterRouteTests", dependencies: ["IfmeterRoute", "IfmeterSampling", "IfmeterCore"]),
         .testTarget(

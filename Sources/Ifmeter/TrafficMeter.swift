@@ -57,7 +57,7 @@ public final class TrafficMeter: Sendable {
         guard maxBitsPerSecond.isFinite, maxBitsPerSecond >= 1 else {
             throw .invalidArgument("maxBitsPerSecond must be a finite rate of at least 1 bit/s")
         }
-        #if !os(Linux)
+        #if !os(Linux) || IFMETER_PORTABLE_CHECK
         if source == .netlink { throw .unavailable("the netlink source exists on Linux only; use getifaddrs") }
         #endif
         let reader: any CounterSource

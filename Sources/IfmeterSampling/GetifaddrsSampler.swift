@@ -7,7 +7,7 @@ import IfmeterSystem
 /// `if_data`). Every sample says width 32, so the engine knows what wraps.
 public final class GetifaddrsSampler: CounterSource {
     public let sourceName = "getifaddrs"
-    #if os(Linux)
+    #if os(Linux) && !IFMETER_PORTABLE_CHECK
     /// Kinds and attributes from netlink and sysfs, as the netlink sampler
     /// has them; only the counters differ.
     private let catalog: LinkCatalog?
@@ -22,7 +22,7 @@ public final class GetifaddrsSampler: CounterSource {
 
     public init(options: SamplerOptions = SamplerOptions()) throws(SystemError) {
         self.options = options
-        #if os(Linux)
+        #if os(Linux) && !IFMETER_PORTABLE_CHECK
         let socket = try NetlinkSocket(receiveBuffer: options.receiveBufferBytes)
         catalogSocket = socket
         catalog = try LinkCatalog(socket: socket, sysfs: options.sysfs, overrides: options.kindOverrides, netnsName: options.netnsName)
@@ -33,7 +33,7 @@ public final class GetifaddrsSampler: CounterSource {
     /// New `--kind-of` rules, from the next reading.
     public func setKindOverrides(_ overrides: KindOverrides) {
         options.kindOverrides = overrides
-        #if os(Linux)
+        #if os(Linux) && !IFMETER_PORTABLE_CHECK
         catalog?.setOverrides(overrides)
         reclassify = true
         #endif
@@ -44,7 +44,7 @@ public final class GetifaddrsSampler: CounterSource {
     }
 
     private func sample() throws(SystemError) -> Sample {
-        #if os(Linux)
+        #if os(Linux) && !IFMETER_PORTABLE_CHECK
         if let namespace {
             do {
                 return try NetworkNamespace.perform(in: namespace) { try self.sampleHere() }
@@ -65,7 +65,7 @@ public final class GetifaddrsSampler: CounterSource {
     private func sampleHere() throws(SystemError) -> Sample {
         let t = monotonicSeconds()
         let found = try Self.entries(kernelStats: options.kernelStats)
-        #if os(Linux)
+        #if os(Linux) && !IFMETER_PORTABLE_CHECK
         if let catalog {
             let stale =
                 catalog.byIndex.count != found.count
@@ -81,7 +81,7 @@ public final class GetifaddrsSampler: CounterSource {
             var classification: Classification
             var attributes: LinkAttributes?
             var ceiling: UInt64?
-            #if os(Linux)
+            #if os(Linux) && !IFMETER_PORTABLE_CHECK
             if let link = catalog?.byIndex[entry.index], link.name == entry.name {
                 classification = link.classification
                 attributes = link.attributes

@@ -26,7 +26,7 @@ public struct InterfaceAddresses: Sendable, Equatable {
     }
 
     public static func read(_ key: SeriesKey) -> InterfaceAddresses {
-        #if os(Linux)
+        #if os(Linux) && !IFMETER_PORTABLE_CHECK
         if !key.netns.isEmpty {
             do {
                 return try NetworkNamespace.perform(in: key.netns) { readHere(key) }
@@ -63,7 +63,7 @@ public struct InterfaceAddresses: Sendable, Equatable {
                 var sin6 = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee }
                 inet_ntop(AF_INET6, &sin6.sin6_addr, &text, socklen_t(text.count))
                 result.ipv6.append(string(text) + prefix(ifa.pointee.ifa_netmask, length: 16, offset: 8))
-            #if os(Linux)
+            #if os(Linux) && !IFMETER_PORTABLE_CHECK
             case AF_PACKET:
                 // struct sockaddr_ll: sll_halen at byte 11, sll_addr[8] at 12.
                 let raw = UnsafeRawPointer(address)

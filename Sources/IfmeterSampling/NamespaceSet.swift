@@ -1,18 +1,9 @@
-#if os(Linux)
+#if os(Linux) && !IFMETER_PORTABLE_CHECK
 import CIfmeterLinux
 import CNetlink
 import Glibc
 import IfmeterCore
 import IfmeterSystem
-
-/// Which network namespaces a source samples.
-public enum NamespaceSelection: Sendable, Hashable {
-    /// These named ones (`ip netns`), followed when they go and come back.
-    case named([String])
-    /// The own namespace and every named one, followed as they are created
-    /// and removed.
-    case all
-}
 
 /// Samples several network namespaces as one source: one sampler and one
 /// notification socket per namespace, every interface and event marked

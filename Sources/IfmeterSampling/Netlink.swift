@@ -1,4 +1,4 @@
-#if os(Linux)
+#if os(Linux) && !IFMETER_PORTABLE_CHECK
 import CIfmeterLinux
 import CNetlink
 import Glibc

@@ -21,12 +21,21 @@ public enum SourceKind: String, CaseIterable, Sendable {
 
     /// The default on this platform: netlink on Linux, getifaddrs elsewhere.
     public static var platformDefault: SourceKind {
-        #if os(Linux)
+        #if os(Linux) && !IFMETER_PORTABLE_CHECK
         return .netlink
         #else
         return .getifaddrs
         #endif
     }
+}
+
+/// Which network namespaces a source samples.
+public enum NamespaceSelection: Sendable, Hashable {
+    /// These named ones (`ip netns`), followed when they go and come back.
+    case named([String])
+    /// The own namespace and every named one, followed as they are created
+    /// and removed.
+    case all
 }
 
 /// Settings shared by the samplers.
@@ -83,14 +92,18 @@ public struct SamplerOptions: Sendable {
 public func makeCounterSource(_ kind: SourceKind, options: SamplerOptions = SamplerOptions()) throws(SystemError)
     -> any CounterSource
 {
-    #if os(Linux)
+    #if os(Linux) && !IFMETER_PORTABLE_CHECK
     if let namespaces = options.namespaces {
         return try NamespaceSet(namespaces, kind: kind, options: options)
+    }
+    #else
+    if options.namespaces != nil {
+        throw SystemError(call: "setns", message: "network namespaces exist on Linux only")
     }
     #endif
     switch kind {
     case .netlink:
-        #if os(Linux)
+        #if os(Linux) && !IFMETER_PORTABLE_CHECK
         return try NetlinkSampler(options: options)
         #else
         throw SystemError(call: "netlink", message: "the netlink source exists on Linux only; use --source getifaddrs")

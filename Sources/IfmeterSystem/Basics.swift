@@ -4,7 +4,7 @@ import Glibc
 import Darwin
 #endif
 import IfmeterCore
-#if os(Linux)
+#if os(Linux) && !IFMETER_PORTABLE_CHECK
 import CIfmeterLinux
 #endif
 
@@ -95,7 +95,7 @@ public func wallClock() -> Double {
 /// (malloc_trim): glibc keeps freed pages between live blocks resident,
 /// and a sample and a scrape free about 0.7 MB of them at 4000 interfaces.
 public func releaseFreeMemory() {
-    #if os(Linux)
+    #if os(Linux) && !IFMETER_PORTABLE_CHECK
     cifm_release_free_memory()
     #endif
 }
@@ -138,7 +138,7 @@ public enum Math {
 /// glibc's malloc: a fixed mmap threshold, so the big per-sample buffers go
 /// back to the system, and two arenas (called first thing in main).
 public func tuneMemoryAllocator() {
-    #if os(Linux)
+    #if os(Linux) && !IFMETER_PORTABLE_CHECK
     cifm_tune_malloc()
     #endif
 }

@@ -4,7 +4,7 @@ import Glibc
 import Darwin
 #endif
 import IfmeterCore
-#if os(Linux)
+#if os(Linux) && !IFMETER_PORTABLE_CHECK
 import CIfmeterLinux
 #endif
 
@@ -14,7 +14,7 @@ import CIfmeterLinux
 /// `/proc/self/fd` and RLIMIT_NOFILE. Nil where /proc is not there.
 public enum ProcessStats {
     public static func current() -> ProcessMetrics? {
-        #if os(Linux)
+        #if os(Linux) && !IFMETER_PORTABLE_CHECK
         guard let stat = readSmallFile("/proc/self/stat", limit: 4096),
             // The command's name is in parentheses and may hold spaces.
             let close = stat.lastIndex(of: ")")
@@ -52,7 +52,7 @@ public enum ProcessStats {
 /// `-dirty` when the tree had changes; `unknown` when it was built outside
 /// a git tree or without `make`).
 public let buildRevision: String = {
-    #if os(Linux)
+    #if os(Linux) && !IFMETER_PORTABLE_CHECK
     String(cString: cifm_revision())
     #else
     "unknown"

@@ -22,14 +22,16 @@ public final class ConditionLock<Value: Sendable>: @unchecked Sendable {
         mutex = .allocate(capacity: 1)
         condition = .allocate(capacity: 1)
         pthread_mutex_init(mutex, nil)
-        #if os(Linux)
+        // Darwin has no pthread_condattr_setclock: its waits are relative
+        // (waitOnce).
+        #if canImport(Darwin)
+        pthread_cond_init(condition, nil)
+        #else
         var attributes = pthread_condattr_t()
         pthread_condattr_init(&attributes)
         defer { pthread_condattr_destroy(&attributes) }
         pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
         pthread_cond_init(condition, &attributes)
-        #else
-        pthread_cond_init(condition, nil)
         #endif
     }
 
@@ -75,16 +77,16 @@ public final class ConditionLock<Value: Sendable>: @unchecked Sendable {
     /// One wait on the condition (the mutex held); false once the deadline
     /// has passed.
     private func waitOnce(until deadline: timespec) -> Bool {
-        #if os(Linux)
-        var deadline = deadline
-        return pthread_cond_timedwait(condition, mutex, &deadline) != ETIMEDOUT
-        #else
+        #if canImport(Darwin)
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         let left = Double(deadline.tv_sec - now.tv_sec) + Double(deadline.tv_nsec - now.tv_nsec) / 1e9
         guard left > 0 else { return false }
         var relative = timespec(tv_sec: Int(left), tv_nsec: Int((left - Double(Int(left))) * 1e9))
         return pthread_cond_timedwait_relative_np(condition, mutex, &relative) != ETIMEDOUT
+        #else
+        var deadline = deadline
+        return pthread_cond_timedwait(condition, mutex, &deadline) != ETIMEDOUT
         #endif
     }
 
@@ -136,18 +138,19 @@ public func startThread(_ body: @escaping @Sendable () -> Void) throws(SystemErr
     pthread_attr_init(&attributes)
     defer { pthread_attr_destroy(&attributes) }
     pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
-    #if os(Linux)
-    var thread = pthread_t()
-    #else
+    // Glibc's pthread_t is an integer, Darwin's a pointer.
+    #if canImport(Darwin)
     var thread: pthread_t?
+    #else
+    var thread = pthread_t()
     #endif
     let rc = pthread_create(
         &thread, &attributes,
         { raw in
-            #if os(Linux)
-            let start = Unmanaged<Start>.fromOpaque(raw!).takeRetainedValue()
-            #else
+            #if canImport(Darwin)
             let start = Unmanaged<Start>.fromOpaque(raw).takeRetainedValue()
+            #else
+            let start = Unmanaged<Start>.fromOpaque(raw!).takeRetainedValue()
             #endif
             start.body()
             return nil

@@ -1,10 +1,9 @@
 import Foundation
 import IfmeterCore
-import IfmeterTestSupport
 
 /// One target of Package.swift, as `swift package dump-package` gives it.
-struct PackageTarget: Sendable {
-    enum Kind: Sendable, Equatable {
+public struct PackageTarget: Sendable {
+    public enum Kind: Sendable, Equatable {
         /// A Swift module (a library, an executable, the tests' support).
         case swift
         /// A C target: a system library (a module map) or C sources.
@@ -13,24 +12,50 @@ struct PackageTarget: Sendable {
         case test
     }
 
-    let name: String
-    let kind: Kind
+    /// One dependency: a target's name, and the platforms its condition
+    /// names (nil without a condition: every platform).
+    public struct Dependency: Sendable, Equatable {
+        public let name: String
+        public let platforms: [String]?
+
+        public init(name: String, platforms: [String]?) {
+            self.name = name
+            self.platforms = platforms
+        }
+
+        /// SwiftPM's names of Apple's platforms, as dump-package spells them.
+        public static let applePlatforms: Set<String> = ["macos", "ios", "tvos", "watchos", "visionos", "maccatalyst", "driverkit"]
+
+        /// Whether SwiftPM builds it on some Apple platform.
+        public var reachesApplePlatforms: Bool { platforms.map { !Self.applePlatforms.isDisjoint(with: $0) } ?? true }
+    }
+
+    public let name: String
+    public let kind: Kind
     /// The targets it declares it depends on, in Package.swift's order.
-    let dependencies: [String]
+    public var dependencies: [String] { conditionalDependencies.map(\.name) }
+    /// The same, with their platform conditions.
+    public var conditionalDependencies: [Dependency]
+
+    public init(name: String, kind: Kind, conditionalDependencies: [Dependency]) {
+        self.name = name
+        self.kind = kind
+        self.conditionalDependencies = conditionalDependencies
+    }
 
     /// Its folder: `Sources/<name>`, or `Tests/<name>` for a test target
     /// (Package.swift sets no paths).
-    var folder: URL { repositoryRoot.appendingPathComponent((kind == .test ? "Tests/" : "Sources/") + name) }
+    public var folder: URL { repositoryRoot.appendingPathComponent((kind == .test ? "Tests/" : "Sources/") + name) }
 
     /// The package's targets, read once per test run: `dump-package` is
     /// the manifest as SwiftPM evaluates it, so no test parses Swift.
-    static let all: Result<[PackageTarget], TestFailure> = {
+    public static let all: Result<[PackageTarget], TestFailure> = {
         do { return .success(try load()) } catch let failure as TestFailure { return .failure(failure) } catch {
             return .failure(TestFailure("\(error)"))
         }
     }()
 
-    static func load() throws -> [PackageTarget] {
+    public static func load() throws -> [PackageTarget] {
         let dump = try run(
             [
                 "swift", "package", "--package-path", repositoryRoot.path, "--scratch-path",
@@ -45,14 +70,18 @@ struct PackageTarget: Sendable {
             guard let name = target["name"]?.stringValue, let type = target["type"]?.stringValue else {
                 throw TestFailure("a target without a name or type in dump-package")
             }
-            var dependencies: [String] = []
+            var dependencies: [Dependency] = []
             if case .array(let list)? = target["dependencies"] {
                 for dependency in list {
-                    // {"byName": ["X", null]}, {"target": ["X", {platforms}]}, …
+                    // {"byName": ["X", null]}, {"target": ["X", {"platformNames": ["linux"]}]}, …
                     guard case .object(let kinds) = dependency, let first = kinds.values.first,
                         case .array(let parts) = first, let other = parts.first?.stringValue
                     else { throw TestFailure("\(name): a dependency dump-package spells in a way not known here") }
-                    dependencies.append(other)
+                    var platforms: [String]?
+                    if parts.count > 1, case .array(let names)? = parts[parts.count - 1]["platformNames"] {
+                        platforms = names.compactMap(\.stringValue)
+                    }
+                    dependencies.append(Dependency(name: other, platforms: platforms))
                 }
             }
             let kind: Kind
@@ -63,7 +92,7 @@ struct PackageTarget: Sendable {
                 kind = try hasSwift(in: repositoryRoot.appendingPathComponent("Sources/" + name)) ? .swift : .c
             default: throw TestFailure("\(name): a target type not known here: \(type)")
             }
-            return PackageTarget(name: name, kind: kind, dependencies: dependencies)
+            return PackageTarget(name: name, kind: kind, conditionalDependencies: dependencies)
         }
     }
 
@@ -77,7 +106,7 @@ struct PackageTarget: Sendable {
 
     /// The files under the target's folder whose names end in one of
     /// `suffixes`, as paths relative to the repository, sorted.
-    func files(endingIn suffixes: [String]) -> [String] {
+    public func files(endingIn suffixes: [String]) -> [String] {
         guard let files = FileManager.default.enumerator(atPath: folder.path) else { return [] }
         var found: [String] = []
         for case let file as String in files where suffixes.contains(where: { file.hasSuffix($0) }) {
@@ -86,5 +115,20 @@ struct PackageTarget: Sendable {
             found.append(path.hasPrefix(root) ? String(path.dropFirst(root.count)) : path)
         }
         return found.sorted()
+    }
+}
+
+extension [PackageTarget] {
+    /// The targets a product's `targets` bring along on an Apple platform:
+    /// themselves and every dependency whose condition does not leave it
+    /// out there, recursively, sorted by name.
+    public func appleClosure(of roots: [String]) -> [PackageTarget] {
+        let byName = Dictionary(uniqueKeysWithValues: map { ($0.name, $0) })
+        var seen: Set<String> = [], todo = roots
+        while let name = todo.popLast() {
+            guard seen.insert(name).inserted, let target = byName[name] else { continue }
+            todo += target.conditionalDependencies.filter(\.reachesApplePlatforms).map(\.name)
+        }
+        return filter { seen.contains($0.name) }.sorted { $0.name < $1.name }
     }
 }
