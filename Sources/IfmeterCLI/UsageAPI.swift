@@ -6,17 +6,23 @@ import IfmeterServe
 /// (`schemas/ifmeter-usage.v6.schema.json`). One interface, when asked
 /// for, is kept from the document (matched exactly, not as a pattern).
 enum UsageAPI {
-    /// `/usage.png`: `usage --png` on serve's state file (`--summary` for
-    /// granularity summary), the image as the response.
-    static func image(state path: String, query: UsageQuery) -> HTTPResponse {
-        var arguments = ["--state", path, "--png", "serve.png"]
+    /// usage's arguments for the query's table and range, after `first`.
+    static func arguments(_ first: [String], _ query: UsageQuery) -> [String] {
         let flags = [
             "fiveminutes": "--fiveminutes", "hour": "--hourly", "day": "--daily", "month": "--monthly", "year": "--yearly", "cycle": "--cycle",
+            "summary": "--summary",
         ]
-        arguments.append(query.granularity == "summary" ? "--summary" : flags[query.granularity] ?? "--daily")
+        var arguments = first + [flags[query.granularity] ?? "--daily"]
         if let begin = query.begin { arguments += ["--begin", begin] }
         if let end = query.end { arguments += ["--end", end] }
         if let limit = query.limit { arguments += ["--limit", String(limit)] }
+        return arguments
+    }
+
+    /// `/usage.png`: `usage --png` on serve's state file (`--summary` for
+    /// granularity summary), the image as the response.
+    static func image(state path: String, query: UsageQuery) -> HTTPResponse {
+        var arguments = arguments(["--state", path, "--png", "serve.png"], query)
         if let interface = query.interface {
             // The picture is drawn from usage's filter, a glob list.
             guard !interface.contains(where: { "*?[],\\".contains($0) }) else {
@@ -41,14 +47,8 @@ enum UsageAPI {
     }
 
     static func response(state path: String, query: UsageQuery) -> HTTPResponse {
-        var arguments = ["--state", path, "--format", "json"]
-        let flags = [
-            "fiveminutes": "--fiveminutes", "hour": "--hourly", "day": "--daily", "month": "--monthly", "year": "--yearly", "cycle": "--cycle",
-        ]
-        arguments.append(flags[query.granularity] ?? "--daily")
-        if let begin = query.begin { arguments += ["--begin", begin] }
-        if let end = query.end { arguments += ["--end", end] }
-        if let limit = query.limit { arguments += ["--limit", String(limit)] }
+        // Granularity summary is the image's alone (ServeRoutes answers 400).
+        let arguments = arguments(["--state", path, "--format", "json"], query)
         var text = ""
         do throws(CLIError) {
             var command = try UsageCommand(ParsedArguments.parse(arguments, spec: UsageCommand.spec))
