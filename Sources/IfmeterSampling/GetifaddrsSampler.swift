@@ -93,11 +93,9 @@ public final class GetifaddrsSampler: CounterSource {
                     ?? Classifier.classify(name: entry.name, facts: facts, platform: .linux)
             }
             #else
-            // Apple's names are the evidence there: en0 Wi-Fi, pdp_ip*
-            // cellular, utun* tunnels (NameRules, platform darwin).
-            classification =
-                options.kindOverrides.classification(for: SeriesKey(netns: options.netnsName, name: entry.name))
-                ?? NameRules.classify(entry.name, platform: .darwin)
+            // Apple's names are the evidence there (shared with the
+            // NET_RT_IFLIST2 sampler, InterfaceList2.swift).
+            classification = options.appleClassification(entry.name)
             attributes = nil
             ceiling = nil
             #endif

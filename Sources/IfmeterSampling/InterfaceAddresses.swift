@@ -72,6 +72,14 @@ public struct InterfaceAddresses: Sendable, Equatable {
                 if length > 0, bytes.contains(where: { $0 != 0 }) {
                     result.mac = bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined(separator: ":")
                 }
+            #elseif canImport(Darwin)
+            case AF_LINK:
+                // struct sockaddr_dl, sdl_len bytes long: read by the
+                // shared parser (InterfaceList2.swift), tested everywhere.
+                let bytes = UnsafeRawBufferPointer(start: UnsafeRawPointer(address), count: Int(address.pointee.sa_len))
+                if let link = try? LinkLayerAddress.parse(bytes), let mac = link.macText, link.address.contains(where: { $0 != 0 }) {
+                    result.mac = mac
+                }
             #endif
             default: break
             }
