@@ -87,7 +87,7 @@ struct SavedMeter {
             throw .invalidState("not a meter's saved state (\"format\" is not \"\(Self.format)\")")
         }
         guard let name = root["source"]?.stringValue, let source = TrafficMeter.Source(rawValue: name) else {
-            throw .invalidState("\"source\" must be \"getifaddrs\" or \"netlink\"")
+            throw .invalidState("\"source\" must be \"getifaddrs\", \"netlink\" or \"sysctl\"")
         }
         self.source = source
         switch root["boot"] {

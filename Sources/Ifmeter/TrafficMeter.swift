@@ -21,6 +21,28 @@ public final class TrafficMeter: Sendable {
         /// Linux's netlink: 64-bit counters, and deletion events with each
         /// deleted interface's final counters. Linux only.
         case netlink
+        /// Apple's interface list, `sysctl` with `NET_RT_IFLIST2`: the same
+        /// interfaces as getifaddrs with 64-bit counters (`if_data64`), so
+        /// no wrap to tell from a reset and no gap that makes a figure a
+        /// lower bound; no deletion events. macOS and iOS only.
+        case sysctl
+
+        /// The default of ``TrafficMeter/init(source:maxBitsPerSecond:)``:
+        /// ``sysctl`` (64-bit) on Apple platforms; ``getifaddrs`` on Linux,
+        /// where ``netlink`` gives 64-bit counters when asked for (the
+        /// default there is kept so that state saved by earlier versions
+        /// still restores).
+        public static var platformDefault: Source {
+            #if os(Linux) && !IFMETER_PORTABLE_CHECK
+            .getifaddrs
+            #else
+            .sysctl
+            #endif
+        }
+
+        /// How wide this source's counters are: 32 (getifaddrs, which
+        /// wrap at 4 GiB) or 64.
+        public var counterBits: Int { self == .getifaddrs ? 32 : 64 }
     }
 
     /// Where this meter's counters come from.
@@ -44,32 +66,61 @@ public final class TrafficMeter: Sendable {
     /// Opens the counter source.
     ///
     /// - Parameters:
-    ///   - source: ``Source/getifaddrs`` by default.
+    ///   - source: ``Source/platformDefault``: the 64-bit ``Source/sysctl``
+    ///     on Apple platforms, ``Source/getifaddrs`` on Linux. ``source``
+    ///     and its ``Source/counterBits`` say which the meter reads.
     ///   - maxBitsPerSecond: the ceiling that tells a 32-bit wrap from a
     ///     reset, and decides how long apart two 32-bit readings can be
     ///     before a whole wrap could hide between them: 10 Gbit/s by
     ///     default, which makes a gap of 2.75 s or more a lower bound. A
     ///     lower ceiling allows longer gaps (100 Mbit/s: 275 s), but traffic
     ///     faster than it makes wraps read as resets, and hides them.
-    /// - Throws: ``MeterError/unavailable(_:)`` for netlink off Linux, or
-    ///   ``MeterError/system(_:)`` when the source cannot be opened.
-    public init(source: Source = .getifaddrs, maxBitsPerSecond: Double = 10e9) throws(MeterError) {
+    /// - Throws: ``MeterError/unavailable(_:)`` for netlink off Linux and
+    ///   sysctl on it, or ``MeterError/system(_:)`` when the source cannot
+    ///   be opened.
+    public init(source: Source = .platformDefault, maxBitsPerSecond: Double = 10e9) throws(MeterError) {
         guard maxBitsPerSecond.isFinite, maxBitsPerSecond >= 1 else {
             throw .invalidArgument("maxBitsPerSecond must be a finite rate of at least 1 bit/s")
         }
-        #if !os(Linux) || IFMETER_PORTABLE_CHECK
-        if source == .netlink { throw .unavailable("the netlink source exists on Linux only; use getifaddrs") }
-        #endif
         let reader: any CounterSource
         do {
-            reader = try makeCounterSource(source == .netlink ? .netlink : .getifaddrs)
+            switch source {
+            case .getifaddrs:
+                reader = try makeCounterSource(.getifaddrs)
+            case .netlink:
+                #if os(Linux) && !IFMETER_PORTABLE_CHECK
+                reader = try makeCounterSource(.netlink)
+                #else
+                throw MeterError.unavailable("the netlink source exists on Linux only; use sysctl or getifaddrs")
+                #endif
+            case .sysctl:
+                #if os(Linux) && !IFMETER_PORTABLE_CHECK
+                throw MeterError.unavailable("the sysctl source (NET_RT_IFLIST2) exists on Apple platforms only; use netlink or getifaddrs")
+                #else
+                reader = InterfaceListSampler(options: SamplerOptions())
+                #endif
+            }
+        } catch let error as MeterError {
+            throw error
         } catch {
-            throw .system(error.description)
+            throw .system(String(describing: error))
         }
         self.source = source
         self.maxBitsPerSecond = maxBitsPerSecond
+        state = Self.state(reader: reader, maxBitsPerSecond: maxBitsPerSecond)
+    }
+
+    /// A meter over a given reader (tests and replays: the sysctl parser
+    /// over recorded buffers, on any platform).
+    init(source: Source, reader: sending any CounterSource, maxBitsPerSecond: Double = 10e9) {
+        self.source = source
+        self.maxBitsPerSecond = maxBitsPerSecond
+        state = Self.state(reader: reader, maxBitsPerSecond: maxBitsPerSecond)
+    }
+
+    private static func state(reader: sending any CounterSource, maxBitsPerSecond: Double) -> Mutex<State> {
         let configuration = EngineConfiguration(defaultMaxBytesPerSecond: maxBitsPerSecond / 8, platform: .current)
-        state = Mutex(State(reader: reader, engine: DeltaEngine(configuration: configuration)))
+        return Mutex(State(reader: reader, engine: DeltaEngine(configuration: configuration)))
     }
 
     /// Reads every interface's counters now.

@@ -168,6 +168,32 @@ public enum InterfaceList2 {
         /// The `sdl_alen` bytes of the `sockaddr_dl` (a MAC, or empty).
         public var linkAddress: [UInt8]
 
+        public init(
+            name: String, index: Int, type: UInt8, flags: UInt32, mtu: UInt32, baudrate: UInt64, ibytes: UInt64, obytes: UInt64,
+            ipackets: UInt64, opackets: UInt64, ierrors: UInt64, oerrors: UInt64, iqdrops: UInt64, noproto: UInt64, collisions: UInt64,
+            imcasts: UInt64, omcasts: UInt64, sndDrops: UInt32, linkAddress: [UInt8]
+        ) {
+            self.name = name
+            self.index = index
+            self.type = type
+            self.flags = flags
+            self.mtu = mtu
+            self.baudrate = baudrate
+            self.ibytes = ibytes
+            self.obytes = obytes
+            self.ipackets = ipackets
+            self.opackets = opackets
+            self.ierrors = ierrors
+            self.oerrors = oerrors
+            self.iqdrops = iqdrops
+            self.noproto = noproto
+            self.collisions = collisions
+            self.imcasts = imcasts
+            self.omcasts = omcasts
+            self.sndDrops = sndDrops
+            self.linkAddress = linkAddress
+        }
+
         /// ifmeter's counters: bytes, packets, errors, input drops. The
         /// transmit drops stay out: `ifm_snd_drops` is 32 bits and would
         /// read as a reset where it wraps, in a sample that says 64 bits.

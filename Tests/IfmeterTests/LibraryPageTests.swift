@@ -12,7 +12,7 @@ import Ifmeter
 /// Package.swift fragment) is `import Ifmeter`, a blank line and the body
 /// of `libraryPageExample`, line for line (indented by four spaces here).
 func libraryPageExample() throws {
-    let meter = try TrafficMeter() // getifaddrs: Apple platforms and Linux
+    let meter = try TrafficMeter() // 64-bit sysctl on Apple platforms, getifaddrs on Linux
     let reading = try meter.sample() // the first is the baseline
     for interface in reading.interfaces where interface.name == "en0" {
         print(interface.sinceStart.quality.marked("\(interface.sinceStart.sentBytes) B"))

@@ -68,7 +68,7 @@ import Testing
 
     static func declarations(_ text: String) -> [String] {
         text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter {
-            $0.range(of: #"^(public |package |internal )?(static )?(func|init|var|let) "#, options: .regularExpression) != nil
+            $0.range(of: #"^(public |package |internal )?(static |convenience )?(func|init|var|let)[ (]"#, options: .regularExpression) != nil
         }
     }
 

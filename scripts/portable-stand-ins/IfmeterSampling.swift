@@ -12,3 +12,10 @@ extension GetifaddrsSampler {
         fatalError("a stand-in for GetifaddrsDarwin.swift; never run")
     }
 }
+
+// InterfaceList2Darwin.swift
+extension InterfaceListSampler {
+    public convenience init(options: SamplerOptions = SamplerOptions()) {
+        fatalError("a stand-in for InterfaceList2Darwin.swift; never run")
+    }
+}
