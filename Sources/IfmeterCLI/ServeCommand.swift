@@ -234,7 +234,9 @@ struct ServeCommand: Command {
                     address: address, limits: limits, tls: webConfig?.tls,
                     authenticator: authenticator,
                     logger: { line in log.write(line) },
-                    handler: ServeRoutes(cache: cache, version: IfmeterCLI.version, board: board, usage: usage, usageImage: usageImage).respond(to:))
+                    handler: ServeRoutes(
+                        cache: cache, version: IfmeterCLI.version, board: board, usage: usage, usageImage: usageImage, log: { log.write($0) }
+                    ).respond(to:))
             } catch {
                 // A failed start leaves no state file of its own behind.
                 pipeline.persistence?.abandon()

@@ -88,6 +88,8 @@ public struct ExporterHealth: Sendable, Hashable {
     public var intervalSeconds: Double
     /// serve's HTTP endpoint: connections it closed to protect itself.
     public var httpClosed: HTTPConnectionCounts?
+    /// serve's answers that failed on its side (5xx), by path and status.
+    public var httpServerErrors: [HTTPServerErrorCount] = []
     /// serve --remote-write: each receiver's queue and counts.
     public var remoteWrite: [RemoteWriteStatus] = []
     /// The commit the binary was built from (`ifmeter_build_info`).
@@ -132,6 +134,21 @@ public struct HTTPConnectionCounts: Sendable, Hashable {
         self.idle = idle
         self.evicted = evicted
         self.budget = budget
+    }
+}
+
+/// How many times serve answered a path with a status of 5xx: a failure on
+/// its side (the state file unreadable for the usage tables, a picture not
+/// drawn, a render that failed), never the request's fault.
+public struct HTTPServerErrorCount: Sendable, Hashable {
+    public var path: String
+    public var status: Int
+    public var count: UInt64
+
+    public init(path: String, status: Int, count: UInt64) {
+        self.path = path
+        self.status = status
+        self.count = count
     }
 }
 
@@ -395,6 +412,16 @@ struct ExpositionWriter<Visitor: SeriesVisitor> {
             labeledSample("ifmeter_http_connections_closed_total", [("reason", "deadline")], .unsigned(closed.deadline))
             labeledSample("ifmeter_http_connections_closed_total", [("reason", "evicted")], .unsigned(closed.evicted))
             labeledSample("ifmeter_http_connections_closed_total", [("reason", "idle")], .unsigned(closed.idle))
+        }
+        if !health.httpServerErrors.isEmpty {
+            header(
+                "ifmeter_http_server_errors", .counter,
+                help:
+                    "Answers serve gave with a status of 5xx, a failure on its side (the state file unreadable for the usage tables, a picture not drawn, a render that failed), by path and code; each is also said in the log. \(note)"
+            )
+            for error in health.httpServerErrors.sorted(by: { ($0.path, $0.status) < ($1.path, $1.status) }) {
+                labeledSample("ifmeter_http_server_errors_total", [("code", String(error.status)), ("path", error.path)], .unsigned(error.count))
+            }
         }
         writeRemoteWrite(health.remoteWrite)
         if let state = health.state { writeState(state, startTime: health.startTime) }

@@ -40,6 +40,9 @@ public final class ScrapeCache: SeriesSource {
     private let rendering = Mutex<Void>(())
     /// What the HTTP endpoint closed to protect itself, as of the last update.
     private let httpClosed = Mutex<HTTPConnectionCounts?>(nil)
+    /// serve's 5xx answers by path and status: the ones it can give start
+    /// at 0 (`expectServerErrors`), so that a rate sees the first.
+    private let serverErrors = Mutex<[HTTPServerErrorKey: UInt64]>([:])
     /// serve --remote-write: each receiver's status, as of the last update.
     private let remoteWrite = Mutex<[RemoteWriteStatus]>([])
     /// serve's own process figures, as of the last update.
@@ -82,6 +85,18 @@ public final class ScrapeCache: SeriesSource {
     /// The route families (nil: none, after a reload removed every probe).
     public func setRoutes(_ routes: RouteExposition?) {
         snapshot.withLock { $0.routes = routes }
+    }
+
+    /// The 5xx answers serve can give, each at 0 until it does.
+    public func expectServerErrors(_ keys: [(path: String, status: Int)]) {
+        serverErrors.withLock { counts in
+            for key in keys { counts[HTTPServerErrorKey(path: key.path, status: key.status), default: 0] += 0 }
+        }
+    }
+
+    /// One more 5xx answer (shown from the next sample's render on).
+    public func countServerError(path: String, status: Int) {
+        serverErrors.withLock { $0[HTTPServerErrorKey(path: path, status: status), default: 0] += 1 }
     }
 
     /// Sets the endpoint's closed-connection counts (read on the pipeline's
@@ -185,6 +200,9 @@ public final class ScrapeCache: SeriesSource {
     /// remote write's and the process's figures, and the build.
     private func fill(_ input: inout ExpositionInput) {
         input.health.httpClosed = httpClosed.withLock { $0 }
+        input.health.httpServerErrors = serverErrors.withLock { counts in
+            counts.map { HTTPServerErrorCount(path: $0.key.path, status: $0.key.status, count: $0.value) }
+        }
         input.health.remoteWrite = remoteWrite.withLock { $0 }
         input.health.process = process.withLock { $0 }
         input.health.revision = revision
@@ -245,4 +263,9 @@ public final class ScrapeFeed: PipelineSink {
             self.ready = nil
         }
     }
+}
+
+struct HTTPServerErrorKey: Hashable, Sendable {
+    let path: String
+    let status: Int
 }

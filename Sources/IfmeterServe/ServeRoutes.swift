@@ -46,16 +46,24 @@ public struct ServeRoutes: Sendable {
     let usage: (@Sendable (UsageQuery) -> HTTPResponse)?
     /// `usage --png` for a query (granularity `summary`: `--summary`).
     let usageImage: (@Sendable (UsageQuery) -> HTTPResponse)?
+    /// Where a 5xx answer is said (serve's log), beside its count in
+    /// `ifmeter_http_server_errors_total`: no failure is silent.
+    let log: (@Sendable (String) -> Void)?
 
     public init(
         cache: ScrapeCache, version: String, board: LiveBoard? = nil, usage: (@Sendable (UsageQuery) -> HTTPResponse)? = nil,
-        usageImage: (@Sendable (UsageQuery) -> HTTPResponse)? = nil
+        usageImage: (@Sendable (UsageQuery) -> HTTPResponse)? = nil, log: (@Sendable (String) -> Void)? = nil
     ) {
         self.cache = cache
         self.version = version
         self.board = board
         self.usage = usage
         self.usageImage = usageImage
+        self.log = log
+        var expected: [(path: String, status: Int)] = [("/metrics", 500)]
+        if usage != nil { expected += [("/api/v1/usage", 500), ("/api/v1/usage", 503)] }
+        if usageImage != nil { expected += [("/usage.png", 500), ("/usage.png", 503)] }
+        cache.expectServerErrors(expected)
     }
 
     /// Headers of every dashboard response: the page's policy, and no
@@ -100,7 +108,23 @@ public struct ServeRoutes: Sendable {
         return .success(UsageQuery(granularity: granularity, begin: query["begin"], end: query["end"], interface: query["interface"], limit: limit))
     }
 
+    /// The answer to a request; a 5xx one (the server's failure) is counted
+    /// and said in the log with its first line.
     public func respond(to request: HTTPRequest) -> HTTPResponse {
+        let response = route(request)
+        if response.status >= 500 {
+            cache.countServerError(path: request.path, status: response.status)
+            if case .bytes(let body) = response.payload {
+                let text = String(decoding: UnsafeRawBufferPointer(start: body.base, count: min(body.count, 300)), as: UTF8.self)
+                log?("answered \(request.path) with \(text.split(separator: "\n").first.map(String.init) ?? String(response.status))")
+            } else {
+                log?("answered \(request.path) with \(response.status)")
+            }
+        }
+        return response
+    }
+
+    private func route(_ request: HTTPRequest) -> HTTPResponse {
         guard request.method == "GET" || request.method == "HEAD" else {
             return HTTPResponse(status: 405, text: "405 Method Not Allowed: use GET or HEAD.\n", headers: [("Allow", "GET, HEAD")])
         }
