@@ -22,6 +22,8 @@ public final class UDPTunnel: @unchecked Sendable {
     private final class Control: Sendable {
         let stopping = Atomic<Bool>(false)
         let finished = DispatchGroup()
+        /// Packets the forwarder wrote into B's tun: carried all the way.
+        let deliveredToB = Atomic<Int>(0)
     }
     private let control = Control()
 
@@ -42,7 +44,11 @@ public final class UDPTunnel: @unchecked Sendable {
         start { [pair] buffer in try Self.carry(from: tunnelA, buffer) { try Self.send($0, on: socketA, to: pair.ipB) } }
         start { [pair] buffer in try Self.carry(from: tunnelB, buffer) { try Self.send($0, on: socketB, to: pair.ipA) } }
         start { buffer in try Self.carry(from: socketA, buffer) { _ = write(tunnelA, $0.baseAddress, $0.count) } }
-        start { buffer in try Self.carry(from: socketB, buffer) { _ = write(tunnelB, $0.baseAddress, $0.count) } }
+        start { [control] buffer in
+            try Self.carry(from: socketB, buffer) {
+                if write(tunnelB, $0.baseAddress, $0.count) > 0 { control.deliveredToB.add(1, ordering: .relaxed) }
+            }
+        }
     }
 
     deinit { stop() }
@@ -93,10 +99,17 @@ public final class UDPTunnel: @unchecked Sendable {
     /// Sends `count` UDP datagrams of `payload` bytes from A to `ip` (B's
     /// end of the tunnel or of the veth) at `port`, where a socket in B
     /// receives them (so no ICMP comes back).
+    /// Returns once the forwarder carried them all into B's tun, when A's
+    /// route to `ip` is the tunnel.
     public func sendUDP(to ip: String, port: UInt16, count: Int, payload: Int) throws {
+        let throughTheTunnel = try pair.a.ip("route", "get", ip).contains(" dev \(tunA) ")
+        let before = control.deliveredToB.load(ordering: .relaxed)
         // Paced, so that the forwarder's socket buffers never drop.
         try IfmeterTestSupport.sendUDP(from: pair.a, to: ip, in: pair.b, port: port, count: count, payload: payload, pace: 200)
+        guard throughTheTunnel else { return }
         // The last datagrams through the forwarder.
-        Thread.sleep(forTimeInterval: 0.2)
+        _ = try waitFor("\(count) datagrams to \(ip) through the tunnel") {
+            control.deliveredToB.load(ordering: .relaxed) - before >= count ? true : nil
+        }
     }
 }

@@ -237,7 +237,10 @@ struct AuthHardeningTests {
         var report: [String] = []
         for (variant, user) in [("an unknown user", "mallory"), ("the known user", fixture.user)] {
             let flood = CredentialFlood(in: ns, port: Self.port, clients: 150, sources: ["127.0.0.2", "127.0.0.3", "127.0.0.4"], user: user)
-            Thread.sleep(forTimeInterval: 1)
+            // The flood under way: as many answers as it has clients.
+            _ = try waitFor("the flood's first 150 answers", timeout: 30) {
+                flood.counts.statuses.values.reduce(0, +) >= 150 ? true : nil
+            }
             var results: [String] = []
             for round in 0..<5 {
                 let source = round % 2 == 0 ? "127.0.0.1" : "127.0.0.2"

@@ -244,9 +244,11 @@ struct LiveTerminalTests {
         try Netns.requireRoot()
         let pair = try VethPair()
         let process = try Background(["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "live", "--interval", "200ms"], name: "live-plain")
-        Thread.sleep(forTimeInterval: 0.5)
+        // Lines of vA before the traffic and after it, then the stop.
+        let vALines = { process.log.split(separator: "\n").filter { $0.contains(" vA virtual rx ") }.count }
+        let before = try waitFor("a line of vA") { vALines() > 0 ? vALines() : nil }
         try pair.sendUDP(count: 10, payload: 100)
-        Thread.sleep(forTimeInterval: 0.5)
+        _ = try waitFor("a line of vA after the traffic") { vALines() > before ? true : nil }
         #expect(process.stop() == 0)
         let lines = process.log.split(separator: "\n")
         #expect(lines.first?.hasPrefix("# ifmeter live") == true)

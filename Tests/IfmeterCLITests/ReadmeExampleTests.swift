@@ -210,9 +210,10 @@ struct ReadmeExampleTests {
                     m.folder + "/r.json",
                     "--interval", "200ms", "--every", "500ms",
                 ], name: "readme-export")
-            Thread.sleep(forTimeInterval: 0.5)
+            // Its baseline taken, then the bytes counted, before the stop.
+            try ExportReport.waitForFirst(m.folder + "/r.json")
             try pair.sendUDP(count: 1000, payload: 1200)
-            Thread.sleep(forTimeInterval: 0.8)
+            try ExportReport.waitForTotal(m.folder + "/r.json", "wan0", atLeast: 1000 * VethPair.frameBytes(payload: 1200))
             #expect(export.stop() == 0, "\(export.log)")
         case "route-tunnel", "route-split":
             // tun0 carried as UDP over eth0 (a veth) by a forwarder; the

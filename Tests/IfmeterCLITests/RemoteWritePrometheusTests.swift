@@ -94,14 +94,26 @@ struct RemoteWritePrometheusTests {
         }
         let healthy = queued()
         let t0 = Date().timeIntervalSince1970
-        Thread.sleep(forTimeInterval: 1.5)
+        // A sample in the window before its traffic: the window's first.
+        let atT0 = try waitFor("a sample taken after t0 in Prometheus", timeout: 30) { () -> Double? in
+            try samples(ns, selector, range: 30, at: Date().timeIntervalSince1970).last { $0.0 > t0 }?.1
+        }
+        /// Waits until Prometheus has a sample taken after `time` whose
+        /// counter is at least `atLeast` (the traffic before it pushed).
+        func pushed(after time: Double, atLeast: Double) throws {
+            _ = try waitFor("a sample after \(time) with the counter at \(atLeast) in Prometheus", timeout: 60) { () -> Bool? in
+                let last = try samples(ns, selector, range: 30, at: Date().timeIntervalSince1970).last
+                return last.map { $0.0 > time && $0.1 >= atLeast } == true ? true : nil
+            }
+        }
         var sent = 0.0
         func traffic(_ count: Int) throws {
             try pair.sendUDP(count: count, payload: 1000)
             sent += Double(count) * Double(VethPair.frameBytes(payload: 1000))
         }
         try traffic(100)
-        Thread.sleep(forTimeInterval: 2)
+        // Its samples pushed, then the queue looked at.
+        try pushed(after: Date().timeIntervalSince1970, atLeast: atT0 + sent)
         #expect(queued() == healthy, "nothing written while healthy")
         // The receiver goes away for 60 s.
         _ = prometheus?.stop()
@@ -110,7 +122,8 @@ struct RemoteWritePrometheusTests {
         try traffic(200)
         Thread.sleep(forTimeInterval: 12) // past a state save (every 10 s)
         try traffic(300)
-        Thread.sleep(forTimeInterval: 3)
+        // (Judged below, whether it came or not.)
+        _ = try? waitFor("the queue to grow on disk", timeout: 30) { queued() > healthy ? true : nil }
         #expect(queued() > healthy, "in the outage the pushes wait on disk")
         // kill -9 in the outage, then the same --state (and queue) again.
         serve.process.signal(SIGKILL)
@@ -121,13 +134,15 @@ struct RemoteWritePrometheusTests {
         Thread.sleep(forTimeInterval: max(0, 60 - Date().timeIntervalSince(outage)))
         prometheus = try receiver.start()
         try traffic(50)
+        let lastTraffic = Date().timeIntervalSince1970
         // Drained when the receiver's newest sample is recent.
         _ = try waitFor("the queue to drain", timeout: 60) { () -> Bool? in
             let now = Date().timeIntervalSince1970
             guard let last = try samples(ns, selector, range: 10, at: now).last else { return nil }
             return now - last.0 < 3 ? true : nil
         }
-        Thread.sleep(forTimeInterval: 2)
+        // The last traffic in a sample Prometheus has (judged below).
+        _ = try? pushed(after: lastTraffic, atLeast: atT0 + sent)
         let t1 = Date().timeIntervalSince1970
         let window = Int((t1 - t0).rounded(.up))
         let series = try samples(ns, selector, range: window, at: t1)

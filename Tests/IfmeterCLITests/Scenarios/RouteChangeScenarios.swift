@@ -98,6 +98,9 @@ struct RouteChangeScenarios {
         func outsideTx(_ text: String) -> Double {
             Scenario.metric(text, "ifmeter_tunnel_outside_bytes_total").filter { $0.key.contains("direction=\"tx\"") }.values.reduce(0, +)
         }
+        func vethTx(_ text: String) -> Double {
+            Scenario.metric(text, "ifmeter_transmit_bytes_total").filter { $0.key.contains("interface=\"vA\"") }.values.reduce(0, +)
+        }
         _ = try waitFor("the tunnel as egress") { egress(try Scenario.scrape(scene.pair.a)) == "tA" ? true : nil }
         var around = 0.0
         for _ in 0..<2 {
@@ -120,8 +123,12 @@ struct RouteChangeScenarios {
             }
             // Through the tunnel now: nothing more goes around it.
             try scene.tunnel.sendUDP(to: scene.pair.ipB, port: 9301, count: 40, payload: 600)
-            Thread.sleep(forTimeInterval: 0.7)
-            let after = try Scenario.scrape(scene.pair.a)
+            // A sample that counted them on the veth, so the outside
+            // counter had its chance to grow.
+            let after = try waitFor("the veth's bytes counted") { () -> String? in
+                let text = try Scenario.scrape(scene.pair.a)
+                return vethTx(text) >= vethTx(back) + Double(40 * VethPair.frameBytes(payload: 600)) ? text : nil
+            }
             #expect(outsideTx(after) == outsideTx(back), "no underlay, nothing counted outside")
             #expect(outsideTx(counted) <= outsideTx(before) + Double(40 * VethPair.frameBytes(payload: 600)) * 1.02)
         }

@@ -36,6 +36,15 @@ struct ShortLivedNamespaceScenarios {
         ns.remove()
     }
 
+    /// The deletions of NAME/sc0 in a trace written so far.
+    static func deletions(of name: String, in trace: String) -> Int {
+        let text = (try? String(contentsOfFile: trace, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").filter { line in
+            guard let event = try? JSONParser.parse(String(line)), event["event"]?.stringValue == "deleted" else { return false }
+            return event["interface"]?["name"]?.stringValue == "sc0" && event["interface"]?["netns"]?.stringValue == name
+        }.count
+    }
+
     /// Finding 6 of the honest-workflows issue: with namespaces deleted
     /// about 0.3 s after their traffic, --all-netns counted 468,900 B of
     /// 521,000 sent and said exact; churned series were short by 17-48%,
@@ -57,10 +66,17 @@ struct ShortLivedNamespaceScenarios {
             names.append(ns.name)
             try Self.live(ns, host: host, peer: "st\(n)", subnet: n, life: life)
         }
-        Thread.sleep(forTimeInterval: 1.5)
+        // Every namespace's last reading in a report (the figures are
+        // judged below, whether this came or not).
+        let sent = 50 * Self.frame
+        _ = try? waitFor("every namespace's bytes in the report", timeout: 20) { () -> Bool? in
+            let totals = try Scenario.reportTotals(try String(contentsOfFile: dir["r.json"], encoding: .utf8))
+            return names.indices.allSatisfy { n in
+                (totals[names[n] + "/sc0"]?.tx ?? 0) >= sent && (totals["st\(n)"]?.rx ?? 0) >= sent
+            } ? true : nil
+        }
         #expect(exporter.stop() == 0, "\(exporter.log)")
         let totals = try Scenario.reportTotals(try String(contentsOfFile: dir["r.json"], encoding: .utf8))
-        let sent = 50 * Self.frame
         for (n, name) in names.enumerated() {
             let inside = totals[name + "/sc0"], outside = totals["st\(n)"]
             #expect(inside?.tx == sent && inside?.quality == "exact", "\(name)/sc0, life \(life) s: \(String(describing: inside))")
@@ -92,7 +108,11 @@ struct ShortLivedNamespaceScenarios {
             try Self.live(ns, host: host, peer: "st\(n)", subnet: 20 + n, life: 0.4)
             Thread.sleep(forTimeInterval: 0.1)
         }
-        Thread.sleep(forTimeInterval: 1.5)
+        // The eighth instance's deletion in the trace (the count is judged
+        // below, in the replay, whether it came or not).
+        _ = try? waitFor("8 deletions of \(name)/sc0 in the trace", timeout: 20) {
+            Self.deletions(of: name, in: trace) >= 8 ? true : nil
+        }
         #expect(recorder.stop() == 0, "\(recorder.log)")
         let replay = try ifmeter(["replay", trace])
         try #require(replay.status == 0, "\(replay.err)")
@@ -124,15 +144,20 @@ struct ShortLivedNamespaceScenarios {
         }
         let name = TestNamespace.uniqueName()
         try Self.live(try TestNamespace(named: name), host: host, peer: "st0", subnet: 40, life: 0.4)
-        Thread.sleep(forTimeInterval: 0.5)
+        // The instance's deletion recorded before the name comes back.
+        _ = try waitFor("the deletion of \(name)/sc0 in the trace", timeout: 20) { Self.deletions(of: name, in: trace) >= 1 ? true : nil }
         let fake = "/run/netns/" + name
         #expect(FileManager.default.createFile(atPath: fake, contents: nil))
         Thread.sleep(forTimeInterval: 0.05)
         try FileManager.default.removeItem(atPath: fake)
-        Thread.sleep(forTimeInterval: 1)
+        // The loss in the trace (judged below, whether it came or not).
+        let lost = #""event":"namespace-lost","netns":"\#(name)""#
+        _ = try? waitFor("the namespace-lost event of \(name)", timeout: 20) {
+            ((try? String(contentsOfFile: trace, encoding: .utf8)) ?? "").contains(lost) ? true : nil
+        }
         #expect(recorder.stop() == 0, "\(recorder.log)")
         let text = try String(contentsOfFile: trace, encoding: .utf8)
-        #expect(text.contains(#""event":"namespace-lost","netns":"\#(name)""#), "\(text.suffix(1500))")
+        #expect(text.contains(lost), "\(text.suffix(1500))")
         let totals = try Scenario.reportTotals(try ifmeter(["replay", trace]).out)
         let sc0 = totals[name + "/sc0"]
         #expect(sc0?.tx == 50 * Self.frame && sc0?.quality == "lower-bound", "\(String(describing: sc0))")
