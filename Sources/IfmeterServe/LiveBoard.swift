@@ -31,20 +31,6 @@ public final class LiveBoard: Sendable {
         /// a sample re-renders only the interfaces it moved.
         var fragment: [UInt8]?
 
-        init(_ t: InterfaceTotals) {
-            name = t.name
-            netns = t.netns
-            kind = t.classification.kind
-            evidence = t.classification.evidence
-            present = t.present
-            quality = t.quality
-            events = t.events
-            var sum = t.baseline
-            sum.add(t.totals)
-            rxBytes = sum.value(.rxBytes)
-            txBytes = sum.value(.txBytes)
-        }
-
         /// Whether the rates moved (the row's fragment is made anew).
         mutating func rate(rx: Double, tx: Double) -> Bool {
             let moved = rx != rxRate || tx != txRate
@@ -56,7 +42,9 @@ public final class LiveBoard: Sendable {
             return moved
         }
 
-        /// A row as the scrape shows it, when the board wakes (no rate yet).
+        /// A row as the scrape shows it (no rate yet): the totals are the
+        /// exposition's, summed in one place (`ExpositionRow`), whether
+        /// the board woke from the scrape cache's rows or takes an update.
         init(_ e: ExpositionRow) {
             name = e.name
             netns = e.netns
@@ -71,7 +59,7 @@ public final class LiveBoard: Sendable {
 
         mutating func take(_ t: InterfaceTotals) {
             let rates = (rxRate, txRate, history)
-            self = Row(t)
+            self = Row(ExpositionRow(t))
             (rxRate, txRate, history) = rates
         }
     }
@@ -141,7 +129,7 @@ public final class LiveBoard: Sendable {
             }
             for t in changed {
                 if state.rows[t.key] == nil {
-                    state.rows[t.key] = Row(t)
+                    state.rows[t.key] = Row(ExpositionRow(t))
                     state.order = nil
                 } else {
                     state.rows[t.key]!.take(t)
