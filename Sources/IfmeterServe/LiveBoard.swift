@@ -31,20 +31,6 @@ public final class LiveBoard: Sendable {
         /// a sample re-renders only the interfaces it moved.
         var fragment: [UInt8]?
 
-        init(_ t: InterfaceTotals) {
-            name = t.name
-            netns = t.netns
-            kind = t.classification.kind
-            evidence = t.classification.evidence
-            present = t.present
-            quality = t.quality
-            events = t.events
-            var sum = t.baseline
-            sum.add(t.totals)
-            rxBytes = sum.value(.rxBytes)
-            txBytes = sum.value(.txBytes)
-        }
-
         /// Whether the rates moved (the row's fragment is made anew).
         mutating func rate(rx: Double, tx: Double) -> Bool {
             let moved = rx != rxRate || tx != txRate
@@ -56,7 +42,9 @@ public final class LiveBoard: Sendable {
             return moved
         }
 
-        /// A row as the scrape shows it, when the board wakes (no rate yet).
+        /// A row as the scrape shows it (no rate yet): the totals are the
+        /// exposition's, summed in one place (`ExpositionRow`), whether
+        /// the board woke from the scrape cache's rows or takes an update.
         init(_ e: ExpositionRow) {
             name = e.name
             netns = e.netns
@@ -71,7 +59,7 @@ public final class LiveBoard: Sendable {
 
         mutating func take(_ t: InterfaceTotals) {
             let rates = (rxRate, txRate, history)
-            self = Row(t)
+            self = Row(ExpositionRow(t))
             (rxRate, txRate, history) = rates
         }
     }
@@ -141,7 +129,7 @@ public final class LiveBoard: Sendable {
             }
             for t in changed {
                 if state.rows[t.key] == nil {
-                    state.rows[t.key] = Row(t)
+                    state.rows[t.key] = Row(ExpositionRow(t))
                     state.order = nil
                 } else {
                     state.rows[t.key]!.take(t)
@@ -171,7 +159,7 @@ public final class LiveBoard: Sendable {
             if events.listeners > 0 {
                 let keys = state.moved.sorted()
                 let gone = state.gone.sorted()
-                event = Self.renderFragments(&state, keys: keys, partial: (since, gone), interval: interval, version: version)
+                event = Self.render(&state, keys: keys, history: false, partial: (since, gone), interval: interval, version: version)
             }
             state.moved = []
             state.gone = []
@@ -183,39 +171,47 @@ public final class LiveBoard: Sendable {
     public var generation: Int { state.withLock { $0.generation } }
 
     /// `/api/v1/interfaces` (`schemas/ifmeter-interfaces.v1.schema.json`):
-    /// one compact line of JSON, rendered once per sample.
+    /// one compact line of JSON, rendered once per sample, the way the
+    /// events are (`render`).
     public func document(history: Bool) -> HTTPBody {
         wake()
         let (generation, cached) = state.withLock { ($0.generation, $0.rendered[history]) }
         if let cached, cached.generation == generation { return cached.body }
+        let (interval, version) = (self.interval, self.version)
         if !history {
             // From the rows' kept fragments (those a sample moved made anew),
             // under the lock: what a page follows each sample costs what
             // changed, not every interface.
-            let (interval, version) = (self.interval, self.version)
             return state.withLock { state in
                 if state.order == nil { state.order = state.rows.keys.sorted() }
-                let body = HTTPBody(Self.renderFragments(&state, keys: state.order!, partial: nil, interval: interval, version: version))
+                let body = HTTPBody(Self.render(&state, keys: state.order!, history: false, interval: interval, version: version))
                 state.rendered[false] = (state.generation, body)
                 return body
             }
         }
-        let snapshot = state.withLock { $0 }
-        let body = HTTPBody(Array(Self.render(snapshot, history: history, interval: interval, version: version).utf8))
+        // With every row's history (nothing kept to reuse): from a copy,
+        // outside the lock, which the pipeline's updates wait for.
+        var snapshot = state.withLock { state in
+            if state.order == nil { state.order = state.rows.keys.sorted() }
+            return state
+        }
+        let body = HTTPBody(Self.render(&snapshot, keys: snapshot.order!, history: true, interval: interval, version: version))
         state.withLock { state in
-            if state.generation == snapshot.generation { state.rendered[history] = (snapshot.generation, body) }
+            if state.generation == snapshot.generation { state.rendered[true] = (snapshot.generation, body) }
         }
         return body
     }
 
-    /// The document without history, keys in JSONWriter's (sorted) order,
-    /// from the fragments of the rows of `keys`; with `partial`, an event
-    /// of what moved since sample `since` and the keys gone.
-    static func renderFragments(
-        _ state: inout State, keys: [SeriesKey], partial: (since: Int, gone: [SeriesKey])?, interval: Double, version: String
+    /// The document, keys in JSONWriter's (sorted) order, of the rows of
+    /// `keys` (`rowObject`'s; without history, each row's bytes are kept
+    /// until it changes); with `partial`, an event of what moved since
+    /// sample `since` and the keys gone.
+    static func render(
+        _ state: inout State, keys: [SeriesKey], history: Bool, partial: (since: Int, gone: [SeriesKey])? = nil, interval: Double,
+        version: String
     ) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(256 + state.rows.count * 320)
+        out.reserveCapacity(256 + state.rows.count * (history ? 320 + LiveBoard.historyLength * 16 : 320))
         func append(_ text: String) { out.append(contentsOf: text.utf8) }
         func quoted(_ text: String) -> String {
             var q = ""
@@ -233,7 +229,9 @@ public final class LiveBoard: Sendable {
             guard let index = state.rows.index(forKey: key) else { continue }
             if !first { out.append(UInt8(ascii: ",")) }
             first = false
-            if let fragment = state.rows.values[index].fragment {
+            if history {
+                append(JSONWriter().string(rowObject(state.rows.values[index], history: true)))
+            } else if let fragment = state.rows.values[index].fragment {
                 out.append(contentsOf: fragment)
             } else {
                 let fragment = Array(JSONWriter().string(rowObject(state.rows.values[index], history: false)).utf8)
@@ -250,6 +248,7 @@ public final class LiveBoard: Sendable {
         return out
     }
 
+    /// One interface's row: the one place its keys are written.
     static func rowObject(_ row: Row, history: Bool) -> JSONValue {
         var o: [String: JSONValue] = [
             "name": .string(row.name),
@@ -273,22 +272,6 @@ public final class LiveBoard: Sendable {
             o["history"] = .array(row.history.map { .array([.number(rate(Double($0.0))), .number(rate(Double($0.1)))]) })
         }
         return .object(o)
-    }
-
-    static func render(_ state: State, history: Bool, interval: Double, version: String) -> String {
-        let rows = state.rows.sorted { $0.key < $1.key }
-        var interfaces: [JSONValue] = []
-        interfaces.reserveCapacity(rows.count)
-        for (_, row) in rows { interfaces.append(rowObject(row, history: history)) }
-        let body: [String: JSONValue] = [
-            "generation": .number(String(state.generation)),
-            "time": .number(state.wallTime > 0 ? String(format3(state.wallTime)) : "0"),
-            "interval_seconds": .number(rate(interval)),
-            "seconds": .number(rate(state.seconds ?? 0)),
-            "version": .string(version),
-            "interfaces": .array(interfaces),
-        ]
-        return JSONWriter().string(JSONEnvelope.interfaces.document(body))
     }
 
     /// A rate as JSON: bytes per second, to a thousandth.

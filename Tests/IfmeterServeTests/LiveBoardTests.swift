@@ -189,6 +189,133 @@ import Testing
         #expect(history.map { pair($0).0 } == [3_000])
     }
 
+    /// Every event's and both documents' bytes from a small script, as
+    /// they were served when the board had two renderers: one renderer now
+    /// writes them all, and must write exactly these (sorted keys, rates
+    /// to a thousandth, histories from the Float points kept, quoting).
+    @Test func theBytesServedArePinned() throws {
+        let board = LiveBoard(interval: 2.5, version: "pin\"1")
+        #expect(board.events.join(), "a page follows")
+        final class Events: PipelineSink {
+            let board: LiveBoard
+            var seen = 0
+            var bodies: [String] = []
+            init(_ board: LiveBoard) { self.board = board }
+            func receive(_ update: borrowing PipelineUpdate) {
+                guard case .event(let number, let body) = board.events.next(after: seen, suspend: {}, resume: {}) else { return }
+                seen = number
+                bodies.append(String(decoding: body.bytes, as: UTF8.self))
+                // The documents between samples: rows' kept bytes and fresh ones side by side.
+                if number == 3 {
+                    for history in [false, true] { bodies.append(String(decoding: board.document(history: history).bytes, as: UTF8.self)) }
+                }
+            }
+        }
+        let pipeline = Pipeline(
+            source: ScriptedSource([
+                .sample(10, [("eth0", 2, 1_000, 500), ("q\"t", 9, 0, 0)]),
+                .sample(13, [("eth0", 2, 2_000, 600), ("q\"t", 9, 5_000, 1_000)]),
+                .sample(14, [("eth0", 2, 2_000, 600)], deleted: [scriptedDeletion(13.5, "q\"t", 9, 6_000, 1_001)]),
+                .sample(16, [("eth0", 2, 2_000_002_007, 600)]),
+                .sample(17, [("eth0", 2, 2_000_002_007, 600)]),
+            ]), configuration: PipelineConfiguration(interval: 2.5, seriesLifetime: 2.5, sampleLimit: 5),
+            clock: PipelineClock(monotonic: { 0 }, wall: { 1_796_040_000.0625 }))
+        let events = Events(board)
+        pipeline.add(sink: LiveBoardFeed(board: board))
+        pipeline.add(sink: events)
+        var waiter = Waiter(waits: 6)
+        pipeline.run(&waiter)
+        let plain = String(decoding: board.document(history: false).bytes, as: UTF8.self)
+        let full = String(decoding: board.document(history: true).bytes, as: UTF8.self)
+        // Each sample's event, both documents after the deletion's sample
+        // (the third), both at the end (the deleted row forgotten).
+        let head = [
+            #"{"caveats":["Estimates from interface counters: they include protocol overhead (headers,"#,
+            #" retransmissions) and are not per-app accounting.","#,
+            #""≥ marks a lower bound: some traffic could not be seen (a counter reset,"#,
+            #" or an interface recreated without a deletion event); the true value is at least the figure.","#,
+            #""~ marks a figure corrected for a 32-bit counter wrap; a figure without a mark is an exact reading of the counters."],"#,
+            #""estimate":true,"#,
+        ].joined()
+        let tail = #""time":1796040000.063,"version":"pin\"1"}"#
+        let e0 = #"{"events":{"deletions":0,"recreations":0,"resets":0,"wraps":0},"evidence":"scripted","#
+        let e1 = #"{"events":{"deletions":1,"recreations":0,"resets":0,"wraps":0},"evidence":"scripted","#
+        let event = "event: sample\ndata: "
+        let expected: [String] = [
+            [
+                event, head, #""forgotten":[],"generation":1,"interfaces":["#, e0,
+                #""kind":"ethernet","name":"eth0","netns":"","present":true,"quality":"exact","rx_bytes":1000,"#,
+                #""rx_bytes_per_second":0,"tx_bytes":500,"tx_bytes_per_second":0},"#, e0,
+                #""kind":"ethernet","name":"q\"t","netns":"","present":true,"quality":"exact","rx_bytes":0,"#,
+                #""rx_bytes_per_second":0,"tx_bytes":0,"tx_bytes_per_second":0}],"interval_seconds":2.5,"#,
+                #""partial":true,"schema":"ifmeter.interfaces","schema_version":1,"seconds":0,"since":0,"#, tail, "\n\n",
+            ].joined(),
+            [
+                event, head, #""forgotten":[],"generation":2,"interfaces":["#, e0,
+                #""kind":"ethernet","name":"eth0","netns":"","present":true,"quality":"exact","rx_bytes":2000,"#,
+                #""rx_bytes_per_second":333.333,"tx_bytes":600,"tx_bytes_per_second":33.333},"#, e0,
+                #""kind":"ethernet","name":"q\"t","netns":"","present":true,"quality":"exact","rx_bytes":5000,"#,
+                #""rx_bytes_per_second":1666.667,"tx_bytes":1000,"tx_bytes_per_second":333.333}],"#,
+                #""interval_seconds":2.5,"partial":true,"schema":"ifmeter.interfaces","schema_version":1,"seconds":3,"#, #""since":1,"#, tail,
+                "\n\n",
+            ].joined(),
+            [
+                event, head, #""forgotten":[],"generation":3,"interfaces":["#, e0,
+                #""kind":"ethernet","name":"eth0","netns":"","present":true,"quality":"exact","rx_bytes":2000,"#,
+                #""rx_bytes_per_second":0,"tx_bytes":600,"tx_bytes_per_second":0},"#, e1,
+                #""kind":"ethernet","name":"q\"t","netns":"","present":false,"quality":"exact","rx_bytes":6000,"#,
+                #""rx_bytes_per_second":2000,"tx_bytes":1001,"tx_bytes_per_second":2}],"interval_seconds":2.5,"#,
+                #""partial":true,"schema":"ifmeter.interfaces","schema_version":1,"seconds":1,"since":2,"#, tail, "\n\n",
+            ].joined(),
+            [
+                head, #""generation":3,"interfaces":["#, e0,
+                #""kind":"ethernet","name":"eth0","netns":"","present":true,"quality":"exact","rx_bytes":2000,"#,
+                #""rx_bytes_per_second":0,"tx_bytes":600,"tx_bytes_per_second":0},"#, e1,
+                #""kind":"ethernet","name":"q\"t","netns":"","present":false,"quality":"exact","rx_bytes":6000,"#,
+                #""rx_bytes_per_second":2000,"tx_bytes":1001,"tx_bytes_per_second":2}],"interval_seconds":2.5,"#,
+                #""schema":"ifmeter.interfaces","schema_version":1,"seconds":1,"#, tail,
+            ].joined(),
+            [
+                head, #""generation":3,"interfaces":["#, e0,
+                #""history":[[0,0],[333.333,33.333],[0,0]],"kind":"ethernet","name":"eth0","netns":"","present":true,"#,
+                #""quality":"exact","rx_bytes":2000,"rx_bytes_per_second":0,"tx_bytes":600,"tx_bytes_per_second":0},"#, e1,
+                #""history":[[0,0],[1666.667,333.333],[2000,2]],"kind":"ethernet","name":"q\"t","netns":"","#,
+                #""present":false,"quality":"exact","rx_bytes":6000,"rx_bytes_per_second":2000,"tx_bytes":1001,"#,
+                #""tx_bytes_per_second":2}],"interval_seconds":2.5,"schema":"ifmeter.interfaces","schema_version":1,"#, #""seconds":1,"#, tail,
+            ].joined(),
+            [
+                event, head, #""forgotten":[],"generation":4,"interfaces":["#, e0,
+                #""kind":"ethernet","name":"eth0","netns":"","present":true,"quality":"exact","rx_bytes":2000002007,"#,
+                #""rx_bytes_per_second":1000000003.5,"tx_bytes":600,"tx_bytes_per_second":0},"#, e1,
+                #""kind":"ethernet","name":"q\"t","netns":"","present":false,"quality":"exact","rx_bytes":6000,"#,
+                #""rx_bytes_per_second":0,"tx_bytes":1001,"tx_bytes_per_second":0}],"interval_seconds":2.5,"#,
+                #""partial":true,"schema":"ifmeter.interfaces","schema_version":1,"seconds":2,"since":3,"#, tail, "\n\n",
+            ].joined(),
+            [
+                event, head, #""forgotten":[{"name":"q\"t","netns":""}],"generation":5,"interfaces":["#, e0,
+                #""kind":"ethernet","name":"eth0","netns":"","present":true,"quality":"exact","rx_bytes":2000002007,"#,
+                #""rx_bytes_per_second":0,"tx_bytes":600,"tx_bytes_per_second":0}],"interval_seconds":2.5,"#,
+                #""partial":true,"schema":"ifmeter.interfaces","schema_version":1,"seconds":1,"since":4,"#, tail, "\n\n",
+            ].joined(),
+            [
+                head, #""generation":5,"interfaces":["#, e0,
+                #""kind":"ethernet","name":"eth0","netns":"","present":true,"quality":"exact","rx_bytes":2000002007,"#,
+                #""rx_bytes_per_second":0,"tx_bytes":600,"tx_bytes_per_second":0}],"interval_seconds":2.5,"#,
+                #""schema":"ifmeter.interfaces","schema_version":1,"seconds":1,"#, tail,
+            ].joined(),
+            [
+                head, #""generation":5,"interfaces":["#, e0,
+                #""history":[[0,0],[333.333,33.333],[0,0],[1000000000,0],[0,0]],"kind":"ethernet","name":"eth0","#,
+                #""netns":"","present":true,"quality":"exact","rx_bytes":2000002007,"rx_bytes_per_second":0,"#,
+                #""tx_bytes":600,"tx_bytes_per_second":0}],"interval_seconds":2.5,"schema":"ifmeter.interfaces","#,
+                #""schema_version":1,"seconds":1,"#, tail,
+            ].joined(),
+        ]
+        let served = events.bodies + [plain, full]
+        #expect(served.count == expected.count)
+        for (n, (got, want)) in zip(served, expected).enumerated() { #expect(got == want, "response \(n)") }
+    }
+
     @Test func theHistoryKeepsTheLastMinuteOnly() throws {
         let steps = (0...(LiveBoard.historyLength + 5)).map { n in
             ScriptedSource.Step.sample(Double(n), [("eth0", 2, UInt64(n) * 1_000, 0)])
