@@ -180,9 +180,15 @@ struct LiveTerminalTests {
         let lo = rows.first { $0.dropFirst(2).hasPrefix("lo ") } ?? ""
         #expect(lo.contains(" 0 B/s") && !lo.contains("≈") && !lo.contains("~") && !lo.contains("≥"), "an idle row without marks: \(lo)")
         // The detail of vA.
-        while try !tmux.screen().contains("› vA") {
+        // Up a row at a time until vA is chosen (with a deadline: a list
+        // that never shows it fails here, not at the test's time limit).
+        _ = try waitFor("vA chosen with k", timeout: 30) { () throws -> Bool? in
+            let screen = try tmux.screen()
+            if screen.contains("› vA") { return true }
             try tmux.keys("k")
-            Thread.sleep(forTimeInterval: 0.2)
+            // The key's redraw before the next look, or it could skip past vA.
+            _ = try? waitFor("the redraw after k", timeout: 2) { try tmux.screen() != screen ? true : nil }
+            return nil
         }
         try tmux.keys("Enter")
         let detail = try tmux.waitFor("MAC \(pair.macA)")
