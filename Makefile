@@ -183,8 +183,6 @@ hot-functions: release
 
 clean:
 	$(SWIFT) package clean
-	$(SWIFT) package --scratch-path $(RELEASE_SCRATCH) clean
-	rm -f .build/release
 
 # Man pages and completions come from the binary being installed
 # (--generate-manpage, --generate-completion): the same specs as --help.
