@@ -43,14 +43,9 @@ STATIC_CXX := .build/static-libstdc++
 # flags (.build/release-flags says which) is removed first.
 RELEASE_INPUTS_CHECK = @flags='$(RELEASE_FLAGS)'; \
 	if [ "$$(cat .build/release-flags 2>/dev/null)" != "$$flags" ]; then \
-	  rm -rf $(RELEASE_SCRATCH)/*-linux-gnu/release; mkdir -p .build; printf '%s\n' "$$flags" > .build/release-flags; fi; \
+	  rm -rf .build/*-linux-gnu/release; mkdir -p .build; printf '%s\n' "$$flags" > .build/release-flags; fi; \
 	if [ scripts/hot-functions.txt -nt .build/release/ifmeter ]; then rm -f .build/release/ifmeter; fi
-# The release tree has a scratch folder of its own, so that SwiftPM's lock
-# on it is not the debug build's and make test runs both at once;
-# .build/release points into it, where SwiftPM would put it.
-RELEASE_SCRATCH := .build/optimized
-RELEASE_LINK = @ln -sfn optimized/release .build/release
-RELEASE_FLAGS := --scratch-path $(RELEASE_SCRATCH) -c release --static-swift-stdlib \
+RELEASE_FLAGS := -c release --static-swift-stdlib \
 	-Xswiftc -Xfrontend -Xswiftc -function-sections -Xswiftc -use-ld=lld \
 	-Xswiftc -L -Xswiftc $(CURDIR)/$(STATIC_CXX) \
 	-Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic \
@@ -101,7 +96,6 @@ release: static-cxx
 	@scripts/write-revision
 	$(RELEASE_INPUTS_CHECK)
 	$(SWIFT) build $(RELEASE_FLAGS) --product ifmeter
-	$(RELEASE_LINK)
 
 run: release
 	@.build/release/ifmeter $(RUN_ARGS)
@@ -115,21 +109,14 @@ build: deps
 # The Debian package is built here, before `swift test`, because building
 # it inside the tests would wait forever on SwiftPM's lock, which the test
 # run holds; DebianPackageTests installs and purges what this left.
-#
-# The release build and its package go beside the debug build of the tests
-# (and the portable check): alone, each leaves one of the two cores mostly
-# idle. Their output is shown when they are done.
 test:
 	@scripts/ensure-packages $(TEST_PACKAGES) $(DEB_PACKAGES)
 	@scripts/ensure-venv
 	$(SWIFT) format lint --strict -r Sources Tests Package.swift
-	@mkdir -p .build; \
-	( $(MAKE) --no-print-directory release && $(MAKE) --no-print-directory deb-lint ) > .build/release-build.log 2>&1 & release=$$!; \
-	echo "$(SWIFT) build --build-tests (and make release deb-lint beside it: .build/release-build.log)"; \
-	$(SWIFT) build --build-tests && SWIFT=$(SWIFT) scripts/portable-check; debug=$$?; \
-	wait $$release; built=$$?; cat .build/release-build.log; \
-	if [ $$built -ne 0 ]; then echo "Error: make release or make deb-lint failed (above). Hint: run them alone to see." >&2; exit 1; fi; \
-	exit $$debug
+	@$(MAKE) --no-print-directory release
+	@$(MAKE) --no-print-directory deb-lint
+	$(SWIFT) build
+	SWIFT=$(SWIFT) scripts/portable-check
 	SWIFT=$(SWIFT) scripts/library docs
 	SWIFT=$(SWIFT) scripts/library api-check
 	# Text outputs are compared in UTF-8; tests that want another locale set it.
@@ -163,7 +150,6 @@ bench: static-cxx
 	@scripts/write-revision
 	$(RELEASE_INPUTS_CHECK)
 	$(SWIFT) build $(RELEASE_FLAGS)
-	$(RELEASE_LINK)
 	.build/release/ifmeter-bench
 
 # Only the usage tables on a five-year state file (issue 31), a minute.
@@ -172,7 +158,6 @@ bench-usage: static-cxx
 	@scripts/write-revision
 	$(RELEASE_INPUTS_CHECK)
 	$(SWIFT) build $(RELEASE_FLAGS)
-	$(RELEASE_LINK)
 	IFMETER_BENCH_ONLY=usage .build/release/ifmeter-bench
 
 # Re-records scripts/hot-functions.txt from the release binary (root;
