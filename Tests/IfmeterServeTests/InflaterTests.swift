@@ -18,14 +18,7 @@ import Testing
         let inflater = try #require(Inflater(try render()))
         // Its state, zlib's (some 7 KB) and the 16 KiB window.
         #expect(inflater.heldBytes > 16 * 1024 + 7000)
-        var out: [UInt8] = []
-        var block = [UInt8](repeating: 0, count: 32 * 1024)
-        while true {
-            let n = try #require(block.withUnsafeMutableBytes { inflater.read(into: $0.baseAddress!, max: $0.count) })
-            if n == 0 { break }
-            out += block[0..<n]
-        }
-        #expect(out == text)
+        #expect(try inflater.readAll() == text)
     }
 
     @Test func aBrokenBodyIsAnError() throws {
@@ -38,5 +31,18 @@ import Testing
             result = block.withUnsafeMutableBytes { inflater.read(into: $0.baseAddress!, max: $0.count) }
         }
         #expect(result == nil)
+    }
+}
+
+extension Inflater {
+    /// The whole text, read block by block as a client reads it.
+    func readAll() throws -> [UInt8] {
+        var out: [UInt8] = []
+        var block = [UInt8](repeating: 0, count: 32 * 1024)
+        while true {
+            let n = try #require(block.withUnsafeMutableBytes { read(into: $0.baseAddress!, max: $0.count) })
+            if n == 0 { return out }
+            out += block[0..<n]
+        }
     }
 }

@@ -12,14 +12,7 @@ import Testing
     func exposition(_ cache: ScrapeCache) throws -> String {
         let rendered = try #require(cache.rendered(openMetrics: false))
         let inflater = try #require(Inflater(rendered.gzipped))
-        var out: [UInt8] = []
-        var block = [UInt8](repeating: 0, count: 32 * 1024)
-        while true {
-            let n = try #require(block.withUnsafeMutableBytes { inflater.read(into: $0.baseAddress!, max: $0.count) })
-            if n == 0 { break }
-            out += block[0..<n]
-        }
-        return String(decoding: out, as: UTF8.self)
+        return String(decoding: try inflater.readAll(), as: UTF8.self)
     }
 
     func routes(_ cache: ScrapeCache, log: @escaping @Sendable (String) -> Void = { _ in }) -> ServeRoutes {
