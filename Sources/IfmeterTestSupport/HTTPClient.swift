@@ -202,13 +202,21 @@ public func waitFor<T>(_ what: String, timeout: Double = 10, _ body: () throws -
     throw TestFailure("timed out waiting for \(what)\(lastError.map { ": \($0)" } ?? "")")
 }
 
-/// Starts `ifmeter serve` in `ns` (300 ms interval, plus `extra`) and waits
-/// until it answers on `port`.
-public func startServe(in ns: TestNamespace, port: UInt16 = 9874, _ extra: [String] = []) throws -> Background {
-    let server = try Background(["ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--interval", "300ms"] + extra, name: "serve")
-    _ = try waitFor("ifmeter serve to answer") {
+/// Starts `ifmeter serve` in `ns` (every `interval`, plus `extra`; with
+/// `environment` set, its log named `name`) and waits until it says it
+/// listens on `port`. serve says so after its first sample, once its
+/// socket answers: plain HTTP or TLS, with or without basic auth.
+public func startServe(
+    in ns: TestNamespace, port: UInt16 = 9874, interval: String = "300ms", environment: [String: String] = [:],
+    name: String = "serve", _ extra: [String] = []
+) throws -> Background {
+    let env = environment.isEmpty ? [] : ["env"] + environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+    let server = try Background(
+        ["ip", "netns", "exec", ns.name] + env + [try ifmeterBinary(), "serve", "--interval", interval] + extra, name: name)
+    _ = try waitFor("ifmeter serve to listen on port \(port)", timeout: 30) { () throws -> Bool? in
         guard server.process.isRunning else { throw TestFailure("serve exited: \(server.log)") }
-        return try? RawHTTP.request("/metrics", port: port, in: ns.name)
+        let said = server.log.split(separator: "\n").contains { $0.contains("listening on http") && $0.contains(":\(port)/metrics") }
+        return said ? true : nil
     }
     return server
 }
