@@ -18,8 +18,12 @@ public struct HTTPResult: Sendable {
 /// A minimal HTTP/1.1 client on a raw socket, inside a namespace when
 /// given one, so tests can also send what no well-behaved client would.
 public enum RawHTTP {
-    /// Connects to `host:port` (inside `namespace`), returns the socket.
-    public static func connect(_ host: String, _ port: UInt16, in namespace: String?, timeout: Double = 5) throws -> Int32 {
+    /// Connects to `host:port` (inside `namespace`; from the IPv4 address
+    /// `source` when given, so that many connections need not share one
+    /// client address), returns the socket.
+    public static func connect(
+        _ host: String, _ port: UInt16, in namespace: String?, from source: String? = nil, timeout: Double = 5
+    ) throws -> Int32 {
         let open = { () throws -> Int32 in
             let v6 = host.contains(":")
             let fd = socket(v6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -37,6 +41,17 @@ public enum RawHTTP {
                     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
                 }
             } else {
+                if let source {
+                    var from = sockaddrIn(source, 0)
+                    let bound = withUnsafePointer(to: &from) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                    }
+                    guard bound == 0 else {
+                        let message = String(cString: strerror(errno))
+                        close(fd)
+                        throw TestFailure("bind \(source): \(message)")
+                    }
+                }
                 var addr = sockaddrIn(host, port)
                 rc = withUnsafePointer(to: &addr) {
                     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
