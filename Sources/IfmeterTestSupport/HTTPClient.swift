@@ -18,8 +18,12 @@ public struct HTTPResult: Sendable {
 /// A minimal HTTP/1.1 client on a raw socket, inside a namespace when
 /// given one, so tests can also send what no well-behaved client would.
 public enum RawHTTP {
-    /// Connects to `host:port` (inside `namespace`), returns the socket.
-    public static func connect(_ host: String, _ port: UInt16, in namespace: String?, timeout: Double = 5) throws -> Int32 {
+    /// Connects to `host:port` (inside `namespace`; from the IPv4 address
+    /// `source` when given, so that many connections need not share one
+    /// client address), returns the socket.
+    public static func connect(
+        _ host: String, _ port: UInt16, in namespace: String?, from source: String? = nil, timeout: Double = 5
+    ) throws -> Int32 {
         let open = { () throws -> Int32 in
             let v6 = host.contains(":")
             let fd = socket(v6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -37,6 +41,17 @@ public enum RawHTTP {
                     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
                 }
             } else {
+                if let source {
+                    var from = sockaddrIn(source, 0)
+                    let bound = withUnsafePointer(to: &from) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                    }
+                    guard bound == 0 else {
+                        let message = String(cString: strerror(errno))
+                        close(fd)
+                        throw TestFailure("bind \(source): \(message)")
+                    }
+                }
                 var addr = sockaddrIn(host, port)
                 rc = withUnsafePointer(to: &addr) {
                     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
@@ -202,13 +217,21 @@ public func waitFor<T>(_ what: String, timeout: Double = 10, _ body: () throws -
     throw TestFailure("timed out waiting for \(what)\(lastError.map { ": \($0)" } ?? "")")
 }
 
-/// Starts `ifmeter serve` in `ns` (300 ms interval, plus `extra`) and waits
-/// until it answers on `port`.
-public func startServe(in ns: TestNamespace, port: UInt16 = 9874, _ extra: [String] = []) throws -> Background {
-    let server = try Background(["ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--interval", "300ms"] + extra, name: "serve")
-    _ = try waitFor("ifmeter serve to answer") {
+/// Starts `ifmeter serve` in `ns` (every `interval`, plus `extra`; with
+/// `environment` set, its log named `name`) and waits until it says it
+/// listens on `port`. serve says so after its first sample, once its
+/// socket answers: plain HTTP or TLS, with or without basic auth.
+public func startServe(
+    in ns: TestNamespace, port: UInt16 = 9874, interval: String = "300ms", environment: [String: String] = [:],
+    name: String = "serve", _ extra: [String] = []
+) throws -> Background {
+    let env = environment.isEmpty ? [] : ["env"] + environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+    let server = try Background(
+        ["ip", "netns", "exec", ns.name] + env + [try ifmeterBinary(), "serve", "--interval", interval] + extra, name: name)
+    _ = try waitFor("ifmeter serve to listen on port \(port)", timeout: 30) { () throws -> Bool? in
         guard server.process.isRunning else { throw TestFailure("serve exited: \(server.log)") }
-        return try? RawHTTP.request("/metrics", port: port, in: ns.name)
+        let said = server.log.split(separator: "\n").contains { $0.contains("listening on http") && $0.contains(":\(port)/metrics") }
+        return said ? true : nil
     }
     return server
 }

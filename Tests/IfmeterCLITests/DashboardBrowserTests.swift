@@ -15,14 +15,7 @@ import Glibc
 @Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .blocking)
 struct DashboardBrowserTests {
     func serve(_ ns: TestNamespace, port: UInt16, _ extra: [String] = []) throws -> Background {
-        let server = try Background(
-            ["ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--interval", "300ms", "--listen", "127.0.0.1:\(port)"] + extra,
-            name: "serve")
-        _ = try waitFor("ifmeter serve to listen") { () throws -> Bool? in
-            guard server.process.isRunning else { throw TestFailure("serve exited: \(server.log)") }
-            return server.log.contains("listening on http") ? true : nil
-        }
-        return server
+        try startServe(in: ns, port: port, ["--listen", "127.0.0.1:\(port)"] + extra)
     }
 
     /// A counter of `name` on /metrics (ifmeter's family, without labels' order).

@@ -296,13 +296,7 @@ struct ExportStateTests {
             return line.flatMap { Double($0.split(separator: " ").last ?? "") }
         }
         func start() throws -> Background {
-            let server = try Background(
-                [
-                    "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--interval", "200ms",
-                    "--state", dir + "/state.db",
-                ], name: "serve-state")
-            _ = try waitFor("serve") { try? scrape() }
-            return server
+            try startServe(in: pair.a, interval: "200ms", name: "serve-state", ["--state", dir + "/state.db"])
         }
         var server = try start()
         let first = try #require(try scrape())

@@ -223,14 +223,10 @@ struct FileHardeningTests {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let state = dir + "/s.db"
         let frame = VethPair.frameBytes(payload: 700)
-        let server = try Background(
-            [
-                "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:19280", "--interval", "100ms",
-                "--state", state,
-            ], name: "serve-kill9")
+        let server = try startServe(
+            in: pair.a, port: 19280, interval: "100ms", name: "serve-kill9", ["--listen", "127.0.0.1:19280", "--state", state])
         // Killed once its samples took the traffic: the state has only the
         // baseline its first sample saved (the next save is 5 minutes on).
-        _ = try waitFor("serve to answer", timeout: 30) { try? Scenario.scrape(pair.a, port: 19280) }
         try pair.sendUDP(count: 20, payload: 700)
         try waitForServe(pair.a, port: 19280, toCount: 20 * frame)
         kill(server.process.processIdentifier, SIGKILL)
@@ -258,12 +254,8 @@ struct FileHardeningTests {
         let state = dir + "/s.db"
         let frame = VethPair.frameBytes(payload: 300)
         // serve saves every 10 s: within this test only the signals save.
-        let server = try Background(
-            [
-                "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:19281", "--interval", "100ms",
-                "--state", state,
-            ], name: "serve-signals")
-        _ = try waitFor("serve to answer", timeout: 30) { try? Scenario.scrape(pair.a, port: 19281) }
+        let server = try startServe(
+            in: pair.a, port: 19281, interval: "100ms", name: "serve-signals", ["--listen", "127.0.0.1:19281", "--state", state])
         try pair.sendUDP(count: 10, payload: 300)
         try waitForServe(pair.a, port: 19281, toCount: 10 * frame)
         kill(server.process.processIdentifier, SIGHUP)
@@ -371,9 +363,7 @@ struct FileHardeningTests {
         let ns = try TestNamespace()
         let dir = try folder()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let first = try Background(
-            ["ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:19282"], name: "serve-port")
-        _ = try waitFor("serve") { first.log.contains("listening") ? true : nil }
+        let first = try startServe(in: ns, port: 19282, name: "serve-port", ["--listen", "127.0.0.1:19282"])
         let second = try ifmeter(["serve", "--listen", "127.0.0.1:19282", "--state", dir + "/new.db"], in: ns)
         #expect(second.status == 1 && second.err.contains("Address already in use"), "\(second.err)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == [], "the state file it created is removed")

@@ -179,13 +179,9 @@ struct NamespaceAndEventTests {
         try Netns.requireRoot()
         let host = try TestNamespace()
         let port: UInt16 = 9881
-        let server = try Background(
-            [
-                "ip", "netns", "exec", host.name, try ifmeterBinary(), "serve", "--all-netns", "--interval", "200ms",
-                "--listen", "127.0.0.1:\(port)",
-            ], name: "serve-all-netns")
+        let server = try startServe(
+            in: host, port: port, interval: "200ms", name: "serve-all-netns", ["--all-netns", "--listen", "127.0.0.1:\(port)"])
         defer { server.stop() }
-        _ = try waitFor("serve") { try? RawHTTP.request("/metrics", port: port, in: host.name) }
         var namespaces: [TestNamespace] = []
         var scrapes = 0
         for n in 0..<50 {

@@ -170,10 +170,8 @@ struct NodeCompatTests {
         try Netns.requireRoot()
         let setup = try Setup()
         let ns = setup.ns
-        let server = try Background(
-            ["ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--interval", "300ms", "--compat", "node"], name: "serve")
+        let server = try startServe(in: ns, port: Self.port, ["--compat", "node"])
         defer { server.stop() }
-        _ = try waitFor("ifmeter serve") { try? RawHTTP.request("/metrics", port: Self.port, in: ns.name) }
         let exporter = try nodeExporter(ns)
         defer { exporter.stop() }
         try setup.change()

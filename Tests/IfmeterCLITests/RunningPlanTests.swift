@@ -31,13 +31,7 @@ struct RunningPlanTests {
     func scrape(_ ns: TestNamespace, _ port: UInt16) throws -> String { try Scenario.scrape(ns, port: port) }
 
     func serve(_ ns: TestNamespace, port: UInt16, state: String, _ extra: [String] = []) throws -> Background {
-        let process = try Background(
-            [
-                "ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:\(port)", "--interval", "200ms",
-                "--state", state,
-            ] + extra, name: "serve-plans")
-        _ = try waitFor("serve") { process.log.contains("listening") ? true : nil }
-        return process
+        try startServe(in: ns, port: port, interval: "200ms", name: "serve-plans", ["--listen", "127.0.0.1:\(port)", "--state", state] + extra)
     }
 
     /// A plan set while serve runs at the default save pace (5 minutes)

@@ -24,16 +24,9 @@ struct ServeAPITests {
         // One instant for both (usage's tables and its "saved ... ago").
         let now = String(Int(Date().timeIntervalSince1970) + 60)
         let port: UInt16 = 49723
-        let server = try Background(
-            [
-                "ip", "netns", "exec", pair.a.name, "env", "IFMETER_USAGE_NOW=\(now)", try ifmeterBinary(), "serve", "--interval", "300ms",
-                "--listen", "127.0.0.1:\(port)", "--state", state,
-            ], name: "serve")
+        let server = try startServe(
+            in: pair.a, port: port, environment: ["IFMETER_USAGE_NOW": now], ["--listen", "127.0.0.1:\(port)", "--state", state])
         defer { server.stop() }
-        _ = try waitFor("ifmeter serve to listen") { () throws -> Bool? in
-            guard server.process.isRunning else { throw TestFailure("serve exited: \(server.log)") }
-            return server.log.contains("listening on http") ? true : nil
-        }
         try pair.sendUDP(count: 300, payload: 700)
         let sent = 300 * VethPair.frameBytes(payload: 700)
         // SIGHUP saves the state; the API reads the file, so it shows the

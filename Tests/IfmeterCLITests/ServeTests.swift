@@ -162,12 +162,9 @@ struct ServeTests {
             (":\(Self.port)", "127.0.0.1"), (":\(Self.port)", "::1"), ("localhost:\(Self.port)", "127.0.0.1"),
             ("[::1]:\(Self.port)", "::1"),
         ] {
-            let server = try Background(["ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--listen", listen], name: "serve-listen")
-            let answer = try waitFor("serve --listen \(listen) to answer on \(host)") {
-                guard server.process.isRunning else { throw TestFailure("serve --listen \(listen) exited: \(server.log)") }
-                return try? RawHTTP.request("/metrics", host: host, port: Self.port, in: ns.name)
-            }
-            #expect(answer.status == 200, "\(listen)")
+            let server = try startServe(in: ns, port: Self.port, name: "serve-listen", ["--listen", listen])
+            let answer = try RawHTTP.request("/metrics", host: host, port: Self.port, in: ns.name)
+            #expect(answer.status == 200, "\(listen) on \(host)")
             #expect(server.stop() == 0)
         }
     }

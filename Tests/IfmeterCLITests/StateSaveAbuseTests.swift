@@ -48,12 +48,8 @@ struct StateSaveAbuseTests {
         defer { _ = try? run(["umount", "-l", dir], allowFailure: true) }
         let state = dir + "/s.db"
         let port: UInt16 = 19311
-        let serve = try Background(
-            [
-                "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:\(port)", "--interval", "200ms",
-                "--state", state, "--save-every", "1s",
-            ], name: "serve-full")
-        _ = try waitFor("serve") { serve.log.contains("listening") ? true : nil }
+        let serve = try startServe(
+            in: pair.a, port: port, interval: "200ms", name: "serve-full", ["--listen", "127.0.0.1:\(port)", "--state", state, "--save-every", "1s"])
         try waitForMetric(pair.a, port, "ifmeter_state_saves_total") { $0 >= 1 }
         try fill(dir)
         try pair.sendUDP(count: 50, payload: 1000)
@@ -111,12 +107,9 @@ struct StateSaveAbuseTests {
         chmod(sub, 0o700)
         let state = sub + "/s.db"
         let port: UInt16 = 19312
-        let serve = try Background(
-            [
-                "ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:\(port)", "--interval", "200ms",
-                "--state", state, "--save-every", "1s",
-            ], name: "serve-deleted")
-        _ = try waitFor("serve") { serve.log.contains("listening") ? true : nil }
+        let serve = try startServe(
+            in: pair.a, port: port, interval: "200ms", name: "serve-deleted",
+            ["--listen", "127.0.0.1:\(port)", "--state", state, "--save-every", "1s"])
         try waitForMetric(pair.a, port, "ifmeter_state_saves_total") { $0 >= 1 }
         try pair.sendUDP(count: 20, payload: 1000)
         try FileManager.default.removeItem(atPath: sub)

@@ -265,12 +265,8 @@ struct WebConfigServeTests {
     }
 
     func serve(_ ns: TestNamespace, config: String) throws -> Background {
-        let server = try Background(
-            ["ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--interval", "500ms", "--web-config", config], name: "serve")
-        _ = try waitFor("ifmeter serve to listen") { () throws -> Bool? in
-            guard server.process.isRunning else { throw TestFailure("serve exited: \(server.log)") }
-            return server.log.contains("listening on https://") ? true : nil
-        }
+        let server = try startServe(in: ns, interval: "500ms", ["--web-config", config])
+        #expect(server.log.contains("listening on https://"), "\(server.log)")
         return server
     }
 
