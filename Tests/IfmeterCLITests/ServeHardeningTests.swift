@@ -57,27 +57,7 @@ struct ServeHardeningTests {
     static func timedScrape(from source: String, in ns: TestNamespace) -> (status: Int?, seconds: Double, error: String?) {
         let started = Date()
         do {
-            let fd = try NetworkNamespace.perform(in: ns.name) { () throws -> Int32 in
-                let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-                guard fd >= 0 else { throw TestFailure("socket") }
-                var tv = timeval(tv_sec: 3, tv_usec: 0)
-                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-                setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-                var from = sockaddrIn(source, 0)
-                var to = sockaddrIn("127.0.0.1", port)
-                _ = withUnsafePointer(to: &from) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-                }
-                let rc = withUnsafePointer(to: &to) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-                }
-                guard rc == 0 else {
-                    let message = String(cString: strerror(errno))
-                    close(fd)
-                    throw TestFailure("connect: \(message)")
-                }
-                return fd
-            }
+            let fd = try RawHTTP.connect("127.0.0.1", port, in: ns.name, from: source, timeout: 3)
             defer { close(fd) }
             try RawHTTP.send(fd, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
             let response = try RawHTTP.read(fd)
