@@ -150,6 +150,10 @@ public struct HTTPResponse: Sendable {
         /// Server-Sent Events: the channel's newest event each time the
         /// client is ready for one, until the channel or the client stops.
         case events(EventChannel)
+        /// An answer that takes long: worked out on the server's slow lane
+        /// (`SlowLane`) while the connection waits suspended, so no HTTP
+        /// thread waits on it; `status` and `headers` are the work's.
+        case later(SlowLane.Work)
     }
 
     public var status: Int
@@ -178,6 +182,24 @@ public struct HTTPResponse: Sendable {
 
     public init(status: Int, contentType: String = "text/plain; charset=utf-8", text: String, headers: [(String, String)] = []) {
         self.init(status: status, headers: [("Content-Type", contentType)] + headers, body: HTTPBody(Array(text.utf8)))
+    }
+
+    /// The answer `work` gives, worked out on the slow lane.
+    public static func later(_ work: @escaping SlowLane.Work) -> HTTPResponse {
+        HTTPResponse(status: 0, headers: [], payload: .later(work))
+    }
+
+    private init(status: Int, headers: [(String, String)], payload: Payload) {
+        self.status = status
+        self.headers = headers
+        self.payload = payload
+    }
+
+    /// The answer itself: a `later` one worked out here, on this thread
+    /// (tests, and callers without a server).
+    public func resolved() -> HTTPResponse {
+        if case .later(let work) = payload { return work() }
+        return self
     }
 }
 
@@ -305,6 +327,7 @@ public final class HTTPServer: Sendable {
             // resumed to read that end, as requests waiting for a verdict.
             for channel in context.channels.withLock({ $0 }) { channel.stop() }
             context.waits.close()
+            context.slowLane.close()
             context.timer.stop()
             MHD.table.stop_daemon(running.pointer) // reports every connection closed
             daemon = nil
@@ -316,6 +339,9 @@ public final class HTTPServer: Sendable {
     /// make room for others, and to keep responses being sent within the
     /// send budget, since the start.
     public var closedCounts: HTTPConnectionCounts { context.table.counts }
+
+    /// Slow answers waiting their turn or being worked out now.
+    public var slowRequests: Int { context.slowLane.pending }
 
     /// A listening socket for `address` (the first of its addresses that
     /// binds).
@@ -373,6 +399,8 @@ private final class RequestState: @unchecked Sendable {
     var bodyBytes: UInt64 = 0 // request body received so far
     var authWaiting = false // suspended until its credentials are judged
     let verdict = Mutex<AuthWaits.Verdict?>(nil)
+    var laterWaiting = false // suspended until the slow lane's answer
+    let later = Mutex<HTTPResponse?>(nil)
 }
 
 /// A connection opened or closed: listed in the table, unlisted.
@@ -490,6 +518,11 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
         case .stopping, nil: return queue(.stopping, on: connection, context)
         }
     }
+    if state.laterWaiting {
+        // Resumed with the slow lane's answer.
+        state.laterWaiting = false
+        return queue(state.later.withLock { $0 } ?? .stopping, on: connection, context)
+    }
     if let uploadSize, uploadSize.pointee > 0 {
         state.bodyBytes += UInt64(uploadSize.pointee)
         // Too long without announcing it (chunked): a response cannot be
@@ -526,7 +559,35 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
         isToken(methodText)
         ? context.handler(HTTPRequest(method: methodText, path: path, headers: headers, query: query))
         : HTTPResponse(status: 400, text: "400 Bad Request: the request method is not an HTTP token; send GET /metrics.\n")
+    if case .later(let work) = response.payload { return answerLater(work, connection, state, context) }
     return queue(response, on: connection, context)
+}
+
+/// A slow answer: the connection is suspended while the slow lane works it
+/// out, and resumed with it (or answered 503 at once when the lane is
+/// full). Marked busy: no deadline or eviction applies while it waits.
+private func answerLater(_ work: @escaping SlowLane.Work, _ connection: OpaquePointer, _ state: RequestState, _ context: HTTPServerContext)
+    -> MHD_Result
+{
+    let handle = ConnectionHandle(pointer: connection)
+    let accepted = context.slowLane.submit(
+        work,
+        suspend: {
+            state.laterWaiting = true
+            MHD.table.suspend_connection(connection)
+        },
+        resume: { answer in
+            state.later.withLock { $0 = answer }
+            MHD.table.resume_connection(handle.pointer)
+        })
+    guard accepted else {
+        return queue(
+            HTTPResponse(
+                status: 503, text: "503 Service Unavailable: \(context.slowLane.capacity) slow requests are waiting already; try again later.\n",
+                headers: [("Retry-After", "2")]), on: connection, context)
+    }
+    if let id = MHD.connectionID(connection) { context.table.markBusy(id) }
+    return .YES
 }
 
 /// Basic auth for a request (see BasicAuthenticator): answered at once,
@@ -599,6 +660,9 @@ private func queue(_ response: HTTPResponse, on connection: OpaquePointer, _ con
         if mhdResponse == nil { body.release() }
     case .inflated(let gzipped, let size):
         mhdResponse = inflatingResponse(gzipped, size: size, connection, context)
+    case .later:
+        // (The access handler gives these to the slow lane.)
+        return queue(HTTPResponse(status: 500, text: "500 Internal Server Error: an answer was not worked out\n"), on: connection, context)
     case .events(let channel):
         guard channel.join() else {
             return queue(
@@ -738,6 +802,8 @@ private final class HTTPServerContext: Sendable {
     let clientAuth: HTTPTLSSettings.ClientAuth
     let table: ConnectionTable
     let waits: AuthWaits
+    /// Where slow answers are worked out (`HTTPResponse.later`).
+    let slowLane = SlowLane(stopping: .stopping)
     /// The event channels streams were given from (ended at the stop).
     let channels = Mutex<[EventChannel]>([])
     let timer: ServerTimer

@@ -109,17 +109,26 @@ public struct ServeRoutes: Sendable {
     }
 
     /// The answer to a request; a 5xx one (the server's failure) is counted
-    /// and said in the log with its first line.
+    /// and said in the log with its first line. The usage tables and
+    /// picture are answered `later`, on the server's slow lane: on a
+    /// five-year state file they take seconds, which no HTTP thread (and so
+    /// no scrape) waits for.
     public func respond(to request: HTTPRequest) -> HTTPResponse {
         let response = route(request)
-        if response.status >= 500 {
-            cache.countServerError(path: request.path, status: response.status)
-            if case .bytes(let body) = response.payload {
-                let text = String(decoding: UnsafeRawBufferPointer(start: body.base, count: min(body.count, 300)), as: UTF8.self)
-                log?("answered \(request.path) with \(text.split(separator: "\n").first.map(String.init) ?? String(response.status))")
-            } else {
-                log?("answered \(request.path) with \(response.status)")
-            }
+        if case .later(let work) = response.payload {
+            return .later { [self] in account(work(), path: request.path) }
+        }
+        return account(response, path: request.path)
+    }
+
+    private func account(_ response: HTTPResponse, path: String) -> HTTPResponse {
+        guard response.status >= 500 else { return response }
+        cache.countServerError(path: path, status: response.status)
+        if case .bytes(let body) = response.payload {
+            let text = String(decoding: UnsafeRawBufferPointer(start: body.base, count: min(body.count, 300)), as: UTF8.self)
+            log?("answered \(path) with \(text.split(separator: "\n").first.map(String.init) ?? String(response.status))")
+        } else {
+            log?("answered \(path) with \(response.status)")
         }
         return response
     }
@@ -172,7 +181,7 @@ public struct ServeRoutes: Sendable {
                     status: 404, text: "404 Not Found: this serve keeps no state file, so it has no usage tables; start it with --state FILE.\n")
             }
             switch Self.usageQuery(request.query) {
-            case .success(let query): return usage(query)
+            case .success(let query): return .later { usage(query) }
             case .failure(let error): return HTTPResponse(status: 400, text: "400 Bad Request: \(error.message).\n")
             }
         case "/usage.png":
@@ -181,7 +190,7 @@ public struct ServeRoutes: Sendable {
                     status: 404, text: "404 Not Found: this serve keeps no state file, so it draws no usage; start it with --state FILE.\n")
             }
             switch Self.usageQuery(request.query, image: true) {
-            case .success(let query): return usageImage(query)
+            case .success(let query): return .later { usageImage(query) }
             case .failure(let error): return HTTPResponse(status: 400, text: "400 Bad Request: \(error.message).\n")
             }
         default:

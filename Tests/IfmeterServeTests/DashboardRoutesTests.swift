@@ -28,7 +28,7 @@ import Testing
     }
 
     func get(_ routes: ServeRoutes, _ path: String, _ query: [String: String] = [:]) -> HTTPResponse {
-        routes.respond(to: HTTPRequest(method: "GET", path: path, headers: [:], query: query))
+        routes.respond(to: HTTPRequest(method: "GET", path: path, headers: [:], query: query)).resolved()
     }
 
     func header(_ response: HTTPResponse, _ name: String) -> String? {

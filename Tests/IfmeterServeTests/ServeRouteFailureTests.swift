@@ -34,15 +34,30 @@ import Testing
         }
     }
 
+    /// The usage tables and picture take seconds on a five-year file: they
+    /// are worked out on the slow lane, never on an HTTP thread; a bad
+    /// query is answered at once.
+    @Test func usageIsAnsweredLaterAndABadQueryAtOnce() {
+        let routes = routes(ScrapeCache(families: .ifmeter, version: "9.8.7", interval: 1))
+        for path in ["/api/v1/usage", "/usage.png"] {
+            guard case .later = routes.respond(to: HTTPRequest(method: "GET", path: path, headers: [:])).payload else {
+                Issue.record("\(path) is not answered later")
+                continue
+            }
+            let bad = routes.respond(to: HTTPRequest(method: "GET", path: path, headers: [:], query: ["limit": "0"]))
+            #expect(bad.status == 400)
+        }
+    }
+
     @Test func aFailedUsageAnswerIsCountedAndSaid() throws {
         let cache = ScrapeCache(families: .ifmeter, version: "9.8.7", interval: 1)
         let said = Said()
         let routes = routes(cache) { line in said.lines.withLock { $0.append(line) } }
-        #expect(routes.respond(to: HTTPRequest(method: "GET", path: "/api/v1/usage", headers: [:])).status == 503)
-        #expect(routes.respond(to: HTTPRequest(method: "GET", path: "/api/v1/usage", headers: [:])).status == 503)
+        #expect(routes.respond(to: HTTPRequest(method: "GET", path: "/api/v1/usage", headers: [:])).resolved().status == 503)
+        #expect(routes.respond(to: HTTPRequest(method: "GET", path: "/api/v1/usage", headers: [:])).resolved().status == 503)
         // Neither the request's fault (400) nor a good answer counts.
-        #expect(routes.respond(to: HTTPRequest(method: "GET", path: "/api/v1/usage", headers: [:], query: ["limit": "0"])).status == 400)
-        #expect(routes.respond(to: HTTPRequest(method: "GET", path: "/usage.png", headers: [:])).status == 200)
+        #expect(routes.respond(to: HTTPRequest(method: "GET", path: "/api/v1/usage", headers: [:], query: ["limit": "0"])).resolved().status == 400)
+        #expect(routes.respond(to: HTTPRequest(method: "GET", path: "/usage.png", headers: [:])).resolved().status == 200)
         #expect(
             said.lines.withLock { $0 }
                 == Array(repeating: "answered /api/v1/usage with 503 Service Unavailable: cannot open /var/lib/ifmeter/state.db.", count: 2))
