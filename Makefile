@@ -50,7 +50,7 @@ RELEASE_FLAGS := -c release --static-swift-stdlib \
 	-Xswiftc -L -Xswiftc $(CURDIR)/$(STATIC_CXX) \
 	-Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic \
 	-Xlinker --symbol-ordering-file=$(CURDIR)/scripts/hot-functions.txt -Xlinker --no-warn-symbol-ordering
-# swift test takes about 2.5 minutes here (make test about 7); past this many seconds it is
+# swift test takes about 3 minutes here (make test about 7); past this many seconds it is
 # stopped with a report of what was still running (scripts/run-with-limit).
 TEST_TIME_LIMIT ?= 1500
 
