@@ -217,6 +217,12 @@ public func waitFor<T>(_ what: String, timeout: Double = 10, _ body: () throws -
     throw TestFailure("timed out waiting for \(what)\(lastError.map { ": \($0)" } ?? "")")
 }
 
+/// `startServe` listening on 127.0.0.1:`port` only, in `ns` (plus
+/// `extra`): what a browser in the namespace opens.
+public func startLoopbackServe(in ns: TestNamespace, port: UInt16, _ extra: [String] = []) throws -> Background {
+    try startServe(in: ns, port: port, ["--listen", "127.0.0.1:\(port)"] + extra)
+}
+
 /// Starts `ifmeter serve` in `ns` (every `interval`, plus `extra`; with
 /// `environment` set, its log named `name`) and waits until it says it
 /// listens on `port`. serve says so after its first sample, once its

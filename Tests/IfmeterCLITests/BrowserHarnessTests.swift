@@ -12,16 +12,10 @@ import Glibc
 /// namespace of its own: what a dashboard's browser tests will stand on.
 @Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .blocking)
 struct BrowserHarnessTests {
-    /// `ifmeter serve --listen 127.0.0.1:PORT` in `ns` (plus `extra`),
-    /// waited for until its log says it listens (plain HTTP or TLS).
-    func serve(_ ns: TestNamespace, port: UInt16, _ extra: [String] = []) throws -> Background {
-        try startServe(in: ns, port: port, ["--listen", "127.0.0.1:\(port)"] + extra)
-    }
-
     @Test func readsServesPageInsideTheNamespaceAndLeavesNothingBehind() throws {
         try Netns.requireRoot()
         let ns = try TestNamespace()
-        let server = try serve(ns, port: 49700)
+        let server = try startLoopbackServe(in: ns, port: 49700)
         defer { server.stop() }
         let browser = try Browser(in: ns)
         try browser.load("http://127.0.0.1:49700/")
@@ -63,17 +57,8 @@ struct BrowserHarnessTests {
         try Netns.requireRoot()
         let pki = try TestPKI()
         let ns = try TestNamespace()
-        let config = try pki.write(
-            "web.yml",
-            """
-            tls_server_config:
-              cert_file: server.crt
-              key_file: server.key
-            basic_auth_users:
-              \(pki.user): '\(pki.hash)'
-
-            """)
-        let server = try serve(ns, port: 49701, ["--web-config", config])
+        let config = try pki.writeTLSAndBasicAuth()
+        let server = try startLoopbackServe(in: ns, port: 49701, ["--web-config", config])
         defer { server.stop() }
         let url = "https://127.0.0.1:49701/"
 
@@ -187,7 +172,7 @@ struct BrowserHarnessTests {
     @Test func screenshotsAtBothSizesAndNoSidewaysScrollOnServesPage() throws {
         try Netns.requireRoot()
         let ns = try TestNamespace()
-        let server = try serve(ns, port: 49703)
+        let server = try startLoopbackServe(in: ns, port: 49703)
         defer { server.stop() }
         let browser = try Browser(in: ns)
         for (width, height) in [(1280, 800), (390, 844)] {

@@ -14,10 +14,6 @@ import Glibc
 /// and fits a phone. Screenshots go to .build/test-artifacts.
 @Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .blocking)
 struct DashboardBrowserTests {
-    func serve(_ ns: TestNamespace, port: UInt16, _ extra: [String] = []) throws -> Background {
-        try startServe(in: ns, port: port, ["--listen", "127.0.0.1:\(port)"] + extra)
-    }
-
     /// A counter of `name` on /metrics (ifmeter's family, without labels' order).
     func metric(_ ns: TestNamespace, port: UInt16, _ family: String, _ name: String) throws -> UInt64? {
         let text = try RawHTTP.request("/metrics", port: port, in: ns.name).text
@@ -45,7 +41,7 @@ struct DashboardBrowserTests {
         try Netns.requireRoot()
         let pair = try VethPair()
         let port: UInt16 = 49720
-        let server = try serve(pair.a, port: port)
+        let server = try startLoopbackServe(in: pair.a, port: port)
         defer { server.stop() }
         let browser = try Browser(in: pair.a)
         try browser.setViewport(width: 1280, height: 800)
@@ -107,7 +103,7 @@ struct DashboardBrowserTests {
         let names = ["<script>", "\"><b>x", "a'b\"c", "\u{202E}evil", "x\u{1B}[31m", "<i>i", "&amp;"]
         for (n, name) in names.enumerated() { try ns.ip("link", "add", "name", name, "type", "veth", "peer", "name", "peer\(n)") }
         let port: UInt16 = 49721
-        let server = try serve(ns, port: port)
+        let server = try startLoopbackServe(in: ns, port: port)
         defer { server.stop() }
         let browser = try Browser(in: ns)
         try browser.load("http://127.0.0.1:\(port)/")
@@ -128,18 +124,9 @@ struct DashboardBrowserTests {
         try Netns.requireRoot()
         let pki = try TestPKI()
         let ns = try TestNamespace()
-        let config = try pki.write(
-            "web.yml",
-            """
-            tls_server_config:
-              cert_file: server.crt
-              key_file: server.key
-            basic_auth_users:
-              \(pki.user): '\(pki.hash)'
-
-            """)
+        let config = try pki.writeTLSAndBasicAuth()
         let port: UInt16 = 49722
-        let server = try serve(ns, port: port, ["--web-config", config, "--state", pki.dir + "/state.db", "--probe", "127.0.0.2"])
+        let server = try startLoopbackServe(in: ns, port: port, ["--web-config", config, "--state", pki.dir + "/state.db", "--probe", "127.0.0.2"])
         defer { server.stop() }
         let browser = try Browser(in: ns, trusting: [pki.dir + "/server.crt"])
         try browser.authenticate(user: pki.user, password: pki.password)

@@ -55,6 +55,21 @@ final class TestPKI {
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }
+
+    /// `web.yml`: TLS with the server's certificate and basic auth for
+    /// `user` (what the browser tests put serve behind); returns its path.
+    func writeTLSAndBasicAuth() throws -> String {
+        try write(
+            "web.yml",
+            """
+            tls_server_config:
+              cert_file: server.crt
+              key_file: server.key
+            basic_auth_users:
+              \(user): '\(hash)'
+
+            """)
+    }
 }
 
 @Suite(.serialized, .blocking)
