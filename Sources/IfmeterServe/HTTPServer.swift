@@ -581,6 +581,7 @@ private func answerLater(_ work: @escaping SlowLane.Work, _ connection: OpaquePo
             MHD.table.resume_connection(handle.pointer)
         })
     guard accepted else {
+        context.logger("refused a slow request (503): \(context.slowLane.capacity) are waiting already")
         return queue(
             HTTPResponse(
                 status: 503, text: "503 Service Unavailable: \(context.slowLane.capacity) slow requests are waiting already; try again later.\n",
@@ -665,6 +666,7 @@ private func queue(_ response: HTTPResponse, on connection: OpaquePointer, _ con
         return queue(HTTPResponse(status: 500, text: "500 Internal Server Error: an answer was not worked out\n"), on: connection, context)
     case .events(let channel):
         guard channel.join() else {
+            context.logger("refused an event stream (503): \(channel.capacity) pages are following already")
             return queue(
                 HTTPResponse(
                     status: 503, text: "503 Service Unavailable: \(channel.capacity) pages are following this server already; try again later.\n",

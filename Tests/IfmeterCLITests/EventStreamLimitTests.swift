@@ -66,6 +66,10 @@ struct EventStreamLimitTests {
         #expect(refused.status == 503)
         #expect(refused.text == "503 Service Unavailable: 256 pages are following this server already; try again later.\n", "\(refused.text)")
         #expect(refused.headers["retry-after"] == "10")
+        // Not silent: serve's log says so.
+        _ = try waitFor("the refusal in serve's log") {
+            server.log.contains("refused an event stream (503): 256 pages are following already") ? true : nil
+        }
 
         // A scrape while 256 follow is still answered (within the client's
         // own timeout; how fast is the benchmark's business, not a test's).
