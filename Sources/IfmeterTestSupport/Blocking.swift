@@ -54,7 +54,11 @@ public struct BlockingTrait: TestTrait, SuiteTrait, TestScoping {
             return
         }
         await Self.lanes.take()
-        defer { Self.lanes.give() }
+        let start = ContinuousClock.now
+        defer {
+            Self.lanes.give()
+            LaneLog.shared?.record(test: test, testCase: testCase, held: ContinuousClock.now - start)
+        }
         try await Self.$inLane.withValue(true) {
             try await withTaskExecutorPreference(ThreadPerJobExecutor.shared) {
                 try await function()
@@ -79,6 +83,31 @@ public struct BlockingTrait: TestTrait, SuiteTrait, TestScoping {
 extension Trait where Self == BlockingTrait {
     /// The test's cases wait on threads of their own (see `BlockingTrait`).
     public static var blocking: Self { BlockingTrait() }
+}
+
+/// With `IFMETER_TEST_LANE_LOG=FILE`, each blocking test case appends how
+/// long it held its lane (seconds, a tab, the test's name; "(…)" for one case of several) to
+/// FILE: `sort -rn FILE | head` shows which waits make the run long.
+final class LaneLog: @unchecked Sendable {
+    static let shared: LaneLog? = ProcessInfo.processInfo.environment["IFMETER_TEST_LANE_LOG"].flatMap(LaneLog.init(path:))
+    private let lock = NSLock()
+    private let handle: FileHandle
+
+    init?(path: String) {
+        guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else {
+            return nil
+        }
+        self.handle = handle
+    }
+
+    func record(test: Test, testCase: Test.Case?, held: Duration) {
+        let seconds = Double(held.components.seconds) + Double(held.components.attoseconds) / 1e18
+        let arguments = testCase?.isParameterized == true ? "…" : ""
+        let line = String(format: "%.3f", seconds) + "\t\(test.id)(\(arguments))\n"
+        lock.lock()
+        defer { lock.unlock() }
+        handle.write(Data(line.utf8))
+    }
 }
 
 /// A counting semaphore whose waiters suspend instead of blocking; first
