@@ -43,9 +43,15 @@ STATIC_CXX := .build/static-libstdc++
 # flags (.build/release-flags says which) is removed first.
 RELEASE_INPUTS_CHECK = @flags='$(RELEASE_FLAGS)'; \
 	if [ "$$(cat .build/release-flags 2>/dev/null)" != "$$flags" ]; then \
-	  rm -rf .build/*-linux-gnu/release; mkdir -p .build; printf '%s\n' "$$flags" > .build/release-flags; fi; \
+	  rm -rf $(RELEASE_SCRATCH)/*-linux-gnu/release; mkdir -p .build; printf '%s\n' "$$flags" > .build/release-flags; fi; \
 	if [ scripts/hot-functions.txt -nt .build/release/ifmeter ]; then rm -f .build/release/ifmeter; fi
-RELEASE_FLAGS := -c release --static-swift-stdlib \
+# The release tree has a scratch folder of its own, so that SwiftPM's lock
+# on it is not the debug tree's: make test builds it while the tests run
+# (scripts/test-beside-release). .build/release points into it, where
+# SwiftPM would put it.
+RELEASE_SCRATCH := .build/optimized
+RELEASE_LINK = @ln -sfn optimized/release .build/release
+RELEASE_FLAGS := --scratch-path $(RELEASE_SCRATCH) -c release --static-swift-stdlib \
 	-Xswiftc -Xfrontend -Xswiftc -function-sections -Xswiftc -use-ld=lld \
 	-Xswiftc -L -Xswiftc $(CURDIR)/$(STATIC_CXX) \
 	-Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic \
@@ -96,6 +102,7 @@ release: static-cxx
 	@scripts/write-revision
 	$(RELEASE_INPUTS_CHECK)
 	$(SWIFT) build $(RELEASE_FLAGS) --product ifmeter
+	$(RELEASE_LINK)
 
 run: release
 	@.build/release/ifmeter $(RUN_ARGS)
@@ -104,23 +111,24 @@ build: deps
 	@scripts/write-revision
 	$(SWIFT) build
 
-# The release build first: `make run` builds it, and a release build sees
-# imports a debug build forgives (a missing C module import broke it once).
-# The Debian package is built here, before `swift test`, because building
-# it inside the tests would wait forever on SwiftPM's lock, which the test
-# run holds; DebianPackageTests installs and purges what this left.
+# The debug build of everything with the tests, the checks that read it,
+# then the test run with the release build and the Debian package made
+# beside it (scripts/test-beside-release): `make run` builds the release
+# binary, and a release build sees imports a debug build forgives (a
+# missing C module import broke it once). The package is built by make,
+# not inside the tests, because building it there would wait forever on
+# SwiftPM's lock, which the test run holds; DebianPackageTests installs
+# and purges what it left, after the rest of the run.
 test:
 	@scripts/ensure-packages $(TEST_PACKAGES) $(DEB_PACKAGES)
 	@scripts/ensure-venv
 	$(SWIFT) format lint --strict -r Sources Tests Package.swift
-	@$(MAKE) --no-print-directory release
-	@$(MAKE) --no-print-directory deb-lint
-	$(SWIFT) build
+	@scripts/write-revision
+	$(SWIFT) build --build-tests
 	SWIFT=$(SWIFT) scripts/portable-check
 	SWIFT=$(SWIFT) scripts/library docs
 	SWIFT=$(SWIFT) scripts/library api-check
-	# Text outputs are compared in UTF-8; tests that want another locale set it.
-	LC_ALL=C.UTF-8 scripts/run-with-limit $(TEST_TIME_LIMIT) $(SWIFT) test
+	SWIFT=$(SWIFT) MAKE=$(MAKE) scripts/test-beside-release $(TEST_TIME_LIMIT)
 
 # One style (.swift-format: 4-space indents, 150 columns), which make test
 # checks with the toolchain's swift-format; this rewrites the tree in it.
@@ -150,6 +158,7 @@ bench: static-cxx
 	@scripts/write-revision
 	$(RELEASE_INPUTS_CHECK)
 	$(SWIFT) build $(RELEASE_FLAGS)
+	$(RELEASE_LINK)
 	.build/release/ifmeter-bench
 
 # Only the usage tables on a five-year state file (issue 31), a minute.
@@ -158,6 +167,7 @@ bench-usage: static-cxx
 	@scripts/write-revision
 	$(RELEASE_INPUTS_CHECK)
 	$(SWIFT) build $(RELEASE_FLAGS)
+	$(RELEASE_LINK)
 	IFMETER_BENCH_ONLY=usage .build/release/ifmeter-bench
 
 # Re-records scripts/hot-functions.txt from the release binary (root;
@@ -168,6 +178,7 @@ hot-functions: release
 
 clean:
 	$(SWIFT) package clean
+	rm -rf $(RELEASE_SCRATCH)
 
 # Man pages and completions come from the binary being installed
 # (--generate-manpage, --generate-completion): the same specs as --help.
