@@ -220,11 +220,13 @@ struct ServeHardeningTests {
         let fd = try #require(try Self.open(from: "127.0.0.2", in: ns))
         defer { close(fd) }
         // One byte every 0.5 s: the idle timeout never fires, the request
-        // deadline must.
+        // deadline (5 s) must. When, is ConnectionTableTests' to say, on a
+        // clock it moves; here, that serve closes it, and why. The loop's
+        // bound is generous: only a server that never closes it reaches it.
         let started = Date()
         var closedAfter: Double?
         var n = 0
-        while Date().timeIntervalSince(started) < 12 {
+        while Date().timeIntervalSince(started) < 60 {
             n += 1
             let sent = "X".withCString { send(fd, $0, 1, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
             var byte: UInt8 = 0
@@ -235,10 +237,9 @@ struct ServeHardeningTests {
             }
             Thread.sleep(forTimeInterval: 0.5)
         }
-        #expect(
-            closedAfter != nil && closedAfter! < 7,
-            "a request still unfinished after \(n) bytes: closed after \(closedAfter.map { String(format: "%.1f s", $0) } ?? "never (12 s)")")
-        // Counted, and served from the next sample on (nothing was evicted).
+        #expect(closedAfter != nil, "a request still unfinished after \(n) bytes, one every 0.5 s, was never closed (60 s)")
+        // Closed for its deadline: counted so from the next sample on, and
+        // nothing was evicted.
         let text = try Self.scrape(in: ns, whenClosed: "deadline", is: 1)
         #expect(Self.closedCount("evicted", text) == 0, "\(text.split(separator: "\n").filter { $0.contains("connections_closed") })")
     }
@@ -256,9 +257,12 @@ struct ServeHardeningTests {
         defer { close(fd) }
         Self.trySend(fd, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         var response = [UInt8]()
+        // Closed after the response once idle past the deadline: when, is
+        // ConnectionTableTests' to say (on a clock it moves); here, that
+        // serve closes it and counts it as idle, not as a slow request.
         var closedAfter: Double?
         let started = Date()
-        while Date().timeIntervalSince(started) < 12 {
+        while Date().timeIntervalSince(started) < 60 {
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             _ = poll(&pfd, 1, 100)
             var buffer = [UInt8](repeating: 0, count: 4096)
@@ -271,7 +275,7 @@ struct ServeHardeningTests {
         }
         let text = String(decoding: response, as: UTF8.self)
         #expect(text.hasPrefix("HTTP/1.1 200") && text.contains("</html>"), "one whole response, kept alive: \(text)")
-        #expect(closedAfter.map { $0 > 4 && $0 < 7 } == true, "closed at the deadline after the response: \(String(describing: closedAfter))")
+        #expect(closedAfter != nil, "a kept-alive connection left idle was never closed (60 s)")
         let scrape = try Self.scrape(in: ns, whenClosed: "idle", is: 1)
         let lines = scrape.split(separator: "\n").filter { $0.contains("connections_closed") }
         #expect(Self.closedCount("deadline", scrape) == 0 && Self.closedCount("evicted", scrape) == 0, "\(lines)")
