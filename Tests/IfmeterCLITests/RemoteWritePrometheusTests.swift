@@ -84,7 +84,17 @@ struct RemoteWritePrometheusTests {
         _ = try waitFor("Prometheus to receive ifmeter's samples", timeout: 40) {
             try scalar(ns, selector, at: Date().timeIntervalSince1970)
         }
-        Thread.sleep(forTimeInterval: 2.5)
+        /// Waits until the queue is drained: the receiver's newest sample
+        /// is recent (pushes go every second).
+        func drained(_ what: String) throws {
+            _ = try waitFor(what, timeout: 60) { () -> Bool? in
+                let now = Date().timeIntervalSince1970
+                guard let last = try samples(ns, selector, range: 10, at: now).last else { return nil }
+                return now - last.0 < 3 ? true : nil
+            }
+        }
+        // What was queued before Prometheus listened, sent.
+        try drained("the backlog to reach Prometheus")
         // While the receiver keeps up, pushes go from memory: the queue's
         // segments (left from the start, before Prometheus listened) stop growing.
         let queueRoot = dir + "/state.db.remote-write"
@@ -135,12 +145,7 @@ struct RemoteWritePrometheusTests {
         prometheus = try receiver.start()
         try traffic(50)
         let lastTraffic = Date().timeIntervalSince1970
-        // Drained when the receiver's newest sample is recent.
-        _ = try waitFor("the queue to drain", timeout: 60) { () -> Bool? in
-            let now = Date().timeIntervalSince1970
-            guard let last = try samples(ns, selector, range: 10, at: now).last else { return nil }
-            return now - last.0 < 3 ? true : nil
-        }
+        try drained("the queue to drain")
         // The last traffic in a sample Prometheus has (judged below).
         _ = try? pushed(after: lastTraffic, atLeast: atT0 + sent)
         let t1 = Date().timeIntervalSince1970

@@ -65,7 +65,7 @@ struct LinkKindFinalsTests {
             try ns.ip("link", "set", "base", "master", "xa")
             try up("xa")
             try waitForCarrier(ns, "base")
-            Thread.sleep(forTimeInterval: 0.1)
+            try waitForForwarding(ns, "base")
             try sendFrames(in: ns.name, interface: "xa", count: 30)
             try sendFrames(in: ns.name, interface: "basep", count: 20)
             return delete
@@ -85,6 +85,24 @@ struct LinkKindFinalsTests {
         }
     }
 
+    /// Until the bridge port `name` forwards (its state, as `ip -d` says).
+    func waitForForwarding(_ ns: TestNamespace, _ name: String) throws {
+        _ = try waitFor("\(name) to forward") { () -> Bool? in
+            try ns.ip("-d", "-o", "link", "show", "dev", name).contains("state forwarding") ? true : nil
+        }
+    }
+
+    /// The interface's counters once the traffic sent is all counted: two
+    /// reads a poll apart alike.
+    func settledCounters(_ ns: TestNamespace, _ name: String) throws -> Counters {
+        var last: Counters?
+        return try waitFor("\(name)'s counters to settle") { () -> Counters? in
+            let now = try sysfsCounters(ns, name)
+            defer { last = now }
+            return now == last ? now : nil
+        }
+    }
+
     func waitForCarrier(_ ns: TestNamespace, _ name: String) throws {
         let deadline = Date().addingTimeInterval(5)
         while Date() < deadline {
@@ -101,8 +119,7 @@ struct LinkKindFinalsTests {
         let sampler = try NetworkNamespace.perform(in: ns.name) { try NetlinkSampler(options: SamplerOptions(sysfs: nil)) }
         let delete = try create(kind, in: ns)
         _ = try sampler.read()
-        Thread.sleep(forTimeInterval: 0.2)
-        let truth = try sysfsCounters(ns, "xa")
+        let truth = try settledCounters(ns, "xa")
         #expect(truth.anyNonZero, "\(kind): something went through it (vxlan here counts transmit errors)")
         try delete()
         var events: [DeletionEvent] = []

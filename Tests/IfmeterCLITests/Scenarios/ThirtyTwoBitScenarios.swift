@@ -19,17 +19,18 @@ struct ThirtyTwoBitScenarios {
         try Netns.requireRoot()
         let pair = try VethPair(nameA: "va0", nameB: "vb0")
         let dir = try ScenarioFolder("32bit")
-        var arguments = ["--source", "getifaddrs", "--interval", interval, "--every", "1h", "--json", dir["r.json"], "--include", "va0"]
+        // A report at every reading, so the test sees each one.
+        var arguments = ["--source", "getifaddrs", "--interval", interval, "--every", interval, "--json", dir["r.json"], "--include", "va0"]
         if let maxRate { arguments += ["--max-rate", maxRate] }
         let exporter = try Scenario.start(pair.a, "export", arguments)
-        // The baseline, then traffic, then the next reading a gap later.
-        Thread.sleep(forTimeInterval: 0.5)
+        // The baseline, then traffic, then the next reading a gap later:
+        // the first that has the traffic.
+        try ExportReport.waitForFirst(dir["r.json"])
         try pair.sendUDP(count: 30, payload: 800)
-        let gap = Units.parseDuration(interval) ?? 1
-        Thread.sleep(forTimeInterval: gap + 0.8)
+        let sent = 30 * VethPair.frameBytes(payload: 800)
+        try ExportReport.waitForTotal(dir["r.json"], "va0", atLeast: UInt64(sent))
         #expect(exporter.stop() == 0, "\(exporter.log)")
         let totals = try Scenario.reportTotals(try String(contentsOfFile: dir["r.json"], encoding: .utf8))
-        let sent = 30 * VethPair.frameBytes(payload: 800)
         #expect(totals["va0"]?.tx == sent, "the bytes are all there either way: \(String(describing: totals["va0"]))")
         #expect(totals["va0"]?.quality == quality, "interval \(interval), max rate \(maxRate ?? "default"): \(String(describing: totals["va0"]))")
     }
