@@ -27,7 +27,7 @@ public enum ExportReport {
     /// Waits until export wrote a first report: its baseline sample is
     /// taken, so traffic sent from now on is counted.
     @discardableResult
-    public static func waitForFirst(_ path: String, timeout: Double = 20) throws -> JSONValue {
+    public static func waitForFirst(_ path: String, timeout: Double = 60) throws -> JSONValue {
         try waitFor("a first export report in \(path)", timeout: timeout) { read(path) }
     }
 
@@ -35,7 +35,7 @@ public enum ExportReport {
     /// `counter`.
     @discardableResult
     public static func waitForTotal(
-        _ path: String, _ name: String, _ counter: String = "tx_bytes", atLeast: UInt64, timeout: Double = 20
+        _ path: String, _ name: String, _ counter: String = "tx_bytes", atLeast: UInt64, timeout: Double = 60
     ) throws -> JSONValue {
         try waitFor("\(name)'s \(counter) to reach \(atLeast) in \(path)", timeout: timeout) {
             guard let report = read(path), total(report, name, counter) >= atLeast else { return nil }

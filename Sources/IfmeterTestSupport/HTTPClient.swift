@@ -202,7 +202,11 @@ public final class Background: Sendable {
 }
 
 /// Polls until `body` returns a value, or fails after `timeout` seconds.
-public func waitFor<T>(_ what: String, timeout: Double = 10, _ body: () throws -> T?) throws -> T {
+/// The default is generous on purpose: a deadline only decides how long a
+/// broken test takes to fail, and a short one failed a sound test when the
+/// machine was busy (a plan that showed on /metrics after more than 10 s
+/// while a release build and another test run shared both cores).
+public func waitFor<T>(_ what: String, timeout: Double = 60, _ body: () throws -> T?) throws -> T {
     BlockingTrait.expectLane("Waiting for \(what)")
     let deadline = Date().addingTimeInterval(timeout)
     var lastError: Error?

@@ -64,7 +64,7 @@ struct ChurnTests {
             names += [p, q]
             n += 1
         }
-        _ = try waitFor("every churned end's deletion in the report", timeout: 20) { () -> Bool? in
+        _ = try waitFor("every churned end's deletion in the report") { () -> Bool? in
             guard let report = ExportReport.read(dir["r.json"]) else { return nil }
             let byKey = Self.interfaces(report)
             return names.allSatisfy { Self.deletions(byKey[$0]) == 1 } ? true : nil
@@ -126,7 +126,7 @@ struct ChurnTests {
         try a.ip("link", "del", "i29ta")
         try a.ip("link", "del", "i29tx")
         let ta = "\(a.name)/i29ta", tb = "\(b.name)/i29tb", tx = "\(a.name)/i29tx"
-        _ = try waitFor("the deletions in the report", timeout: 20) { () -> Bool? in
+        _ = try waitFor("the deletions in the report") { () -> Bool? in
             guard let report = ExportReport.read(dir["r.json"]) else { return nil }
             let byKey = Self.interfaces(report)
             return [ta, tb, tx].allSatisfy { Self.deletions(byKey[$0]) == 1 } ? true : nil

@@ -168,7 +168,7 @@ struct FleetPrometheusTests {
         // gw-a's probe goes through its tunnel, none matches gw-a either.
         let alerts = PrometheusRulesTests.rules(try String(contentsOfFile: Self.rules, encoding: .utf8)).filter(\.isAlert)
         try #require(alerts.count >= 17)
-        _ = try waitFor("the probe's route through the tunnel", timeout: 20) {
+        _ = try waitFor("the probe's route through the tunnel") {
             try api.instances(#"ifmeter_route_egress_info{kind="tunnel"}"#).contains("gw-a") ? true : nil
         }
         for alert in alerts {
@@ -197,18 +197,18 @@ struct FleetPrometheusTests {
         try a.ns.ip("link", "set", "vX", "up")
         try a.ns.ip("link", "set", "vY", "up")
         let selector = #"ifmeter_transmit_bytes_total{instance="gw-a",interface="vX"}"#
-        let before = try waitFor("vX in Prometheus", timeout: 20) { () -> Double? in
+        let before = try waitFor("vX in Prometheus") { () -> Double? in
             try api.query(selector).first?["value"].flatMap { value -> Double? in
                 guard case .array(let pair) = value, pair.count == 2 else { return nil }
                 return pair[1].stringValue.flatMap(Double.init)
             }
         }
         try sendFrames(in: a.ns.name, interface: "vX", count: 10, size: 300)
-        _ = try waitFor("vX's frames in Prometheus", timeout: 20) { () -> Bool? in
+        _ = try waitFor("vX's frames in Prometheus") { () -> Bool? in
             (try api.samples(selector, seconds: 300).last ?? 0) >= before + 3000 ? true : nil
         }
         try a.ns.ip("link", "del", "vX")
-        _ = try waitFor("vX's series to end", timeout: 20) { try api.query(selector).isEmpty ? true : nil }
+        _ = try waitFor("vX's series to end") { try api.query(selector).isEmpty ? true : nil }
         let life = try api.samples(selector, seconds: 300)
         #expect((life.last ?? 0) - (life.first ?? 0) == 3000, "increase over its life: \(life)")
 

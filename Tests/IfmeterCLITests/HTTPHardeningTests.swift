@@ -118,7 +118,7 @@ struct HTTPSlowReaderTests {
             ], name: "serve")
         defer { server.stop() }
         // (Before the first sample the exposition has no interface.)
-        _ = try waitFor("ifmeter serve to answer with 2,001 interfaces", timeout: 20) { () throws -> HTTPResult? in
+        _ = try waitFor("ifmeter serve to answer with 2,001 interfaces") { () throws -> HTTPResult? in
             guard server.process.isRunning else { throw TestFailure("serve exited: \(server.log)") }
             return (try? RawHTTP.request("/metrics", port: Self.port, in: ns.name)).flatMap { $0.body.count > 2_500_000 ? $0 : nil }
         }

@@ -21,7 +21,7 @@ struct LiveTerminalTests {
         deinit { try? runDetached(["tmux", "-L", socket, "kill-server"]) }
         func keys(_ keys: String...) throws { try run(["tmux", "-L", socket, "send-keys", "-t", "live"] + keys) }
         func screen() throws -> String { try run(["tmux", "-L", socket, "capture-pane", "-p", "-t", "live"]).out }
-        func waitFor(_ text: String, timeout: Double = 10) throws -> String {
+        func waitFor(_ text: String, timeout: Double = 60) throws -> String {
             try IfmeterTestSupport.waitFor("'\(text)' on the screen", timeout: timeout) {
                 let s = try screen()
                 return s.contains(text) ? s : nil
@@ -129,7 +129,7 @@ struct LiveTerminalTests {
         try tmux.keys("ip netns exec \(ns.name) \(try ifmeterBinary()) live --interval 302ms", "Enter")
         _ = try tmux.waitFor("ifmeter ·")
         try runDetached(["tmux", "-L", tmux.socket, "kill-server"])
-        _ = try waitFor("ifmeter live to exit after its terminal went away", timeout: 5) {
+        _ = try waitFor("ifmeter live to exit after its terminal went away") {
             try run(["pgrep", "-f", "live --interval 302ms"], allowFailure: true).status != 0 ? true : nil
         }
     }
@@ -239,7 +239,7 @@ struct LiveTerminalTests {
         screen = try tmux.waitFor("› lo ")
         // capture-pane can catch a frame half drawn: the whole first page
         // comes back within a moment.
-        let back = try? waitFor("the first page again", timeout: 5) { names(try tmux.screen()) == firstPage ? true : nil }
+        let back = try? waitFor("the first page again") { names(try tmux.screen()) == firstPage ? true : nil }
         let shown = (try? tmux.screen()).map(names) ?? []
         #expect(back == true, "\(shown)")
         try tmux.keys("q")

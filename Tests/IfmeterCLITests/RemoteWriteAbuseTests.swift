@@ -146,7 +146,7 @@ struct RemoteWriteAbuseTests {
             try serveArguments(
                 ns, ["--listen", "none", "--state", own + "/s.db", "--remote-write", url, "--remote-write-config", dir + "/rw.yml"]),
             name: "serve-forged")
-        _ = try waitFor("root's own pushes", timeout: 20) { receiver.requests.count >= 3 ? true : nil }
+        _ = try waitFor("root's own pushes") { receiver.requests.count >= 3 ? true : nil }
         #expect(serve.stop() == 0)
         #expect(serve.log.contains("owned by uid 65534") && serve.log.contains("never posted"), "\(serve.log)")
         for n in 1...receiver.requests.count {
@@ -190,7 +190,7 @@ struct RemoteWriteAbuseTests {
             try serveArguments(ns, ["--listen", "127.0.0.1:49614", "--remote-write-queue", mounted, "--remote-write", url]), name: "serve-full")
         defer { _ = serve.stop() }
         // Started, not hung on the FIFO, not crashed on the name.
-        let corrupt = try waitFor("the damage counted", timeout: 20) { () -> Double? in
+        let corrupt = try waitFor("the damage counted") { () -> Double? in
             guard serve.process.isRunning else { throw TestFailure("serve exited: \(serve.log)") }
             return metric(ns, 49614, #"ifmeter_remote_write_samples_dropped_total{reason="corrupt""#)
         }
@@ -227,7 +227,7 @@ struct RemoteWriteAbuseTests {
             try serveArguments(
                 ns, ["--listen", "127.0.0.1:49616", "--remote-write-queue", dir + "/q1", "--remote-write", "http://127.0.0.1:49615/old"]),
             name: "serve-redirect")
-        _ = try waitFor("pushes that followed the redirect", timeout: 20) {
+        _ = try waitFor("pushes that followed the redirect") {
             redirecting.requests.filter { $0.path == "/api/v1/write" && $0.status == 204 && $0.bodyBytes > 0 }.count >= 2 ? true : nil
         }
         let sent = try waitFor("sent counted") { metric(ns, 49616, "ifmeter_remote_write_samples_sent_total{").flatMap { $0 > 0 ? $0 : nil } }
@@ -242,7 +242,7 @@ struct RemoteWriteAbuseTests {
             try serveArguments(
                 ns, ["--listen", "127.0.0.1:49618", "--remote-write-queue", dir + "/q2", "--remote-write", "http://127.0.0.1:49617/api/v1/write"]),
             name: "serve-endless")
-        let answered = try waitFor("three answers cut short", timeout: 20) { () -> [Int]? in
+        let answered = try waitFor("three answers cut short") { () -> [Int]? in
             let done = endless.requests.map(\.sentBytes)
             return done.count >= 3 ? done : nil
         }
@@ -268,7 +268,7 @@ struct RemoteWriteAbuseTests {
                     "http://127.0.0.1:49619/api/v1/write?api_key=SECRET",
                 ]
             ), name: "serve-query")
-        let text = try waitFor("a failed push said", timeout: 20) { () -> String? in
+        let text = try waitFor("a failed push said") { () -> String? in
             guard serve.log.contains("retrying") else { return nil }
             return try? RawHTTP.request("/metrics", port: 49620, in: ns.name).text
         }

@@ -230,7 +230,7 @@ struct RemoteWriteAuthTests {
                 "--remote-write-queue", dir + "/queue", "--remote-write", "http://127.0.0.1:\(port)/api/v1/write",
             ], name: "serve-pace")
         defer { _ = serve.stop() }
-        _ = try waitFor("the first push", timeout: 20) { requests() >= 1 ? true : nil }
+        _ = try waitFor("the first push") { requests() >= 1 ? true : nil }
         // The window watched, 4 s by design: 20 samples, well within the
         // 15 s pace; a push per sample would show as many requests.
         Thread.sleep(forTimeInterval: 4)

@@ -25,7 +25,7 @@ struct StateSaveAbuseTests {
 
     func scrape(_ ns: TestNamespace, _ port: UInt16) throws -> String { try Scenario.scrape(ns, port: port) }
 
-    func waitForMetric(_ ns: TestNamespace, _ port: UInt16, _ name: String, timeout: Double = 20, _ ok: @escaping (Double) -> Bool) throws {
+    func waitForMetric(_ ns: TestNamespace, _ port: UInt16, _ name: String, timeout: Double = 60, _ ok: @escaping (Double) -> Bool) throws {
         _ = try waitFor("\(name) as wanted", timeout: timeout) { () throws -> Bool? in
             guard let value = metric(try scrape(ns, port), name), ok(value) else { return nil }
             return true
@@ -118,7 +118,7 @@ struct StateSaveAbuseTests {
         // Made again by another user: refused, never adopted.
         try FileManager.default.createDirectory(atPath: sub, withIntermediateDirectories: true)
         chown(sub, 65534, 65534)
-        _ = try waitFor("the foreign folder refused", timeout: 20) { serve.log.contains("owned by uid 65534") ? true : nil }
+        _ = try waitFor("the foreign folder refused") { serve.log.contains("owned by uid 65534") ? true : nil }
         #expect(!FileManager.default.fileExists(atPath: state), "nothing is written in another user's folder")
         // Made again by root: the file is written anew with everything counted.
         chown(sub, 0, 0)

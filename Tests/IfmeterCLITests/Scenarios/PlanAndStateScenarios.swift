@@ -90,7 +90,7 @@ struct PlanAndStateScenarios {
         try KillAndRestartScenarios().waitForSeen("serve", pair.a, dir, server, "va0")
         try pair.sendUDP(count: 30, payload: Self.payload)
         let sent = 30 * Self.frame
-        let text = try waitFor("the plan's use to reach the bytes sent", timeout: 10) { () -> String? in
+        let text = try waitFor("the plan's use to reach the bytes sent") { () -> String? in
             let text = try Scenario.scrape(pair.a)
             let used = Scenario.metric(text, "ifmeter_plan_used_bytes").values.first ?? 0
             return used >= Double(sent) ? text : nil

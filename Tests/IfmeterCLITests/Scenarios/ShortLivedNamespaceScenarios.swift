@@ -69,7 +69,7 @@ struct ShortLivedNamespaceScenarios {
         // Every namespace's last reading in a report (the figures are
         // judged below, whether this came or not).
         let sent = 50 * Self.frame
-        _ = try? waitFor("every namespace's bytes in the report", timeout: 20) { () -> Bool? in
+        _ = try? waitFor("every namespace's bytes in the report") { () -> Bool? in
             let totals = try Scenario.reportTotals(try String(contentsOfFile: dir["r.json"], encoding: .utf8))
             return names.indices.allSatisfy { n in
                 (totals[names[n] + "/sc0"]?.tx ?? 0) >= sent && (totals["st\(n)"]?.rx ?? 0) >= sent
