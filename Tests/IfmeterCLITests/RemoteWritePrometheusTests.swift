@@ -181,6 +181,11 @@ struct RemoteWritePrometheusTests {
         let dir = try folder()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let port: UInt16 = 49592
+        // Forty more veth pairs beside vA: each push carries their series
+        // too, so the 1 MiB queue fills in seconds instead of a minute.
+        let pairs = dir + "/pairs.batch"
+        try (0..<40).map { "link add q\($0)a type veth peer name q\($0)b\n" }.joined().write(toFile: pairs, atomically: true, encoding: .utf8)
+        try run(["ip", "-n", ns.name, "-batch", pairs])
         let serve = try Background(
             [
                 "ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--listen", "127.0.0.1:49591", "--interval", "100ms",
