@@ -186,7 +186,6 @@ let package = Package(
             name: "IfmeterServeTests",
             dependencies: [
                 "IfmeterServe", "IfmeterOutput", "IfmeterPipeline", "IfmeterCore", "IfmeterTestSupport",
-                .target(name: "CIfmeterTestSupport", condition: linux),
             ]),
         .testTarget(name: "IfmeterSystemTests", dependencies: ["IfmeterSystem", "IfmeterCore"]),
         .testTarget(name: "IfmeterRouteTests", dependencies: ["IfmeterRoute", "IfmeterSampling", "IfmeterCore"]),

@@ -56,14 +56,11 @@ import Testing
         "IfmeterRemoteWrite": [
             "CIfmeterRemoteWrite": "libcurl's and libsnappy's dlopen tables and its variadic setopt calls"
         ],
-        "IfmeterTestSupport": ["CIfmeterTestSupport": "tun devices and a spawn for the tests' daemons"],
-        "ifmeter-bench": ["CIfmeterBench": "the raw loops the product is timed against"],
-        "IfmeterSamplingTests": [
-            "CNetlink": "LibnlLinkageTests checks libnl-3 is what the sampler uses",
-            "CIfmeterTestSupport": "tun devices for the samplers' integration tests",
+        "IfmeterTestSupport": [
+            "CIfmeterTestSupport": "tun's ioctl number and request, and the GNU pass-throughs Glibc leaves out (pipe2, closefrom, usable size)"
         ],
-        "IfmeterCLITests": ["CIfmeterTestSupport": "tun devices for the end-to-end tests"],
-        "IfmeterServeTests": ["CIfmeterTestSupport": "malloc's usable size for the gzip writer's test"],
+        "ifmeter-bench": ["CIfmeterBench": "the raw loops the product is timed against"],
+        "IfmeterSamplingTests": ["CNetlink": "LibnlLinkageTests checks libnl-3 is what the sampler uses"],
     ]
 
     /// The C targets that may call `pthread_*`, `open(`, `fsync`,
