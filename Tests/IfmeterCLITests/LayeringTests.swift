@@ -59,7 +59,7 @@ import Testing
         "IfmeterTestSupport": [
             "CIfmeterTestSupport": "tun's ioctl number and request, and the GNU pass-throughs Glibc leaves out (pipe2, closefrom, usable size)"
         ],
-        "ifmeter-bench": ["CIfmeterBench": "the raw loops the product is timed against"],
+        "ifmeter-bench": ["CIfmeterBench": "netlink's macros and the /proc/net/dev parse of the raw loops the product is timed against"],
         "IfmeterSamplingTests": ["CNetlink": "LibnlLinkageTests checks libnl-3 is what the sampler uses"],
     ]
 
