@@ -33,7 +33,6 @@ import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
-import CIfmeterTestSupport
 
 /// Something a page did that a test should fail on.
 public struct BrowserProblem: Decodable, Sendable, Equatable, CustomStringConvertible {
@@ -96,10 +95,9 @@ public final class Browser {
             if ignoreCertificateErrors { arguments.append("--ignore-certificate-errors") }
             if let namespace { arguments = ["ip", "netns", "exec", namespace.name] + arguments }
             func pipePair() throws -> (read: Int32, write: Int32) {
-                var fds: [Int32] = [-1, -1]
-                guard cifm_pipe_cloexec(&fds) == 0 else { throw TestFailure("pipe2: \(String(cString: strerror(errno)))") }
-                descriptors += fds
-                return (fds[0], fds[1])
+                let pipe = try closeOnExecPipe()
+                descriptors += [pipe.read, pipe.write]
+                return pipe
             }
             let input = try pipePair(), output = try pipePair()
             let log = open(temporaryDirectory + "/driver.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)

@@ -3,6 +3,7 @@
 // a failed test that names it rather than a test run that never ends.
 import CIfmeterTestSupport
 import Foundation
+import IfmeterCore
 import Synchronization
 
 #if canImport(Glibc)
@@ -10,7 +11,7 @@ import Glibc
 #endif
 import IfmeterSystem
 
-/// A program the test started (cifm_spawn: no signal blocked, only stdin,
+/// A program the test started (`spawn`: no signal blocked, only stdin,
 /// stdout and stderr inherited).
 public final class ChildProcess: Sendable {
     public enum TerminationReason: Sendable { case exit, uncaughtSignal }
@@ -30,12 +31,52 @@ public final class ChildProcess: Sendable {
     public init(_ arguments: [String], stdin: Int32? = nil, stdout: Int32? = nil, stderr: Int32? = nil) throws {
         command = arguments.joined(separator: " ")
         BlockingTrait.expectLane("Starting \(arguments.first ?? "a process")")
+        do {
+            processIdentifier = try Self.spawn(arguments, stdio: [stdin, stdout, stderr])
+        } catch {
+            throw TestFailure("cannot start \(command): \(error)")
+        }
+    }
+
+    /// Starts `arguments` (searched in PATH) as a user's shell would: no
+    /// signal blocked, every signal at its default (in the test run's
+    /// process group, so ^C on it stops them all), with stdin, stdout and
+    /// stderr on `stdio`'s descriptors (nil: /dev/null) and every other
+    /// descriptor closed. The caller's thread may block signals (Dispatch
+    /// and Swift concurrency threads do), and a child that inherited that
+    /// mask would ignore SIGINT and SIGTERM and not be stopped by SIGTTOU.
+    private static func spawn(_ arguments: [String], stdio: [Int32?]) throws(SystemError) -> pid_t {
+        func check(_ rc: Int32, _ call: String) throws(SystemError) {
+            if rc != 0 { throw .system(call, code: rc) }
+        }
+        var actions = posix_spawn_file_actions_t()
+        try check(posix_spawn_file_actions_init(&actions), "posix_spawn_file_actions_init")
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for (target, fd) in stdio.enumerated() {
+            let target = Int32(target)
+            if let fd {
+                try check(posix_spawn_file_actions_adddup2(&actions, fd, target), "posix_spawn_file_actions_adddup2(\(fd), \(target))")
+            } else {
+                try check(
+                    posix_spawn_file_actions_addopen(&actions, target, "/dev/null", target == 0 ? O_RDONLY : O_WRONLY, 0),
+                    "posix_spawn_file_actions_addopen(\(target), /dev/null)")
+            }
+        }
+        try check(cifm_spawn_closefrom(&actions, 3), "posix_spawn_file_actions_addclosefrom_np(3)")
+        var attributes = posix_spawnattr_t()
+        try check(posix_spawnattr_init(&attributes), "posix_spawnattr_init")
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t(), all = sigset_t()
+        sigemptyset(&none)
+        sigfillset(&all)
+        try check(posix_spawnattr_setsigmask(&attributes, &none), "posix_spawnattr_setsigmask")
+        try check(posix_spawnattr_setsigdefault(&attributes, &all), "posix_spawnattr_setsigdefault")
+        try check(posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF)), "posix_spawnattr_setflags")
         let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0
-        let rc = cifm_spawn(argv, stdin ?? -1, stdout ?? -1, stderr ?? -1, &pid)
-        if rc != 0 { throw TestFailure("cannot start \(command): \(String(cString: strerror(rc)))") }
-        processIdentifier = pid
+        try check(posix_spawnp(&pid, argv[0]!, &actions, &attributes, argv, environ), "posix_spawnp(\(arguments.first ?? ""))")
+        return pid
     }
 
     /// Reaps the child if it has exited; true when it has.
@@ -157,10 +198,9 @@ public func run(
     var descriptors: [Int32] = []
     defer { descriptors.forEach { close($0) } }
     func pipePair() throws -> (read: Int32, write: Int32) {
-        var fds: [Int32] = [-1, -1]
-        guard cifm_pipe_cloexec(&fds) == 0 else { throw TestFailure("pipe2: \(String(cString: strerror(errno)))") }
-        descriptors += fds
-        return (fds[0], fds[1])
+        let pipe = try closeOnExecPipe()
+        descriptors += [pipe.read, pipe.write]
+        return pipe
     }
     func closeNow(_ fd: Int32) {
         close(fd)
@@ -224,6 +264,14 @@ public func run(
         throw TestFailure("\(child.command) exited \(result.2): \(result.1)")
     }
     return result
+}
+
+/// A pipe whose two ends are closed on exec (pipe2), so that no child a
+/// test starts meanwhile on another thread holds one.
+func closeOnExecPipe() throws -> (read: Int32, write: Int32) {
+    var fds: [Int32] = [-1, -1]
+    guard cifm_pipe_cloexec(&fds) == 0 else { throw TestFailure("\(SystemError.system("pipe2"))") }
+    return (fds[0], fds[1])
 }
 
 /// A child that exits before reading all its input must not kill the

@@ -33,6 +33,10 @@ public struct TestFailure: Error, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
+/// The room a block from malloc really has (malloc_usable_size): tests
+/// check that a kept buffer holds no slack.
+public func mallocUsableSize(_ block: UnsafeRawPointer?) -> Int { cifm_usable_size(block) }
+
 extension Sample {
     /// The reading of the interface named `name`; a failure that lists the
     /// names the sample has when it has no such one.
@@ -95,16 +99,31 @@ public final class TestNamespace: @unchecked Sendable {
     public func openTun(_ device: String, tap: Bool = false) throws -> Int32 {
         let deadline = Date().addingTimeInterval(3)
         while true {
-            let (fd, error) = try NetworkNamespace.perform(in: name) { () -> (Int32, Int32) in
-                let fd = cifm_tun_open(device, tap ? 1 : 0)
-                return (fd, fd < 0 ? errno : 0)
-            }
-            if fd >= 0 { return fd }
-            guard error == EBUSY, Date() < deadline else {
-                throw TestFailure("\(tap ? "tap" : "tun") \(device): \(String(cString: strerror(error)))")
+            let opened = try NetworkNamespace.perform(in: name) { Result { () throws(SystemError) in try Self.attachTun(device, tap: tap) } }
+            switch opened {
+            case .success(let fd): return fd
+            case .failure(let error):
+                guard error.errno == EBUSY, Date() < deadline else { throw TestFailure("\(tap ? "tap" : "tun") \(device): \(error)") }
             }
             usleep(10_000)
         }
+    }
+
+    /// Opens /dev/net/tun and attaches it to the tun (or tap) device
+    /// `device`, created in the calling thread's namespace (TUNSETIFF, no
+    /// packet information before each packet).
+    static func attachTun(_ device: String, tap: Bool) throws(SystemError) -> Int32 {
+        let fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { throw .system("open(/dev/net/tun)") }
+        var attached = false
+        defer { if !attached { close(fd) } }
+        let rc = withUnsafeTemporaryAllocation(byteCount: Int(CIFM_TUN_REQUEST_SIZE), alignment: 16) { request in
+            cifm_tun_request(request.baseAddress, device, tap ? 1 : 0)
+            return ioctl(fd, UInt(cifm_tunsetiff()), request.baseAddress!)
+        }
+        guard rc == 0 else { throw .system("ioctl(\(device), TUNSETIFF)") }
+        attached = true
+        return fd
     }
 
     /// `ip netns exec NAME ...`: a command inside, with sysfs remounted for it.

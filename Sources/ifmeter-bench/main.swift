@@ -1,8 +1,8 @@
 // `make bench`: the cost of one full sample at 10, 100, 1000 and 4000
 // interfaces (veth pairs in a namespace made for the run), for ifmeter's
-// samplers side by side with minimal C loops: the raw RTM_GETSTATS dump
-// (the practical limit), the raw RTM_GETLINK dump and /proc/net/dev.
-import CIfmeterBench
+// samplers side by side with minimal loops (RawLoops.swift): the raw
+// RTM_GETSTATS dump (the practical limit), the raw RTM_GETLINK dump and
+// /proc/net/dev.
 import Glibc
 import IfmeterCLI
 import IfmeterCore
@@ -214,23 +214,17 @@ func stormBenchmark(pairs: Int) {
     }
 
     // The alternative: a full RTM_GETLINK dump for every notification.
-    let buffer = UnsafeMutableRawPointer.allocate(byteCount: 1 << 16, alignment: 8)
-    defer { buffer.deallocate() }
-    let eventSocket = try! NetworkNamespace.perform(in: namespace) { cifm_raw_event_socket(4 << 20) }
-    let dumpSocket = try! NetworkNamespace.perform(in: namespace) { cifm_raw_netlink_open(1 << 20) }
-    defer {
-        close(eventSocket)
-        close(dumpSocket)
+    let (eventSocket, dumpSocket) = orFail {
+        try NetworkNamespace.perform(in: namespace) {
+            (try RawNetlink(receiveBuffer: 4 << 20, linkEvents: true), try RawNetlink(receiveBuffer: 1 << 20))
+        }
     }
-    var seq: UInt32 = 1, sum: UInt64 = 0
     var dumped = 0, lost = 0
     let theirs = try! during(every: 0.001) {
-        var over = 0
-        let n = cifm_raw_event_drain(eventSocket, buffer, 1 << 16, &over)
-        lost += over
-        for _ in 0..<n {
-            seq += 1
-            _ = cifm_raw_getlink_dump(dumpSocket, buffer, 1 << 16, seq, &sum)
+        let drained = try eventSocket.drainLinkEvents()
+        lost += drained.overruns
+        for _ in 0..<drained.events {
+            _ = try dumpSocket.dump(stats: false)
             dumped += 1
         }
     }
@@ -448,22 +442,20 @@ func pushBenchmark(_ namespace: String, interfaces count: Int, binary: String) {
     let receiverPort: UInt16 = 9876
     let request = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n"
     let plainRequest = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    func get(_ text: String, body: UnsafeMutablePointer<CChar>? = nil, capacity: Int = 0) -> (total: Int, body: Int) {
-        var bodyBytes: Int64 = 0
-        let total =
-            (try? NetworkNamespace.perform(in: namespace) { cifm_bench_http_get(scrapePort, text, body, capacity, &bodyBytes) }) ?? -1
-        if total < 0 { fail("GET /metrics on port \(scrapePort) failed") }
-        return (Int(total), Int(bodyBytes))
+    func get(_ text: String, keepingBody: Bool = false) -> (total: Int, body: Int, text: [UInt8]) {
+        do {
+            return try NetworkNamespace.perform(in: namespace) { try httpGet(port: scrapePort, text, keepingBody: keepingBody) }
+        } catch {
+            fail("GET /metrics on port \(scrapePort): \(error)")
+        }
     }
     // Scraped once per interval.
     let serve = spawnBackground(["ip", "netns", "exec", namespace, binary, "serve", "--listen", "127.0.0.1:\(scrapePort)", "--interval", "1s"])
     waitForPort(namespace, scrapePort)
     usleep(2_000_000)
-    let capacity = 64 << 20
-    let text = UnsafeMutablePointer<CChar>.allocate(capacity: capacity)
-    defer { text.deallocate() }
-    _ = get(plainRequest, body: text, capacity: capacity)
-    let series = String(cString: text).split(separator: "\n").filter { !$0.hasPrefix("#") }.count
+    let series = String(decoding: get(plainRequest, keepingBody: true).text, as: UTF8.self).split(separator: "\n").filter {
+        !$0.hasPrefix("#")
+    }.count
     _ = get(request)
     var wire = 0, bodies = 0, scrapes = 0
     let c0 = processUsage(serve).cpu, t0 = now()
@@ -480,8 +472,12 @@ func pushBenchmark(_ namespace: String, interfaces count: Int, binary: String) {
     stopBackground(serve)
 
     // Pushed to a receiver that answers 204.
-    let fd = (try? NetworkNamespace.perform(in: namespace) { cifm_bench_listen(receiverPort) }) ?? -1
-    guard fd >= 0, let sink = cifm_bench_sink_start(fd) else { fail("cannot listen on port \(receiverPort) in \(namespace)") }
+    let sink = orFail {
+        let fd = try NetworkNamespace.perform(in: namespace) {
+            try listeningSocket(host: "127.0.0.1", port: receiverPort, named: "127.0.0.1:\(receiverPort)")
+        }
+        return try HTTPSink(listening: fd)
+    }
     // The queue on disk, where its writes are counted.
     guard let queue = mkdtemp(strdup("/var/tmp/ifmbench-push-XXXXXX")).map({ String(cString: $0) }) else { fail("mkdtemp failed") }
     defer { spawn(["rm", "-rf", queue]) }
@@ -490,11 +486,7 @@ func pushBenchmark(_ namespace: String, interfaces count: Int, binary: String) {
         "--remote-write", "http://127.0.0.1:\(receiverPort)/api/v1/write", "--remote-write-interval", "1s",
     ])
     defer { stopBackground(pusher) }
-    func counts() -> (bytes: Int, bodies: Int, requests: Int) {
-        var bytes: Int64 = 0, bodies: Int64 = 0, requests = 0
-        cifm_bench_sink_counts(sink, &bytes, &bodies, &requests)
-        return (Int(bytes), Int(bodies), requests)
-    }
+    func counts() -> (bytes: Int, bodies: Int, requests: Int) { sink.counts }
     let warm = now()
     while counts().requests < 3 {
         if now() - warm > 30 { fail("the remote write receiver got \(counts().requests) requests in 30 s") }
@@ -558,19 +550,14 @@ func namespacesBenchmark(count: Int) throws {
         guard spawn(["ip", "netns", "add", name]) == 0 else { fail("ip netns add \(name) failed") }
         spawn(["ip", "-n", name, "link", "add", "va", "type", "veth", "peer", "name", "vb"])
     }
-    let sockets = try names.map { name in try NetworkNamespace.perform(in: name) { cifm_raw_netlink_open(1 << 20) } }
-    defer { for fd in sockets { close(fd) } }
-    let buffer = UnsafeMutableRawPointer.allocate(byteCount: 1 << 16, alignment: 8)
-    defer { buffer.deallocate() }
+    let sockets = try names.map { name in try NetworkNamespace.perform(in: name) { try RawNetlink(receiveBuffer: 1 << 20) } }
     let source = try NamespaceSet(.named(names), kind: .netlink, options: SamplerOptions(sysfs: nil))
-    var seq: UInt32 = 1, sum: UInt64 = 0
     let rows = try measure([
         (
-            "raw RTM_GETSTATS dumps, summed (C)",
+            "raw RTM_GETSTATS dumps, summed",
             {
-                for fd in sockets {
-                    seq += 1
-                    if cifm_raw_getstats_dump(fd, buffer, 1 << 16, seq, &sum) != 3 { fail("a namespace did not dump 3 interfaces") }
+                for socket in sockets {
+                    if try socket.dump(stats: true) != 3 { fail("a namespace did not dump 3 interfaces") }
                 }
             }
         ),
@@ -1044,18 +1031,11 @@ for target in targets {
     pairs = grow(to: target, from: pairs)
     let count = 1 + 2 * pairs
     let rows: [Row] = try NetworkNamespace.perform(in: namespace) {
-        let buffer = UnsafeMutableRawPointer.allocate(byteCount: 1 << 16, alignment: 8)
-        defer { buffer.deallocate() }
-        let fd = cifm_raw_netlink_open(1 << 20)
-        guard fd >= 0 else { fail("netlink socket: \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        var seq: UInt32 = 1
-        var sum: UInt64 = 0
+        let raw = try RawNetlink(receiveBuffer: 1 << 20)
         func check(_ n: Int, _ what: String) {
             if n != count { fail("\(what) saw \(n) interfaces, expected \(count)") }
         }
-        let procBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: 8 << 20)
-        defer { procBuffer.deallocate() }
+        let procNetDev = RawProcNetDev()
         let netlink = try NetlinkSampler(options: SamplerOptions(sysfs: nil))
         let portable = try GetifaddrsSampler(options: SamplerOptions(sysfs: nil))
         var engine = DeltaEngine()
@@ -1065,35 +1045,23 @@ for target in targets {
         // the pipeline (read, filter, engine, publish) and what the
         // command does with each update.
         let loops = try WholeLoops(interfaces: count)
-        let getstats = { () throws -> Void in
-            seq += 1
-            check(cifm_raw_getstats_dump(fd, buffer, 1 << 16, seq, &sum), "RTM_GETSTATS")
-        }
+        let getstats = { () throws -> Void in check(try raw.dump(stats: true), "RTM_GETSTATS") }
         // Each of ifmeter's paths alternates with its practical limit, the
         // raw dump, so both see the same machine; the ratio is taken within
         // the pair. The other methods run in blocks of their own (run
         // between the others, they would find the caches cold).
         func paired(_ name: String, _ body: @escaping () throws -> Void) throws -> Row {
-            let pair = try measure([("raw RTM_GETSTATS dump (C)", getstats), (name, body)])
+            let pair = try measure([("raw RTM_GETSTATS dump", getstats), (name, body)])
             return Row(method: name, seconds: pair[1].seconds, raw: pair[0].seconds)
         }
-        var rows = try measure([("raw RTM_GETSTATS dump (C)", getstats)])
+        var rows = try measure([("raw RTM_GETSTATS dump", getstats)])
         rows.append(try paired("ifmeter netlink sampler") { check(try netlink.read().sample.interfaces.count, "netlink sampler") })
         rows.append(try paired("loop: serve") { check(loops.serve.step().reading?.sample.interfaces.count ?? 0, "serve loop") })
         rows.append(try paired("loop: export --state") { check(loops.export.step().reading?.sample.interfaces.count ?? 0, "export loop") })
         rows.append(try paired("loop: live (model, frame)") { check(loops.live.step().reading?.sample.interfaces.count ?? 0, "live loop") })
         return try rows + measure([("state save (every 10-15 s)", { try loops.save() })], budget: 1)
-            + measure(
-                [
-                    (
-                        "raw RTM_GETLINK dump (C)",
-                        {
-                            seq += 1
-                            check(cifm_raw_getlink_dump(fd, buffer, 1 << 16, seq, &sum), "RTM_GETLINK")
-                        }
-                    )
-                ], budget: 1)
-            + measure([("read /proc/net/dev (C)", { check(cifm_raw_proc_net_dev(procBuffer, 8 << 20, &sum), "/proc/net/dev") })], budget: 1)
+            + measure([("raw RTM_GETLINK dump", { check(try raw.dump(stats: false), "RTM_GETLINK") })], budget: 1)
+            + measure([("read /proc/net/dev (raw)", { check(try procNetDev.read(), "/proc/net/dev") })], budget: 1)
             + measure([("link catalog refresh (RTM_GETLINK)", { try netlink.refreshCatalog() })], budget: 1)
             + measure([("ifmeter getifaddrs sampler", { check(try portable.read().sample.interfaces.count, "getifaddrs sampler") })], budget: 1)
             + measure(
@@ -1166,6 +1134,11 @@ print(rssLine)
 print("anchors measured for the issue at 4001 interfaces: RTM_GETSTATS 0.8 ms, /proc/net/dev 3.5 ms, RTM_GETLINK 6.3 ms,")
 print("libnl cache refill 24 ms, getifaddrs 32 ms, node_exporter netdev scrape 267 ms; targets: netlink sampler within 1.5x")
 print("of RTM_GETSTATS; the serve and export --state loops within 2x, live within 3x, at 1001 and 4001 interfaces")
+
+/// What `body` gives; the benchmark stops with the error it throws.
+func orFail<T>(_ body: () throws -> T) -> T {
+    do { return try body() } catch { fail("\(error)") }
+}
 
 /// The folder this benchmark's binary is in, where `ifmeter` is too.
 func binaryDirectory() -> String {

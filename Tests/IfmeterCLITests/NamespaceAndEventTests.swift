@@ -1,4 +1,3 @@
-import CIfmeterTestSupport
 import Foundation
 import IfmeterCore
 import IfmeterSampling

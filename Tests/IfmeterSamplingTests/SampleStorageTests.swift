@@ -1,4 +1,3 @@
-import CIfmeterTestSupport
 import Foundation
 import IfmeterCore
 @testable import IfmeterSampling

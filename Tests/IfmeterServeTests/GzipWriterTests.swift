@@ -1,4 +1,3 @@
-import CIfmeterTestSupport
 import Foundation
 import IfmeterServe
 import IfmeterTestSupport
@@ -34,6 +33,6 @@ import Testing
         #expect(writer.inputBytes == UInt64(text.count))
         #expect(body.count < text.count / 5, "\(body.count) bytes for \(text.count)")
         #expect(try gunzip(body.bytes) == text)
-        #expect(cifm_usable_size(body.base) < body.count + 4096, "cut to its size, whatever room it was given")
+        #expect(mallocUsableSize(body.base) < body.count + 4096, "cut to its size, whatever room it was given")
     }
 }

@@ -1,55 +1,44 @@
-// The raw C loops `make bench` compares ifmeter against: the practical
-// limits of a netlink dump, /proc/net/dev and a dump per link event.
+// The C of the raw loops `make bench` compares ifmeter against: only what
+// Swift cannot express, netlink's macros that lay out a dump request and
+// walk the messages of a buffer, and a parse of /proc/net/dev's text. Each
+// function works on the memory it is given and nothing else: the sockets,
+// reads and errors are Swift's (Sources/ifmeter-bench/RawLoops.swift). This
+// header also gives Swift NETLINK_ROUTE, RTMGRP_LINK and sockaddr_nl.
 #ifndef CIFMETER_BENCH_H
 #define CIFMETER_BENCH_H
 
 #ifdef __linux__
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 
-/// One full RTM_GETSTATS (IFLA_STATS_LINK_64) dump on netlink socket `fd`,
-/// parsed the minimal way: the number of interfaces, and the sum of their
-/// rx_bytes in *sum. Returns -1 with errno set on failure.
-long cifm_raw_getstats_dump(int fd, void *buf, size_t len, uint32_t seq, uint64_t *sum);
+/// The room a dump request needs (cifm_raw_dump_request).
+enum { CIFM_RAW_REQUEST_SIZE = 64 };
 
-/// One full RTM_GETLINK dump, reading IFLA_STATS64 the same way.
-long cifm_raw_getlink_dump(int fd, void *buf, size_t len, uint32_t seq, uint64_t *sum);
+/// Lays out a dump request with sequence number `seq` in `out`
+/// (CIFM_RAW_REQUEST_SIZE bytes): RTM_GETSTATS asking for
+/// IFLA_STATS_LINK_64 alone when `stats`, RTM_GETLINK otherwise. Returns
+/// its length, what to send.
+size_t cifm_raw_dump_request(void *out, uint32_t seq, int stats);
 
-/// Reads and parses /proc/thread-self/net/dev (the calling thread's
-/// namespace): the number of interfaces and the sum of receive bytes.
-long cifm_raw_proc_net_dev(char *buf, size_t len, uint64_t *sum);
+/// Walks the netlink messages of one read of that dump (`n` bytes at
+/// `buf`), the minimal way: counts the interfaces of sequence `seq` and
+/// adds their rx_bytes (IFLA_STATS_LINK_64, or IFLA_STATS64 of
+/// RTM_GETLINK's messages) to *sum. At NLMSG_DONE *done becomes 1; at
+/// NLMSG_ERROR too, with the kernel's error number (positive) in *error.
+/// Returns the interfaces counted in this buffer.
+long cifm_raw_parse_dump(const void *buf, size_t n, uint32_t seq, int stats, uint64_t *sum, int *done, int *error);
 
-/// Opens a non-blocking NETLINK_ROUTE socket subscribed to link
-/// notifications (RTNLGRP_LINK), for the benchmark's full-dump-per-event
-/// comparison. Returns the descriptor or -1.
-int cifm_raw_event_socket(int rcvbuf);
+/// The link messages (RTM_NEWLINK, RTM_DELLINK) in one read of a socket
+/// subscribed to RTNLGRP_LINK.
+long cifm_raw_count_link_events(const void *buf, size_t n);
 
-/// Reads what is queued on an event socket: returns the number of link
-/// messages read; *overruns counts ENOBUFS.
-long cifm_raw_event_drain(int fd, void *buf, size_t len, long *overruns);
-
-/// Opens a NETLINK_ROUTE socket for the raw loops, with a receive buffer
-/// of `rcvbuf` bytes. Returns the descriptor or -1.
-int cifm_raw_netlink_open(int rcvbuf);
-
-/// A listening TCP socket on 127.0.0.1:`port` (in the calling thread's
-/// namespace), or -1.
-int cifm_bench_listen(uint16_t port);
-
-/// A minimal HTTP/1.1 receiver for the remote write benchmark, on its own
-/// thread: it reads each request on `listening_fd` (headers, a
-/// Content-Length body), answers 204 and counts what it read.
-typedef struct cifm_bench_sink cifm_bench_sink;
-cifm_bench_sink *cifm_bench_sink_start(int listening_fd);
-
-/// Bytes read (headers and bodies), body bytes, and requests, so far.
-void cifm_bench_sink_counts(cifm_bench_sink *sink, long long *bytes, long long *body_bytes, long *requests);
-
-/// Sends `request` (a whole HTTP request, `Connection: close`) to
-/// 127.0.0.1:`port` and reads the response to its end: returns every byte
-/// read (-1 on a failure), the body's size in *body_bytes, and the start
-/// of the body, NUL-terminated, in `body`.
-long long cifm_bench_http_get(uint16_t port, const char *request, char *body, size_t body_len, long long *body_bytes);
+/// Parses /proc/net/dev's text, `n` bytes at `buf` with room for one more
+/// (the parse cuts the text into lines in place): the number of
+/// interfaces, and the sum of their receive bytes in *sum.
+long cifm_raw_parse_proc_net_dev(char *buf, size_t n, uint64_t *sum);
 #endif
 
 #endif

@@ -1,6 +1,6 @@
 // C shims for ifmeter: kernel macros and inline helpers Swift cannot import.
 // Every name is prefixed `cifm_`. The tests' C is in CIfmeterTestSupport,
-// the benchmark's raw loops in CIfmeterBench.
+// the netlink macros of the benchmark's raw loops in CIfmeterBench.
 #ifndef CIFMETER_LINUX_H
 #define CIFMETER_LINUX_H
 

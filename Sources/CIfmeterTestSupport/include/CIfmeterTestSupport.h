@@ -1,33 +1,42 @@
-// C for the tests: a tun device to push packets through, and a spawn that
-// starts a child as a shell would. Linked by tests only.
+// The tests' C: only what Swift cannot reach. tun's ioctl number (a macro)
+// and its request (struct ifreq, which Swift cannot name where glibc's and
+// the kernel's definitions of it both show), and glibc's GNU extensions,
+// which Swift's Glibc module leaves out, each a plain pass-through. Opening
+// the tun device, spawning and reading the errors are Swift's
+// (IfmeterTestSupport's NetnsSupport.swift and ChildProcess.swift). The
+// includes give the tests sockaddr_ll for packet sockets. Linked by tests
+// only.
 #ifndef CIFMETER_TEST_SUPPORT_H
 #define CIFMETER_TEST_SUPPORT_H
 
 #ifdef __linux__
+#include <stddef.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
-/// Opens a tun (or tap, when `tap` is non-zero) device named `name` in the
-/// calling thread's network namespace. Returns the descriptor, or -1 with
-/// errno set. Used by the tests, which push packets through it.
-int cifm_tun_open(const char *name, int tap);
 
-/// Starts argv (searched in PATH) as a user's shell would: no signal
-/// blocked, every signal at its default (in the test run's process group,
-/// so ^C on it stops them all), with stdin, stdout and stderr on
-/// the given descriptors (-1: /dev/null) and every other descriptor
-/// closed. The caller's thread may block signals (Dispatch and Swift
-/// concurrency threads do), and a child that inherits that mask ignores
-/// SIGINT and SIGTERM and is not stopped by SIGTTOU. Returns 0 and the pid
-/// in `pid`, or an errno value.
-int cifm_spawn(char *const argv[], int in_fd, int out_fd, int err_fd, pid_t *pid);
+/// The room a tun request needs (cifm_tun_request).
+enum { CIFM_TUN_REQUEST_SIZE = 64 };
 
-/// pipe2(fds, O_CLOEXEC), which Swift's Glibc module leaves out.
+/// TUNSETIFF, the ioctl that attaches a /dev/net/tun descriptor to a
+/// device, created if need be.
+unsigned long cifm_tunsetiff(void);
+
+/// Lays out TUNSETIFF's request in `out` (CIFM_TUN_REQUEST_SIZE bytes): the
+/// tun device `name` (a tap when `tap` is not 0), no packet information
+/// before each packet.
+void cifm_tun_request(void *out, const char *name, int tap);
+
+/// pipe2(fds, O_CLOEXEC), as it returns.
 int cifm_pipe_cloexec(int fds[2]);
+
+/// posix_spawn_file_actions_addclosefrom_np: the spawned program starts
+/// with every descriptor from `from` up closed. 0, or an error number.
+int cifm_spawn_closefrom(posix_spawn_file_actions_t *actions, int from);
 
 /// malloc_usable_size: the room a malloc'd block really has (tests check
 /// that kept buffers hold no slack).
-#include <stddef.h>
 size_t cifm_usable_size(const void *block);
 #endif
 
