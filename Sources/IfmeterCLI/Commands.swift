@@ -163,6 +163,9 @@ struct SampleCommand: Command {
     }
 
     func run() throws(CLIError) {
+        // Before the state file says "running": a stop signal from then on
+        // ends with a save, never with the default action.
+        StopSignal.install(hangupStops: true)
         let pipeline = try setup.pipeline()
         let source = pipeline.source.sourceName
         let printer: Printer
@@ -199,7 +202,6 @@ struct SampleCommand: Command {
             }
         }
         pipeline.add(sink: printer)
-        StopSignal.install(hangupStops: true)
         var waiter = SignalWaiter(stop: { printer.failure != nil })
         pipeline.run(&waiter)
         try printer.check()
@@ -246,6 +248,9 @@ struct RecordCommand: Command {
 
     func run() throws(CLIError) {
         let pipeline = try setup.pipeline()
+        // Before the state file says "running": a stop signal from then on
+        // ends with a save, never with the default action.
+        StopSignal.install(hangupStops: true)
         let file = try output.map { path throws(CLIError) in
             let path = try CommandLinePath.output(path, option: Options.output.spec.long, command: Self.spec.name, writing: .inPlace)
             do throws(SystemError) {
@@ -270,7 +275,6 @@ struct RecordCommand: Command {
             return lines + TraceWriter.line(.sample(reading.sample)) + "\n"
         }
         pipeline.add(sink: printer)
-        StopSignal.install(hangupStops: true)
         var waiter = SignalWaiter(stop: { printer.failure != nil })
         pipeline.run(&waiter)
         try printer.check()

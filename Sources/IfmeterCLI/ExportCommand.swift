@@ -115,6 +115,9 @@ struct ExportCommand: Command {
                 throw .runtime("cannot export to \(jsonLines): \(error.message)")
             }
         }
+        // Before the state file says "running": a stop signal from then on
+        // ends with a save, never with the default action.
+        StopSignal.install(hangup: true)
         let pipeline = try setup.pipeline()
         let targets = Exporter.Targets(
             json: json, jsonLines: jsonLines, textfile: textfile, every: every, families: families, version: IfmeterCLI.version)
@@ -131,7 +134,6 @@ struct ExportCommand: Command {
         #endif
         pipeline.add(sink: exporter)
         pipeline.sayStateSaves(prefix: "ifmeter export: ")
-        StopSignal.install(hangup: true)
         var waiter = SignalWaiter(hangup: { pipeline in
             pipeline.saveNow()
             exporter.reopen()

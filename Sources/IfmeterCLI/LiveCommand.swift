@@ -34,6 +34,10 @@ struct LiveCommand: Command {
     }
 
     func run() throws(CLIError) {
+        // Before the state file says "running": a stop signal from then on
+        // ends with a save, never with the default action (the live view
+        // adds SIGWINCH when it takes the terminal).
+        StopSignal.install(hangupStops: true)
         let pipeline = try setup.pipeline()
         if Output.isTerminal(1) {
             let screen = LiveScreen(pipeline: pipeline, bits: bits)
@@ -66,7 +70,6 @@ struct LiveCommand: Command {
             let lines = PlainLines(source: pipeline.source.sourceName, interval: setup.configuration.interval, bits: bits)
             try Output.put(Output.forPeople(lines.header))
             pipeline.add(sink: lines)
-            StopSignal.install(hangupStops: true)
             pipeline.sayStateSaves(prefix: "ifmeter live: ")
             var waiter = SignalWaiter(stop: { lines.failure != nil })
             pipeline.run(&waiter)
