@@ -140,7 +140,7 @@ struct HangupEndsPlainLiveCleanlyTests {
             return live.log.contains(" lo ") ? true : nil
         }
         kill(live.process.processIdentifier, SIGHUP)
-        _ = live.process.wait(timeout: 5)
+        _ = live.process.wait(timeout: 60)
         #expect(!live.process.isRunning, "SIGHUP ends it")
         #expect(live.stop() == 0, "a clean stop, not the default action: \(live.log)")
         let running = try run(["sqlite3", folder + "/state.db", "SELECT value FROM meta WHERE key = 'running'"])

@@ -265,7 +265,7 @@ struct FileHardeningTests {
         try pair.sendUDP(count: 5, payload: 300)
         try waitForServe(pair.a, port: 19281, toCount: 15 * frame)
         kill(server.process.processIdentifier, SIGQUIT)
-        #expect(server.process.wait(timeout: 30), "SIGQUIT stops serve")
+        #expect(server.process.wait(timeout: 60), "SIGQUIT stops serve")
         server.stop()
         #expect(server.process.terminationReason == .exit && server.process.terminationStatus == 0, "SIGQUIT is a clean stop")
         #expect(!server.log.contains("crashed") && !server.log.contains("Backtrace"), "\(server.log)")

@@ -91,7 +91,7 @@ struct SignalScenarios {
                 _ = try waitFor("the first save") { try writer(state) == "running" ? true : nil }
                 process.process.signal(signal)
                 if Self.stops(signal, mode) {
-                    #expect(process.process.wait(timeout: 5), "\(mode) \(name): stopped")
+                    #expect(process.process.wait(timeout: 60), "\(mode) \(name): stopped")
                     #expect(
                         process.process.terminationReason == .exit && process.process.terminationStatus == 0,
                         "\(mode) \(name): exit \(process.process.terminationStatus)\n\(process.log)")
