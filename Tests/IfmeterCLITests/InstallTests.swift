@@ -354,12 +354,21 @@ struct Installation: Sendable {
     }
 
     func make(_ target: String) throws {
-        try run(["make", "-s", "-C", repositoryRoot.path, target, "DESTDIR=\(root.path)", "PREFIX=\(prefix)", "BINARY=\(binary)"])
+        // The pages and completions are generated in this test's own
+        // folder, not the tree's .build/install, which `make deb` may be
+        // using meanwhile (make test builds the package beside the tests).
+        try run([
+            "make", "-s", "-C", repositoryRoot.path, target, "DESTDIR=\(root.path)", "PREFIX=\(prefix)", "BINARY=\(binary)",
+            "GENERATED=\(root.path).generated",
+        ])
     }
 
     func path(_ installed: String) -> String { root.path + installed }
 
-    func remove() { try? FileManager.default.removeItem(at: root) }
+    func remove() {
+        try? FileManager.default.removeItem(at: root)
+        try? FileManager.default.removeItem(atPath: root.path + ".generated")
+    }
 
     /// Every file installed, as its path on the target system.
     func files() throws -> [String] {
