@@ -111,8 +111,9 @@ build: deps
 	@scripts/write-revision
 	$(SWIFT) build
 
-# The debug build of everything with the tests, the checks that read it,
-# then the test run with the release build and the Debian package made
+# The tests' Python tools installed meanwhile, the debug build of
+# everything with the tests, the checks that read it, then the test run
+# with the release build, the Debian package and the portable build made
 # beside it (scripts/test-beside-release): `make run` builds the release
 # binary, and a release build sees imports a debug build forgives (a
 # missing C module import broke it once). The package is built by make,
@@ -121,11 +122,10 @@ build: deps
 # and purges what it left, after the rest of the run.
 test:
 	@scripts/ensure-packages $(TEST_PACKAGES) $(DEB_PACKAGES)
-	@scripts/ensure-venv
+	@scripts/ensure-venv --start
 	$(SWIFT) format lint --strict -r Sources Tests Package.swift
 	@scripts/write-revision
 	$(SWIFT) build --build-tests
-	SWIFT=$(SWIFT) scripts/portable-check
 	SWIFT=$(SWIFT) scripts/library docs
 	SWIFT=$(SWIFT) scripts/library api-check
 	SWIFT=$(SWIFT) MAKE=$(MAKE) scripts/test-beside-release $(TEST_TIME_LIMIT)
