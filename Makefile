@@ -44,7 +44,7 @@ STATIC_CXX := .build/static-libstdc++
 RELEASE_INPUTS_CHECK = @flags='$(RELEASE_FLAGS)'; \
 	if [ "$$(cat .build/release-flags 2>/dev/null)" != "$$flags" ]; then \
 	  rm -rf $(RELEASE_SCRATCH)/*-linux-gnu/release; mkdir -p .build; printf '%s\n' "$$flags" > .build/release-flags; fi; \
-	if [ scripts/hot-functions.txt -nt .build/release/ifmeter ]; then rm -f .build/release/ifmeter; fi
+	if [ scripts/hot-functions.txt -nt $(RELEASE_SCRATCH)/release/ifmeter ]; then rm -f $(RELEASE_SCRATCH)/release/ifmeter; fi
 # The release tree has a scratch folder of its own, so that SwiftPM's lock
 # on it is not the debug tree's: make test builds it while the tests run
 # (scripts/test-beside-release). .build/release points into it, where
@@ -116,10 +116,8 @@ build: deps
 # with the release build, the Debian package and the portable build made
 # beside it (scripts/test-beside-release): `make run` builds the release
 # binary, and a release build sees imports a debug build forgives (a
-# missing C module import broke it once). The package is built by make,
-# not inside the tests, because building it there would wait forever on
-# SwiftPM's lock, which the test run holds; DebianPackageTests installs
-# and purges what it left, after the rest of the run.
+# missing C module import broke it once). DebianPackageTests installs and
+# purges the package it made, after the rest of the run.
 test:
 	@scripts/ensure-packages $(TEST_PACKAGES) $(DEB_PACKAGES)
 	@scripts/ensure-venv --start

@@ -247,10 +247,10 @@ struct RecordCommand: Command {
     }
 
     func run() throws(CLIError) {
-        let pipeline = try setup.pipeline()
-        // Before the state file says "running": a stop signal from then on
-        // ends with a save, never with the default action.
+        // Before the pipeline is built: a stop signal from then on ends
+        // the trace cleanly, never with the default action.
         StopSignal.install(hangupStops: true)
+        let pipeline = try setup.pipeline()
         let file = try output.map { path throws(CLIError) in
             let path = try CommandLinePath.output(path, option: Options.output.spec.long, command: Self.spec.name, writing: .inPlace)
             do throws(SystemError) {

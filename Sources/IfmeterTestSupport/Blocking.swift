@@ -93,10 +93,11 @@ final class LaneLog: @unchecked Sendable {
     private let lock = NSLock()
     private let handle: FileHandle
 
+    /// Appends: make test runs swift test twice, and both runs' cases count.
     init?(path: String) {
-        guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else {
-            return nil
-        }
+        if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
+        guard let handle = FileHandle(forWritingAtPath: path) else { return nil }
+        handle.seekToEndOfFile()
         self.handle = handle
     }
 

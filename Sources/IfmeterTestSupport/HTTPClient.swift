@@ -184,8 +184,10 @@ public final class Background: Sendable {
     public var log: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
 
     /// SIGTERM, then SIGKILL after `grace` seconds; returns the exit status.
+    /// The grace is generous: a clean stop (a last save) on a busy machine
+    /// can take seconds, and a healthy process is gone long before.
     @discardableResult
-    public func stop(grace: Double = 5) -> Int32 {
+    public func stop(grace: Double = 60) -> Int32 {
         process.signal(SIGTERM)
         process.waitUntilExit(timeout: grace)
         return process.terminationStatus

@@ -11,9 +11,10 @@ import Glibc
 /// machine with `dpkg -i`, checked where Debian expects each file, then
 /// removed and purged: nothing of it is left.
 ///
-/// `make test` runs `make deb` before `swift test` (building it here would
-/// wait forever on SwiftPM's lock, which this run holds), so the test only
-/// reads .build/deb/ifmeter_VERSION_ARCH.deb and fails when it is missing.
+/// `make test` runs `make deb` beside the test run and this suite after it
+/// (scripts/test-beside-release; building it here would wait forever on
+/// SwiftPM's lock, which this run holds), so the test only reads
+/// .build/deb/ifmeter_VERSION_ARCH.deb and fails when it is missing.
 /// It needs root (dpkg); without root it skips, unless IFMETER_REQUIRE_NETNS=1
 /// makes that a failure. It changes the machine, so it refuses to start
 /// when ifmeter is there already (installed by dpkg or `make install`, or

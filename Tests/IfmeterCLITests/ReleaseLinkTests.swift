@@ -6,7 +6,9 @@ import Testing
 /// RELEASE_FLAGS; issue 9): packed relative relocations, no exported
 /// symbols, libstdc++ inside, and the functions scripts/hot-functions.txt
 /// names laid out first. Checked on .build/release/ifmeter: `make test`
-/// builds it first, so CI (IFMETER_REQUIRE_NETNS=1) requires it; a bare
+/// builds it beside the test run and runs this suite after it
+/// (scripts/test-beside-release), so CI (IFMETER_REQUIRE_NETNS=1)
+/// requires it; a bare
 /// `swift test` without one skips.
 @Suite(
     .enabled(
