@@ -56,7 +56,7 @@ RELEASE_FLAGS := --scratch-path $(RELEASE_SCRATCH) -c release --static-swift-std
 	-Xswiftc -L -Xswiftc $(CURDIR)/$(STATIC_CXX) \
 	-Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic \
 	-Xlinker --symbol-ordering-file=$(CURDIR)/scripts/hot-functions.txt -Xlinker --no-warn-symbol-ordering
-# The test run takes about 3.5 minutes here (make test on a fresh clone under 6); past this many seconds it is
+# The test run takes 3 to 4 minutes here (make test on a fresh clone 6 to 7.5); past this many seconds it is
 # stopped with a report of what was still running (scripts/run-with-limit).
 TEST_TIME_LIMIT ?= 1500
 
