@@ -90,6 +90,16 @@ public final class TestNamespace: @unchecked Sendable {
         try run(["ip", "-n", name] + arguments).out
     }
 
+    /// Waits until `device`'s carrier is up (LOWER_UP, no NO-CARRIER): it
+    /// comes a moment after `up` (linkwatch), and until then a veth drops
+    /// what it is given, uncounted.
+    public func waitForCarrier(_ device: String, timeout: Double = 60) throws {
+        _ = try waitFor("\(device)'s carrier", timeout: timeout) {
+            let link = try ip("-o", "link", "show", "dev", device)
+            return link.contains("LOWER_UP") && !link.contains("NO-CARRIER") ? true : nil
+        }
+    }
+
     /// Creates a tun (or tap) device in this namespace; closing the returned
     /// descriptor deletes it. A device of the same name closed just before
     /// may still exist for a moment: a process spawned meanwhile by a test

@@ -102,10 +102,7 @@ struct ChurnTests {
             try other.ip("neigh", "add", ipHere, "lladdr", macHere, "dev", there, "nud", "permanent")
             try a.ip("link", "set", here, "up")
             try other.ip("link", "set", there, "up")
-            _ = try waitFor("\(here)'s carrier") { () -> Bool? in
-                let link = try a.ip("-o", "link", "show", "dev", here)
-                return link.contains("LOWER_UP") && !link.contains("NO-CARRIER") ? true : nil
-            }
+            try a.waitForCarrier(here)
             return (ipHere, ipThere)
         }
         let (ipA, ipB) = try join("i29ta", "i29tb", in: b, subnet: 1)

@@ -29,7 +29,7 @@ struct LinkKindFinalsTests {
         case "veth":
             try ns.ip("link", "add", "xa", "type", "veth", "peer", "name", "xb")
             try up("xa", "xb")
-            try waitForCarrier(ns, "xa")
+            try ns.waitForCarrier("xa", timeout: 5)
             try sendFrames(in: ns.name, interface: "xa", count: 40)
             try sendFrames(in: ns.name, interface: "xb", count: 25, size: 500)
             return delete
@@ -51,7 +51,7 @@ struct LinkKindFinalsTests {
             try lower()
             try ns.ip("link", "add", "xa", "link", "base", "type", kind, "mode", "bridge")
             try up("xa")
-            try waitForCarrier(ns, "base")
+            try ns.waitForCarrier("base", timeout: 5)
             try sendFrames(in: ns.name, interface: "xa", count: 30)
             try sendFrames(in: ns.name, interface: "basep", count: 20)
             return delete
@@ -63,7 +63,7 @@ struct LinkKindFinalsTests {
             try ns.ip("link", "add", "xa", "type", "bridge", "mcast_snooping", "0")
             try ns.ip("link", "set", "base", "master", "xa")
             try up("xa")
-            try waitForCarrier(ns, "base")
+            try ns.waitForCarrier("base", timeout: 5)
             try waitForForwarding(ns, "base")
             try sendFrames(in: ns.name, interface: "xa", count: 30)
             try sendFrames(in: ns.name, interface: "basep", count: 20)
@@ -100,15 +100,6 @@ struct LinkKindFinalsTests {
             defer { last = now }
             return now == last ? now : nil
         }
-    }
-
-    func waitForCarrier(_ ns: TestNamespace, _ name: String) throws {
-        let deadline = Date().addingTimeInterval(5)
-        while Date() < deadline {
-            if !(try ns.ip("-o", "link", "show", "dev", name)).contains("NO-CARRIER") { return }
-            Thread.sleep(forTimeInterval: 0.02)
-        }
-        throw TestFailure("\(name): no carrier")
     }
 
     @Test(arguments: ["veth", "tun", "tap", "macvlan", "macvtap", "bridge", "vxlan", "ifb"])

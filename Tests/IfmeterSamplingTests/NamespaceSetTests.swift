@@ -17,15 +17,6 @@ struct NamespaceSetTests {
         try NamespaceSet(.named(names), kind: .netlink, options: SamplerOptions(sysfs: nil))
     }
 
-    /// The carrier comes up a moment after `up` (linkwatch); until then a
-    /// veth drops what it is given, uncounted.
-    func waitForCarrier(_ ns: TestNamespace, _ name: String) throws {
-        _ = try waitFor("\(name)'s carrier", timeout: 5) {
-            let link = try ns.ip("-o", "link", "show", "dev", name)
-            return link.contains("LOWER_UP") && !link.contains("NO-CARRIER") ? true : nil
-        }
-    }
-
     /// Applies readings until the engine has seen `name` deleted.
     func readUntilDeleted(_ source: any CounterSource, _ engine: inout DeltaEngine, _ key: SeriesKey) throws {
         for _ in 0..<40 {
@@ -77,7 +68,7 @@ struct NamespaceSetTests {
         try second.ip("link", "set", "n2", "up")
         _ = engine.apply(try source.read())
         #expect(source.namespaces.contains(second.name))
-        try waitForCarrier(second, "n1")
+        try second.waitForCarrier("n1", timeout: 5)
         try sendFrames(in: second.name, interface: "n1", count: 30, size: 400)
         let truth = try sysfsCounters(second, "n1")
         second.remove()
@@ -109,7 +100,7 @@ struct NamespaceSetTests {
             try a.ip("link", "add", name, "type", "veth", "peer", "name", name + "p", "netns", b.name)
             try a.ip("link", "set", name, "up")
             try b.ip("link", "set", name + "p", "up")
-            try waitForCarrier(a, name)
+            try a.waitForCarrier(name, timeout: 5)
             alive.insert(name)
         }
         for name in names { try create(name) }
@@ -182,7 +173,7 @@ struct NamespaceSetTests {
         _ = engine.apply(try source.read())
         #expect(engine.totals(for: SeriesKey(netns: ns.name, name: "vca")) == nil)
         // A rename with traffic on both sides of it.
-        try waitForCarrier(ns, "wwan9")
+        try ns.waitForCarrier("wwan9", timeout: 5)
         try sendFrames(in: ns.name, interface: "wwan9", count: 10, size: 400)
         _ = engine.apply(try source.read())
         try sendFrames(in: ns.name, interface: "wwan9", count: 5, size: 400)
