@@ -20,9 +20,16 @@ public final class PlanFeed: PipelineEnricher {
     /// Traffic counted since the last save that worked, per interface: not
     /// in the file yet.
     private var pending: [SeriesKey: (counters: Counters, lowerBound: Bool)] = [:]
-    /// The WAL's size and change time when the file was last read: another
-    /// ifmeter's `plan set` commits there.
+    /// Whether another ifmeter committed (`plan set`, `state alias`) since
+    /// the file was last read. Through the writer's store: its
+    /// connection's data_version, which changes once the commit is visible.
+    private var seenVersion: Int64?
+    /// Without one: the WAL's size and change time. They change when a
+    /// commit's frames are written, before it is synced and visible, so
+    /// the file is read once more at the sample after a change
+    /// (`settling`).
     private var walStamp: FileStamp?
+    private var settling = false
     private var delivered: [PlanGauge]?
     /// The aliases (`state alias`), read with the plans: shown beside the
     /// names from the sample after one is set.
@@ -60,7 +67,7 @@ public final class PlanFeed: PipelineEnricher {
                 entry.lowerBound = entry.lowerBound || delta.quality == .lowerBound
                 pending[delta.key] = entry
             }
-            if FileStamp(walPath) != walStamp || stored.contains(where: { Double($0.cycleEnd) <= now }) { reread(now: now) }
+            if othersCommitted() || stored.contains(where: { Double($0.cycleEnd) <= now }) { reread(now: now) }
         }
         if let deliverAliases, aliases != deliveredAliases {
             deliveredAliases = aliases
@@ -75,12 +82,22 @@ public final class PlanFeed: PipelineEnricher {
     /// The WAL beside the file the writer writes (a link given is resolved).
     private var walPath: String { (persistence?.store.info.path ?? path) + "-wal" }
 
+    private func othersCommitted() -> Bool {
+        if let store = persistence?.store as? StateStore { return (try? store.dataVersion()) != seenVersion }
+        return settling || FileStamp(walPath) != walStamp
+    }
+
     private func reread(now: Double) {
-        walStamp = FileStamp(walPath)
         if let store = persistence?.store as? StateStore {
+            // Taken before the read: a commit after it is read at the next
+            // sample.
+            seenVersion = try? store.dataVersion()
             stored = Self.gauges(store, now: now)
             if deliverAliases != nil, let read = try? store.aliases() { aliases = Self.keyed(read) }
         } else {
+            let stamp = FileStamp(walPath)
+            settling = stamp != walStamp
+            walStamp = stamp
             stored = Self.gauges(path: path, now: now)
             if deliverAliases != nil, let read = try? StateStore.aliases(path: path) { aliases = Self.keyed(read) }
         }

@@ -65,8 +65,7 @@ extension StateStore {
     /// since the last look (SQLite's data_version says another connection
     /// committed).
     public func pendingChanges() throws(StoreError) -> [(id: Int64, change: StateChange)] {
-        var version: Int64 = 0
-        try database.prepare("PRAGMA data_version").query { row throws(StoreError) in version = row.int(0) }
+        let version = try dataVersion()
         guard version != lastDataVersion else { return [] }
         lastDataVersion = version
         guard try Self.hasTable(database, "state_requests") else { return [] }
@@ -82,6 +81,18 @@ extension StateStore {
         // Seen again at the next look, until applied.
         if !out.isEmpty { lastDataVersion = -1 }
         return out
+    }
+
+    /// SQLite's data_version on this store's connection: it changes when
+    /// another connection (`plan set`, `state alias`) has committed, and
+    /// only once that commit is visible to this connection's next read.
+    /// The WAL file's size and time change earlier, when the commit's
+    /// frames are written and before they are synced and published: a
+    /// read in between sees the file as it was.
+    public func dataVersion() throws(StoreError) -> Int64 {
+        var version: Int64 = 0
+        try database.prepare("PRAGMA data_version").query { row throws(StoreError) in version = row.int(0) }
+        return version
     }
 
     /// Applies a waiting request and removes it, in one transaction.

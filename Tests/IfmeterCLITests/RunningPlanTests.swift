@@ -176,8 +176,12 @@ struct RunningPlanTests {
         // Saved by the rename (which saves first): vA's history, 20 frames.
         let rename = try ifmeter(["state", "rename", "vA", "wan", "--state", state])
         #expect(rename.status == 0, "\(rename)")
-        let saved = value(try scrape(pair.a, port), "ifmeter_state_saves_total") ?? 0
-        #expect(saved > first, "the rename saved first")
+        // The command returns once the request is gone from the file; the
+        // sample that applied it is published just after.
+        let saved = try waitFor("the rename's save on /metrics") { () throws -> Double? in
+            let v = value(try scrape(pair.a, port), "ifmeter_state_saves_total") ?? 0
+            return v > first ? v : nil
+        }
 
         let alias = try ifmeter(["state", "alias", "vA", "uplink", "--state", state])
         #expect(alias.status == 0 && alias.out == "'vA' is shown as 'uplink'.\n", "\(alias)")

@@ -135,6 +135,58 @@ import Testing
         let last = try #require(seen.gauges.last?.first)
         #expect(last.projectedBytes == PlanGauge.projection(used: 9_000, start: last.cycleStart, end: last.cycleEnd, now: 1_796_040_000))
     }
+
+    /// A plan and an alias another ifmeter commits while the writer runs
+    /// are on the next sample's gauges: the feed asks the writer's own
+    /// connection whether another committed (SQLite's data_version), not
+    /// the WAL's size and time, which change before the commit is visible
+    /// (one loaded run of RunningPlanTests read the file in that window and
+    /// showed no plan until the next save; the window itself, inside
+    /// SQLite's commit, cannot be held open from here).
+    @Test func aPlanCommittedByAnotherIfmeterIsOnTheNextSample() throws {
+        let dir = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/state.db"
+        let store = try StateStore(path: path, host: "h", bootID: "boot-1", now: 1_796_040_000)
+        let persistence = StatePersistence(store: store, every: 1000)
+        let steps: [ScriptedSource.Step] = (0..<8).map { n in .sample(Double(n), [("eth0", 2, UInt64(n) * 1000, 0)]) }
+        let (p, _) = pipeline(steps, persistence: persistence, limit: 8)
+        /// Commits through a connection of its own, as `ifmeter plan set`
+        /// and `state alias` do, after the enrichers of sample `at` ran.
+        final class Rival: PipelineSink {
+            let path: String
+            var samples = 0
+            init(_ path: String) { self.path = path }
+            func finished() {}
+            func receive(_ update: borrowing PipelineUpdate) {
+                samples += 1
+                guard samples == 3 || samples == 5 else { return }
+                do {
+                    let editor = try StateStore(path: path, host: "h", bootID: "boot-1", now: 1_796_040_000, role: .editor)
+                    if samples == 3 {
+                        try editor.setPlan(Plan(pattern: "eth0", cycleStartDay: 1, quotaBytes: 5_000, direction: .rx))
+                    } else {
+                        try editor.setAlias("eth0", "uplink")
+                    }
+                } catch {
+                    Issue.record("the rival's commit: \(error)")
+                }
+            }
+        }
+        let seen = Seen()
+        final class Aliases { var seen: [[SeriesKey: String]] = [] }
+        let aliases = Aliases()
+        p.add(enricher: PlanFeed(path: path, persistence: persistence, deliver: { seen.gauges.append($0) }, aliases: { aliases.seen.append($0) }))
+        p.add(sink: Rival(path))
+        var waiter = CountingWaiter(waits: 100)
+        p.run(&waiter)
+        // Delivered when they change: none for samples 1-3, then each
+        // sample's bytes from the 4th (the first save, at sample 1, holds
+        // 0; the rest is counted since).
+        #expect(seen.gauges.map { $0.first?.usedBytes ?? 0 } == [0, 3000, 4000, 5000, 6000, 7000], "\(seen.gauges)")
+        #expect(aliases.seen.last == [SeriesKey(name: "eth0"): "uplink"], "the alias at the 6th sample: \(aliases.seen)")
+        #expect(aliases.seen.count == 2, "none, then the alias: \(aliases.seen)")
+    }
 }
 
 /// Issue 31: vnStat's remaining table features, `--begin/--end`, `--limit`
