@@ -202,7 +202,7 @@ public final class Browser {
     /// Waits until the JavaScript `expression` is truthy, evaluating it
     /// every 50 ms for up to `timeout` seconds; throws with its last value
     /// or exception when it never was.
-    public func waitUntil(_ expression: String, timeout: Double = 30) throws {
+    public func waitUntil(_ expression: String, timeout: Double = 60) throws {
         BlockingTrait.expectLane("Waiting for \(expression)")
         let _: JSONAny = try command(
             ["cmd": "wait", "expression": expression, "timeout": timeout], what: "waiting for \(expression)", timeout: timeout + 30)

@@ -240,7 +240,7 @@ public func startServe(
     let env = environment.isEmpty ? [] : ["env"] + environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
     let server = try Background(
         ["ip", "netns", "exec", ns.name] + env + [try ifmeterBinary(), "serve", "--interval", interval] + extra, name: name)
-    _ = try waitFor("ifmeter serve to listen on port \(port)", timeout: 30) { () throws -> Bool? in
+    _ = try waitFor("ifmeter serve to listen on port \(port)") { () throws -> Bool? in
         guard server.process.isRunning else { throw TestFailure("serve exited: \(server.log)") }
         let said = server.log.split(separator: "\n").contains { $0.contains("listening on http") && $0.contains(":\(port)/metrics") }
         return said ? true : nil

@@ -218,7 +218,7 @@ struct AuthHardeningTests {
         for (variant, user) in [("an unknown user", "mallory"), ("the known user", fixture.user)] {
             let flood = CredentialFlood(in: ns, port: Self.port, clients: 150, sources: ["127.0.0.2", "127.0.0.3", "127.0.0.4"], user: user)
             // The flood under way: as many answers as it has clients.
-            _ = try waitFor("the flood's first 150 answers", timeout: 30) {
+            _ = try waitFor("the flood's first 150 answers") {
                 flood.counts.statuses.values.reduce(0, +) >= 150 ? true : nil
             }
             var results: [String] = []

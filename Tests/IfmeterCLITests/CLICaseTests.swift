@@ -104,7 +104,7 @@ struct UsageThroughALinkTests {
         let sent = 200 * VethPair.frameBytes(payload: 1000)
         // Killed once a save holds the traffic (usage reads a running
         // writer's file read-only, and leaves its WAL alone).
-        _ = try waitFor("export to save the \(sent) bytes sent", timeout: 30) { () throws -> Bool? in
+        _ = try waitFor("export to save the \(sent) bytes sent") { () throws -> Bool? in
             let saved = try ifmeter(["usage", "--state", folder + "/real/state.db", "--format", "json"])
             guard saved.status == 0 else { return nil }
             return try txBytes(saved.out) >= sent ? true : nil

@@ -54,7 +54,7 @@ struct DashboardBrowserTests {
         // Sent in bursts until the page shows a rate: a page that is slow
         // skips samples, so one burst's single sample could pass it by.
         var bursts: UInt64 = 0
-        _ = try waitFor("a rate on the page", timeout: 30) { () throws -> Bool? in
+        _ = try waitFor("a rate on the page") { () throws -> Bool? in
             try pair.sendUDP(count: 50, payload: 1000)
             bursts += 1
             let moving: Bool = try browser.evaluate(

@@ -30,7 +30,7 @@ struct ExportStateTests {
     /// removed first, so an old report is never taken for a new one.
     @discardableResult
     func waitForReport(_ path: String, _ what: String, _ accept: (JSONValue) -> Bool) throws -> JSONValue {
-        try waitFor(what, timeout: 30) { ExportReport.read(path).flatMap { accept($0) ? $0 : nil } }
+        try waitFor(what) { ExportReport.read(path).flatMap { accept($0) ? $0 : nil } }
     }
 
     func interface(_ report: JSONValue, _ name: String) -> JSONValue? {
@@ -54,7 +54,7 @@ struct ExportStateTests {
         try ExportReport.waitForFirst(dir + "/report.json")
         try pair.sendUDP(count: 50, payload: 500)
         try ExportReport.waitForTotal(dir + "/report.json", "vA", atLeast: 50 * VethPair.frameBytes(payload: 500))
-        _ = try waitFor("three reports in reports.jsonl", timeout: 30) { Self.lineCount(dir + "/reports.jsonl") >= 3 ? true : nil }
+        _ = try waitFor("three reports in reports.jsonl") { Self.lineCount(dir + "/reports.jsonl") >= 3 ? true : nil }
         #expect(exporter.stop() == 0)
         let lines = try String(contentsOfFile: dir + "/reports.jsonl", encoding: .utf8).split(separator: "\n")
         #expect(lines.count >= 3)
@@ -193,11 +193,11 @@ struct ExportStateTests {
         // Fill the disk.
         _ = try? run(["dd", "if=/dev/zero", "of=\(dir)/filler", "bs=4k", "count=64"], allowFailure: true)
         // Periods go on failing; the first failure is said.
-        _ = try waitFor("the full disk said", timeout: 30) { exporter.log.contains("No space left on device") ? true : nil }
+        _ = try waitFor("the full disk said") { exporter.log.contains("No space left on device") ? true : nil }
         let whole = try String(contentsOfFile: dir + "/r.json", encoding: .utf8)
         _ = try JSONParser.parse(whole)
         try FileManager.default.removeItem(atPath: dir + "/filler")
-        _ = try waitFor("the recovery said", timeout: 30) { exporter.log.contains("works again") ? true : nil }
+        _ = try waitFor("the recovery said") { exporter.log.contains("works again") ? true : nil }
         #expect(exporter.stop() == 0)
         let log = exporter.log
         let failures = log.split(separator: "\n").filter { $0.contains("No space left on device") }
@@ -217,11 +217,11 @@ struct ExportStateTests {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let exporter = try export(ns, ["--json-lines", dir + "/r.jsonl", "--every", "50ms", "--max-size", "4KiB", "--keep", "2"])
         // Rotated twice, and then once more (the oldest goes): the keep holds.
-        _ = try waitFor("the second rotation", timeout: 30) {
+        _ = try waitFor("the second rotation") {
             FileManager.default.fileExists(atPath: dir + "/r.jsonl.2") ? true : nil
         }
         let second = FileStatus(dir + "/r.jsonl.2")?.inode
-        _ = try waitFor("a third rotation", timeout: 30) { FileStatus(dir + "/r.jsonl.2").map { $0.inode != second } == true ? true : nil }
+        _ = try waitFor("a third rotation") { FileStatus(dir + "/r.jsonl.2").map { $0.inode != second } == true ? true : nil }
         #expect(exporter.stop() == 0)
         let names = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
         #expect(names == ["r.jsonl", "r.jsonl.1", "r.jsonl.2"], "\(names)")
@@ -302,14 +302,14 @@ struct ExportStateTests {
         let first = try #require(try scrape())
         try pair.sendUDP(count: 10, payload: 100)
         let sent = first + Double(10 * VethPair.frameBytes(payload: 100))
-        let before = try waitFor("the 10 frames counted", timeout: 30) { try scrape().flatMap { $0 >= sent ? $0 : nil } }
+        let before = try waitFor("the 10 frames counted") { try scrape().flatMap { $0 >= sent ? $0 : nil } }
         #expect(server.stop() == 0)
         try pair.sendUDP(count: 5, payload: 100)
         server = try start()
         // The first scrape after the restart may come before the sample
         // that counts the 5 frames sent while it was stopped.
         let expected = before + Double(5 * VethPair.frameBytes(payload: 100))
-        let after = try waitFor("the 5 frames sent while stopped counted", timeout: 30) {
+        let after = try waitFor("the 5 frames sent while stopped counted") {
             try scrape().flatMap { $0 >= expected ? $0 : nil }
         }
         #expect(after == before + Double(5 * VethPair.frameBytes(payload: 100)), "the counter goes on across the restart")

@@ -28,18 +28,31 @@ struct FileHardeningTests {
         try Background(["ip", "netns", "exec", ns.name, try ifmeterBinary(), "export", "--interval", "100ms"] + arguments, name: name)
     }
 
-    /// Runs ifmeter for at most `seconds`: the exit status and the log, and
-    /// whether it had to be stopped (it did not end on its own).
-    func runBriefly(_ arguments: [String], in ns: TestNamespace? = nil, seconds: Double = 2) throws
+    /// Runs ifmeter until it exits on its own: its exit status and log. One
+    /// still running at waitFor's deadline (a hang) is stopped, and fails.
+    func runToExit(_ arguments: [String], in ns: TestNamespace? = nil) throws -> (status: Int32, log: String) {
+        let process = try Background(command(arguments, in: ns), name: "brief")
+        let exited = try? waitFor("ifmeter \(arguments[0]) to exit on its own") { process.process.isRunning ? nil : true }
+        let status = process.stop()
+        guard exited != nil else { throw TestFailure("ifmeter \(arguments.joined(separator: " ")) did not exit: \(process.log)") }
+        return (status, process.log)
+    }
+
+    /// Runs ifmeter until `ready` holds (or it exits), then stops it: the
+    /// exit status, the log, and whether it was still running (stopped).
+    func runUntil(_ arguments: [String], in ns: TestNamespace? = nil, _ what: String, _ ready: @escaping (String) -> Bool) throws
         -> (status: Int32, log: String, stopped: Bool)
     {
-        let command = (ns.map { ["ip", "netns", "exec", $0.name] } ?? []) + [try ifmeterBinary()] + arguments
-        let process = try Background(command, name: "brief")
-        let deadline = Date().addingTimeInterval(seconds)
-        while process.process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        let process = try Background(command(arguments, in: ns), name: "brief")
+        let seen = try? waitFor(what) { ready(process.log) || !process.process.isRunning ? true : nil }
         let stopped = process.process.isRunning
         let status = process.stop()
+        guard seen != nil else { throw TestFailure("timed out waiting for \(what): \(process.log)") }
         return (status, process.log, stopped)
+    }
+
+    func command(_ arguments: [String], in ns: TestNamespace?) throws -> [String] {
+        (ns.map { ["ip", "netns", "exec", $0.name] } ?? []) + [try ifmeterBinary()] + arguments
     }
 
     func contents(_ path: String) -> String? { try? String(contentsOfFile: path, encoding: .utf8) }
@@ -76,7 +89,7 @@ struct FileHardeningTests {
     /// Waits until serve on `port` in `ns` counted `atLeast` bytes sent
     /// by vA: its samples took the traffic.
     func waitForServe(_ ns: TestNamespace, port: UInt16, toCount atLeast: UInt64) throws {
-        _ = try waitFor("serve to count \(atLeast) bytes sent by vA", timeout: 30) {
+        _ = try waitFor("serve to count \(atLeast) bytes sent by vA") {
             let sent =
                 Scenario.metric(try Scenario.scrape(ns, port: port), "ifmeter_transmit_bytes_total")
                 .first { $0.key.contains(#"interface="vA""#) }?.value ?? 0
@@ -86,7 +99,7 @@ struct FileHardeningTests {
 
     /// Waits until the usage table has `bytes` sent by vA.
     func waitForUsage(_ state: String, _ bytes: UInt64, _ what: String) throws {
-        _ = try waitFor(what, timeout: 30) { try usageTx(state, "vA") == bytes ? true : nil }
+        _ = try waitFor(what) { try usageTx(state, "vA") == bytes ? true : nil }
     }
 
     func usageTx(_ state: String, _ name: String) throws -> UInt64? {
@@ -115,7 +128,7 @@ struct FileHardeningTests {
         try plant(dir + "/.r.json.tmp-\(exporter.process.processIdentifier)", to: victim)
         // Two reports written past the planted name.
         let first = try ExportReport.waitForFirst(dir + "/r.json")
-        _ = try waitFor("a second report", timeout: 30) {
+        _ = try waitFor("a second report") {
             ExportReport.read(dir + "/r.json").flatMap { $0["period"]?["end"] != first["period"]?["end"] ? true : nil }
         }
         #expect(exporter.stop() == 0)
@@ -125,12 +138,12 @@ struct FileHardeningTests {
         // Links another user planted where the JSON Lines file and the state
         // file go: refused at start.
         try plant(dir + "/r.jsonl", to: victim, owner: nobody)
-        var result = try runBriefly(["export", "--every", "100ms", "--json-lines", dir + "/r.jsonl"], in: ns)
-        #expect(result.status == 1 && !result.stopped && result.log.contains("symbolic link"), "\(result.log)")
+        var result = try runToExit(["export", "--every", "100ms", "--json-lines", dir + "/r.jsonl"], in: ns)
+        #expect(result.status == 1 && result.log.contains("symbolic link"), "\(result.log)")
         #expect(contents(victim) == "keep me\n", "the JSON Lines file follows no planted link")
         try plant(dir + "/s.db", to: victims + "/made-by-ifmeter.db", owner: nobody)
-        result = try runBriefly(["export", "--every", "100ms", "--json", dir + "/r.json", "--state", dir + "/s.db"], in: ns)
-        #expect(result.status == 1 && !result.stopped && result.log.contains("symbolic link"), "\(result.log)")
+        result = try runToExit(["export", "--every", "100ms", "--json", dir + "/r.json", "--state", dir + "/s.db"], in: ns)
+        #expect(result.status == 1 && result.log.contains("symbolic link"), "\(result.log)")
         #expect(!exists(victims + "/made-by-ifmeter.db"), "no database is created where a planted link points")
 
         // record -o: another user's link is refused, the file untouched.
@@ -141,7 +154,11 @@ struct FileHardeningTests {
 
         // The lock file of old: a link there makes nothing either.
         try plant(dir + "/t.db.lock", to: victims + "/lock-made-by-ifmeter")
-        result = try runBriefly(["export", "--every", "100ms", "--json", dir + "/r.json", "--state", dir + "/t.db"], in: ns, seconds: 0.8)
+        // (Until its first report, written after it opened the file.)
+        let ran = try runUntil(["export", "--every", "100ms", "--json", dir + "/r.json", "--state", dir + "/t.db"], in: ns, "the first report") {
+            _ in self.exists(dir + "/r.json")
+        }
+        #expect(ran.stopped, "it ran: \(ran.log)")
         #expect(!exists(victims + "/lock-made-by-ifmeter"), "no file is created where a planted link points")
         #expect(try FileManager.default.contentsOfDirectory(atPath: victims) == ["victim"])
     }
@@ -155,9 +172,13 @@ struct FileHardeningTests {
         try "".write(toFile: dir + "/real/r.jsonl", atomically: false, encoding: .utf8)
         try plant(dir + "/r.jsonl", to: dir + "/real/r.jsonl")
         try plant(dir + "/s.db", to: dir + "/real/s.db")
-        let result = try runBriefly(
+        let result = try runUntil(
             ["export", "--interval", "100ms", "--every", "100ms", "--json-lines", dir + "/r.jsonl", "--state", dir + "/s.db"], in: ns,
-            seconds: 1)
+            "a line for each link and two reports where the link points"
+        ) { log in
+            log.split(separator: "\n").filter { $0.contains("symbolic link") }.count >= 2
+                && (self.contents(dir + "/real/r.jsonl") ?? "").split(separator: "\n").count >= 2
+        }
         #expect(result.stopped, "it ran: \(result.log)")
         let said = result.log.split(separator: "\n").filter { $0.contains("symbolic link") }
         #expect(said.count == 2, "one line for each link: \(result.log)")
@@ -186,8 +207,9 @@ struct FileHardeningTests {
             try "half a report".write(toFile: dir + "/" + name, atomically: false, encoding: .utf8)
         }
         try plant(dir + "/" + names.deadLink, to: victim)
-        let result = try runBriefly(
-            ["export", "--every", "10s", "--json", dir + "/r.json", "--textfile", dir + "/r.prom"], in: ns, seconds: 0.8)
+        let result = try runUntil(
+            ["export", "--every", "10s", "--json", dir + "/r.json", "--textfile", dir + "/r.prom"], in: ns, "the dead process's leftovers removed"
+        ) { _ in !self.exists(dir + "/" + names.deadOld) && !self.exists(dir + "/" + names.deadNew) }
         #expect(result.stopped, "\(result.log)")
         #expect(!exists(dir + "/" + names.deadOld) && !exists(dir + "/" + names.deadNew), "a dead process's leftovers are removed")
         #expect(exists(dir + "/" + names.alive), "a running process's temporary file stays")
@@ -207,8 +229,8 @@ struct FileHardeningTests {
         // before that (a file written in place must have one link, issue 21).
         for (alias, why) in [("b.db", "in use by another ifmeter"), ("c.db", "2 hard links")] {
             if alias == "c.db" { #expect(link(dir + "/a.db", dir + "/c.db") == 0) }
-            let second = try runBriefly(["export", "--json", dir + "/b.json", "--every", "100ms", "--state", dir + "/" + alias], in: ns)
-            #expect(second.status == 1 && !second.stopped, "\(alias): \(second.log)")
+            let second = try runToExit(["export", "--json", dir + "/b.json", "--every", "100ms", "--state", dir + "/" + alias], in: ns)
+            #expect(second.status == 1, "\(alias): \(second.log)")
             #expect(second.log.contains(why), "\(alias): \(second.log)")
             let errors = second.log.split(separator: "\n").filter { $0.hasPrefix("Error:") }
             #expect(errors.count == 1, "one clear line: \(second.log)")
@@ -334,8 +356,8 @@ struct FileHardeningTests {
 
         // A FIFO, a folder: refused at once (64), no hang.
         mkfifo(dir + "/fifo.db", 0o644)
-        let fifo = try runBriefly(["usage", "--state", dir + "/fifo.db"])
-        #expect(!fifo.stopped && fifo.status == 64 && fifo.log.contains("not a regular file"), "\(fifo.log)")
+        let fifo = try runToExit(["usage", "--state", dir + "/fifo.db"])
+        #expect(fifo.status == 64 && fifo.log.contains("not a regular file"), "\(fifo.log)")
         try FileManager.default.createDirectory(atPath: dir + "/folder.db", withIntermediateDirectories: true)
         result = try ifmeter(["usage", "--state", dir + "/folder.db"])
         #expect(result.status == 64 && result.err.contains("not a regular file"), "\(result.err)")

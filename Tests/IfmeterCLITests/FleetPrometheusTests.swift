@@ -110,7 +110,7 @@ struct FleetPrometheusTests {
             ], name: "prometheus-fleet")
         defer { _ = prometheus.stop() }
         let api = API(hub: hub)
-        _ = try waitFor("Prometheus to answer", timeout: 30) { try? api.query("vector(1)") }
+        _ = try waitFor("Prometheus to answer") { try? api.query("vector(1)") }
 
         // The scraped serve, in the hub.
         let scraped = try Background(
@@ -145,7 +145,7 @@ struct FleetPrometheusTests {
         defer { _ = serveC.stop() }
 
         for instance in ["gw-a", "gw-c", "127.0.0.1:\(Self.scrapedPort)"] {
-            _ = try waitFor("\(instance) in Prometheus", timeout: 40) { () -> Bool? in
+            _ = try waitFor("\(instance) in Prometheus") { () -> Bool? in
                 for server in [serveA, serveC, scraped] where !server.process.isRunning { throw TestFailure("a serve exited: \(server.log)") }
                 return try api.query(
                     #"ifmeter_route_egress_info{instance="\#(instance)"} or ifmeter_build_info{instance="\#(instance)",job="ifmeter"}"#
@@ -180,7 +180,7 @@ struct FleetPrometheusTests {
         // matches gw-a, and gw-a alone.
         try a.ns.ip("route", "del", "192.0.2.99", "dev", "tunA")
         let route = try #require(alerts.first { $0.name == "IfmeterRouteOutsideTunnel" })
-        let leaking = try waitFor("the route alert on gw-a", timeout: 30) { () -> Set<String>? in
+        let leaking = try waitFor("the route alert on gw-a") { () -> Set<String>? in
             let matched = try api.instances(route.expr)
             return matched.isEmpty ? nil : matched
         }

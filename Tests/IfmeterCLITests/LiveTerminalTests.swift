@@ -73,7 +73,7 @@ struct LiveTerminalTests {
         let loRow = settled.firstIndex { $0.range(of: #"^.\s?lo\s"#, options: .regularExpression) != nil } ?? 0
         let vARow = settled.firstIndex { $0.range(of: #"^.\s?vA\s"#, options: .regularExpression) != nil } ?? 0
         try tmux.keys(loRow > vARow ? "j" : "k")
-        _ = try tmux.waitFor("arphrd:loopback(772)", timeout: 30)
+        _ = try tmux.waitFor("arphrd:loopback(772)")
         try tmux.keys("s")
         _ = try tmux.waitFor("by total")
         // b: bytes, bits, packets, and back.
@@ -182,12 +182,19 @@ struct LiveTerminalTests {
         // The detail of vA.
         // Up a row at a time until vA is chosen (with a deadline: a list
         // that never shows it fails here, not at the test's time limit).
-        _ = try waitFor("vA chosen with k", timeout: 30) { () throws -> Bool? in
+        /// The row the cursor is on: the name after "› ".
+        func chosen(_ screen: String) -> String? {
+            screen.split(separator: "\n").lazy.compactMap { row in row.range(of: "› ").map { String(row[$0.upperBound...].prefix { $0 != " " }) } }
+                .first
+        }
+        _ = try waitFor("vA chosen with k") { () throws -> Bool? in
             let screen = try tmux.screen()
             if screen.contains("› vA") { return true }
+            let before = chosen(screen)
             try tmux.keys("k")
-            // The key's redraw before the next look, or it could skip past vA.
-            _ = try? waitFor("the redraw after k", timeout: 2) { try tmux.screen() != screen ? true : nil }
+            // The key's redraw before the next look, or it could skip past
+            // vA: the cursor leaves its row (vA is above it).
+            _ = try waitFor("the cursor to move up from \(before ?? "no row")") { chosen(try tmux.screen()) != before ? true : nil }
             return nil
         }
         try tmux.keys("Enter")

@@ -30,7 +30,7 @@ struct NamespaceAndEventTests {
     /// Waits until `count` deletions (of `name`, when given) are in the
     /// trace, and a sample after the last of them.
     func waitForDeletions(_ path: String, _ count: Int, of name: String? = nil) throws {
-        _ = try waitFor("\(count) deletions and a sample after them in \(path)", timeout: 20) { () -> Bool? in
+        _ = try waitFor("\(count) deletions and a sample after them in \(path)") { () -> Bool? in
             let lines = traceLines(path)
             guard lines.filter({ isDeletion($0, of: name) }).count >= count,
                 let deletion = lines.lastIndex(where: { isDeletion($0, of: name) }),

@@ -30,7 +30,7 @@ struct PrometheusServerTests {
 
     /// Waits until Prometheus holds a scrape of vA taken after `time`.
     func waitForScrape(_ ns: TestNamespace, after time: Double) throws {
-        _ = try waitFor("Prometheus to scrape ifmeter after \(time)", timeout: 30) {
+        _ = try waitFor("Prometheus to scrape ifmeter after \(time)") {
             try query(ns, "timestamp(\(Self.vA))").map { $0 > time } == true ? true : nil
         }
     }
@@ -59,7 +59,7 @@ struct PrometheusServerTests {
                 "--storage.tsdb.path=\(dir)/data", "--web.listen-address=127.0.0.1:9090", "--log.level=warn",
             ], name: "prometheus")
         defer { prometheus.stop() }
-        _ = try waitFor("Prometheus to scrape ifmeter", timeout: 30) {
+        _ = try waitFor("Prometheus to scrape ifmeter") {
             try query(ns, Self.vA)
         }
         // A scrape after t0 and before the traffic: the increase() window
@@ -85,7 +85,7 @@ struct PrometheusServerTests {
         let first = try openTun()
         push(first, count: 20, payload: 100)
         // The first instance is sampled and scraped before its deletion.
-        _ = try waitFor("Prometheus to scrape the first tunT's bytes", timeout: 30) {
+        _ = try waitFor("Prometheus to scrape the first tunT's bytes") {
             try query(ns, #"ifmeter_receive_bytes_total{interface="tunT"}"#) == Double(20 * 128) ? true : nil
         }
         close(first)
@@ -93,7 +93,7 @@ struct PrometheusServerTests {
         defer { close(second) }
         push(second, count: 10, payload: 200)
         let tunBytes = Double(20 * 128 + 10 * 228)
-        _ = try waitFor("Prometheus to scrape both tunT's bytes and vA's", timeout: 30) { () throws -> Bool? in
+        _ = try waitFor("Prometheus to scrape both tunT's bytes and vA's") { () throws -> Bool? in
             guard try query(ns, #"ifmeter_receive_bytes_total{interface="tunT"}"#) == tunBytes else { return nil }
             return try query(ns, Self.vA).map { $0 - before >= sent } == true ? true : nil
         }

@@ -205,7 +205,7 @@ struct RemoteWriteAbuseTests {
         #expect(serve.log.contains("No space left on device") && serve.log.contains("reason write_failed"), "\(serve.log)")
         // The receiver comes up: what the queue held arrives, none twice.
         let receiver = try RemoteWriteReceiver(in: ns.name, port: 49613, folder: dir)
-        _ = try waitFor("the queue drained", timeout: 30) { metric(ns, 49614, "ifmeter_remote_write_queue_samples{") == 0 ? true : nil }
+        _ = try waitFor("the queue drained") { metric(ns, 49614, "ifmeter_remote_write_queue_samples{") == 0 ? true : nil }
         var before: [String] = []
         for n in 1...receiver.requests.count {
             let text = String(decoding: try #require(RemoteWriteLibraries.uncompress(receiver.body(n))), as: UTF8.self)

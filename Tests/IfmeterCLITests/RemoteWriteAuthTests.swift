@@ -82,7 +82,7 @@ struct RemoteWriteAuthTests {
                 "https://127.0.0.1:\(port)/api/v1/query",
             ]).out
         }
-        _ = try waitFor("Prometheus over TLS", timeout: 40) { try? query("up") }
+        _ = try waitFor("Prometheus over TLS") { try? query("up") }
 
         let good = try serve(ns, url, config: try config("good.yml"), scrapePort: 49595, dir: dir)
         defer { _ = good.stop() }
@@ -94,11 +94,11 @@ struct RemoteWriteAuthTests {
         defer { _ = strangeCA.stop() }
 
         // The right credentials: accepted, and the series are in Prometheus.
-        _ = try waitFor("samples accepted over TLS", timeout: 30) { () -> Double? in
+        _ = try waitFor("samples accepted over TLS") { () -> Double? in
             guard let sent = metric(ns, 49595, "ifmeter_remote_write_samples_sent_total{"), sent > 0 else { return nil }
             return sent
         }
-        let stored = try waitFor("the series in Prometheus", timeout: 30) { () -> String? in
+        let stored = try waitFor("the series in Prometheus") { () -> String? in
             let out = try query(#"ifmeter_samples_total{case="good"}"#)
             return out.contains(#""case":"good""#) ? out : nil
         }
@@ -107,7 +107,7 @@ struct RemoteWriteAuthTests {
         #expect((metric(ns, 49595, "ifmeter_remote_write_sent_bytes_total{") ?? 0) > 0)
 
         // A wrong password: Prometheus answers 401, a refusal, dropped and counted.
-        let rejected = try waitFor("the wrong password refused", timeout: 30) { () -> Double? in
+        let rejected = try waitFor("the wrong password refused") { () -> Double? in
             guard let n = metric(ns, 49596, #"ifmeter_remote_write_samples_dropped_total{reason="rejected""#), n > 0 else { return nil }
             return n
         }
@@ -118,7 +118,7 @@ struct RemoteWriteAuthTests {
         // No client certificate, or a CA that did not sign the server: no
         // request goes through; the samples wait and are retried.
         for (process, port, name) in [(noCertificate, UInt16(49597), "no client certificate"), (strangeCA, UInt16(49598), "another CA")] {
-            _ = try waitFor("\(name): retried", timeout: 30) { () -> Double? in
+            _ = try waitFor("\(name): retried") { () -> Double? in
                 guard let n = metric(ns, port, "ifmeter_remote_write_samples_retried_total{"), n > 0 else { return nil }
                 return n
             }
@@ -168,28 +168,28 @@ struct RemoteWriteAuthTests {
         }
         let serve = try serve(ns, "http://127.0.0.1:\(port)/api/v1/write", config: dir + "/rw.yml", scrapePort: 49600, dir: dir)
         defer { _ = serve.stop() }
-        _ = try waitFor("requests with the first token", timeout: 30) { lines("ok").count >= 3 ? true : nil }
+        _ = try waitFor("requests with the first token") { lines("ok").count >= 3 ? true : nil }
         #expect(lines("ok").allSatisfy { $0 == "Bearer first-token" }, "the newline of the file is not part of the token")
         // Rotated: the file changes first, then the receiver.
         try "second-token\n".write(toFile: dir + "/token", atomically: true, encoding: .utf8)
         try "second-token".write(toFile: dir + "/accepted", atomically: true, encoding: .utf8)
-        _ = try waitFor("requests with the rotated token", timeout: 30) { lines("ok").contains("Bearer second-token") ? true : nil }
+        _ = try waitFor("requests with the rotated token") { lines("ok").contains("Bearer second-token") ? true : nil }
         // A request may have raced the two writes; none after is refused:
         // three more requests go through, and no refusal comes meanwhile.
         let refusedBefore = lines("refused").count
         let okNow = lines("ok").count
-        _ = try waitFor("three more requests with the rotated token", timeout: 30) { lines("ok").count >= okNow + 3 ? true : nil }
+        _ = try waitFor("three more requests with the rotated token") { lines("ok").count >= okNow + 3 ? true : nil }
         #expect(lines("refused").count == refusedBefore, "no restart needed: \(lines("refused"))")
         let rejected = try #require(metric(ns, 49600, #"ifmeter_remote_write_samples_dropped_total{reason="rejected""#))
         #expect((rejected == 0) == (refusedBefore == 0), "refusals counted: \(rejected) samples in \(refusedBefore) requests")
         // The token file gone: no request without credentials, the samples wait.
         try FileManager.default.removeItem(atPath: dir + "/token")
         let okBefore = lines("ok").count
-        let retried = try waitFor("retries without a token", timeout: 30) { () -> Double? in
+        let retried = try waitFor("retries without a token") { () -> Double? in
             serve.log.contains("cannot read the bearer token file") ? metric(ns, 49600, "ifmeter_remote_write_samples_retried_total{") : nil
         }
         // More retries after those: still nothing sent.
-        _ = try waitFor("more retries without a token", timeout: 30) { () -> Bool? in
+        _ = try waitFor("more retries without a token") { () -> Bool? in
             (metric(ns, 49600, "ifmeter_remote_write_samples_retried_total{") ?? 0) > retried ? true : nil
         }
         #expect(lines("ok").count == okBefore && lines("refused").count == refusedBefore, "nothing sent without the token")

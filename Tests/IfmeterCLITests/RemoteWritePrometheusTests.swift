@@ -81,7 +81,7 @@ struct RemoteWritePrometheusTests {
         var serve = try Background(serveArguments, name: "serve")
         defer { _ = serve.stop() }
         let selector = #"ifmeter_transmit_bytes_total{interface="vA",host="test1"}"#
-        _ = try waitFor("Prometheus to receive ifmeter's samples", timeout: 40) {
+        _ = try waitFor("Prometheus to receive ifmeter's samples") {
             try scalar(ns, selector, at: Date().timeIntervalSince1970)
         }
         /// Waits until the queue is drained: the receiver's newest sample
@@ -105,7 +105,7 @@ struct RemoteWritePrometheusTests {
         let healthy = queued()
         let t0 = Date().timeIntervalSince1970
         // A sample in the window before its traffic: the window's first.
-        let atT0 = try waitFor("a sample taken after t0 in Prometheus", timeout: 30) { () -> Double? in
+        let atT0 = try waitFor("a sample taken after t0 in Prometheus") { () -> Double? in
             try samples(ns, selector, range: 30, at: Date().timeIntervalSince1970).last { $0.0 > t0 }?.1
         }
         /// Waits until Prometheus has a sample taken after `time` whose
@@ -133,7 +133,7 @@ struct RemoteWritePrometheusTests {
         Thread.sleep(forTimeInterval: 12) // past a state save (every 10 s)
         try traffic(300)
         // (Judged below, whether it came or not.)
-        _ = try? waitFor("the queue to grow on disk", timeout: 30) { queued() > healthy ? true : nil }
+        _ = try? waitFor("the queue to grow on disk") { queued() > healthy ? true : nil }
         #expect(queued() > healthy, "in the outage the pushes wait on disk")
         // kill -9 in the outage, then the same --state (and queue) again.
         serve.process.signal(SIGKILL)
@@ -243,7 +243,7 @@ struct RemoteWritePrometheusTests {
         let prometheus = try Receiver(dir: dir, ns: ns).start(port: port)
         defer { _ = prometheus.stop() }
         let url = "http://127.0.0.1:\(port)/api/v1/write"
-        _ = try waitFor("Prometheus to listen", timeout: 40) { try get(ns, "/api/v1/status/buildinfo", port: port) }
+        _ = try waitFor("Prometheus to listen") { try get(ns, "/api/v1/status/buildinfo", port: port) }
         let t0 = Int64(Date().timeIntervalSince1970 * 1000) - 60_000
         func record(_ n: Int) -> [UInt8] {
             var out = ProtobufWriter()

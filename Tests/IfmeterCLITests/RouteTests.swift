@@ -146,7 +146,7 @@ struct RouteTests {
         try pair.a.ip("route", "replace", "default", "via", pair.ipB, "dev", pair.nameA)
         let samplesAtChange = try #require(samples(try metrics()))
         let egressVeth = #"ifmeter_route_egress_info{interface="vA",kind="virtual",probe="192.0.2.99"} 1"#
-        text = try waitFor("the new route in the exposition", timeout: 30) { (try? metrics()).flatMap { $0.contains(egressVeth) ? $0 : nil } }
+        text = try waitFor("the new route in the exposition") { (try? metrics()).flatMap { $0.contains(egressVeth) ? $0 : nil } }
         let samplesWhenSeen = try #require(samples(text))
         #expect(
             samplesWhenSeen <= samplesAtChange + 2,

@@ -185,7 +185,7 @@ struct RunningPlanTests {
 
         let alias = try ifmeter(["state", "alias", "vA", "uplink", "--state", state])
         #expect(alias.status == 0 && alias.out == "'vA' is shown as 'uplink'.\n", "\(alias)")
-        _ = try waitFor("the alias on /metrics", timeout: 30) { () throws -> Bool? in
+        _ = try waitFor("the alias on /metrics") { () throws -> Bool? in
             Scenario.metric(try scrape(pair.a, port), "ifmeter_interface_info").contains {
                 $0.key.contains("interface=\"vA\"") && $0.key.contains("alias=\"uplink\"")
             } ? true : nil

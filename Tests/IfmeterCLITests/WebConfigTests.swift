@@ -416,7 +416,7 @@ struct WebConfigServeTests {
                 "--storage.tsdb.path=\(pki.dir)/data", "--web.listen-address=127.0.0.1:9090", "--log.level=warn",
             ], name: "prometheus")
         defer { prometheus.stop() }
-        let targets = try waitFor("Prometheus to scrape both jobs", timeout: 30) { () -> String? in
+        let targets = try waitFor("Prometheus to scrape both jobs") { () -> String? in
             let text = try? RawHTTP.request("/api/v1/targets", port: 9090, in: ns.name).text
             guard let text, text.contains(#""health":"up""#), text.contains(#""health":"down""#) else { return nil }
             return text

@@ -29,7 +29,7 @@ struct LinkKindFinalsTests {
         case "veth":
             try ns.ip("link", "add", "xa", "type", "veth", "peer", "name", "xb")
             try up("xa", "xb")
-            try ns.waitForCarrier("xa", timeout: 5)
+            try ns.waitForCarrier("xa")
             try sendFrames(in: ns.name, interface: "xa", count: 40)
             try sendFrames(in: ns.name, interface: "xb", count: 25, size: 500)
             return delete
@@ -51,7 +51,7 @@ struct LinkKindFinalsTests {
             try lower()
             try ns.ip("link", "add", "xa", "link", "base", "type", kind, "mode", "bridge")
             try up("xa")
-            try ns.waitForCarrier("base", timeout: 5)
+            try ns.waitForCarrier("base")
             try sendFrames(in: ns.name, interface: "xa", count: 30)
             try sendFrames(in: ns.name, interface: "basep", count: 20)
             return delete
@@ -63,7 +63,7 @@ struct LinkKindFinalsTests {
             try ns.ip("link", "add", "xa", "type", "bridge", "mcast_snooping", "0")
             try ns.ip("link", "set", "base", "master", "xa")
             try up("xa")
-            try ns.waitForCarrier("base", timeout: 5)
+            try ns.waitForCarrier("base")
             try waitForForwarding(ns, "base")
             try sendFrames(in: ns.name, interface: "xa", count: 30)
             try sendFrames(in: ns.name, interface: "basep", count: 20)

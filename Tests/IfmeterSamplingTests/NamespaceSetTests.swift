@@ -68,7 +68,7 @@ struct NamespaceSetTests {
         try second.ip("link", "set", "n2", "up")
         _ = engine.apply(try source.read())
         #expect(source.namespaces.contains(second.name))
-        try second.waitForCarrier("n1", timeout: 5)
+        try second.waitForCarrier("n1")
         try sendFrames(in: second.name, interface: "n1", count: 30, size: 400)
         let truth = try sysfsCounters(second, "n1")
         second.remove()
@@ -100,7 +100,7 @@ struct NamespaceSetTests {
             try a.ip("link", "add", name, "type", "veth", "peer", "name", name + "p", "netns", b.name)
             try a.ip("link", "set", name, "up")
             try b.ip("link", "set", name + "p", "up")
-            try a.waitForCarrier(name, timeout: 5)
+            try a.waitForCarrier(name)
             alive.insert(name)
         }
         for name in names { try create(name) }
@@ -173,7 +173,7 @@ struct NamespaceSetTests {
         _ = engine.apply(try source.read())
         #expect(engine.totals(for: SeriesKey(netns: ns.name, name: "vca")) == nil)
         // A rename with traffic on both sides of it.
-        try ns.waitForCarrier("wwan9", timeout: 5)
+        try ns.waitForCarrier("wwan9")
         try sendFrames(in: ns.name, interface: "wwan9", count: 10, size: 400)
         _ = engine.apply(try source.read())
         try sendFrames(in: ns.name, interface: "wwan9", count: 5, size: 400)

@@ -55,7 +55,7 @@ struct KillAndRestartScenarios {
     /// scrape, export's report or live's line shows it. (Its stop signal
     /// is then taken, and what it counts of `name` starts from there.)
     func waitForSeen(_ command: String, _ ns: TestNamespace, _ dir: ScenarioFolder, _ process: Background, _ name: String) throws {
-        _ = try waitFor("\(command) to sample \(name)", timeout: 30) {
+        _ = try waitFor("\(command) to sample \(name)") {
             guard process.process.isRunning else { throw TestFailure("\(command) exited: \(process.log)") }
             switch command {
             case "serve": return try Scenario.scrape(ns).contains("interface=\"\(name)\"") ? true : nil
@@ -69,7 +69,7 @@ struct KillAndRestartScenarios {
     /// saves an hour or 5 minutes apart, only the save a deletion makes at
     /// once can put them there.
     func waitForSaved(_ dir: ScenarioFolder, _ name: String, _ bytes: UInt64) throws {
-        _ = try waitFor("\(name)'s deletion saved", timeout: 30) { try Scenario.usage(dir["state.db"])[name]?.rx == bytes ? true : nil }
+        _ = try waitFor("\(name)'s deletion saved") { try Scenario.usage(dir["state.db"])[name]?.rx == bytes ? true : nil }
     }
 
     /// Finding 8 of the honest-workflows issue: a kill -9 right after a
@@ -182,7 +182,7 @@ struct KillAndRestartScenarios {
             if n == 3 {
                 // The last one: nothing after it counts what it missed.
                 let total = sent
-                _ = try waitFor("serve to count the \(total) bytes sent", timeout: 30) {
+                _ = try waitFor("serve to count the \(total) bytes sent") {
                     let tx =
                         Scenario.metric(try Scenario.scrape(pair.a), "ifmeter_transmit_bytes_total")
                         .first { $0.key.contains(#"interface="va0""#) }?.value ?? 0

@@ -110,7 +110,7 @@ struct ShortLivedNamespaceScenarios {
         }
         // The eighth instance's deletion in the trace (the count is judged
         // below, in the replay, whether it came or not).
-        _ = try? waitFor("8 deletions of \(name)/sc0 in the trace", timeout: 20) {
+        _ = try? waitFor("8 deletions of \(name)/sc0 in the trace") {
             Self.deletions(of: name, in: trace) >= 8 ? true : nil
         }
         #expect(recorder.stop() == 0, "\(recorder.log)")
@@ -145,14 +145,14 @@ struct ShortLivedNamespaceScenarios {
         let name = TestNamespace.uniqueName()
         try Self.live(try TestNamespace(named: name), host: host, peer: "st0", subnet: 40, life: 0.4)
         // The instance's deletion recorded before the name comes back.
-        _ = try waitFor("the deletion of \(name)/sc0 in the trace", timeout: 20) { Self.deletions(of: name, in: trace) >= 1 ? true : nil }
+        _ = try waitFor("the deletion of \(name)/sc0 in the trace") { Self.deletions(of: name, in: trace) >= 1 ? true : nil }
         let fake = "/run/netns/" + name
         #expect(FileManager.default.createFile(atPath: fake, contents: nil))
         Thread.sleep(forTimeInterval: 0.05)
         try FileManager.default.removeItem(atPath: fake)
         // The loss in the trace (judged below, whether it came or not).
         let lost = #""event":"namespace-lost","netns":"\#(name)""#
-        _ = try? waitFor("the namespace-lost event of \(name)", timeout: 20) {
+        _ = try? waitFor("the namespace-lost event of \(name)") {
             ((try? String(contentsOfFile: trace, encoding: .utf8)) ?? "").contains(lost) ? true : nil
         }
         #expect(recorder.stop() == 0, "\(recorder.log)")

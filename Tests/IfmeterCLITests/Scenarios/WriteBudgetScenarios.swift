@@ -59,7 +59,7 @@ struct WriteBudgetScenarios {
         try waitForFirstSave(dir["state.db"])
         let before = try written(server.process.processIdentifier)
         let first = try samples(ns)
-        _ = try waitFor("ten samples more", timeout: 30) { try samples(ns) >= first + 10 ? true : nil }
+        _ = try waitFor("ten samples more") { try samples(ns) >= first + 10 ? true : nil }
         let after = try written(server.process.processIdentifier)
         #expect(after - before == 0, "\(after - before) bytes written in 10 samples with no save due")
     }
