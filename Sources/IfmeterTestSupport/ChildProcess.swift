@@ -24,7 +24,11 @@ public final class ChildProcess: Sendable {
     /// lock: two threads never reap twice, and a signal never goes to a
     /// pid that was reaped (and may have been reused).
     private let reaped = Mutex<Reaped?>(nil)
-    private struct Reaped { var status: Int32? }
+    private struct Reaped {
+        var status: Int32?
+        /// User and system CPU seconds, all its threads (wait4's rusage).
+        var cpuSeconds: Double?
+    }
 
     /// Starts `arguments` (the program is searched in PATH) with stdin,
     /// stdout and stderr on the given descriptors (nil: /dev/null).
@@ -87,14 +91,34 @@ public final class ChildProcess: Sendable {
     private static func reap(_ pid: pid_t, _ state: inout Reaped?) -> Bool {
         if state != nil { return true }
         var raw: Int32 = 0
-        let rc = waitpid(pid, &raw, WNOHANG)
-        if rc == pid { state = Reaped(status: raw); return true }
+        var usage = rusage()
+        let rc = wait4(pid, &raw, WNOHANG, &usage)
+        if rc == pid {
+            func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+            state = Reaped(status: raw, cpuSeconds: seconds(usage.ru_utime) + seconds(usage.ru_stime))
+            return true
+        }
         // ECHILD: reaped elsewhere (never here); gone, how is unknown.
         if rc < 0, errno == ECHILD { state = Reaped(status: nil); return true }
         return false
     }
 
     public var isRunning: Bool { !poll() }
+
+    /// The CPU seconds it has used, user and system, all its threads: read
+    /// from /proc while it runs, from its rusage once it has ended. CPU
+    /// time, unlike wall time, does not grow with the machine's load. Nil
+    /// when it cannot be read.
+    public var cpuSeconds: Double? {
+        if poll() { return reaped.withLock { $0?.cpuSeconds } }
+        guard let stat = try? String(contentsOfFile: "/proc/\(processIdentifier)/stat", encoding: .utf8),
+            let end = stat.lastIndex(of: ")")
+        else { return nil }
+        // After "(comm)": state is field 3, utime 14 and stime 15.
+        let fields = stat[stat.index(after: end)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
 
     /// Waits up to `timeout` seconds; returns false when it is still running.
     public func wait(timeout: Double) -> Bool {

@@ -144,8 +144,8 @@ struct NamespaceAndEventTests {
             }
             return t
         }
-        // The deletion is placed half an interval after that sample, on
-        // purpose: between two samples, apart from both.
+        // The deletion is meant for half an interval after that sample,
+        // apart from both samples (a loaded machine may place it nearer).
         Thread.sleep(forTimeInterval: max(0, sampled + 0.5 - monotonicNow()))
         try pair.sendUDP(count: 20, payload: 500)
         try pair.a.ip("link", "del", pair.nameA)
@@ -156,7 +156,10 @@ struct NamespaceAndEventTests {
         let deletion = try #require(lines.first { $0["event"]?.stringValue == "deleted" && $0["interface"]?["name"]?.stringValue == "vA" })
         let t = try #require(deletion["t"]?.doubleValue)
         let before = try #require(samples.last { $0 < t }), after = try #require(samples.first { $0 > t })
-        #expect(t - before > 0.1 && after - t > 0.1, "timed when read, between the samples (\(before) < \(t) < \(after))")
+        // Strictly between them: a deletion stamped with a sample's time
+        // (the next one's, or the last one's) would equal it. Where between
+        // them it falls depends on the machine's load, and is not checked.
+        #expect(before < t && t < after, "timed when read, between the samples (\(before) < \(t) < \(after))")
         #expect(deletion["interface"]?["lower_bound"] == .array([.string("rx_bytes"), .string("rx_packets")]))
         #expect(
             deletion["interface"]?["tx_bytes"]?.uint64Value == 20 * VethPair.frameBytes(payload: 500)
