@@ -317,7 +317,9 @@ struct AuthHardeningTests {
             let unknown = timedRequest(from: "127.0.0.2", port: Self.port, in: ns, headers: ["Authorization": AuthFixture.basic("nobody", "x")])
             unknownStatuses.append(unknown.status ?? 0)
         }
-        #expect(unknownStatuses.last == 429 && Set(unknownStatuses).isSubset(of: [401, 429]), "an unknown user from the throttled address: \(unknownStatuses)")
+        #expect(
+            unknownStatuses.last == 429 && Set(unknownStatuses).isSubset(of: [401, 429]),
+            "an unknown user from the throttled address: \(unknownStatuses)")
         let elsewhere = scrape(fixture, from: "127.0.0.3", in: ns)
         #expect(elsewhere.status == 200, "the right password from another address: \(Self.describe(elsewhere))")
         let cached = scrape(fixture, from: "127.0.0.2", in: ns)

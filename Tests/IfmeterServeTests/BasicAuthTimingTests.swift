@@ -59,7 +59,8 @@ import Testing
     /// (AuthHardeningTests sends the same to a running serve.)
     @Test func failedChecksAreThrottledPerAddressOnTheClock() throws {
         let clock = Clock()
-        let auth = try BasicAuthenticator(users: ["prometheus": "$2y$04$" + String(repeating: "a", count: 53)], check: { _, _ in 0 }, clock: clock.now)
+        let auth = try BasicAuthenticator(
+            users: ["prometheus": "$2y$04$" + String(repeating: "a", count: 53)], check: { _, _ in 0 }, clock: clock.now)
         let a = BasicAuthenticator.Client(high: 0, low: 1), b = BasicAuthenticator.Client(high: 0, low: 2)
         /// "check" when a check (or the wait modelled on one) is due,
         /// "429 after N" when throttled.
