@@ -207,8 +207,10 @@ public final class Background: Sendable {
 /// The default is generous on purpose: a deadline only decides how long a
 /// broken test takes to fail, and a short one failed a sound test when the
 /// machine was busy (a plan that showed on /metrics after more than 10 s
-/// while a release build and another test run shared both cores).
-public func waitFor<T>(_ what: String, timeout: Double = 60, _ body: () throws -> T?) throws -> T {
+/// while a release build and another test run shared both cores). `body`
+/// runs every `every` seconds; what it throws counts as "not yet" (the
+/// last error is in the failure).
+public func waitFor<T>(_ what: String, timeout: Double = 60, every: Double = 0.1, _ body: () throws -> T?) throws -> T {
     BlockingTrait.expectLane("Waiting for \(what)")
     let deadline = Date().addingTimeInterval(timeout)
     var lastError: Error?
@@ -218,7 +220,7 @@ public func waitFor<T>(_ what: String, timeout: Double = 60, _ body: () throws -
         } catch {
             lastError = error
         }
-        Thread.sleep(forTimeInterval: 0.1)
+        Thread.sleep(forTimeInterval: every)
     }
     throw TestFailure("timed out waiting for \(what)\(lastError.map { ": \($0)" } ?? "")")
 }

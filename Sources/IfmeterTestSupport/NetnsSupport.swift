@@ -94,7 +94,8 @@ public final class TestNamespace: @unchecked Sendable {
     /// comes a moment after `up` (linkwatch), and until then a veth drops
     /// what it is given, uncounted.
     public func waitForCarrier(_ device: String, timeout: Double = 60) throws {
-        _ = try waitFor("\(device)'s carrier", timeout: timeout) {
+        // Polled often: every veth pair a test makes waits here.
+        _ = try waitFor("\(device)'s carrier", timeout: timeout, every: 0.02) {
             let link = try ip("-o", "link", "show", "dev", device)
             return link.contains("LOWER_UP") && !link.contains("NO-CARRIER") ? true : nil
         }
@@ -104,19 +105,21 @@ public final class TestNamespace: @unchecked Sendable {
     /// descriptor deletes it. A device of the same name closed just before
     /// may still exist for a moment: a process spawned meanwhile by a test
     /// running in parallel holds a copy of its descriptor until it execs
-    /// (EBUSY), so that is retried for up to 3 s. errno is read on the
-    /// thread that entered the namespace.
+    /// (EBUSY), so that is waited out (waitFor's deadline). errno is read on
+    /// the thread that entered the namespace.
     public func openTun(_ device: String, tap: Bool = false) throws -> Int32 {
-        let deadline = Date().addingTimeInterval(3)
-        while true {
-            let opened = try NetworkNamespace.perform(in: name) { Result { () throws(SystemError) in try Self.attachTun(device, tap: tap) } }
-            switch opened {
+        var failure: SystemError?
+        let fd = try waitFor("\(tap ? "tap" : "tun") \(device) to be free of the last one's descriptor (EBUSY)", every: 0.01) { () throws -> Int32? in
+            switch try NetworkNamespace.perform(in: name, { Result { () throws(SystemError) in try Self.attachTun(device, tap: tap) } }) {
             case .success(let fd): return fd
+            case .failure(let error) where error.errno == EBUSY: return nil
             case .failure(let error):
-                guard error.errno == EBUSY, Date() < deadline else { throw TestFailure("\(tap ? "tap" : "tun") \(device): \(error)") }
+                failure = error
+                return -1
             }
-            usleep(10_000)
         }
+        if let failure { throw TestFailure("\(tap ? "tap" : "tun") \(device): \(failure)") }
+        return fd
     }
 
     /// Opens /dev/net/tun and attaches it to the tun (or tap) device
@@ -196,15 +199,9 @@ public final class VethPair: @unchecked Sendable {
         try a.ip("link", "set", nameA, "up")
         try b.ip("link", "set", nameB, "up")
         // The carrier comes up a moment later (linkwatch); until then the
-        // veth drops what it is given, uncounted.
-        let deadline = Date().addingTimeInterval(5)
-        while Date() < deadline {
-            let linkA = try a.ip("-o", "link", "show", "dev", nameA)
-            let linkB = try b.ip("-o", "link", "show", "dev", nameB)
-            if linkA.contains("LOWER_UP"), linkB.contains("LOWER_UP"), !linkA.contains("NO-CARRIER") { return }
-            Thread.sleep(forTimeInterval: 0.02)
-        }
-        throw TestFailure("the veth pair's carrier did not come up")
+        // veth drops what it is given, uncounted. Both ends.
+        try a.waitForCarrier(nameA)
+        try b.waitForCarrier(nameB)
     }
 
     /// Bytes a veth counts for one UDP datagram: Ethernet, IPv4, UDP headers.

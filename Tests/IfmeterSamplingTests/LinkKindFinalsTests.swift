@@ -113,11 +113,10 @@ struct LinkKindFinalsTests {
         #expect(truth.anyNonZero, "\(kind): something went through it (vxlan here counts transmit errors)")
         try delete()
         var events: [DeletionEvent] = []
-        for _ in 0..<20 where !events.contains(where: { $0.interface.name == "xa" }) {
+        let event = try waitFor("\(kind): the deletion event of xa", every: 0.05) { () throws -> DeletionEvent? in
             events += try sampler.read().events.deleted
-            Thread.sleep(forTimeInterval: 0.05)
+            return events.first { $0.interface.name == "xa" }
         }
-        let event = try #require(events.first { $0.interface.name == "xa" }, "\(kind): no deletion event")
         for key in CounterKey.allCases {
             let said = event.interface.counters.value(key), sysfsValue = truth.value(key)
             if event.lowerBound.contains(key) {
