@@ -154,16 +154,26 @@ struct NodeCompatTests {
     /// packet of its own (a snooping bridge's IGMP report, at a random delay
     /// after it came up), so they count only when node_exporter read the
     /// same values before and after ifmeter's scrape, with an ifmeter sample
-    /// taken in between (its interval is 300 ms).
+    /// taken in between (ifmeter_samples_total moved past its value after
+    /// node_exporter's first read).
     func quietScrapes(_ ns: TestNamespace, ours: () throws -> String) throws -> (theirs: Families, ours: Families, text: String) {
+        func samples(_ text: String) throws -> Double {
+            guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("ifmeter_samples_total ") }),
+                let value = Double(line.split(separator: " ")[1])
+            else { throw TestFailure("no ifmeter_samples_total in ifmeter's scrape") }
+            return value
+        }
         for _ in 1...10 {
             let before = try Families(try scrape(port: 9100, in: ns.name))
-            Thread.sleep(forTimeInterval: 0.7)
-            let text = try ours()
+            let taken = try samples(try ours())
+            let text = try waitFor("an ifmeter sample after node_exporter's read") { () throws -> String? in
+                let text = try ours()
+                return try samples(text) > taken ? text : nil
+            }
             let theirs = try Families(try scrape(port: 9100, in: ns.name))
             if theirs.samples == before.samples { return (theirs, try Families(text), text) }
         }
-        throw TestFailure("the counters never stood still for 0.7 s")
+        throw TestFailure("the counters never stood still from one of node_exporter's reads to the next, ten times")
     }
 
     @Test func compatNodeServesWhatNodeExporterServes() throws {

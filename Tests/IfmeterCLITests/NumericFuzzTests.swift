@@ -842,7 +842,7 @@ final class FuzzRoom: Sendable {
         case .whenFile(let file, let limit): stop(once: { FileManager.default.fileExists(atPath: fill(file)) }, within: limit)
         case .whenStderr(let text, let limit): stop(once: { stderr().contains(text) }, within: limit)
         }
-        if !child.wait(timeout: signalled ? 15 : 60) {
+        if !child.wait(timeout: 60) {
             child.forceStop()
             return "\(run.label): \(line) \(signalled ? "did not stop on SIGTERM" : "did not finish in 60 s")"
         }
