@@ -108,13 +108,21 @@ public final class TestNamespace: @unchecked Sendable {
     /// (EBUSY), so that is waited out (waitFor's deadline). errno is read on
     /// the thread that entered the namespace.
     public func openTun(_ device: String, tap: Bool = false) throws -> Int32 {
-        var failure: SystemError?
+        var failure: String?
         let fd = try waitFor("\(tap ? "tap" : "tun") \(device) to be free of the last one's descriptor (EBUSY)", every: 0.01) { () throws -> Int32? in
-            switch try NetworkNamespace.perform(in: name, { Result { () throws(SystemError) in try Self.attachTun(device, tap: tap) } }) {
+            // A failure to enter the namespace ends the wait too, at once.
+            let opened: Result<Int32, SystemError>
+            do {
+                opened = try NetworkNamespace.perform(in: name, { Result { () throws(SystemError) in try Self.attachTun(device, tap: tap) } })
+            } catch {
+                failure = "entering \(name): \(error)"
+                return -1
+            }
+            switch opened {
             case .success(let fd): return fd
             case .failure(let error) where error.errno == EBUSY: return nil
             case .failure(let error):
-                failure = error
+                failure = "\(error)"
                 return -1
             }
         }

@@ -155,7 +155,7 @@ struct NamespaceAndEventTests {
         let samples = lines.filter { $0["interfaces"] != nil }.compactMap { $0["t"]?.doubleValue }
         let deletion = try #require(lines.first { $0["event"]?.stringValue == "deleted" && $0["interface"]?["name"]?.stringValue == "vA" })
         let t = try #require(deletion["t"]?.doubleValue)
-        let before = try #require(samples.last { $0 < t }), after = try #require(samples.first { $0 > t })
+        let before = try #require(samples.last { $0 <= t }), after = try #require(samples.first { $0 >= t })
         // Strictly between them: a deletion stamped with a sample's time
         // (the next one's, or the last one's) would equal it. Where between
         // them it falls depends on the machine's load, and is not checked.
