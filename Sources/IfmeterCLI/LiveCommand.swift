@@ -49,11 +49,10 @@ struct LiveCommand: Command {
                 feed.onPublish = { [unowned screen, unowned feed] in screen.model.route = feed.summary }
             }
             #endif
-            if let state = setup.state {
+            if let persistence = pipeline.persistence {
                 pipeline.add(
                     enricher: PlanFeed(
-                        path: state.path, persistence: pipeline.persistence, deliver: { screen.model.plans = $0 },
-                        aliases: { screen.model.aliases = $0 }))
+                        persistence: persistence, deliver: { screen.model.plans = $0 }, aliases: { screen.model.aliases = $0 }))
             }
             pipeline.add(sink: screen)
             // Said after the screen is gone: a line on stderr would tear it.

@@ -175,10 +175,8 @@ struct ServeCommand: Command {
             routeFeed = try Self.routeFeed(routes) { cache.setRoutes($0) }
             routeFeed.map { pipeline.add(enricher: $0) }
         }
-        if let state = setup.state {
-            pipeline.add(
-                enricher: PlanFeed(
-                    path: state.path, persistence: pipeline.persistence, deliver: { cache.setPlans($0) }, aliases: { cache.setAliases($0) }))
+        if let persistence = pipeline.persistence {
+            pipeline.add(enricher: PlanFeed(persistence: persistence, deliver: { cache.setPlans($0) }, aliases: { cache.setAliases($0) }))
         }
         #endif
         let scheme = webConfig?.tls == nil ? "http" : "https"

@@ -1,7 +1,6 @@
 import IfmeterCore
 import IfmeterOutput
 import IfmeterStore
-import IfmeterSystem
 
 /// The plans and their current cycles, for serve's families and live's
 /// quota bars, current within one sample: what the state file holds (read
@@ -9,10 +8,9 @@ import IfmeterSystem
 /// when a cycle ends) plus what was counted since the last save that
 /// worked. The save interval decides only what a power cut can lose.
 public final class PlanFeed: PipelineEnricher {
-    let path: String
     /// The writer's persistence: the file is read through its store's
     /// connection, never through a descriptor of its own.
-    let persistence: StatePersistence?
+    let persistence: StatePersistence
     private let deliver: ([PlanGauge]) -> Void
     private var lastSaves = -1
     /// The gauges as the file holds them.
@@ -21,15 +19,11 @@ public final class PlanFeed: PipelineEnricher {
     /// in the file yet.
     private var pending: [SeriesKey: (counters: Counters, lowerBound: Bool)] = [:]
     /// Whether another ifmeter committed (`plan set`, `state alias`) since
-    /// the file was last read. Through the writer's store: its
-    /// connection's data_version, which changes once the commit is visible.
+    /// the file was last read: the writer's connection's data_version,
+    /// which changes once the commit is visible to it. (The WAL's size and
+    /// time change earlier, when the commit's frames are written: a read
+    /// then sees the file as it was.)
     private var seenVersion: Int64?
-    /// Without one: the WAL's size and change time. They change when a
-    /// commit's frames are written, before it is synced and visible, so
-    /// the file is read once more at the sample after a change
-    /// (`settling`).
-    private var walStamp: FileStamp?
-    private var settling = false
     private var delivered: [PlanGauge]?
     /// The aliases (`state alias`), read with the plans: shown beside the
     /// names from the sample after one is set.
@@ -38,10 +32,8 @@ public final class PlanFeed: PipelineEnricher {
     private var deliveredAliases: [SeriesKey: String]?
 
     public init(
-        path: String, persistence: StatePersistence? = nil, deliver: @escaping ([PlanGauge]) -> Void,
-        aliases: (([SeriesKey: String]) -> Void)? = nil
+        persistence: StatePersistence, deliver: @escaping ([PlanGauge]) -> Void, aliases: (([SeriesKey: String]) -> Void)? = nil
     ) {
-        self.path = path
         self.persistence = persistence
         self.deliver = deliver
         deliverAliases = aliases
@@ -79,31 +71,25 @@ public final class PlanFeed: PipelineEnricher {
         deliver(gauges)
     }
 
-    /// The WAL beside the file the writer writes (a link given is resolved).
-    private var walPath: String { (persistence?.store.info.path ?? path) + "-wal" }
+    /// Only a state file has plans (a store in tests may be another kind).
+    private var store: StateStore? { persistence.store as? StateStore }
 
     private func othersCommitted() -> Bool {
-        if let store = persistence?.store as? StateStore { return (try? store.dataVersion()) != seenVersion }
-        return settling || FileStamp(walPath) != walStamp
+        guard let store else { return false }
+        return (try? store.dataVersion()) != seenVersion
     }
 
     private func reread(now: Double) {
-        if let store = persistence?.store as? StateStore {
-            // Taken before the read: a commit after it is read at the next
-            // sample.
-            seenVersion = try? store.dataVersion()
-            stored = Self.gauges(store, now: now)
-            if deliverAliases != nil, let read = try? store.aliases() { aliases = Self.keyed(read) }
-        } else {
-            let stamp = FileStamp(walPath)
-            settling = stamp != walStamp
-            walStamp = stamp
-            stored = Self.gauges(path: path, now: now)
-            if deliverAliases != nil, let read = try? StateStore.aliases(path: path) { aliases = Self.keyed(read) }
-        }
+        guard let store else { return }
+        // Taken before the read: a commit after it is read at the next
+        // sample.
+        seenVersion = try? store.dataVersion()
+        stored = Self.gauges(store, now: now)
+        if deliverAliases != nil, let read = try? store.aliases() { aliases = Self.keyed(read) }
     }
 
-    /// The same, read through a writer's own store.
+    /// The planned interfaces' current cycles, read through a writer's
+    /// own store.
     public static func gauges(_ store: StateStore, now: Double) -> [PlanGauge] {
         let t = Int64(now.rounded(.down))
         guard let plans = try? store.plans(), !plans.isEmpty, let slices = try? store.slices(since: t - 32 * 86400),
@@ -137,31 +123,15 @@ public final class PlanFeed: PipelineEnricher {
         return g
     }
 
-    /// The planned interfaces' current cycles; none when the file cannot be
-    /// read (serve and live go on without them).
+    /// The same, read from the file at `path` by a process that does not
+    /// write it; none when the file cannot be read.
     public static func gauges(path: String, now: Double) -> [PlanGauge] {
-        // Only planned interfaces' last 32 days (a cycle is at most 31):
-        // this runs after every save, on the pipeline's thread.
+        // Only planned interfaces' last 32 days (a cycle is at most 31).
         let t = Int64(now.rounded(.down))
         guard let plans = try? StateStore.plans(path: path, verify: false), !plans.isEmpty,
             let slices = try? StateStore.slices(path: path, since: t - 32 * 86400, verify: false),
             let stored = try? StateStore.storedInterfaces(path: path, verify: false)
         else { return [] }
         return gauges(plans: plans, slices: slices, stored: stored, now: t)
-    }
-}
-
-/// A file's size and change time, to tell that it changed without reading
-/// it; nil when it is not there.
-struct FileStamp: Hashable {
-    let size: Int64
-    let inode: UInt64
-    let changed: Double
-
-    init?(_ path: String) {
-        guard let status = FileStatus(path) else { return nil }
-        size = status.size
-        inode = status.inode
-        changed = status.modified
     }
 }

@@ -124,7 +124,7 @@ import Testing
         let steps: [ScriptedSource.Step] = (0..<10).map { n in .sample(Double(n), [("eth0", 2, UInt64(n) * 1000, 0)]) }
         let (p, c) = pipeline(steps, persistence: persistence, limit: 10)
         let seen = Seen()
-        p.add(enricher: PlanFeed(path: path) { seen.gauges.append($0) })
+        p.add(enricher: PlanFeed(persistence: persistence) { seen.gauges.append($0) })
         var waiter = CountingWaiter(waits: 100)
         p.run(&waiter)
         #expect(c.updates.compactMap(\.persistence?.saves).max() == 1, "one save, at the first sample")
@@ -176,7 +176,7 @@ import Testing
         let seen = Seen()
         final class Aliases { var seen: [[SeriesKey: String]] = [] }
         let aliases = Aliases()
-        p.add(enricher: PlanFeed(path: path, persistence: persistence, deliver: { seen.gauges.append($0) }, aliases: { aliases.seen.append($0) }))
+        p.add(enricher: PlanFeed(persistence: persistence, deliver: { seen.gauges.append($0) }, aliases: { aliases.seen.append($0) }))
         p.add(sink: Rival(path))
         var waiter = CountingWaiter(waits: 100)
         p.run(&waiter)
