@@ -108,16 +108,19 @@ public final class ChildProcess: Sendable {
     /// The CPU seconds it has used, user and system, all its threads: read
     /// from /proc while it runs, from its rusage once it has ended. CPU
     /// time, unlike wall time, does not grow with the machine's load. Nil
-    /// when it cannot be read.
+    /// when it cannot be read. /proc is read holding the lock that reaps
+    /// it: the pid cannot be reaped, and reused, meanwhile.
     public var cpuSeconds: Double? {
-        if poll() { return reaped.withLock { $0?.cpuSeconds } }
-        guard let stat = try? String(contentsOfFile: "/proc/\(processIdentifier)/stat", encoding: .utf8),
-            let end = stat.lastIndex(of: ")")
-        else { return nil }
-        // After "(comm)": state is field 3, utime 14 and stime 15.
-        let fields = stat[stat.index(after: end)...].split(separator: " ")
-        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        reaped.withLock { state -> Double? in
+            if Self.reap(processIdentifier, &state) { return state?.cpuSeconds }
+            guard let stat = try? String(contentsOfFile: "/proc/\(processIdentifier)/stat", encoding: .utf8),
+                let end = stat.lastIndex(of: ")")
+            else { return nil }
+            // After "(comm)": state is field 3, utime 14 and stime 15.
+            let fields = stat[stat.index(after: end)...].split(separator: " ")
+            guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+            return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        }
     }
 
     /// Waits up to `timeout` seconds; returns false when it is still running.

@@ -203,13 +203,21 @@ public final class Background: Sendable {
     }
 }
 
+/// Thrown from inside a `waitFor` body when what is waited for can no
+/// longer happen (the process that would do it exited): the wait ends at
+/// once instead of at its deadline. Any other error means "not yet".
+public struct WaitAborted: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
 /// Polls until `body` returns a value, or fails after `timeout` seconds.
 /// The default is generous on purpose: a deadline only decides how long a
 /// broken test takes to fail, and a short one failed a sound test when the
 /// machine was busy (a plan that showed on /metrics after more than 10 s
 /// while a release build and another test run shared both cores). `body`
 /// runs every `every` seconds; what it throws counts as "not yet" (the
-/// last error is in the failure).
+/// last error is in the failure), but `WaitAborted`, which fails at once.
 public func waitFor<T>(_ what: String, timeout: Double = 60, every: Double = 0.1, _ body: () throws -> T?) throws -> T {
     BlockingTrait.expectLane("Waiting for \(what)")
     let deadline = Date().addingTimeInterval(timeout)
@@ -217,6 +225,8 @@ public func waitFor<T>(_ what: String, timeout: Double = 60, every: Double = 0.1
     while Date() < deadline {
         do {
             if let value = try body() { return value }
+        } catch let error as WaitAborted {
+            throw TestFailure("waiting for \(what): \(error)")
         } catch {
             lastError = error
         }
@@ -243,7 +253,7 @@ public func startServe(
     let server = try Background(
         ["ip", "netns", "exec", ns.name] + env + [try ifmeterBinary(), "serve", "--interval", interval] + extra, name: name)
     _ = try waitFor("ifmeter serve to listen on port \(port)") { () throws -> Bool? in
-        guard server.process.isRunning else { throw TestFailure("serve exited: \(server.log)") }
+        guard server.process.isRunning else { throw WaitAborted("serve exited: \(server.log)") }
         let said = server.log.split(separator: "\n").contains { $0.contains("listening on http") && $0.contains(":\(port)/metrics") }
         return said ? true : nil
     }

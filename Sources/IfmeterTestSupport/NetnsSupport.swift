@@ -108,26 +108,20 @@ public final class TestNamespace: @unchecked Sendable {
     /// (EBUSY), so that is waited out (waitFor's deadline). errno is read on
     /// the thread that entered the namespace.
     public func openTun(_ device: String, tap: Bool = false) throws -> Int32 {
-        var failure: String?
-        let fd = try waitFor("\(tap ? "tap" : "tun") \(device) to be free of the last one's descriptor (EBUSY)", every: 0.01) { () throws -> Int32? in
-            // A failure to enter the namespace ends the wait too, at once.
+        let what = "\(tap ? "tap" : "tun") \(device)"
+        return try waitFor("\(what) to be free of the last one's descriptor (EBUSY)", every: 0.01) { () throws -> Int32? in
             let opened: Result<Int32, SystemError>
             do {
                 opened = try NetworkNamespace.perform(in: name, { Result { () throws(SystemError) in try Self.attachTun(device, tap: tap) } })
             } catch {
-                failure = "entering \(name): \(error)"
-                return -1
+                throw WaitAborted("\(what): entering \(name): \(error)")
             }
             switch opened {
             case .success(let fd): return fd
             case .failure(let error) where error.errno == EBUSY: return nil
-            case .failure(let error):
-                failure = "\(error)"
-                return -1
+            case .failure(let error): throw WaitAborted("\(what): \(error)")
             }
         }
-        if let failure { throw TestFailure("\(tap ? "tap" : "tun") \(device): \(failure)") }
-        return fd
     }
 
     /// Opens /dev/net/tun and attaches it to the tun (or tap) device

@@ -26,7 +26,7 @@ struct LiveCommandTests {
         _ = try waitFor("\(count) lines in \(path)") { () throws -> Bool? in
             let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
             if text.filter({ $0 == "\n" }).count >= count { return true }
-            guard recorder.isRunning else { throw TestFailure("record exited with \(text.count) bytes written") }
+            guard recorder.isRunning else { throw WaitAborted("record exited with \(text.count) bytes written") }
             return nil
         }
     }

@@ -76,7 +76,7 @@ struct NamespaceAndEventTests {
             ["ip", "netns", "exec", ns.name, try ifmeterBinary(), "record", "--interval", "300ms", "-o", path], name: "record")
         // Its first sample: it is reading link events.
         _ = try waitFor("record's first sample") {
-            guard recorder.process.isRunning else { throw TestFailure("record exited: \(recorder.log)") }
+            guard recorder.process.isRunning else { throw WaitAborted("record exited: \(recorder.log)") }
             return traceLines(path).contains { $0["interfaces"] != nil } ? true : nil
         }
         var sent = 0
@@ -138,7 +138,7 @@ struct NamespaceAndEventTests {
             ["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "record", "--interval", "1s", "-o", path], name: "record")
         // A sample seen within 0.3 s of its time `t` (else the next one).
         let sampled = try waitFor("a sample from record") { () throws -> Double? in
-            guard recorder.process.isRunning else { throw TestFailure("record exited: \(recorder.log)") }
+            guard recorder.process.isRunning else { throw WaitAborted("record exited: \(recorder.log)") }
             guard let t = traceLines(path).last(where: { $0["interfaces"] != nil })?["t"]?.doubleValue, monotonicNow() - t < 0.3 else {
                 return nil
             }

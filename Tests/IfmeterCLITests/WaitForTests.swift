@@ -1,0 +1,61 @@
+import Foundation
+import IfmeterTestSupport
+import Testing
+
+/// The tests' own waiting: `waitFor` polls until a condition holds, an
+/// error meaning "not yet", but a `WaitAborted` ends it at once (a child
+/// that exited cannot make the condition true: waiting out the deadline
+/// only made a broken test take a minute to fail). Judged by how often the
+/// body ran, not by the clock.
+@Suite(.blocking) struct WaitForTests {
+    struct NotYet: Error {}
+
+    final class Calls: @unchecked Sendable {
+        var count = 0
+    }
+
+    @Test func otherErrorsMeanNotYet() throws {
+        let calls = Calls()
+        let value = try waitFor("the third try", every: 0.001) { () throws -> Int? in
+            calls.count += 1
+            if calls.count < 3 { throw NotYet() }
+            return calls.count
+        }
+        #expect(value == 3 && calls.count == 3)
+    }
+
+    @Test func anAbortEndsTheWaitAtTheFirstTry() throws {
+        let calls = Calls()
+        do {
+            _ = try waitFor("something a dead child would do", every: 0.001) { () throws -> Bool? in
+                calls.count += 1
+                throw WaitAborted("the child exited: its log")
+            }
+            Issue.record("waitFor returned")
+        } catch let failure as TestFailure {
+            #expect(failure.description == "waiting for something a dead child would do: the child exited: its log")
+        }
+        #expect(calls.count == 1, "the body ran \(calls.count) times")
+    }
+
+    /// A child's CPU time from /proc while it runs and from its rusage
+    /// once reaped: the same figure either side of its end.
+    @Test func aChildsCPUTimeIsReadRunningAndReaped() throws {
+        // A second of CPU, then a pause to read it while it still runs.
+        let child = try ChildProcess(["sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; exec sleep 60"])
+        defer { child.forceStop() }
+        let running = try waitFor("the loop's CPU time, read while it runs") { () -> Double? in
+            guard let seconds = child.cpuSeconds, seconds > 0.05 else { return nil }
+            // The loop is over once the process is sleep (no more CPU).
+            let again = child.cpuSeconds
+            return again == seconds && (try? String(contentsOfFile: "/proc/\(child.processIdentifier)/comm", encoding: .utf8)) == "sleep\n"
+                ? seconds : nil
+        }
+        child.signal(SIGTERM)
+        child.waitUntilExit()
+        #expect(!child.isRunning)
+        let reaped = try #require(child.cpuSeconds, "CPU time after the end")
+        // /proc counts in clock ticks (10 ms), rusage in microseconds.
+        #expect(abs(reaped - running) < 0.05, "running \(running) s, reaped \(reaped) s")
+    }
+}
