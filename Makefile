@@ -121,8 +121,9 @@ build: deps
 # purges the package it made, after the rest of the run.
 # The debug build has no debug information (TEST_BUILD_FLAGS): on this
 # two-core machine it took 109 s instead of 131 (204 CPU-seconds instead of
-# 243), and no test reads it. A plain `swift build` or `swift test` in the
-# same tree afterwards builds again, with it.
+# 243), and no test reads it. `make docs` and `make api-check` build with
+# the same flags; a plain `swift build` or `swift test` in the same tree
+# afterwards builds again, with it.
 test:
 	@scripts/ensure-packages $(TEST_PACKAGES) $(DEB_PACKAGES)
 	@scripts/ensure-venv --start
@@ -140,7 +141,7 @@ format:
 
 # The app library's DocC catalog, with the toolchain's docc; no warnings.
 docs: deps
-	SWIFT=$(SWIFT) scripts/library docs
+	SWIFT=$(SWIFT) SWIFT_BUILD_FLAGS="$(TEST_BUILD_FLAGS)" scripts/library docs
 
 # The Ifmeter library with its whole closure, as an Apple platform would
 # build it (Linux-only code left out): docs/library.md.
@@ -149,12 +150,12 @@ portable-check: deps
 
 # The library's public API against api/Ifmeter.json, the last release's.
 api-check: deps
-	SWIFT=$(SWIFT) scripts/library api-check
+	SWIFT=$(SWIFT) SWIFT_BUILD_FLAGS="$(TEST_BUILD_FLAGS)" scripts/library api-check
 
 # Records api/Ifmeter.json from this tree (at a release), and fails so that
 # the new baseline is read before it is committed.
 api-baseline: deps
-	IFMETER_RECORD_API=1 SWIFT=$(SWIFT) scripts/library api-check
+	IFMETER_RECORD_API=1 SWIFT=$(SWIFT) SWIFT_BUILD_FLAGS="$(TEST_BUILD_FLAGS)" scripts/library api-check
 
 bench: static-cxx
 	@scripts/ensure-packages $(BENCH_PACKAGES)
