@@ -28,14 +28,14 @@ final class TestPKI {
         try "subjectAltName=IP:127.0.0.1\n".write(toFile: dir + "/san.ext", atomically: true, encoding: .utf8)
         for ca in ["ca", "other-ca"] {
             try openssl([
-                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "\(dir)/\(ca).key", "-out", "\(dir)/\(ca).crt",
-                "-days", "2", "-subj", "/CN=ifmeter test \(ca)",
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", "\(dir)/\(ca).key", "-out", "\(dir)/\(ca).crt", "-days", "2", "-subj", "/CN=ifmeter test \(ca)",
             ])
         }
         for (name, ca, ext) in [("server", "ca", true), ("client", "ca", false), ("stranger", "other-ca", false)] {
             try openssl([
-                "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "\(dir)/\(name).key", "-out", "\(dir)/\(name).csr",
-                "-subj", "/CN=\(name == "server" ? "127.0.0.1" : name)",
+                "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", "\(dir)/\(name).key", "-out", "\(dir)/\(name).csr", "-subj", "/CN=\(name == "server" ? "127.0.0.1" : name)",
             ])
             try openssl(
                 [
