@@ -24,6 +24,10 @@ public final class PlanFeed: PipelineEnricher {
     /// time change earlier, when the commit's frames are written: a read
     /// then sees the file as it was.)
     private var seenVersion: Int64?
+    /// The store `seenVersion` is of: a file written anew (deleted or
+    /// replaced under the writer) comes with a store and a connection of
+    /// its own, whose data_version says nothing about the last one's.
+    private var seenStore: ObjectIdentifier?
     private var delivered: [PlanGauge]?
     /// The aliases (`state alias`), read with the plans: shown beside the
     /// names from the sample after one is set.
@@ -76,7 +80,7 @@ public final class PlanFeed: PipelineEnricher {
 
     private func othersCommitted() -> Bool {
         guard let store else { return false }
-        return (try? store.dataVersion()) != seenVersion
+        return ObjectIdentifier(store) != seenStore || (try? store.dataVersion()) != seenVersion
     }
 
     private func reread(now: Double) {
@@ -84,6 +88,7 @@ public final class PlanFeed: PipelineEnricher {
         // Taken before the read: a commit after it is read at the next
         // sample.
         seenVersion = try? store.dataVersion()
+        seenStore = ObjectIdentifier(store)
         stored = Self.gauges(store, now: now)
         if deliverAliases != nil, let read = try? store.aliases() { aliases = Self.keyed(read) }
     }

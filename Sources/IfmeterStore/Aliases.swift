@@ -54,11 +54,4 @@ extension StateStore {
 
     /// The aliases, through this store's connection.
     public func aliases() throws(StoreError) -> [String: String] { try Self.readAliases(database) }
-
-    /// The aliases of a state file (read as `usage` reads).
-    public static func aliases(path: String) throws(StoreError) -> [String: String] {
-        try reading(path, verify: false) { db throws(StoreError) in
-            do throws(StoreError) { return try readAliases(db) } catch { throw StoreError.tableFailure(error, path: path) }
-        }
-    }
 }
