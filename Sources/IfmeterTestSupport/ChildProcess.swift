@@ -188,9 +188,17 @@ public final class ChildProcess: Sendable {
     /// wait, and takes the next one only once that poll returns. Read from
     /// /proc/PID/syscall (poll on x86_64; ppoll, its timeout read from the
     /// child's memory, on arm64).
-    public var pollTimeout: Int? {
-        // Not once reaped: the pid may be another process's by then.
-        guard isRunning, let text = try? String(contentsOfFile: "/proc/\(processIdentifier)/syscall", encoding: .utf8) else { return nil }
+    public var pollTimeout: Int? { whileRunning { pid in Self.pollTimeout(pid) } }
+
+    /// `body`'s reading of the child's /proc, taken holding the lock that
+    /// reaps it: not once it has ended (the pid may be another process's by
+    /// then), and it cannot be reaped meanwhile.
+    public func whileRunning<T: Sendable>(_ body: (pid_t) -> T?) -> T? {
+        reaped.withLock { state -> T? in Self.reap(processIdentifier, &state) ? nil : body(processIdentifier) }
+    }
+
+    private static func pollTimeout(_ processIdentifier: pid_t) -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/\(processIdentifier)/syscall", encoding: .utf8) else { return nil }
         // The number in decimal, then the arguments in hexadecimal.
         let words = text.split(separator: " ")
         guard words.count >= 4, let number = Int(words[0]) else { return nil }

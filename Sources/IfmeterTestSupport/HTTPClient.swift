@@ -195,11 +195,13 @@ public final class Background: Sendable {
 
     /// Resident memory in KiB (VmRSS), while it runs.
     public var residentKiB: Int? {
-        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8) else { return nil }
-        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-            return Int(line.split(separator: " ").dropFirst().first ?? "")
+        process.whileRunning { pid -> Int? in
+            guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+            for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+                return Int(line.split(separator: " ").dropFirst().first ?? "")
+            }
+            return nil
         }
-        return nil
     }
 }
 

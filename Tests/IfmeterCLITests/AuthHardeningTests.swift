@@ -372,6 +372,7 @@ struct AuthHardeningTests {
         defer { flood.stop() }
         // A /proc read that fails is tried again (a #require here would fail the test).
         _ = try waitFor("the flood's checks running in serve") { () -> Bool? in
+            guard server.process.isRunning else { throw WaitAborted("serve exited: \(server.log)") }
             guard let now = server.process.cpuSeconds else { return nil }
             return now - started >= check / 4 ? true : nil
         }
@@ -383,7 +384,7 @@ struct AuthHardeningTests {
             atExit - atStop < check / 2,
             """
             SIGTERM with cost-16 checks running: \(atExit - atStop) s of CPU until exit, one check takes \(check) s, \
-            SIGTERM came after \(atStop - started) s of the flood's (\(Self.describe(one)))
+            SIGTERM came after \(atStop - started) s of serve's CPU on the flood (the wait ended at \(check / 4)) (\(Self.describe(one)))
             """)
         #expect(server.process.terminationStatus == 0, "a clean stop: \(server.log)")
     }

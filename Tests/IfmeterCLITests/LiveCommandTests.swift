@@ -24,9 +24,12 @@ struct LiveCommandTests {
     /// then a line per sample).
     func waitForLines(_ path: String, _ count: Int, of recorder: ChildProcess) throws {
         _ = try waitFor("\(count) lines in \(path)") { () throws -> Bool? in
+            // Whether it ran is taken before the read: record --count may
+            // write its last lines and exit in between.
+            let running = recorder.isRunning
             let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
             if text.filter({ $0 == "\n" }).count >= count { return true }
-            guard recorder.isRunning else { throw WaitAborted("record exited with \(text.count) bytes written") }
+            guard running else { throw WaitAborted("record exited with \(text.count) bytes written") }
             return nil
         }
     }

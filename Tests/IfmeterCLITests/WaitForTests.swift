@@ -27,7 +27,9 @@ import Testing
     @Test func anAbortEndsTheWaitAtTheFirstTry() throws {
         let calls = Calls()
         do {
-            _ = try waitFor("something a dead child would do", every: 0.001) { () throws -> Bool? in
+            // (A deadline of its own: were the abort taken for "not yet",
+            // the test would fail after 5 s, not the default 60.)
+            _ = try waitFor("something a dead child would do", timeout: 5, every: 0.001) { () throws -> Bool? in
                 calls.count += 1
                 throw WaitAborted("the child exited: its log")
             }
@@ -39,21 +41,24 @@ import Testing
     }
 
     /// A child's CPU time from /proc while it runs and from its rusage
-    /// once reaped: the same figure either side of its end.
+    /// once reaped (ChildProcess, beside waitFor: what the CPU-time stop
+    /// test stands on): the same figure either side of its end.
     @Test func aChildsCPUTimeIsReadRunningAndReaped() throws {
-        // A second of CPU, then a pause to read it while it still runs.
+        // Some CPU in a shell loop, then sleep: its CPU time stops moving,
+        // to be read while it still runs.
         let child = try ChildProcess(["sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; exec sleep 60"])
         defer { child.forceStop() }
-        let running = try waitFor("the loop's CPU time, read while it runs") { () -> Double? in
-            guard let seconds = child.cpuSeconds, seconds > 0.05 else { return nil }
-            // The loop is over once the process is sleep (no more CPU).
-            let again = child.cpuSeconds
-            return again == seconds && (try? String(contentsOfFile: "/proc/\(child.processIdentifier)/comm", encoding: .utf8)) == "sleep\n"
-                ? seconds : nil
+        let running = try waitFor("the loop's CPU time, read while it sleeps") { () throws -> Double? in
+            guard child.isRunning else { throw WaitAborted("the shell exited") }
+            let comm = child.whileRunning { pid in try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8) }
+            guard comm == "sleep\n", let seconds = child.cpuSeconds else { return nil }
+            return seconds
         }
+        #expect(running > 0, "the loop used some CPU")
         child.signal(SIGTERM)
         child.waitUntilExit()
         #expect(!child.isRunning)
+        #expect(child.whileRunning { $0 } == nil, "no /proc reading once it has ended")
         let reaped = try #require(child.cpuSeconds, "CPU time after the end")
         // /proc counts in clock ticks (10 ms), rusage in microseconds.
         #expect(abs(reaped - running) < 0.05, "running \(running) s, reaped \(reaped) s")
