@@ -111,16 +111,18 @@ public final class ChildProcess: Sendable {
     /// when it cannot be read. /proc is read holding the lock that reaps
     /// it: the pid cannot be reaped, and reused, meanwhile.
     public var cpuSeconds: Double? {
-        reaped.withLock { state -> Double? in
-            if Self.reap(processIdentifier, &state) { return state?.cpuSeconds }
-            guard let stat = try? String(contentsOfFile: "/proc/\(processIdentifier)/stat", encoding: .utf8),
-                let end = stat.lastIndex(of: ")")
-            else { return nil }
-            // After "(comm)": state is field 3, utime 14 and stime 15.
-            let fields = stat[stat.index(after: end)...].split(separator: " ")
-            guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-            return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
-        }
+        whileRunning(Self.processorSeconds) ?? reaped.withLock { $0?.cpuSeconds }
+    }
+
+    /// User and system seconds from /proc/PID/stat.
+    private static func processorSeconds(_ processIdentifier: pid_t) -> Double? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(processIdentifier)/stat", encoding: .utf8),
+            let end = stat.lastIndex(of: ")")
+        else { return nil }
+        // After "(comm)": state is field 3, utime 14 and stime 15.
+        let fields = stat[stat.index(after: end)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
     /// Waits up to `timeout` seconds; returns false when it is still running.
