@@ -167,8 +167,11 @@ public enum RawHTTP {
 public final class Background: Sendable {
     public let process: ChildProcess
     public let stderrPath: String
+    /// What it is, in its log's file name and in failures.
+    public let name: String
 
     public init(_ arguments: [String], name: String) throws {
+        self.name = name
         stderrPath = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-\(name)-\(UUID().uuidString).log").path
         let log = open(stderrPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard log >= 0 else { throw TestFailure("cannot create \(stderrPath): \(String(cString: strerror(errno)))") }
@@ -191,6 +194,12 @@ public final class Background: Sendable {
         process.signal(SIGTERM)
         process.waitUntilExit(timeout: grace)
         return process.terminationStatus
+    }
+
+    /// For a `waitFor` body: ends the wait at once when it has exited (what
+    /// is waited for can no longer come), with its log.
+    public func requireRunning() throws {
+        guard process.isRunning else { throw WaitAborted("\(name) exited: \(log)") }
     }
 
     /// Resident memory in KiB (VmRSS), while it runs.
@@ -255,7 +264,7 @@ public func startServe(
     let server = try Background(
         ["ip", "netns", "exec", ns.name] + env + [try ifmeterBinary(), "serve", "--interval", interval] + extra, name: name)
     _ = try waitFor("ifmeter serve to listen on port \(port)") { () throws -> Bool? in
-        guard server.process.isRunning else { throw WaitAborted("serve exited: \(server.log)") }
+        try server.requireRunning()
         let said = server.log.split(separator: "\n").contains { $0.contains("listening on http") && $0.contains(":\(port)/metrics") }
         return said ? true : nil
     }

@@ -79,7 +79,7 @@ public final class RemoteWriteReceiver: @unchecked Sendable {
             ["ip", "netns", "exec", namespace, "python3", folder + "/receiver.py", folder, String(port), behaviour.rawValue],
             name: "rw-receiver-\(port)")
         _ = try waitFor("the receiver on port \(port)") { () -> Bool? in
-            guard process.process.isRunning else { throw WaitAborted("the receiver exited: \(process.log)") }
+            try process.requireRunning()
             return (try? run(["ip", "netns", "exec", namespace, "ss", "-Hltn", "sport = :\(port)"]).out.isEmpty == false) == true ? true : nil
         }
     }

@@ -372,7 +372,7 @@ struct AuthHardeningTests {
         defer { flood.stop() }
         // A /proc read that fails is tried again (a #require here would fail the test).
         _ = try waitFor("the flood's checks running in serve") { () -> Bool? in
-            guard server.process.isRunning else { throw WaitAborted("serve exited: \(server.log)") }
+            try server.requireRunning()
             guard let now = server.process.cpuSeconds else { return nil }
             return now - started >= check / 4 ? true : nil
         }

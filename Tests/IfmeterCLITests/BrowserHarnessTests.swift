@@ -120,7 +120,7 @@ struct BrowserHarnessTests {
             name: "http-server")
         defer { server.stop() }
         _ = try waitFor("python3 -m http.server to answer") { () throws -> Bool? in
-            guard server.process.isRunning else { throw WaitAborted("http.server exited: \(server.log)") }
+            try server.requireRunning()
             return (try? RawHTTP.request("/quiet.html", port: 49702, in: ns.name))?.status == 200 ? true : nil
         }
 

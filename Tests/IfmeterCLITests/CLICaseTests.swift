@@ -136,7 +136,7 @@ struct HangupEndsPlainLiveCleanlyTests {
             ["ip", "netns", "exec", ns.name, try ifmeterBinary(), "live", "--state", folder + "/state.db", "--interval", "200ms"], name: "live-hup")
         // A line for lo: live sampled, and took its signals before that.
         _ = try waitFor("live's first line") {
-            guard live.process.isRunning else { throw WaitAborted("live exited: \(live.log)") }
+            try live.requireRunning()
             return live.log.contains(" lo ") ? true : nil
         }
         kill(live.process.processIdentifier, SIGHUP)
@@ -170,12 +170,12 @@ struct SampleWideTests {
             sample.log.split(separator: "\n").filter { $0.hasPrefix(pair.nameA + " ") }.map { $0.split(separator: " ").map(String.init) }
         }
         _ = try waitFor("sample's first interval") {
-            guard sample.process.isRunning else { throw WaitAborted("sample exited: \(sample.log)") }
+            try sample.requireRunning()
             return rows().isEmpty ? nil : true
         }
         try pair.sendUDP(count: 25, payload: 300)
         let later = try waitFor("the 25 datagrams in sample's rows") { () throws -> [[String]]? in
-            guard sample.process.isRunning else { throw WaitAborted("sample exited: \(sample.log)") }
+            try sample.requireRunning()
             let later = Array(rows().dropFirst())
             return later.reduce(0) { $0 + (UInt64($1.count >= 22 ? $1[11] : "") ?? 0) } >= 25 ? later : nil
         }

@@ -223,7 +223,7 @@ struct ConfigReloadMoreTests {
     func serve(_ path: String, in ns: TestNamespace, extra: [String] = []) throws -> Background {
         let serve = try Background(["ip", "netns", "exec", ns.name, try ifmeterBinary(), "serve", "--config", path] + extra, name: "serve-reload")
         _ = try waitFor("serve") { () throws -> Bool? in
-            guard serve.process.isRunning else { throw WaitAborted("serve exited: \(serve.log)") }
+            try serve.requireRunning()
             return serve.log.contains("listening") ? true : nil
         }
         return serve

@@ -146,7 +146,7 @@ struct FleetPrometheusTests {
 
         for instance in ["gw-a", "gw-c", "127.0.0.1:\(Self.scrapedPort)"] {
             _ = try waitFor("\(instance) in Prometheus") { () -> Bool? in
-                for server in [serveA, serveC, scraped] where !server.process.isRunning { throw WaitAborted("a serve exited: \(server.log)") }
+                for server in [serveA, serveC, scraped] { try server.requireRunning() }
                 return try api.query(
                     #"ifmeter_route_egress_info{instance="\#(instance)"} or ifmeter_build_info{instance="\#(instance)",job="ifmeter"}"#
                 )

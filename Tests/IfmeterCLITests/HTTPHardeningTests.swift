@@ -119,7 +119,7 @@ struct HTTPSlowReaderTests {
         defer { server.stop() }
         // (Before the first sample the exposition has no interface.)
         _ = try waitFor("ifmeter serve to answer with 2,001 interfaces") { () throws -> HTTPResult? in
-            guard server.process.isRunning else { throw WaitAborted("serve exited: \(server.log)") }
+            try server.requireRunning()
             return (try? RawHTTP.request("/metrics", port: Self.port, in: ns.name)).flatMap { $0.body.count > 2_500_000 ? $0 : nil }
         }
         let before = try #require(server.residentKiB)

@@ -76,7 +76,7 @@ struct NamespaceAndEventTests {
             ["ip", "netns", "exec", ns.name, try ifmeterBinary(), "record", "--interval", "300ms", "-o", path], name: "record")
         // Its first sample: it is reading link events.
         _ = try waitFor("record's first sample") {
-            guard recorder.process.isRunning else { throw WaitAborted("record exited: \(recorder.log)") }
+            try recorder.requireRunning()
             return traceLines(path).contains { $0["interfaces"] != nil } ? true : nil
         }
         var sent = 0
@@ -138,7 +138,7 @@ struct NamespaceAndEventTests {
             ["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "record", "--interval", "1s", "-o", path], name: "record")
         // A sample's time `t`, however late it is seen.
         let sampled = try waitFor("a sample from record") { () throws -> Double? in
-            guard recorder.process.isRunning else { throw WaitAborted("record exited: \(recorder.log)") }
+            try recorder.requireRunning()
             return traceLines(path).last(where: { $0["interfaces"] != nil })?["t"]?.doubleValue
         }
         // The deletion is meant for the middle of an interval still to come

@@ -172,7 +172,7 @@ struct PrometheusRulesTests {
             "ifmeter_remote_write_samples_dropped_total{", "ifmeter_remote_write_last_success_timestamp_seconds{",
         ]
         let text = try waitFor("serve to expose the plan, route and health families") { () -> String? in
-            guard server.process.isRunning else { throw WaitAborted("serve exited: \(server.log)") }
+            try server.requireRunning()
             guard let text = try? RawHTTP.request("/metrics", port: Self.port, in: own.name).text else { return nil }
             return families.allSatisfy { text.contains($0) } ? text : nil
         }

@@ -191,7 +191,7 @@ struct RemoteWriteAbuseTests {
         defer { _ = serve.stop() }
         // Started, not hung on the FIFO, not crashed on the name.
         let corrupt = try waitFor("the damage counted") { () -> Double? in
-            guard serve.process.isRunning else { throw WaitAborted("serve exited: \(serve.log)") }
+            try serve.requireRunning()
             return metric(ns, 49614, #"ifmeter_remote_write_samples_dropped_total{reason="corrupt""#)
         }
         #expect(corrupt == 7, "the flipped record's samples: \(serve.log)")

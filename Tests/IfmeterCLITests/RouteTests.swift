@@ -84,7 +84,7 @@ struct RouteTests {
             // sample is taken, and the second one is not until it returns.
             func inTheWindow() -> Bool { (route.process.pollTimeout ?? 0) >= 1000 }
             _ = try waitFor("route's first sample") {
-                guard route.process.isRunning else { throw WaitAborted("route exited: \(route.log)") }
+                try route.requireRunning()
                 return inTheWindow() ? true : nil
             }
             if inside > 0 { try tunnel.sendUDP(to: tunnel.ipB, port: 9100, count: inside, payload: 700) }
@@ -131,7 +131,7 @@ struct RouteTests {
         func metrics() throws -> String { try RawHTTP.request("/metrics", port: 9874, in: pair.a.name).text }
         let egressTun = #"ifmeter_route_egress_info{interface="tA",kind="tunnel",probe="192.0.2.99"} 1"#
         var text = try waitFor("the probe's route in the exposition") {
-            guard server.process.isRunning else { throw WaitAborted("serve exited: \(server.log)") }
+            try server.requireRunning()
             return (try? metrics()).flatMap { $0.contains(egressTun) ? $0 : nil }
         }
         let promtool = try run(["promtool", "check", "metrics"], input: text, allowFailure: true)
@@ -220,7 +220,7 @@ struct RouteTests {
         }
         // A first period: sampling has begun, the traffic is counted.
         _ = try waitFor("export's first period") {
-            guard export.process.isRunning else { throw WaitAborted("export exited: \(export.log)") }
+            try export.requireRunning()
             return periods().isEmpty ? nil : true
         }
         try tunnel.sendUDP(to: pair.ipB, port: 9103, count: 150, payload: 600)

@@ -39,7 +39,7 @@ struct ServeTests {
     @discardableResult
     func waitForSamples(_ ns: TestNamespace, _ server: Background, atLeast: Double) throws -> String {
         try waitFor("serve to take \(Int(atLeast)) samples") {
-            guard server.process.isRunning else { throw WaitAborted("serve exited: \(server.log)") }
+            try server.requireRunning()
             let text = try metrics(ns).text
             return (value(text, "ifmeter_samples_total") ?? 0) >= atLeast ? text : nil
         }

@@ -33,7 +33,7 @@ struct UnprivilegedServeTests {
             ],
             name: "serve-nobody")
         let metrics = try waitFor("serve as nobody to sample lo") { () throws -> String? in
-            guard server.process.isRunning else { throw WaitAborted("serve exited: \(server.log)") }
+            try server.requireRunning()
             let text = try? RawHTTP.request("/metrics", port: 9874, in: ns.name).text
             return text.flatMap { $0.contains("ifmeter_receive_bytes_total{interface=\"lo\"") ? $0 : nil }
         }

@@ -211,7 +211,7 @@ struct UsagePlanTests {
             ["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--interval", "200ms", "--state", state], name: "serve")
         defer { server.stop() }
         let text = try waitFor("serve to show the plan") { () -> String? in
-            guard server.process.isRunning else { throw WaitAborted("serve exited: \(server.log)") }
+            try server.requireRunning()
             guard let r = try? RawHTTP.request("/metrics", port: 9874, in: pair.a.name), r.text.contains("ifmeter_plan_used_bytes{") else {
                 return nil
             }

@@ -40,6 +40,25 @@ import Testing
         #expect(calls.count == 1, "the body ran \(calls.count) times")
     }
 
+    /// What the waits on a child call: it ends a wait once the child has
+    /// exited, naming it and giving its log.
+    @Test func aBackgroundThatExitedEndsTheWait() throws {
+        let child = try Background(["sh", "-c", "echo gone >&2"], name: "short-lived")
+        child.process.waitUntilExit()
+        let calls = Calls()
+        do {
+            _ = try waitFor("a line that will not come", timeout: 5, every: 0.001) { () throws -> Bool? in
+                calls.count += 1
+                try child.requireRunning()
+                return nil
+            }
+            Issue.record("waitFor returned")
+        } catch let failure as TestFailure {
+            #expect(failure.description == "waiting for a line that will not come: short-lived exited: gone\n", "\(failure)")
+        }
+        #expect(calls.count == 1, "the body ran \(calls.count) times")
+    }
+
     /// A child's CPU time from /proc while it runs and from its rusage
     /// once reaped (ChildProcess, beside waitFor: what the CPU-time stop
     /// test stands on): the same figure either side of its end.

@@ -56,7 +56,7 @@ struct KillAndRestartScenarios {
     /// is then taken, and what it counts of `name` starts from there.)
     func waitForSeen(_ command: String, _ ns: TestNamespace, _ dir: ScenarioFolder, _ process: Background, _ name: String) throws {
         _ = try waitFor("\(command) to sample \(name)") {
-            guard process.process.isRunning else { throw WaitAborted("\(command) exited: \(process.log)") }
+            try process.requireRunning()
             switch command {
             case "serve": return try Scenario.scrape(ns).contains("interface=\"\(name)\"") ? true : nil
             case "export": return ExportReport.read(dir["r.json"]).flatMap { ExportReport.interface($0, name) } != nil ? true : nil

@@ -184,7 +184,7 @@ struct SignalScenarios {
             // Two periods written: the first sample's warning, and a period's
             // report on stdout, came before the second line.
             _ = try waitFor("two periods in \(file)") { () throws -> Bool? in
-                guard exporter.process.isRunning else { throw WaitAborted("export exited: \(exporter.log)") }
+                try exporter.requireRunning()
                 let text = (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
                 return text.filter { $0 == "\n" }.count >= 2 ? true : nil
             }
