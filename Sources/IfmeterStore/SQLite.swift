@@ -1,6 +1,7 @@
 import CSQLite
 import IfmeterCore
 import IfmeterSystem
+import Synchronization
 
 /// Why a state file cannot be used, by case: callers pick exit codes and
 /// words from the case, never from the text.
@@ -73,7 +74,17 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
 
 /// The thin layer over SQLite's C API: a connection, statements, values.
 /// Everything above it sees Swift values.
-final class Database {
+///
+/// A writer's connection (one with a `lockDescriptor`) is the process's one
+/// way into its file: readers in the same process (`StateStore.reading`,
+/// serve's usage endpoints) borrow it through `WriterConnections` instead
+/// of opening the file again, since closing any other descriptor of the
+/// file would drop every POSIX lock the process holds on it, SQLite's
+/// included, and the next connection of another process would then
+/// checkpoint and delete the WAL under this one. So a writer's connection
+/// is serialized (SQLite's own recursive mutex, `SQLITE_OPEN_FULLMUTEX`),
+/// and a transaction or a borrower holds that mutex for all its calls.
+final class Database: @unchecked Sendable {
     let handle: OpaquePointer
     let path: String
     /// A descriptor of the same file that holds ifmeter's lock: closed only
@@ -81,13 +92,18 @@ final class Database {
     /// process's POSIX locks on it, SQLite's included). Statements keep
     /// their database alive, so this is after the last one is finalized.
     let lockDescriptor: Int32?
+    /// The file this writer's connection is registered under, to be
+    /// unregistered when it closes.
+    private var registered: FileIdentity?
 
     /// Opens `path` (never through a symbolic link); `uri`, when given, is
     /// what SQLite opens instead (`file:...?mode=ro&immutable=1`).
     init(path: String, readOnly: Bool, uri: String? = nil, lockDescriptor: Int32? = nil) throws(StoreError) {
         var db: OpaquePointer?
         var flags = readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
-        flags |= SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
+        // A writer's connection may be borrowed by another thread; a
+        // reader's own connection never leaves its thread.
+        flags |= (lockDescriptor == nil ? SQLITE_OPEN_NOMUTEX : SQLITE_OPEN_FULLMUTEX) | SQLITE_OPEN_NOFOLLOW
         if uri != nil { flags |= SQLITE_OPEN_URI }
         let rc = sqlite3_open_v2(uri ?? Self.withFolderResolved(path), &db, flags, nil)
         guard rc == SQLITE_OK, let db else {
@@ -99,11 +115,26 @@ final class Database {
         self.path = path
         self.lockDescriptor = lockDescriptor
         sqlite3_busy_timeout(db, 5000)
+        if let lockDescriptor, let status = FileStatus(descriptor: lockDescriptor) {
+            registered = FileIdentity(status)
+            WriterConnections.register(self, as: FileIdentity(status))
+        }
     }
 
     deinit {
+        if let registered { WriterConnections.unregister(self, as: registered) }
         sqlite3_close_v2(handle)
         if let lockDescriptor { FileLock.release(lockDescriptor) }
+    }
+
+    /// Runs `body` holding the connection's mutex (a writer's; a reader's
+    /// own connection has none, and this is then just a call): no other
+    /// thread's statement runs on the connection meanwhile. Recursive.
+    func serialized<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        let mutex = sqlite3_db_mutex(handle)
+        sqlite3_mutex_enter(mutex)
+        defer { sqlite3_mutex_leave(mutex) }
+        return try body()
     }
 
     /// `path` with its folder's links resolved: SQLITE_OPEN_NOFOLLOW refuses
@@ -138,33 +169,84 @@ final class Database {
     func failure(_ call: String) -> StoreError { .sqlite(path: path, call: call, message: lastError) }
 
     func execute(_ sql: String) throws(StoreError) {
-        var message: UnsafeMutablePointer<CChar>?
-        let rc = sqlite3_exec(handle, sql, nil, nil, &message)
-        if rc != SQLITE_OK {
-            let text = message.map { String(cString: $0) } ?? lastError
-            sqlite3_free(message)
-            throw StoreError.sqlite(path: path, call: "sqlite3_exec", message: text)
+        try serialized { () throws(StoreError) in
+            var message: UnsafeMutablePointer<CChar>?
+            let rc = sqlite3_exec(handle, sql, nil, nil, &message)
+            if rc != SQLITE_OK {
+                let text = message.map { String(cString: $0) } ?? lastError
+                sqlite3_free(message)
+                throw StoreError.sqlite(path: path, call: "sqlite3_exec", message: text)
+            }
         }
     }
 
     func prepare(_ sql: String) throws(StoreError) -> Statement {
-        var statement: OpaquePointer?
-        guard sqlite3_prepare_v2(handle, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
-            throw StoreError.sqlite(path: path, call: "sqlite3_prepare_v2", message: lastError)
+        try serialized { () throws(StoreError) in
+            var statement: OpaquePointer?
+            guard sqlite3_prepare_v2(handle, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
+                throw StoreError.sqlite(path: path, call: "sqlite3_prepare_v2", message: lastError)
+            }
+            return Statement(statement, database: self)
         }
-        return Statement(statement, database: self)
     }
 
-    /// Runs `body` in one transaction: all of it is saved, or none.
+    /// Runs `body` in one transaction: all of it is saved, or none. No
+    /// other thread's statement runs on the connection meanwhile.
     func transaction(_ body: () throws(StoreError) -> Void) throws(StoreError) {
-        try execute("BEGIN IMMEDIATE")
-        do {
-            try body()
-            try execute("COMMIT")
-        } catch {
-            try? execute("ROLLBACK")
-            throw error
+        try serialized { () throws(StoreError) in
+            try execute("BEGIN IMMEDIATE")
+            do throws(StoreError) {
+                try body()
+                try execute("COMMIT")
+            } catch {
+                try? execute("ROLLBACK")
+                throw error
+            }
         }
+    }
+}
+
+/// Which file a path names (device and inode), whatever the name.
+struct FileIdentity: Hashable, Sendable {
+    let device: UInt64
+    let inode: UInt64
+
+    init(_ status: FileStatus) {
+        device = status.device
+        inode = status.inode
+    }
+}
+
+/// The state files this process writes, each with its writer's connection:
+/// a reader in the same process finds the file here by its identity (from
+/// `stat`, which opens nothing) and reads through that connection, never
+/// through a descriptor of its own (whose close would drop the writer's
+/// POSIX locks). `LockRuleTests` and the serve-wide `/proc/locks` check
+/// keep the rule.
+enum WriterConnections {
+    private final class Entry {
+        weak var database: Database?
+        init(_ database: Database) { self.database = database }
+    }
+
+    private static let table = Mutex<[FileIdentity: Entry]>([:])
+
+    static func register(_ database: Database, as identity: FileIdentity) {
+        table.withLock { $0[identity] = Entry(database) }
+    }
+
+    static func unregister(_ database: Database, as identity: FileIdentity) {
+        table.withLock { entries in
+            // Only its own entry: another connection may have taken the
+            // identity since (a file written anew under the same inode).
+            if let entry = entries[identity], entry.database == nil || entry.database === database { entries[identity] = nil }
+        }
+    }
+
+    /// The writer's connection to the file `status` describes, if this
+    /// process has one open.
+    static func connection(to status: FileStatus) -> Database? {
+        table.withLock { $0[FileIdentity(status)]?.database }
     }
 }
 
@@ -205,21 +287,25 @@ final class Statement {
 
     /// Runs a statement that returns no rows.
     func run(_ values: [Value] = []) throws(StoreError) {
-        try bind(values)
-        let rc = sqlite3_step(handle)
-        guard rc == SQLITE_DONE || rc == SQLITE_ROW else { throw database.failure("sqlite3_step") }
-        sqlite3_reset(handle)
+        try database.serialized { () throws(StoreError) in
+            try bind(values)
+            let rc = sqlite3_step(handle)
+            guard rc == SQLITE_DONE || rc == SQLITE_ROW else { throw database.failure("sqlite3_step") }
+            sqlite3_reset(handle)
+        }
     }
 
     /// Runs a query and calls `row` for each result row.
     func query(_ values: [Value] = [], _ row: (Row) throws(StoreError) -> Void) throws(StoreError) {
-        try bind(values)
-        defer { sqlite3_reset(handle) }
-        while true {
-            let rc = sqlite3_step(handle)
-            if rc == SQLITE_DONE { return }
-            guard rc == SQLITE_ROW else { throw database.failure("sqlite3_step") }
-            try row(Row(handle: handle))
+        try database.serialized { () throws(StoreError) in
+            try bind(values)
+            defer { sqlite3_reset(handle) }
+            while true {
+                let rc = sqlite3_step(handle)
+                if rc == SQLITE_DONE { return }
+                guard rc == SQLITE_ROW else { throw database.failure("sqlite3_step") }
+                try row(Row(handle: handle))
+            }
         }
     }
 }

@@ -663,7 +663,9 @@ public final class StateStore {
     }
 
     /// Opens a state file for reading and hands it to `body`, writing
-    /// nothing, side files included: with no ifmeter writing the file,
+    /// nothing, side files included. In a process that writes the file
+    /// (serve's usage endpoints), `body` gets the writer's own connection:
+    /// nothing opens the file again there. Elsewhere, with no ifmeter writing the file,
     /// SQLite reads it as immutable (no locks, no -wal or -shm); while one
     /// writes it, as a read-only reader of the writer's WAL. Refuses what is
     /// not a regular file at once (a FIFO never blocks it), says a
@@ -697,6 +699,13 @@ public final class StateStore {
             throw Self.openFailure(path, call: "stat", code)
         }
         guard status.kind == .regular else { throw StoreError.notRegularFile(path: path) }
+        if let writer = WriterConnections.connection(to: status) {
+            // This process writes the file: read through its writer's
+            // connection. A descriptor of its own would drop the writer's
+            // POSIX locks when closed (and SQLite's view of the file is
+            // the writer's anyway). The writer checked the file at its start.
+            return try writer.serialized { () throws(StoreError) -> T in try body(writer, true) }
+        }
         let fd: Int32
         do throws(SystemError) {
             fd = try openRegularForReading(path)

@@ -28,7 +28,10 @@ public enum FileLock {
         for _ in 0..<3 {
             let fd: Int32, created: Bool
             do {
-                (fd, created) = try SafeFile.open(path, flags: O_RDWR | O_CREAT)
+                // 0600 whatever the umask: usage history is nobody
+                // else's to read (SQLite gives its -wal and -shm the
+                // file's own mode).
+                (fd, created) = try SafeFile.open(path, flags: O_RDWR | O_CREAT, mode: 0o600)
             } catch {
                 if error.errno == ELOOP || error.errno == SafeFile.notRegularErrno { throw .notRegular }
                 throw .system(error)
