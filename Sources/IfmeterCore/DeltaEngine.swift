@@ -71,6 +71,11 @@ public struct DeltaEngine: Sendable {
         /// if one comes after all (the counters go once it came). Boxed:
         /// rare, and inline it took 90 bytes of every series.
         var replaced: ReplacedInstance?
+        /// The instances deletion events ended, by index, with their four
+        /// final counters (v1.3, rule 1): a later event for one of them,
+        /// read after other deletions or after the next sample, is a
+        /// repeat. The last `EndedInstance.remembered`, oldest first.
+        var endedInstances: [EndedInstance] = []
         /// Restored across a reboot: the next sample counts in full.
         var restartPending = false
         /// The series' namespace was entered anew since its instance ended:
@@ -356,6 +361,10 @@ public struct DeltaEngine: Sendable {
         }
         if s.absorb(reading, classification: classification, at: t) { differs = true }
         s.remember(reading, at: t)
+        // An instance sampled under a remembered index is another instance
+        // now: a deletion of that index is no repeat of the one before
+        // (v1.3, rule 1).
+        if !s.endedInstances.isEmpty, let index = reading.pointee.index { s.endedInstances.removeAll { $0.index == index } }
         s.ended = false
         s.endedIndex = nil
         s.renewed = false
@@ -379,7 +388,10 @@ public struct DeltaEngine: Sendable {
     ///   adds 0: nothing to compare with);
     /// - for the instance a recreation without an event replaced, it adds
     ///   final - that instance's last counters (floored at 0);
-    /// - again for an instance already ended, it changes nothing;
+    /// - again for an instance already ended, it changes nothing: with a
+    ///   known index, for any of the last 16 instances deletions ended
+    ///   (not only the last), when its four final counters are the same;
+    ///   with other counters it cannot be placed (v1.3, rule 1);
     /// - for another index after an instance was ended, or for a series
     ///   never sampled, it is an instance born and gone between samples:
     ///   counted in full;
@@ -457,8 +469,16 @@ public struct DeltaEngine: Sendable {
             }
             series[slot].replaced = ReplacedInstance(index: index, counters: nil)
             return apply(counters, of: final, to: slot, quality: .lowerBound, seconds: t - s.prevTime, endsInstance: false, at: t)
+        } else if let index = final.index, let ended = s.endedInstances.last(where: { $0.index == index }) {
+            // An instance a deletion ended already, this one or one before
+            // (v1.3, rule 1): with the same final counters, a repeat that
+            // changes nothing; with others, it cannot be placed.
+            if ended.sameFinal(final.counters) { return nil }
+            return apply(
+                Self.zero(like: final.counters), of: final, to: slot, quality: .lowerBound, seconds: nil, endsInstance: false, at: t)
         } else if s.ended, !s.renewed, same(s.endedIndex, final.index) {
-            // The same deletion again: already counted.
+            // The same deletion again (an index unknown on either side):
+            // already counted.
             return nil
         } else if s.ended || !s.hasPrev {
             // Another instance, born and gone between samples (the first
@@ -531,9 +551,11 @@ public struct DeltaEngine: Sendable {
         switch event.kind {
         case .entered:
             // Its interfaces are new instances: an ended series' next
-            // deletion is no repeat, whatever its index.
-            for slot in series.indices where series[slot].inUse && series[slot].ended && series[slot].state.netns == event.netns {
-                series[slot].renewed = true
+            // deletion is no repeat, whatever its index, and no instance
+            // it ended before is remembered (v1.3, rule 1).
+            for slot in series.indices where series[slot].inUse && series[slot].state.netns == event.netns {
+                series[slot].endedInstances.removeAll()
+                if series[slot].ended { series[slot].renewed = true }
             }
         case .lost:
             lostNamespaces.insert(event.netns)
@@ -567,6 +589,7 @@ public struct DeltaEngine: Sendable {
         endedIndex: Int?, at t: Double
     ) -> InterfaceDelta {
         if recreation { series[slot].state.events.recreations += 1 }
+        if let endedIndex { series[slot].endedInstances.remember(EndedInstance(index: endedIndex, final: final.counters)) }
         series[slot].ended = true
         series[slot].renewed = false
         series[slot].endedIndex = endedIndex
@@ -923,6 +946,40 @@ extension Counters {
     @inline(__always)
     public var anyNonZero: Bool {
         (v0 | v1 | v2 | v3 | v4 | v5 | v6 | v7) != 0
+    }
+}
+
+/// An instance a deletion event ended: its index and four final counters
+/// (v1.3, rule 1).
+struct EndedInstance: Sendable, Hashable {
+    /// How many ended instances a series remembers (the contract asks for
+    /// at least 16).
+    static let remembered = 16
+
+    let index: Int
+    let rxBytes: UInt64, txBytes: UInt64, rxPackets: UInt64, txPackets: UInt64
+
+    init(index: Int, final: Counters) {
+        self.index = index
+        rxBytes = final.value(.rxBytes)
+        txBytes = final.value(.txBytes)
+        rxPackets = final.value(.rxPackets)
+        txPackets = final.value(.txPackets)
+    }
+
+    /// A deletion of this instance that says the same four final counters.
+    func sameFinal(_ final: Counters) -> Bool {
+        self == EndedInstance(index: index, final: final)
+    }
+}
+
+extension [EndedInstance] {
+    /// Remembers an ended instance: the newest for its index, the last
+    /// `EndedInstance.remembered` kept.
+    mutating func remember(_ instance: EndedInstance) {
+        removeAll { $0.index == instance.index }
+        append(instance)
+        if count > EndedInstance.remembered { removeFirst(count - EndedInstance.remembered) }
     }
 }
 

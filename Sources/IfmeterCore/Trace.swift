@@ -46,7 +46,12 @@ public struct TraceReader: Sendable {
         sawContent = true
 
         if let trace = object["trace"] {
-            guard isFirst else { throw fail("a header line (\"trace\") may only be the first line") }
+            guard isFirst else { throw fail("a header line (\"trace\") may only be the first line; two traces joined? Replay each alone") }
+            // A header is only a header (v1.3, rule 4): its sample or
+            // event would otherwise be dropped unread.
+            if let key = ["t", "interfaces", "event"].first(where: { object[$0] != nil }) {
+                throw fail("the header line (\"trace\") also carries \"\(key)\"; put the header alone on the first line")
+            }
             guard trace.stringValue == "ifmeter/1" else {
                 throw fail("unsupported trace version \(JSONWriter().string(trace)); this ifmeter reads \"ifmeter/1\"")
             }

@@ -278,7 +278,7 @@ import Testing
 
 // MARK: - The reference
 
-/// trace-v1.md (v1, v1.1, v1.2) and ifmeter's `renamed` event, written a
+/// trace-v1.md (v1, v1.1, v1.2, v1.3) and ifmeter's `renamed` event, written a
 /// second time to be read rather than to be fast: a dictionary of series by
 /// (netns, name) as code points, dictionaries of counters, plain loops, the
 /// contract's rules in the contract's order.
@@ -328,6 +328,15 @@ struct ReferenceMeter {
         var replacedCounters: [CounterKey: UInt64]?
         /// Its namespace was entered anew after its instance ended.
         var renewed = false
+        /// v1.3: each instance a deletion ended, by index, with its four
+        /// final counters; the newest 16.
+        var endedFinals: [(index: Int, finals: [UInt64])] = []
+
+        mutating func rememberEnded(_ index: Int?, _ fin: [CounterKey: UInt64]) {
+            guard let index else { return }
+            endedFinals = endedFinals.filter { $0.index != index } + [(index, CounterKey.required.map { fin[$0] ?? 0 })]
+            if endedFinals.count > 16 { endedFinals = Array(endedFinals.suffix(16)) }
+        }
     }
 
     let configuration: EngineConfiguration
@@ -358,7 +367,9 @@ struct ReferenceMeter {
         let netns = Array(event.netns.utf8)
         for (key, var s) in series where key.netns == netns {
             switch event.kind {
-            case .entered: if s.ended { s.renewed = true }
+            case .entered:
+                if s.ended { s.renewed = true }
+                s.endedFinals = []
             case .lost: s.quality = .lowerBound
             }
             series[key] = s
@@ -438,6 +449,7 @@ struct ReferenceMeter {
             Self.add(delta, to: &s, quality: quality)
             s.kind = kind(reading)
             s.index = reading.index
+            if let index = reading.index { s.endedFinals = s.endedFinals.filter { $0.index != index } }
             s.last = cur
             s.lastTime = sample.time
             s.ended = false
@@ -519,6 +531,7 @@ struct ReferenceMeter {
             Self.add(fin, to: &s, quality: listedQuality)
             s.ended = true
             s.endedIndex = final.index
+            s.rememberEnded(final.index, fin)
             series[key] = s
             return
         }
@@ -544,6 +557,7 @@ struct ReferenceMeter {
             Self.add(delta, to: &s, quality: quality)
             s.ended = true
             s.endedIndex = final.index ?? s.index
+            s.rememberEnded(s.endedIndex, fin)
             s.renewed = false
         } else if let index = final.index, s.replacedIndex == index {
             // The instance a rule-4 recreation replaced; once.
@@ -553,6 +567,12 @@ struct ReferenceMeter {
             counted(&s)
             Self.add(delta, to: &s, quality: .lowerBound)
             s.replacedCounters = nil
+        } else if let index = final.index, let remembered = s.endedFinals.last(where: { $0.index == index }) {
+            // v1.3: an instance ended before; the same finals are a repeat,
+            // others cannot be placed.
+            if remembered.finals == CounterKey.required.map({ fin[$0] ?? 0 }) { return }
+            counted(&s)
+            Self.add([:], to: &s, quality: .lowerBound)
         } else if s.ended, !s.renewed, same(s.endedIndex, final.index) {
             return // a repeat
         } else if s.ended || s.last == nil {
@@ -562,6 +582,7 @@ struct ReferenceMeter {
             Self.add(fin, to: &s, quality: listedQuality)
             s.ended = true
             s.endedIndex = final.index
+            s.rememberEnded(final.index, fin)
             s.renewed = false
         } else {
             // Cannot be placed: no counters, a lower bound.

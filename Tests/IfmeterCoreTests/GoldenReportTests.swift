@@ -41,8 +41,14 @@ import Testing
             Issue.record("no interfaces array")
             return
         }
-        let names = interfaces.compactMap { $0["name"]?.stringValue }
-        #expect(names == names.sorted())
+        // Sorted by (netns, name), the own namespace ("" or absent) first
+        // (v1.1), as code points.
+        let keys = interfaces.compactMap { i in
+            i["name"]?.stringValue.map { (Array((i["netns"]?.stringValue ?? "").unicodeScalars.map(\.value)), Array($0.unicodeScalars.map(\.value))) }
+        }
+        #expect(keys.count == interfaces.count)
+        #expect(
+            zip(keys, keys.dropFirst()).allSatisfy { a, b in a.0.lexicographicallyPrecedes(b.0) || a.0 == b.0 && a.1.lexicographicallyPrecedes(b.1) })
         for i in interfaces {
             #expect(i["kind"]?.stringValue.flatMap(InterfaceKind.init(rawValue:)) != nil)
             #expect(i["quality"]?.stringValue.flatMap(Quality.init(name:)) != nil)
