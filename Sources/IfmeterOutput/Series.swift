@@ -74,18 +74,32 @@ extension SeriesVisitor {
 /// gets (`visitSeries`, under whatever lock keeps them whole), and a place
 /// to show remote write's own status among them.
 public protocol SeriesSource: Sendable {
-    /// Visits the latest series, in the order the text exposition has them.
-    func visitSeries(_ visitor: inout some SeriesVisitor)
+    /// Visits the latest series, in the order the text exposition has them,
+    /// leaving out the series of each interface `keeping` refuses (remote
+    /// write's interfaces gone since their final value was pushed).
+    func visitSeries(_ visitor: inout some SeriesVisitor, keeping: (ExpositionRow) -> Bool)
     /// Sets what the exposition shows of the remote write receivers.
     func setRemoteWrite(_ statuses: [RemoteWriteStatus])
 }
 
+extension SeriesSource {
+    /// Every series, in the text exposition's order.
+    public func visitSeries(_ visitor: inout some SeriesVisitor) { visitSeries(&visitor, keeping: { _ in true }) }
+}
+
 extension ExpositionInput {
     /// Visits every series of the text exposition (no `_created`, unless
-    /// the visitor asks for them), in its order.
-    public func visitSeries(_ visitor: inout some SeriesVisitor) {
+    /// the visitor asks for them), in its order, but those of the
+    /// interfaces `keeping` refuses.
+    public func visitSeries(_ visitor: inout some SeriesVisitor, keeping: (ExpositionRow) -> Bool = { _ in true }) {
         var writer = ExpositionWriter(visitor: consume visitor)
-        writer.write(self)
+        if interfaces.allSatisfy(keeping) {
+            writer.write(self)
+        } else {
+            var kept = self
+            kept.interfaces = interfaces.filter(keeping)
+            writer.write(kept)
+        }
         visitor = writer.visitor
     }
 }

@@ -391,7 +391,13 @@ public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
     let every: Double
     let sampleInterval: Double
     private let lastPushed = Mutex<Double?>(nil)
-    private let encoder: Mutex<SeriesEncoder>
+    private let encoder: Mutex<PushState>
+
+    /// The encoder, and the interfaces gone whose final value was pushed.
+    struct PushState {
+        var encoder: SeriesEncoder
+        var finalPushed: Set<SeriesKey> = []
+    }
 
     /// At most this many samples in one record (and so one request);
     /// nil: a push is one record.
@@ -406,7 +412,7 @@ public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
         self.every = every
         self.sampleInterval = sampleInterval
         self.maxSamplesPerRecord = maxSamplesPerRecord
-        encoder = Mutex(SeriesEncoder(externalLabels: externalLabels, relabel: relabel))
+        encoder = Mutex(PushState(encoder: SeriesEncoder(externalLabels: externalLabels, relabel: relabel)))
         source.setRemoteWrite(writers.map(\.status))
     }
 
@@ -434,7 +440,7 @@ public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
     /// The loop ended (a stop): every series ends, so its stale marker goes
     /// out, through the queue, before the writers stop.
     public func finished() {
-        let (payload, count) = encoder.withLock { $0.encodeEnd(timestampMs: Int64((wallClock() * 1000).rounded())) }
+        let (payload, count) = encoder.withLock { $0.encoder.encodeEnd(timestampMs: Int64((wallClock() * 1000).rounded())) }
         if count > 0 { enqueue(payload, count) }
     }
 
@@ -449,10 +455,25 @@ public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
     }
 
     /// The source's series as WriteRequest entries, stamped `timestampMs`:
-    /// encoded as they are visited, never rendered to text.
+    /// encoded as they are visited, never rendered to text. An interface
+    /// gone (deleted, or missing from the sample) is pushed once more, with
+    /// its final value, and left out from the next push on, so that push
+    /// carries its stale marker: a receiver's instant queries drop it
+    /// within one push, as a scrape of node_exporter would, instead of
+    /// after `--series-lifetime` (which /metrics keeps: a scraper must see
+    /// the final value). One that comes back resumes: its totals never
+    /// went down.
     public func encode(timestampMs: Int64) -> ([UInt8], UInt32) {
-        encoder.withLock { encoder in
-            encoder.encode(timestampMs: timestampMs) { source.visitSeries(&$0) }
+        encoder.withLock { state in
+            state.encoder.encode(timestampMs: timestampMs) { visitor in
+                source.visitSeries(&visitor) { row in
+                    if row.present {
+                        state.finalPushed.remove(row.key)
+                        return true
+                    }
+                    return state.finalPushed.insert(row.key).inserted
+                }
+            }
         }
     }
 }

@@ -126,8 +126,8 @@ public final class ScrapeCache: SeriesSource {
 
     /// Visits the latest generation's series, those of the text exposition
     /// (what remote write sends), without rendering them.
-    public func visitSeries(_ visitor: inout some SeriesVisitor) {
-        withLatest { $0.visitSeries(&visitor) }
+    public func visitSeries(_ visitor: inout some SeriesVisitor, keeping: (ExpositionRow) -> Bool) {
+        withLatest { $0.visitSeries(&visitor, keeping: keeping) }
     }
 
     /// The latest generation's exposition input, under the snapshot's lock.

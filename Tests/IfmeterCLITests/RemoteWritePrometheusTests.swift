@@ -186,6 +186,76 @@ struct RemoteWritePrometheusTests {
         )
     }
 
+    /// Issue 48, finding 1: a deleted interface's series ends at the push
+    /// after its deletion (its final value, then the stale marker), as a
+    /// scrape of node_exporter would end it, not after --series-lifetime
+    /// (5 minutes by default), which /metrics keeps. Created again, it
+    /// resumes, its total never lower than before.
+    @Test func aDeletedInterfacesSeriesEndsAtTheNextPushAndResumesWhenItComesBack() throws {
+        try Netns.requireRoot()
+        let ns = try TestNamespace()
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let port: UInt16 = 49603, servePort: UInt16 = 19346
+        let prometheus = try Receiver(dir: dir, ns: ns).start(port: port)
+        defer { _ = prometheus.stop() }
+        /// A veth pair of the namespace's own; frames sent on gone0 are
+        /// its transmit bytes, and go nowhere but its peer.
+        func addLink() throws {
+            _ = try ns.ip("link", "add", "gone0", "type", "veth", "peer", "name", "gone0p")
+            _ = try ns.ip("link", "set", "gone0p", "up")
+            _ = try ns.ip("link", "set", "gone0", "up")
+            try ns.waitForCarrier("gone0")
+        }
+        try addLink()
+        let serve = try startServe(
+            in: ns, port: servePort, interval: "1s", name: "serve-gone",
+            [
+                "--listen", "127.0.0.1:\(servePort)", "--remote-write", "http://127.0.0.1:\(port)/api/v1/write", "--remote-write-interval", "1s",
+                "--external-label", "host=gone", "--remote-write-queue", dir + "/queue",
+            ])
+        defer { _ = serve.stop() }
+        let selector = #"ifmeter_transmit_bytes_total{interface="gone0",host="gone"}"#
+        func sent(_ frames: Int) throws -> Double {
+            try sendFrames(in: ns.name, interface: "gone0", count: frames, size: 300)
+            return Double(frames * 300)
+        }
+        /// The newest value Prometheus has of the series.
+        func newest() throws -> (Double, Double)? {
+            try samples(ns, selector, range: 600, at: Date().timeIntervalSince1970, port: port).last
+        }
+        let first = try sent(40)
+        _ = try waitFor("the traffic in Prometheus") { () throws -> Bool? in
+            try serve.requireRunning()
+            return try newest()?.1 == first ? true : nil
+        }
+        _ = try ns.ip("link", "del", "gone0")
+        let deleted = Date().timeIntervalSince1970
+        // Gone from instant queries: the stale marker came.
+        _ = try waitFor("the series to end in Prometheus") { () throws -> Bool? in
+            try serve.requireRunning()
+            return try get(ns, "/api/v1/query?query=\(encode(selector))", port: port).flatMap { data -> Bool? in
+                guard case .array(let results)? = data["result"] else { return nil }
+                return results.isEmpty ? true : nil
+            }
+        }
+        let after = try samples(ns, selector, range: 600, at: Date().timeIntervalSince1970, port: port)
+        #expect(after.last?.1 == first, "the last value is every byte sent: \(after)")
+        #expect(after.filter { $0.0 > deleted }.count <= 1, "one push after the deletion (the final value), then the stale marker: \(after)")
+        // A scraper still sees the final value (--series-lifetime).
+        let exposition = try RawHTTP.request("/metrics", port: servePort, in: ns.name).text
+        #expect(exposition.contains(#"ifmeter_transmit_bytes_total{interface="gone0""#), "\(exposition)")
+        // Back: the series resumes where it was, and goes on counting.
+        try addLink()
+        let second = try sent(25)
+        _ = try waitFor("the series back in Prometheus") { () throws -> Bool? in
+            try serve.requireRunning()
+            return try newest()?.1 == first + second ? true : nil
+        }
+        let values = try samples(ns, selector, range: 600, at: Date().timeIntervalSince1970, port: port).map(\.1)
+        #expect(zip(values, values.dropFirst()).allSatisfy { $0 <= $1 }, "never lower: no reset for increase() to see: \(values)")
+    }
+
     @Test func anUnreachableReceiverFillsTheQueueAndTheOldestGo() throws {
         try Netns.requireRoot()
         let pair = try VethPair()
