@@ -72,6 +72,10 @@ struct LiveCommand: Command {
             pipeline.sayStateSaves(prefix: "ifmeter live: ")
             var waiter = SignalWaiter(stop: { lines.failure != nil })
             pipeline.run(&waiter)
+            try pipeline.checkLastSave()
+            // Stopped by a failed write: said (or quiet when the reader went away).
+            if let failure = lines.failure { throw Output.failure(failure) }
+            return
         }
         try pipeline.checkLastSave()
     }

@@ -18,9 +18,20 @@ enum Output {
         do {
             try writeAll(Array(text.utf8), to: fd)
         } catch {
-            throw .runtime("write failed: \(error.message)")
+            throw failure(error)
         }
     }
+
+    /// How a command whose output could not be written ends: a reader
+    /// that went away (`ifmeter usage | head -1`: EPIPE) ends it quietly
+    /// with 141, what a shell reports for `yes | head -1` (128 + SIGPIPE);
+    /// any other failure is said, and ends it with 1.
+    static func failure(_ error: SystemError) -> CLIError {
+        error.isBrokenPipe ? .status(readerWentAway) : .runtime("write failed: \(error.message)")
+    }
+
+    /// The status of a command whose reader went away.
+    static let readerWentAway: Int32 = 141
 
     /// stderr: one line, errors ignored (there is nowhere else to report).
     static func error(_ line: String) {

@@ -227,14 +227,15 @@ struct ServeCommand: Command {
         }
         var server: HTTPServer?
         if let address {
+            let routes = ServeRoutes(
+                cache: cache, version: IfmeterCLI.version, board: board, usage: usage, usageImage: usageImage, log: { log.write($0) })
             do {
                 server = try HTTPServer(
                     address: address, limits: limits, tls: webConfig?.tls,
                     authenticator: authenticator,
                     logger: { line in log.write(line) },
-                    handler: ServeRoutes(
-                        cache: cache, version: IfmeterCLI.version, board: board, usage: usage, usageImage: usageImage, log: { log.write($0) }
-                    ).respond(to:))
+                    serverError: routes.countServerError(path:status:),
+                    handler: routes.respond(to:))
             } catch {
                 // A failed start leaves no state file of its own behind.
                 pipeline.persistence?.abandon()

@@ -127,31 +127,13 @@ struct UsageCommand: Command {
 
     func warn(_ text: String) { if output == nil { Output.error(text) } }
 
-    /// A local date (`2026-11-01`: its midnight, or the next one for an
-    /// end, which takes the whole day) or date and time (`2026-11-01T08:30`,
-    /// `2026-11-01 08:30:15`) as a Unix time in `zone`.
+    /// `--begin` or `--end` as a Unix time in `zone` (LocalZone's reading).
     static func localTime(_ p: ParsedArguments, _ option: Option, end: Bool, zone: LocalZone = .system) throws(CLIError) -> Int64? {
         guard let text = p[option] else { return nil }
-        let bad = p.usage(
-            "invalid value '\(TerminalText.escaped(text))' for '\(option.spec.long) <date>': expected a local date or time like 2026-11-01 or 2026-11-01T08:30"
-        )
-        let parts = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "T" || $0 == " " })
-        guard (1...2).contains(parts.count) else { throw bad }
-        func numbers(_ part: Substring, _ separator: Character, count: ClosedRange<Int>) -> [Int]? {
-            let fields = part.split(separator: separator, omittingEmptySubsequences: false)
-            guard count.contains(fields.count), fields.allSatisfy({ !$0.isEmpty && $0.count <= 4 && $0.allSatisfy(\.isASCII) }) else { return nil }
-            let values = fields.compactMap { Int($0) }
-            return values.count == fields.count && values.allSatisfy({ $0 >= 0 }) ? values : nil
+        guard let time = zone.unix(localDateOrTime: text, end: end) else {
+            throw p.usage("invalid value '\(TerminalText.escaped(text))' for '\(option.spec.long) <date>': expected \(LocalZone.localTimeForm)")
         }
-        guard let date = numbers(parts[0], "-", count: 3...3), (1...9999).contains(date[0]), (1...12).contains(date[1]),
-            (1...LocalZone.daysInMonth(date[0], date[1])).contains(date[2])
-        else { throw bad }
-        guard parts.count == 2 else {
-            let midnight = zone.unix(date[0], date[1], date[2])
-            return end ? zone.unix(date[0], date[1], date[2] + 1) : midnight
-        }
-        guard let time = numbers(parts[1], ":", count: 2...3), time[0] < 24, time[1] < 60, time.count == 2 || time[2] < 60 else { throw bad }
-        return zone.unix(date[0], date[1], date[2], hour: time[0]) + Int64(time[1] * 60 + (time.count == 3 ? time[2] : 0))
+        return time
     }
 
     init(_ p: ParsedArguments) throws(CLIError) {

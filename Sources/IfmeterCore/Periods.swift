@@ -89,6 +89,33 @@ public struct LocalZone: Sendable {
         }
     }
 
+    /// What `unix(localDateOrTime:end:)` reads, as messages say it.
+    public static let localTimeForm = "a local date or time like 2026-11-01 or 2026-11-01T08:30"
+
+    /// A local date (`2026-11-01`: its midnight, or the next one for an
+    /// end, which takes the whole day) or date and time (`2026-11-01T08:30`,
+    /// `2026-11-01 08:30:15`) as a Unix time in this zone; nil when the
+    /// text is none (`usage --begin`/`--end`, serve's `begin`/`end`).
+    public func unix(localDateOrTime text: String, end: Bool) -> Int64? {
+        let parts = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "T" || $0 == " " })
+        guard (1...2).contains(parts.count) else { return nil }
+        func numbers(_ part: Substring, _ separator: Character, count: ClosedRange<Int>) -> [Int]? {
+            let fields = part.split(separator: separator, omittingEmptySubsequences: false)
+            guard count.contains(fields.count), fields.allSatisfy({ !$0.isEmpty && $0.count <= 4 && $0.allSatisfy(\.isASCII) }) else { return nil }
+            let values = fields.compactMap { Int($0) }
+            return values.count == fields.count && values.allSatisfy({ $0 >= 0 }) ? values : nil
+        }
+        guard let date = numbers(parts[0], "-", count: 3...3), (1...9999).contains(date[0]), (1...12).contains(date[1]),
+            (1...Self.daysInMonth(date[0], date[1])).contains(date[2])
+        else { return nil }
+        guard parts.count == 2 else {
+            let midnight = unix(date[0], date[1], date[2])
+            return end ? unix(date[0], date[1], date[2] + 1) : midnight
+        }
+        guard let time = numbers(parts[1], ":", count: 2...3), time[0] < 24, time[1] < 60, time.count == 2 || time[2] < 60 else { return nil }
+        return unix(date[0], date[1], date[2], hour: time[0]) + Int64(time[1] * 60 + (time.count == 3 ? time[2] : 0))
+    }
+
     /// The start of the local hour holding `t`.
     public func hourStart(_ t: Int64) -> Int64 {
         let t = Self.clamped(t)

@@ -362,9 +362,27 @@ enum DashboardAssets {
             return wrap;
           }
 
+          // A link whose name is not percent-encoding (#i=%E0%A4%A): said,
+          // and no interface shown (not the one shown before).
+          function malformed(text) {
+            state.selected = null;
+            document.getElementById("overview").hidden = true;
+            document.getElementById("detail").hidden = false;
+            document.getElementById("detail-title").textContent = "Malformed link";
+            document.title = "Malformed link · ifmeter";
+            const back = el("a", { href: "#" }, "the list of interfaces");
+            const said = el("dd", { id: "malformed" }, "#i=" + text + " names no interface: its percent-encoding is broken. Choose one from ");
+            said.append(back, ".");
+            document.getElementById("facts").replaceChildren(el("dt", {}, "Link"), said);
+            for (const id of ["graph", "route", "cycle", "tables"]) document.getElementById(id).replaceChildren();
+          }
+
           function route() {
             const match = /^#i=(.*)$/.exec(location.hash);
-            const key = match ? decodeURIComponent(match[1]) : null;
+            let key = null;
+            if (match) {
+              try { key = decodeURIComponent(match[1]); } catch (error) { malformed(match[1]); return; }
+            }
             state.selected = key;
             document.getElementById("overview").hidden = key !== null;
             document.getElementById("detail").hidden = key === null;

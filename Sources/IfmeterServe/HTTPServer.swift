@@ -89,14 +89,19 @@ public struct HTTPRequest: Sendable {
     public var path: String
     /// Header names in lower case.
     public var headers: [String: String]
-    /// The query's arguments, decoded (the last of a repeated one).
+    /// The query's arguments, decoded (`QueryString`).
     public var query: [String: String]
+    /// What is wrong with the query string as sent (a `%00`, a key given
+    /// twice), when something is: `query` is empty then, and an endpoint
+    /// that reads parameters answers 400 with it.
+    public var queryProblem: HTTPError?
 
-    public init(method: String, path: String, headers: [String: String], query: [String: String] = [:]) {
+    public init(method: String, path: String, headers: [String: String], query: [String: String] = [:], queryProblem: HTTPError? = nil) {
         self.method = method
         self.path = path
         self.headers = headers
         self.query = query
+        self.queryProblem = queryProblem
     }
 }
 
@@ -211,6 +216,8 @@ public struct HTTPResponse: Sendable {
 public final class HTTPServer: Sendable {
     public typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
     public typealias Logger = @Sendable (String) -> Void
+    /// Counts a 5xx answer the server gave itself, by the request's path.
+    public typealias ServerErrorCounter = @Sendable (_ path: String, _ status: Int) -> Void
 
     public let address: ListenAddress
     private let context: HTTPServerContext
@@ -222,14 +229,15 @@ public final class HTTPServer: Sendable {
     /// `authenticator` allows when one is given (401 otherwise).
     public init(
         address: ListenAddress, limits: HTTPLimits = HTTPLimits(), tls: HTTPTLSSettings? = nil,
-        authenticator: BasicAuthenticator? = nil, logger: @escaping Logger, handler: @escaping Handler
+        authenticator: BasicAuthenticator? = nil, logger: @escaping Logger, serverError: @escaping ServerErrorCounter = { _, _ in },
+        handler: @escaping Handler
     ) throws(SystemError) {
         self.address = address
         try Self.loadLibrary()
         if let tls { try Self.check(tls) }
         let fd = try Self.listen(on: address)
         let context = HTTPServerContext(
-            handler: handler, logger: logger, limits: limits, tls: tls, authenticator: authenticator)
+            handler: handler, logger: logger, serverError: serverError, limits: limits, tls: tls, authenticator: authenticator)
         self.context = context
         do throws(SystemError) {
             try context.timer.start { [table = context.table, waits = context.waits] nowMs in
@@ -396,6 +404,8 @@ enum MHD {
 private final class RequestState: @unchecked Sendable {
     var seen = false // the handler has been called for it
     var uriTooLong = false // the query string is over the limits (its parameters were not parsed)
+    var query: [UInt8] = [] // the query string as sent, undecoded (QueryString reads it)
+    var path = "" // the request's path, without its query
     var bodyBytes: UInt64 = 0 // request body received so far
     var authWaiting = false // suspended until its credentials are judged
     let verdict = Mutex<AuthWaits.Verdict?>(nil)
@@ -429,6 +439,9 @@ private let uriArrived: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<
     let context = Unmanaged<HTTPServerContext>.fromOpaque(cls).takeUnretainedValue()
     if let connection, let id = MHD.connectionID(connection) { context.table.requestStarted(id) }
     let request = RequestState()
+    var pathEnd = uri
+    while pathEnd.pointee != 0, pathEnd.pointee != CChar(UInt8(ascii: "?")) { pathEnd += 1 }
+    request.path = String(decoding: UnsafeRawBufferPointer(start: uri, count: pathEnd - uri), as: UTF8.self)
     if let query = strchrQuery(uri) {
         var length = 0, params = 1
         while query[1 + length] != 0 {
@@ -441,6 +454,10 @@ private let uriArrived: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<
             // parses the parameters from it afterwards: cut them off, so
             // none is stored; the handler answers 414.
             UnsafeMutablePointer(mutating: query)[1] = 0
+        } else {
+            // Kept as sent: libmicrohttpd decodes its own copy in place,
+            // and hands on C strings that a %00 cuts short.
+            request.query = Array(UnsafeRawBufferPointer(start: query + 1, count: length))
         }
     }
     return Unmanaged.passRetained(request).toOpaque()
@@ -486,22 +503,22 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
             return queue(
                 HTTPResponse(
                     status: 400, text: "400 Bad Request: \(problem); send GET /metrics without a body.\n", headers: [("Connection", "close")]),
-                on: connection, context)
+                on: connection, context, state)
         }
         if state.uriTooLong {
             return queue(
                 HTTPResponse(status: 414, text: "414 URI Too Long: ifmeter takes no long query strings; send GET /metrics.\n"), on: connection,
-                context)
+                context, state)
         }
         if let length = header(connection, "Content-Length").flatMap(UInt64.init), length > context.limits.maxBodyBytes {
             return queue(
                 HTTPResponse(status: 413, text: "413 Content Too Large: ifmeter takes no request body; send GET /metrics.\n"), on: connection,
-                context)
+                context, state)
         }
         if cifm_tls_client_cert_ok(connection, context.clientAuth.rawValue) != 1 {
             return queue(
                 HTTPResponse(status: 403, text: "403 Forbidden: a client certificate signed by the configured CA is required.\n"), on: connection,
-                context)
+                context, state)
         }
         if let authenticator = context.authenticator.withLock({ $0 }) {
             return authenticate(authenticator, connection, state, context)
@@ -513,15 +530,16 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
         state.authWaiting = false
         switch state.verdict.withLock({ $0 }) {
         case .allowed: return .YES
-        case .refused: return queue(.unauthorized, on: connection, context)
-        case .busy: return queue(.verdict(.busy(retryAfter: 1)), on: connection, context)
-        case .stopping, nil: return queue(.stopping, on: connection, context)
+        case .refused: return queue(.unauthorized, on: connection, context, state)
+        case .busy: return queue(.verdict(.busy(retryAfter: 1)), on: connection, context, state)
+        case .stopping, nil: return queue(.stopping, on: connection, context, state)
         }
     }
     if state.laterWaiting {
         // Resumed with the slow lane's answer.
         state.laterWaiting = false
-        return queue(state.later.withLock { $0 } ?? .stopping, on: connection, context)
+        guard let answer = state.later.withLock({ $0 }) else { return queue(.stopping, on: connection, context, state) }
+        return queue(answer, on: connection, context, state, handled: true)
     }
     if let uploadSize, uploadSize.pointee > 0 {
         state.bodyBytes += UInt64(uploadSize.pointee)
@@ -531,7 +549,7 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
         uploadSize.pointee = 0
         return .YES
     }
-    var headers: [String: String] = [:], query: [String: String] = [:]
+    var headers: [String: String] = [:]
     withUnsafeMutablePointer(to: &headers) { headersPointer in
         _ = MHD.values(
             connection, .HEADER_KIND,
@@ -542,25 +560,20 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
                 return .YES // go on
             }, headersPointer)
     }
-    withUnsafeMutablePointer(to: &query) { queryPointer in
-        _ = MHD.values(
-            connection, .GET_ARGUMENT_KIND,
-            { cls, _, key, value in
-                guard let cls, let key else { return .YES }
-                let dict = cls.assumingMemoryBound(to: [String: String].self)
-                dict.pointee[String(cString: key)] = value.map { String(cString: $0) } ?? ""
-                return .YES // go on
-            }, queryPointer)
-    }
     var path = String(cString: url)
     if let q = path.firstIndex(of: "?") { path = String(path[..<q]) }
     let methodText = String(cString: method)
+    var request = HTTPRequest(method: methodText, path: path, headers: headers)
+    switch QueryString.parse(state.query) {
+    case .success(let query): request.query = query
+    case .failure(let problem): request.queryProblem = problem
+    }
     let response =
         isToken(methodText)
-        ? context.handler(HTTPRequest(method: methodText, path: path, headers: headers, query: query))
+        ? context.handler(request)
         : HTTPResponse(status: 400, text: "400 Bad Request: the request method is not an HTTP token; send GET /metrics.\n")
     if case .later(let work) = response.payload { return answerLater(work, connection, state, context) }
-    return queue(response, on: connection, context)
+    return queue(response, on: connection, context, state, handled: true)
 }
 
 /// A slow answer: the connection is suspended while the slow lane works it
@@ -585,7 +598,7 @@ private func answerLater(_ work: @escaping SlowLane.Work, _ connection: OpaquePo
         return queue(
             HTTPResponse(
                 status: 503, text: "503 Service Unavailable: \(context.slowLane.capacity) slow requests are waiting already; try again later.\n",
-                headers: [("Retry-After", "2")]), on: connection, context)
+                headers: [("Retry-After", "2")]), on: connection, context, state)
     }
     if let id = MHD.connectionID(connection) { context.table.markBusy(id) }
     return .YES
@@ -617,16 +630,16 @@ private func authenticate(
     case .now(.allowed):
         return .YES
     case .now(let verdict):
-        return queue(.verdict(verdict), on: connection, context)
+        return queue(.verdict(verdict), on: connection, context, state)
     case .refusedAfter(let seconds):
-        guard let ticket = suspend() else { return queue(.unauthorized, on: connection, context) }
+        guard let ticket = suspend() else { return queue(.unauthorized, on: connection, context, state) }
         context.waits.finish(ticket, .refused, delayMs: UInt64(max(1, min(seconds, 60) * 1000)), nowMs: monotonicMilliseconds())
         return .YES
     case .verify(let verification):
         // (It cannot wait when the server stops: try again.)
         guard let ticket = suspend() else {
             authenticator.abandon(verification)
-            return queue(.verdict(.busy(retryAfter: 1)), on: connection, context)
+            return queue(.verdict(.busy(retryAfter: 1)), on: connection, context, state)
         }
         authenticator.verify(verification) { [waits = context.waits] verdict in
             let given: AuthWaits.Verdict =
@@ -648,7 +661,13 @@ private func clientKey(_ connection: OpaquePointer) -> BasicAuthenticator.Client
 }
 
 /// Hands `response` to libmicrohttpd for `connection`.
-private func queue(_ response: HTTPResponse, on connection: OpaquePointer, _ context: HTTPServerContext) -> MHD_Result {
+/// A 5xx answer the server gives itself (a refusal, a stop) is counted
+/// as the handler's are (`serverError`); the handler's own (`handled`) it
+/// counts itself.
+private func queue(
+    _ response: HTTPResponse, on connection: OpaquePointer, _ context: HTTPServerContext, _ state: RequestState, handled: Bool = false
+) -> MHD_Result {
+    if response.status >= 500, !handled { context.serverError(state.path, response.status) }
     let mhdResponse: OpaquePointer?
     switch response.payload {
     case .bytes(let bytes):
@@ -663,14 +682,14 @@ private func queue(_ response: HTTPResponse, on connection: OpaquePointer, _ con
         mhdResponse = inflatingResponse(gzipped, size: size, connection, context)
     case .later:
         // (The access handler gives these to the slow lane.)
-        return queue(HTTPResponse(status: 500, text: "500 Internal Server Error: an answer was not worked out\n"), on: connection, context)
+        return queue(HTTPResponse(status: 500, text: "500 Internal Server Error: an answer was not worked out\n"), on: connection, context, state)
     case .events(let channel):
         guard channel.join() else {
             context.logger("refused an event stream (503): \(channel.capacity) pages are following already")
             return queue(
                 HTTPResponse(
                     status: 503, text: "503 Service Unavailable: \(channel.capacity) pages are following this server already; try again later.\n",
-                    headers: [("Retry-After", "10")]), on: connection, context)
+                    headers: [("Retry-After", "10")]), on: connection, context, state)
         }
         context.channels.withLock { channels in if !channels.contains(where: { $0 === channel }) { channels.append(channel) } }
         mhdResponse = eventResponse(channel, connection)
@@ -793,13 +812,17 @@ private func eventResponse(_ channel: EventChannel, _ connection: OpaquePointer)
 
 private let logHandler: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?) -> Void = { cls, message in
     guard let cls, let message else { return }
-    Unmanaged<HTTPServerContext>.fromOpaque(cls).takeUnretainedValue().logger(String(cString: message))
+    let line = String(cString: message)
+    // A page that went away is no error (LibraryLog).
+    guard !LibraryLog.isPageGone(line) else { return }
+    Unmanaged<HTTPServerContext>.fromOpaque(cls).takeUnretainedValue().logger(line)
 }
 
 /// What the C callbacks reach through their `cls` pointer.
 private final class HTTPServerContext: Sendable {
     let handler: HTTPServer.Handler
     let logger: HTTPServer.Logger
+    let serverError: HTTPServer.ServerErrorCounter
     let limits: HTTPLimits
     let clientAuth: HTTPTLSSettings.ClientAuth
     let table: ConnectionTable
@@ -818,11 +841,12 @@ private final class HTTPServerContext: Sendable {
     let retired = Mutex<[BasicAuthenticator]>([])
 
     init(
-        handler: @escaping HTTPServer.Handler, logger: @escaping HTTPServer.Logger, limits: HTTPLimits, tls: HTTPTLSSettings?,
-        authenticator: BasicAuthenticator?
+        handler: @escaping HTTPServer.Handler, logger: @escaping HTTPServer.Logger, serverError: @escaping HTTPServer.ServerErrorCounter,
+        limits: HTTPLimits, tls: HTTPTLSSettings?, authenticator: BasicAuthenticator?
     ) {
         self.handler = handler
         self.logger = logger
+        self.serverError = serverError
         self.limits = limits
         self.clientAuth = tls?.clientAuth ?? .none
         table = ConnectionTable(

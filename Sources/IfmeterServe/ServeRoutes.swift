@@ -1,5 +1,6 @@
 import IfmeterCore
 import IfmeterOutput
+import IfmeterSystem
 
 /// A `/api/v1/usage` request, checked: what `usage --format json` is
 /// asked for.
@@ -61,6 +62,7 @@ public struct ServeRoutes: Sendable {
         self.usageImage = usageImage
         self.log = log
         var expected: [(path: String, status: Int)] = [("/metrics", 500)]
+        if board != nil { expected.append(("/api/v1/events", 503)) }
         if usage != nil { expected += [("/api/v1/usage", 500), ("/api/v1/usage", 503)] }
         if usageImage != nil { expected += [("/usage.png", 500), ("/usage.png", 503)] }
         cache.expectServerErrors(expected)
@@ -77,12 +79,12 @@ public struct ServeRoutes: Sendable {
         HTTPResponse(status: 200, headers: [("Content-Type", "application/json"), ("Cache-Control", "no-store")] + pageHeaders.prefix(2), body: body)
     }
 
-    /// The query of `/api/v1/usage`, or what is wrong with it.
-    public static func usageQuery(_ query: [String: String], image: Bool = false) -> Result<UsageQuery, HTTPError> {
-        let known: Set = ["granularity", "begin", "end", "interface", "limit"]
-        if let unknown = query.keys.sorted().first(where: { !known.contains($0) }) {
-            return .failure(HTTPError("unknown parameter '\(ServeRoutes.shown(unknown))'; use granularity, begin, end, interface or limit"))
-        }
+    /// The query of `/api/v1/usage`, or what is wrong with it: `begin` and
+    /// `end` are read in `zone` as `usage` reads them, and must be in
+    /// order, so that no such mistake reaches the command (whose words
+    /// name its flags, not the query's keys).
+    public static func usageQuery(_ query: [String: String], image: Bool = false, zone: LocalZone = .system) -> Result<UsageQuery, HTTPError> {
+        if let unknown = unknownParameter(query, known: ["granularity", "begin", "end", "interface", "limit"]) { return .failure(unknown) }
         let granularity = query["granularity"] ?? "day"
         let granularities = UsageQuery.granularities + (image ? ["summary"] : [])
         guard granularities.contains(granularity) else {
@@ -99,17 +101,77 @@ public struct ServeRoutes: Sendable {
         if let interface = query["interface"], interface.isEmpty || interface.utf8.count > 256 {
             return .failure(HTTPError("invalid interface: give one interface's name (NS/NAME for another namespace's)"))
         }
+        var bounds: [String: Int64] = [:]
         for key in ["begin", "end"] {
-            if let text = query[key], text.isEmpty || text.utf8.count > 32 {
-                return .failure(
-                    HTTPError("invalid \(key) '\(ServeRoutes.shown(text))': expected a local date or time like 2026-11-01 or 2026-11-01T08:30"))
+            guard let text = query[key] else { continue }
+            if text.isEmpty || text.utf8.count > 32 {
+                return .failure(HTTPError("invalid \(key) '\(ServeRoutes.shown(text))': expected \(LocalZone.localTimeForm)"))
             }
+            guard let time = zone.unix(localDateOrTime: text, end: key == "end") else {
+                return .failure(HTTPError("invalid value '\(ServeRoutes.shown(text))' for '\(key)': expected \(LocalZone.localTimeForm)"))
+            }
+            bounds[key] = time
+        }
+        if let begin = bounds["begin"], let end = bounds["end"], begin >= end {
+            let shown = { (key: String) in ServeRoutes.shown(query[key] ?? "") }
+            return .failure(
+                HTTPError("begin '\(shown("begin"))' is not before end '\(shown("end"))': give begin before end (an end date takes its whole day)"))
         }
         return .success(UsageQuery(granularity: granularity, begin: query["begin"], end: query["end"], interface: query["interface"], limit: limit))
     }
 
+    /// What is wrong with a request's parameters for an endpoint that
+    /// reads `known` keys (none: it takes no parameters), if anything: the
+    /// query string as sent (`QueryString`: a `%00`, a key given twice),
+    /// then any key it does not read. Every endpoint that reads a query
+    /// asks this first; `/metrics` and the page's files read none, and
+    /// leave a query alone (a scrape config's `params`).
+    static func parameterProblem(_ request: HTTPRequest, known: [String], use: String? = nil) -> HTTPError? {
+        request.queryProblem ?? unknownParameter(request.query, known: known, use: use)
+    }
+
+    /// The first key of `query` not in `known`, said with what to use
+    /// instead (`use`, or the known keys).
+    static func unknownParameter(_ query: [String: String], known: [String], use: String? = nil) -> HTTPError? {
+        guard let unknown = query.keys.sorted().first(where: { !known.contains($0) }) else { return nil }
+        let hint =
+            switch known.count {
+            case 0: "\(use ?? "it") takes no parameters"
+            case 1: "use \(use ?? known[0])"
+            default: "use " + known.dropLast().joined(separator: ", ") + " or " + known[known.count - 1]
+            }
+        return HTTPError("unknown parameter '\(ServeRoutes.shown(unknown))'; \(hint)")
+    }
+
+    /// `history` of `/api/v1/interfaces`: 1 or true, 0 or false (absent: no history).
+    static func history(_ text: String?) -> Result<Bool, HTTPError> {
+        switch text {
+        case nil, "0", "false": .success(false)
+        case "1", "true": .success(true)
+        case let text?:
+            .failure(HTTPError("invalid history '\(ServeRoutes.shown(text))'; use history=1 for the last minutes' rates, or leave it out"))
+        }
+    }
+
+    static func badRequest(_ error: HTTPError) -> HTTPResponse { HTTPResponse(status: 400, text: "400 Bad Request: \(error.message).\n") }
+
+    /// The paths serve answers: a 5xx answer's `path` label, any other
+    /// path being `other` (a label is no place for what a client sent).
+    static let servedPaths: Set = [
+        "/", "/metrics", "/dashboard.js", "/dashboard.css", "/usage.png", "/api/v1/interfaces", "/api/v1/events", "/api/v1/usage",
+        "/api/v1/routes",
+    ]
+
+    /// Counts a 5xx answer the HTTP layer gave itself (a full slow lane,
+    /// too many pages following, a stop, logins it cannot check now) as
+    /// the routes' own are counted; the HTTP layer says it in the log.
+    public func countServerError(path: String, status: Int) {
+        cache.countServerError(path: Self.servedPaths.contains(path) ? path : "other", status: status)
+    }
+
     /// The answer to a request; a 5xx one (the server's failure) is counted
-    /// and said in the log with its first line. The usage tables and
+    /// and said in the log with its first line, and the client gets a
+    /// line that names nothing of the server (a file, a library's path). The usage tables and
     /// picture are answered `later`, on the server's slow lane: on a
     /// five-year state file they take seconds, which no HTTP thread (and so
     /// no scrape) waits for.
@@ -123,14 +185,24 @@ public struct ServeRoutes: Sendable {
 
     private func account(_ response: HTTPResponse, path: String) -> HTTPResponse {
         guard response.status >= 500 else { return response }
-        cache.countServerError(path: path, status: response.status)
+        countServerError(path: path, status: response.status)
         if case .bytes(let body) = response.payload {
             let text = String(decoding: UnsafeRawBufferPointer(start: body.base, count: min(body.count, 300)), as: UTF8.self)
             log?("answered \(path) with \(text.split(separator: "\n").first.map(String.init) ?? String(response.status))")
         } else {
             log?("answered \(path) with \(response.status)")
         }
-        return response
+        return Self.withoutDetail(response)
+    }
+
+    /// A 5xx answer as the client gets it: its status and headers (a
+    /// Retry-After), and a line that says where the reason is instead of
+    /// the reason, which may name a file or library of the server.
+    static func withoutDetail(_ response: HTTPResponse) -> HTTPResponse {
+        let reason = response.status == 503 ? "Service Unavailable" : response.status == 500 ? "Internal Server Error" : "Server Error"
+        return HTTPResponse(
+            status: response.status, text: "\(response.status) \(reason): ifmeter could not answer this request; serve's log says why.\n",
+            headers: response.headers.filter { $0.0.lowercased() != "content-type" })
     }
 
     private func route(_ request: HTTPRequest) -> HTTPResponse {
@@ -165,14 +237,17 @@ public struct ServeRoutes: Sendable {
             return HTTPResponse(status: 200, contentType: "text/css; charset=utf-8", text: DashboardAssets.stylesheet, headers: Self.pageHeaders)
         case "/api/v1/interfaces":
             guard let board else { return Self.notServed(request.path) }
-            if let unknown = request.query.keys.sorted().first(where: { $0 != "history" }) {
-                return HTTPResponse(status: 400, text: "400 Bad Request: unknown parameter '\(ServeRoutes.shown(unknown))'; use history=1.\n")
+            if let problem = Self.parameterProblem(request, known: ["history"], use: "history=1") { return Self.badRequest(problem) }
+            switch Self.history(request.query["history"]) {
+            case .success(let history): return Self.json(board.document(history: history))
+            case .failure(let problem): return Self.badRequest(problem)
             }
-            return Self.json(board.document(history: request.query["history"].map { $0 == "1" || $0 == "true" } ?? false))
         case "/api/v1/routes":
+            if let problem = Self.parameterProblem(request, known: [], use: request.path) { return Self.badRequest(problem) }
             return Self.json(HTTPBody(Array(Self.routesDocument(cache.currentRoutes()).utf8)))
         case "/api/v1/events":
             guard let board else { return Self.notServed(request.path) }
+            if let problem = Self.parameterProblem(request, known: [], use: request.path) { return Self.badRequest(problem) }
             board.wake()
             return HTTPResponse(events: board.events, headers: [("X-Accel-Buffering", "no")])
         case "/api/v1/usage":
@@ -180,18 +255,20 @@ public struct ServeRoutes: Sendable {
                 return HTTPResponse(
                     status: 404, text: "404 Not Found: this serve keeps no state file, so it has no usage tables; start it with --state FILE.\n")
             }
+            if let problem = request.queryProblem { return Self.badRequest(problem) }
             switch Self.usageQuery(request.query) {
             case .success(let query): return .later { usage(query) }
-            case .failure(let error): return HTTPResponse(status: 400, text: "400 Bad Request: \(error.message).\n")
+            case .failure(let error): return Self.badRequest(error)
             }
         case "/usage.png":
             guard let usageImage else {
                 return HTTPResponse(
                     status: 404, text: "404 Not Found: this serve keeps no state file, so it draws no usage; start it with --state FILE.\n")
             }
+            if let problem = request.queryProblem { return Self.badRequest(problem) }
             switch Self.usageQuery(request.query, image: true) {
             case .success(let query): return .later { usageImage(query) }
-            case .failure(let error): return HTTPResponse(status: 400, text: "400 Bad Request: \(error.message).\n")
+            case .failure(let error): return Self.badRequest(error)
             }
         default:
             return Self.notServed(request.path)

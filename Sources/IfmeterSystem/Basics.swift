@@ -9,6 +9,10 @@ import CIfmeterLinux
 #endif
 
 extension SystemError {
+    /// A write to a pipe or socket whose reader went away (EPIPE; SIGPIPE
+    /// is ignored, see `ProcessStart`).
+    public var isBrokenPipe: Bool { errno == EPIPE }
+
     /// From errno as the call left it.
     public static func system(_ call: String) -> SystemError {
         system(call, code: currentErrno())

@@ -253,16 +253,17 @@ public func startLoopbackServe(in ns: TestNamespace, port: UInt16, _ extra: [Str
 }
 
 /// Starts `ifmeter serve` in `ns` (every `interval`, plus `extra`; with
-/// `environment` set, its log named `name`) and waits until it says it
-/// listens on `port`. serve says so after its first sample, once its
-/// socket answers: plain HTTP or TLS, with or without basic auth.
+/// `environment` set, its log named `name`; run by `wrapper`, a command
+/// that ends by running its arguments, when given) and waits until it
+/// says it listens on `port`. serve says so after its first sample, once
+/// its socket answers: plain HTTP or TLS, with or without basic auth.
 public func startServe(
     in ns: TestNamespace, port: UInt16 = 9874, interval: String = "300ms", environment: [String: String] = [:],
-    name: String = "serve", _ extra: [String] = []
+    name: String = "serve", wrapper: [String] = [], _ extra: [String] = []
 ) throws -> Background {
     let env = environment.isEmpty ? [] : ["env"] + environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
     let server = try Background(
-        ["ip", "netns", "exec", ns.name] + env + [try ifmeterBinary(), "serve", "--interval", interval] + extra, name: name)
+        ["ip", "netns", "exec", ns.name] + env + wrapper + [try ifmeterBinary(), "serve", "--interval", interval] + extra, name: name)
     _ = try waitFor("ifmeter serve to listen on port \(port)") { () throws -> Bool? in
         try server.requireRunning()
         let said = server.log.split(separator: "\n").contains { $0.contains("listening on http") && $0.contains(":\(port)/metrics") }
