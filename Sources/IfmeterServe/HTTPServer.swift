@@ -219,17 +219,19 @@ public final class HTTPServer: Sendable {
     /// Binds `address` and starts serving. Throws with the reason when the
     /// address cannot be bound (in use, not local, ...).
     /// HTTPS when `tls` is given; every request needs Basic credentials
-    /// `authenticator` allows when one is given (401 otherwise).
+    /// `authenticator` allows when one is given (401 otherwise). Only
+    /// requests whose Host `hosts` allows are answered, when given (421
+    /// otherwise: DNS rebinding).
     public init(
         address: ListenAddress, limits: HTTPLimits = HTTPLimits(), tls: HTTPTLSSettings? = nil,
-        authenticator: BasicAuthenticator? = nil, logger: @escaping Logger, handler: @escaping Handler
+        authenticator: BasicAuthenticator? = nil, hosts: AllowedHosts? = nil, logger: @escaping Logger, handler: @escaping Handler
     ) throws(SystemError) {
         self.address = address
         try Self.loadLibrary()
         if let tls { try Self.check(tls) }
         let fd = try Self.listen(on: address)
         let context = HTTPServerContext(
-            handler: handler, logger: logger, limits: limits, tls: tls, authenticator: authenticator)
+            handler: handler, logger: logger, limits: limits, tls: tls, authenticator: authenticator, hosts: hosts)
         self.context = context
         do throws(SystemError) {
             try context.timer.start { [table = context.table, waits = context.waits] nowMs in
@@ -497,6 +499,11 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
             return queue(
                 HTTPResponse(status: 413, text: "413 Content Too Large: ifmeter takes no request body; send GET /metrics.\n"), on: connection,
                 context)
+        }
+        // Before credentials are checked: a page of a rebinding name has none.
+        if let hosts = context.hosts, case .refused(let given) = hosts.judge(header(connection, "Host")) {
+            context.logger(AllowedHosts.logLine(given))
+            return queue(AllowedHosts.refusal(given), on: connection, context)
         }
         if cifm_tls_client_cert_ok(connection, context.clientAuth.rawValue) != 1 {
             return queue(
@@ -816,11 +823,14 @@ private final class HTTPServerContext: Sendable {
     /// Those replaced: a check they started may still be running on their
     /// pool, so they are kept for the server's life (a reload is rare).
     let retired = Mutex<[BasicAuthenticator]>([])
+    /// The names requests may give in Host (nil: any).
+    let hosts: AllowedHosts?
 
     init(
         handler: @escaping HTTPServer.Handler, logger: @escaping HTTPServer.Logger, limits: HTTPLimits, tls: HTTPTLSSettings?,
-        authenticator: BasicAuthenticator?
+        authenticator: BasicAuthenticator?, hosts: AllowedHosts?
     ) {
+        self.hosts = hosts
         self.handler = handler
         self.logger = logger
         self.limits = limits
