@@ -578,7 +578,7 @@ private func answerLater(_ work: @escaping SlowLane.Work, _ connection: OpaquePo
 {
     let handle = ConnectionHandle(pointer: connection)
     let accepted = context.slowLane.submit(
-        work,
+        work, client: MHD.client(connection),
         suspend: {
             state.laterWaiting = true
             MHD.table.suspend_connection(connection)
@@ -587,11 +587,21 @@ private func answerLater(_ work: @escaping SlowLane.Work, _ connection: OpaquePo
             state.later.withLock { $0 = answer }
             MHD.table.resume_connection(handle.pointer)
         })
-    guard accepted else {
+    switch accepted {
+    case .accepted: break
+    case .full:
         context.logger("refused a slow request (503): \(context.slowLane.capacity) are waiting already")
         return queue(
             HTTPResponse(
                 status: 503, text: "503 Service Unavailable: \(context.slowLane.capacity) slow requests are waiting already; try again later.\n",
+                headers: [("Retry-After", "2")]), on: connection, context)
+    case .clientFull:
+        context.logger("refused a slow request (503): one address has \(context.slowLane.perClient) waiting already")
+        return queue(
+            HTTPResponse(
+                status: 503,
+                text:
+                    "503 Service Unavailable: this address has \(context.slowLane.perClient) slow requests waiting already (the most one address may); try again later.\n",
                 headers: [("Retry-After", "2")]), on: connection, context)
     }
     if let id = MHD.connectionID(connection) { context.table.markBusy(id) }
@@ -672,16 +682,27 @@ private func queue(_ response: HTTPResponse, on connection: OpaquePointer, _ con
         // (The access handler gives these to the slow lane.)
         return queue(HTTPResponse(status: 500, text: "500 Internal Server Error: an answer was not worked out\n"), on: connection, context)
     case .events(let channel):
-        guard channel.join() else {
+        let client = MHD.client(connection)
+        switch channel.join(client: client) {
+        case .joined: break
+        case .full:
             context.logger("refused an event stream (503): \(channel.capacity) pages are following already")
             return queue(
                 HTTPResponse(
                     status: 503, text: "503 Service Unavailable: \(channel.capacity) pages are following this server already; try again later.\n",
                     headers: [("Retry-After", "10")]), on: connection, context)
+        case .clientFull:
+            context.logger("refused an event stream (503): one address follows with \(channel.perClient) pages already")
+            return queue(
+                HTTPResponse(
+                    status: 503,
+                    text:
+                        "503 Service Unavailable: this address follows this server with \(channel.perClient) pages already (the most one address may); close one or try again later.\n",
+                    headers: [("Retry-After", "10")]), on: connection, context)
         }
         context.channels.withLock { channels in if !channels.contains(where: { $0 === channel }) { channels.append(channel) } }
-        mhdResponse = eventResponse(channel, connection)
-        if mhdResponse == nil { channel.leave() }
+        mhdResponse = eventResponse(channel, client, connection)
+        if mhdResponse == nil { channel.leave(client: client) }
     }
     guard let mhdResponse else { return .NO }
     for (name, value) in response.headers { _ = MHD.table.add_response_header(mhdResponse, name, value) }
@@ -750,20 +771,22 @@ private func inflatingResponse(_ gzipped: HTTPBody, size: UInt64, _ connection: 
 /// shared event, and the channel's capacity bounds how many there are.
 private final class EventStreamBody: @unchecked Sendable {
     let channel: EventChannel
+    let client: PeerAddress?
     let connection: ConnectionHandle
     var seen = 0
     // The browser reconnects 2 s after a lost stream.
     var current: HTTPBody? = HTTPBody(Array("retry: 2000\n\n".utf8))
     var offset = 0
 
-    init(_ channel: EventChannel, _ connection: ConnectionHandle) {
+    init(_ channel: EventChannel, _ client: PeerAddress?, _ connection: ConnectionHandle) {
         self.channel = channel
+        self.client = client
         self.connection = connection
     }
 }
 
-private func eventResponse(_ channel: EventChannel, _ connection: OpaquePointer) -> OpaquePointer? {
-    let body = Unmanaged.passRetained(EventStreamBody(channel, ConnectionHandle(pointer: connection)))
+private func eventResponse(_ channel: EventChannel, _ client: PeerAddress?, _ connection: OpaquePointer) -> OpaquePointer? {
+    let body = Unmanaged.passRetained(EventStreamBody(channel, client, ConnectionHandle(pointer: connection)))
     let response = MHD.table.create_callback_response(
         UInt64.max, 16 * 1024, // MHD_SIZE_UNKNOWN: chunked
         { cls, _, buffer, max in
@@ -792,7 +815,8 @@ private func eventResponse(_ channel: EventChannel, _ connection: OpaquePointer)
         body.toOpaque(),
         { cls in
             guard let cls else { return }
-            Unmanaged<EventStreamBody>.fromOpaque(cls).takeRetainedValue().channel.leave()
+            let body = Unmanaged<EventStreamBody>.fromOpaque(cls).takeRetainedValue()
+            body.channel.leave(client: body.client)
         })
     if response == nil { body.release() }
     return response
