@@ -9,8 +9,9 @@ import Synchronization
 /// `Host` (its port ignored, ASCII case ignored, one trailing dot ignored)
 /// is:
 ///
-/// - an IP address (`127.0.0.1`, `[::1]`): a page can only have that
-///   origin by being served from it;
+/// - an IP address (`127.0.0.1`, `[::1]`, or `::1` without brackets as
+///   some clients send it): a page can only have that origin by being
+///   served from it;
 /// - a name of one label (`localhost`, `vm`, a container's service name):
 ///   nobody can have a page of such a name served by DNS (public names
 ///   have a dot; a search domain makes it the local network's own name);
@@ -113,7 +114,14 @@ public final class AllowedHosts: Sendable {
             return (inner.lowercased(), true)
         }
         let parts = host.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count <= 2, parts.count == 1 || isPort(parts[1]) else { return nil }
+        if parts.count > 2 {
+            // An IPv6 address without brackets (some clients send it so),
+            // with a port or not: an address all the same; no name has a colon.
+            let withoutPort = parts.dropLast().joined(separator: ":")
+            for text in [host, withoutPort] where PeerAddress(parsing: text)?.family == .ipv6 { return (text.lowercased(), true) }
+            return nil
+        }
+        guard parts.count == 1 || isPort(parts[1]) else { return nil }
         var name = parts[0].lowercased()
         if name.hasSuffix(".") { name.removeLast() }
         guard !name.isEmpty else { return nil }

@@ -12,7 +12,8 @@ import Testing
 
     @Test func addressesLocalNamesAndTheMachinesNamesAreAnswered() {
         for host in [
-            nil, "127.0.0.1", "127.0.0.1:9874", "10.1.2.3:80", "[::1]", "[::1]:9874", "[2001:db8::1]:1", "[::ffff:127.0.0.1]:9874",
+            nil, "127.0.0.1", "127.0.0.1:9874", "10.1.2.3:80", "[::1]", "[::1]:9874", "[2001:db8::1]:1", "[::ffff:127.0.0.1]:9874", "::1", "::1:9874",
+            "fe80::1",
             "localhost", "localhost:9874", "LOCALHOST", "localhost.", "localhost.:9874", "vm", "x", "prometheus-1:9874",
             "box.example.com", "BOX.EXAMPLE.COM.:9874", "ifmeter.lan.example:9874", "metrics.example.org", "Metrics.Example.Org.:443",
             "scrape.example.net:9874",
@@ -25,7 +26,7 @@ import Testing
         for host in [
             "rebind.attacker.test", "rebind.attacker.test:9874", "REBIND.attacker.test.", "rebind.attacker.test.:9874",
             "127.0.0.1.attacker.test", "localhost.attacker.test", "box.example.com.attacker.test", "example.org", "metrics.example.org.evil",
-            "::1", "[::1", "[::1]x", "[rebind.attacker.test]:80", "[127.0.0.1]", "127.0.0.1:abc", "127.0.0.1:123456", "localhost:1:2", "",
+            "[::1", "[::1]x", "g::1:9874", "[rebind.attacker.test]:80", "[127.0.0.1]", "127.0.0.1:abc", "127.0.0.1:123456", "localhost:1:2", "",
             ":9874", ".",
         ] {
             #expect(hosts.judge(host) == .refused(host), "\(host)")
