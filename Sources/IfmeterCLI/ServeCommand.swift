@@ -40,6 +40,10 @@ struct ServeCommand: Command {
             default: "1024")
         static let webConfig = Option(
             "--web-config", value: "file", help: "TLS and basic auth, in Prometheus exporter-toolkit's web config format (see above).")
+        static let allowHost = ListOption(
+            "--allow-host", value: "name",
+            help:
+                "Also answer requests for this name (the Host a scraper or browser gives, like metrics.example.org); * answers any (see above).")
     }
 
     static let spec = CommandSpec(
@@ -76,6 +80,13 @@ struct ServeCommand: Command {
             to 32 KiB (431), query strings up to 1024 bytes and 32 parameters (414),
             bodies up to 4 KiB (413); plain-text responses being sent hold 32 MiB
             at most together (past it the oldest one's connection is closed).
+
+            Against DNS rebinding (a web page whose name was pointed at this
+            machine reading its answers), a request is answered only when its Host
+            is an IP address, a name without a dot (localhost), the --listen name,
+            the machine's host name or its canonical name, or an --allow-host name
+            (port, case and a trailing dot aside), or has no Host (HTTP/1.0); any
+            other gets 421 and one line.
             """,
         options: [
             ConfigFile.option.spec,
@@ -83,6 +94,7 @@ struct ServeCommand: Command {
             CompatOption.compat.spec,
             Options.maxConnections.spec,
             Options.webConfig.spec,
+            Options.allowHost.spec,
         ] + RemoteWriteOptions.specs + RouteOptions.specsWithoutDefaultProbes + CommonOptions.monitoring)
 
     /// Nil with `--listen none` (push only).
@@ -95,6 +107,8 @@ struct ServeCommand: Command {
     let routes: RouteSettings?
     let webConfig: WebConfig?
     let webConfigPath: String?
+    /// `--allow-host`: names answered beside the addresses and the machine's.
+    let allowedHosts: [String]
     /// With `--config`: the file and command line to read again on SIGHUP.
     var reload: ConfigReload?
 
@@ -118,6 +132,12 @@ struct ServeCommand: Command {
             limits.perClient = max(1, limits.connections / 4)
         }
         self.limits = limits
+        allowedHosts = p[Options.allowHost]
+        for name in allowedHosts where name != "*" && AllowedHosts.normalized(name) == nil {
+            throw p.usage(
+                "invalid value '\(TerminalText.escaped(name))' for '--allow-host <name>': expected a host name like metrics.example.org (letters, digits, '-' and '_' between dots), or * for any"
+            )
+        }
         if !p.has(RouteOptions.probe) { try RouteOptions.check(p) }
         routes = p.has(RouteOptions.probe) ? try RouteOptions.settings(p, command: "serve --probe") : nil
         webConfigPath = p[Options.webConfig]
@@ -229,10 +249,12 @@ struct ServeCommand: Command {
         if let address {
             let routes = ServeRoutes(
                 cache: cache, version: IfmeterCLI.version, board: board, usage: usage, usageImage: usageImage, log: { log.write($0) })
+            let hosts = AllowedHosts(configured: allowedHosts, listen: address)
+            hosts.lookUpCanonicalName()
             do {
                 server = try HTTPServer(
                     address: address, limits: limits, tls: webConfig?.tls,
-                    authenticator: authenticator,
+                    authenticator: authenticator, hosts: hosts,
                     logger: { line in log.write(line) },
                     serverError: routes.countServerError(path:status:),
                     handler: routes.respond(to:))

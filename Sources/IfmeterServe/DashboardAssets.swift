@@ -3,8 +3,13 @@
 /// offline, and the Content-Security-Policy allows only these). Every name
 /// and label goes into the page as text (`textContent`), never as markup.
 /// The page reads `/api/v1/interfaces` once, then follows
-/// `/api/v1/events` (a sample per event; the browser reconnects a lost
-/// stream), and an interface's page reads `/api/v1/usage`.
+/// `/api/v1/events` (a sample per event), and an interface's page reads
+/// `/api/v1/usage`. The stream is read with `fetch`, not EventSource
+/// (which gives up for good on a 503 and hides its Retry-After): after any
+/// failure, a refusal, a lost connection or an end, the page tries again
+/// with backoff (the stream's `retry:` doubled at each failure in a row,
+/// up to 10 s, plus up to a tenth more at random), and never sooner than
+/// a refusal's Retry-After; a sample read starts the backoff again.
 enum DashboardAssets {
     /// No script, style, image or connection but this server's own; no
     /// frame, base or form target.
@@ -407,9 +412,69 @@ enum DashboardAssets {
               status("Cannot read /api/v1/interfaces: " + error.message);
             }
             route();
-            const events = new EventSource("/api/v1/events");
-            events.addEventListener("sample", (event) => onEvent(JSON.parse(event.data)));
-            events.addEventListener("error", () => status("Connection lost; reconnecting…"));
+            follow();
+          }
+
+          // The sample stream (/api/v1/events), read with fetch so that a
+          // refusal's status, line and Retry-After are seen; after any
+          // failure the page tries again: the stream's retry (2 s) doubled
+          // at each failure in a row, at most 10 s, a tenth more at random
+          // (pages refused together do not come back together), and never
+          // sooner than Retry-After says. A sample read resets the backoff.
+          const stream = { base: 2000, failures: 0 };
+          function retryDelay(retryAfter) {
+            stream.failures += 1;
+            const backoff = Math.min(10000, stream.base * Math.pow(2, stream.failures - 1));
+            const wait = Math.max(backoff, Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : 0);
+            return Math.round(wait * (1 + Math.random() * 0.1));
+          }
+          async function follow() {
+            let wait, why;
+            try {
+              const response = await fetch("/api/v1/events", { credentials: "same-origin", cache: "no-store", headers: { Accept: "text/event-stream" } });
+              if (response.ok && response.body) {
+                document.body.dataset.stream = "open";
+                await readEvents(response.body.getReader());
+                why = "The stream ended";
+              } else {
+                why = ((await response.text()).split("\n")[0] || "HTTP " + response.status).replace(/[.;]\s*$/, "");
+                wait = retryDelay(Number(response.headers.get("Retry-After")));
+              }
+            } catch (error) {
+              why = "Connection lost";
+            }
+            if (wait === undefined) wait = retryDelay(NaN);
+            document.body.dataset.stream = "waiting";
+            status(why + "; trying again in " + Math.ceil(wait / 1000) + " s…");
+            setTimeout(follow, wait);
+          }
+          async function readEvents(reader) {
+            const decoder = new TextDecoder();
+            let buffer = "";
+            for (;;) {
+              const { value, done } = await reader.read();
+              if (done) return;
+              buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
+              let end;
+              while ((end = buffer.indexOf("\n\n")) >= 0) {
+                const block = buffer.slice(0, end);
+                buffer = buffer.slice(end + 2);
+                let type = "message";
+                const data = [];
+                for (const line of block.split("\n")) {
+                  const colon = line.indexOf(":");
+                  const field = colon < 0 ? line : line.slice(0, colon);
+                  const text = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+                  if (field === "event") type = text;
+                  else if (field === "data") data.push(text);
+                  else if (field === "retry" && /^[0-9]+$/.test(text)) stream.base = Math.max(100, Number(text));
+                }
+                if (type === "sample" && data.length) {
+                  stream.failures = 0;
+                  onEvent(JSON.parse(data.join("\n")));
+                }
+              }
+            }
           }
           start();
         })();

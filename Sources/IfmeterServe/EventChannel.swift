@@ -1,3 +1,4 @@
+import IfmeterSystem
 import Synchronization
 
 /// Server-Sent Events to any number of listeners: each gets the newest
@@ -23,29 +24,59 @@ public final class EventChannel: Sendable {
         var event: HTTPBody?
         var waiting: [@Sendable () -> Void] = []
         var listeners = 0
+        var byClient: [PeerAddress: Int] = [:]
         var stopped = false
     }
 
     private let state = Mutex(State())
     /// At most this many listeners at once (a page each): more are refused.
     public let capacity: Int
+    /// At most this many of them from one client address, so that one
+    /// address cannot take every place (a quarter, as for connections).
+    public let perClient: Int
 
-    public init(capacity: Int = 256) { self.capacity = capacity }
+    public init(capacity: Int = 256, perClient: Int? = nil) {
+        self.capacity = capacity
+        self.perClient = perClient ?? max(1, capacity / 4)
+    }
 
     /// Listeners now.
     public var listeners: Int { state.withLock { $0.listeners } }
 
-    /// A new listener, unless the channel is full or stopped.
-    public func join() -> Bool {
+    /// What `join` says.
+    public enum Join: Sendable, Equatable {
+        case joined
+        /// `capacity` listen already (or the channel stopped).
+        case full
+        /// `perClient` listen from this client's address already.
+        case clientFull
+    }
+
+    /// A new listener from `client` (nil: an address unknown, counted only
+    /// against the capacity), unless the channel, or this client's share
+    /// of it, is full, or it stopped.
+    public func join(client: PeerAddress?) -> Join {
         state.withLock { state in
-            guard !state.stopped, state.listeners < capacity else { return false }
+            guard !state.stopped, state.listeners < capacity else { return .full }
+            if let client {
+                guard state.byClient[client, default: 0] < perClient else { return .clientFull }
+                state.byClient[client, default: 0] += 1
+            }
             state.listeners += 1
-            return true
+            return .joined
         }
     }
 
-    /// A listener went (its connection closed).
-    public func leave() { state.withLock { $0.listeners -= 1 } }
+    /// A new listener of no known address.
+    public func join() -> Bool { join(client: nil) == .joined }
+
+    /// A listener went (its connection closed); `client` as it joined.
+    public func leave(client: PeerAddress? = nil) {
+        state.withLock { state in
+            state.listeners -= 1
+            if let client, let n = state.byClient[client] { state.byClient[client] = n > 1 ? n - 1 : nil }
+        }
+    }
 
     /// Sends `data` (one line: no line breaks) to every listener.
     public func publish(_ data: HTTPBody) {

@@ -226,18 +226,20 @@ public final class HTTPServer: Sendable {
     /// Binds `address` and starts serving. Throws with the reason when the
     /// address cannot be bound (in use, not local, ...).
     /// HTTPS when `tls` is given; every request needs Basic credentials
-    /// `authenticator` allows when one is given (401 otherwise).
+    /// `authenticator` allows when one is given (401 otherwise). Only
+    /// requests whose Host `hosts` allows are answered, when given (421
+    /// otherwise: DNS rebinding).
     public init(
         address: ListenAddress, limits: HTTPLimits = HTTPLimits(), tls: HTTPTLSSettings? = nil,
-        authenticator: BasicAuthenticator? = nil, logger: @escaping Logger, serverError: @escaping ServerErrorCounter = { _, _ in },
-        handler: @escaping Handler
+        authenticator: BasicAuthenticator? = nil, hosts: AllowedHosts? = nil, logger: @escaping Logger,
+        serverError: @escaping ServerErrorCounter = { _, _ in }, handler: @escaping Handler
     ) throws(SystemError) {
         self.address = address
         try Self.loadLibrary()
         if let tls { try Self.check(tls) }
         let fd = try Self.listen(on: address)
         let context = HTTPServerContext(
-            handler: handler, logger: logger, serverError: serverError, limits: limits, tls: tls, authenticator: authenticator)
+            handler: handler, logger: logger, serverError: serverError, limits: limits, tls: tls, authenticator: authenticator, hosts: hosts)
         self.context = context
         do throws(SystemError) {
             try context.timer.start { [table = context.table, waits = context.waits] nowMs in
@@ -515,6 +517,11 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
                 HTTPResponse(status: 413, text: "413 Content Too Large: ifmeter takes no request body; send GET /metrics.\n"), on: connection,
                 context, state)
         }
+        // Before credentials are checked: a page of a rebinding name has none.
+        if let hosts = context.hosts, case .refused(let given) = hosts.judge(header(connection, "Host")) {
+            context.logger(AllowedHosts.logLine(given))
+            return queue(AllowedHosts.refusal(given), on: connection, context, state)
+        }
         if cifm_tls_client_cert_ok(connection, context.clientAuth.rawValue) != 1 {
             return queue(
                 HTTPResponse(status: 403, text: "403 Forbidden: a client certificate signed by the configured CA is required.\n"), on: connection,
@@ -584,7 +591,7 @@ private func answerLater(_ work: @escaping SlowLane.Work, _ connection: OpaquePo
 {
     let handle = ConnectionHandle(pointer: connection)
     let accepted = context.slowLane.submit(
-        work,
+        work, client: MHD.client(connection),
         suspend: {
             state.laterWaiting = true
             MHD.table.suspend_connection(connection)
@@ -593,11 +600,21 @@ private func answerLater(_ work: @escaping SlowLane.Work, _ connection: OpaquePo
             state.later.withLock { $0 = answer }
             MHD.table.resume_connection(handle.pointer)
         })
-    guard accepted else {
+    switch accepted {
+    case .accepted: break
+    case .full:
         context.logger("refused a slow request (503): \(context.slowLane.capacity) are waiting already")
         return queue(
             HTTPResponse(
                 status: 503, text: "503 Service Unavailable: \(context.slowLane.capacity) slow requests are waiting already; try again later.\n",
+                headers: [("Retry-After", "2")]), on: connection, context, state)
+    case .clientFull:
+        context.logger("refused a slow request (503): one address has \(context.slowLane.perClient) waiting already")
+        return queue(
+            HTTPResponse(
+                status: 503,
+                text:
+                    "503 Service Unavailable: this address has \(context.slowLane.perClient) slow requests waiting already (the most one address may); try again later.\n",
                 headers: [("Retry-After", "2")]), on: connection, context, state)
     }
     if let id = MHD.connectionID(connection) { context.table.markBusy(id) }
@@ -684,16 +701,27 @@ private func queue(
         // (The access handler gives these to the slow lane.)
         return queue(HTTPResponse(status: 500, text: "500 Internal Server Error: an answer was not worked out\n"), on: connection, context, state)
     case .events(let channel):
-        guard channel.join() else {
+        let client = MHD.client(connection)
+        switch channel.join(client: client) {
+        case .joined: break
+        case .full:
             context.logger("refused an event stream (503): \(channel.capacity) pages are following already")
             return queue(
                 HTTPResponse(
                     status: 503, text: "503 Service Unavailable: \(channel.capacity) pages are following this server already; try again later.\n",
                     headers: [("Retry-After", "10")]), on: connection, context, state)
+        case .clientFull:
+            context.logger("refused an event stream (503): one address follows with \(channel.perClient) pages already")
+            return queue(
+                HTTPResponse(
+                    status: 503,
+                    text:
+                        "503 Service Unavailable: this address follows this server with \(channel.perClient) pages already (the most one address may); close one or try again later.\n",
+                    headers: [("Retry-After", "10")]), on: connection, context, state)
         }
         context.channels.withLock { channels in if !channels.contains(where: { $0 === channel }) { channels.append(channel) } }
-        mhdResponse = eventResponse(channel, connection)
-        if mhdResponse == nil { channel.leave() }
+        mhdResponse = eventResponse(channel, client, connection)
+        if mhdResponse == nil { channel.leave(client: client) }
     }
     guard let mhdResponse else { return .NO }
     for (name, value) in response.headers { _ = MHD.table.add_response_header(mhdResponse, name, value) }
@@ -762,20 +790,22 @@ private func inflatingResponse(_ gzipped: HTTPBody, size: UInt64, _ connection: 
 /// shared event, and the channel's capacity bounds how many there are.
 private final class EventStreamBody: @unchecked Sendable {
     let channel: EventChannel
+    let client: PeerAddress?
     let connection: ConnectionHandle
     var seen = 0
     // The browser reconnects 2 s after a lost stream.
     var current: HTTPBody? = HTTPBody(Array("retry: 2000\n\n".utf8))
     var offset = 0
 
-    init(_ channel: EventChannel, _ connection: ConnectionHandle) {
+    init(_ channel: EventChannel, _ client: PeerAddress?, _ connection: ConnectionHandle) {
         self.channel = channel
+        self.client = client
         self.connection = connection
     }
 }
 
-private func eventResponse(_ channel: EventChannel, _ connection: OpaquePointer) -> OpaquePointer? {
-    let body = Unmanaged.passRetained(EventStreamBody(channel, ConnectionHandle(pointer: connection)))
+private func eventResponse(_ channel: EventChannel, _ client: PeerAddress?, _ connection: OpaquePointer) -> OpaquePointer? {
+    let body = Unmanaged.passRetained(EventStreamBody(channel, client, ConnectionHandle(pointer: connection)))
     let response = MHD.table.create_callback_response(
         UInt64.max, 16 * 1024, // MHD_SIZE_UNKNOWN: chunked
         { cls, _, buffer, max in
@@ -804,7 +834,8 @@ private func eventResponse(_ channel: EventChannel, _ connection: OpaquePointer)
         body.toOpaque(),
         { cls in
             guard let cls else { return }
-            Unmanaged<EventStreamBody>.fromOpaque(cls).takeRetainedValue().channel.leave()
+            let body = Unmanaged<EventStreamBody>.fromOpaque(cls).takeRetainedValue()
+            body.channel.leave(client: body.client)
         })
     if response == nil { body.release() }
     return response
@@ -839,11 +870,14 @@ private final class HTTPServerContext: Sendable {
     /// Those replaced: a check they started may still be running on their
     /// pool, so they are kept for the server's life (a reload is rare).
     let retired = Mutex<[BasicAuthenticator]>([])
+    /// The names requests may give in Host (nil: any).
+    let hosts: AllowedHosts?
 
     init(
         handler: @escaping HTTPServer.Handler, logger: @escaping HTTPServer.Logger, serverError: @escaping HTTPServer.ServerErrorCounter,
-        limits: HTTPLimits, tls: HTTPTLSSettings?, authenticator: BasicAuthenticator?
+        limits: HTTPLimits, tls: HTTPTLSSettings?, authenticator: BasicAuthenticator?, hosts: AllowedHosts?
     ) {
+        self.hosts = hosts
         self.handler = handler
         self.logger = logger
         self.serverError = serverError

@@ -37,3 +37,23 @@ public func localeUsesUTF8(_ lookup: (String) -> String? = environment) -> Bool 
     }
     return false
 }
+
+/// The canonical name the resolver gives `name` (getaddrinfo's
+/// AI_CANONNAME: `/etc/hosts`' first name for an address, or DNS's), nil
+/// when it gives none or the same. It may wait for DNS: call it off any
+/// path that must not wait.
+public func canonicalHostName(_ name: String) -> String? {
+    var hints = addrinfo()
+    hints.ai_flags = AI_CANONNAME
+    #if canImport(Glibc)
+    hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+    #else
+    hints.ai_socktype = SOCK_STREAM
+    #endif
+    var result: UnsafeMutablePointer<addrinfo>?
+    guard getaddrinfo(name, nil, &hints, &result) == 0, let first = result else { return nil }
+    defer { freeaddrinfo(result) }
+    guard let canonical = first.pointee.ai_canonname else { return nil }
+    let text = String(cString: canonical)
+    return text.isEmpty || text == name ? nil : text
+}

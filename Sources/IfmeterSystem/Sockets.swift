@@ -90,6 +90,19 @@ public struct PeerAddress: Sendable, Hashable {
         self.bytes = bytes
     }
 
+    /// An IPv4 or IPv6 address as `inet_pton` reads it (`127.0.0.1`,
+    /// `::1`; no brackets, no zone); nil for anything else.
+    public init?(parsing text: String) {
+        var v4 = in_addr()
+        if inet_pton(AF_INET, text, &v4) == 1 {
+            self.init(family: .ipv4, bytes: withUnsafeBytes(of: &v4) { Array($0) })
+            return
+        }
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET6, text, &v6) == 1 else { return nil }
+        self.init(family: .ipv6, bytes: withUnsafeBytes(of: &v6) { Array($0) })
+    }
+
     /// From a `struct sockaddr` (AF_INET or AF_INET6); nil for others.
     public init?(sockaddr raw: UnsafeRawPointer) {
         let family = raw.load(as: sockaddr.self).sa_family

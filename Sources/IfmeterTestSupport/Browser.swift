@@ -80,7 +80,13 @@ public final class Browser {
     /// viewport. TLS: certificates are checked as usual, except that those
     /// of `trusting` (PEM files) are accepted for their public key, and
     /// every error is ignored with `ignoreCertificateErrors`.
-    public init(in namespace: TestNamespace? = nil, trusting certificates: [String] = [], ignoreCertificateErrors: Bool = false) throws {
+    /// `hostResolverRules` is Chromium's `--host-resolver-rules` (`MAP
+    /// rebind.attacker.test 127.0.0.1`: that name resolves to that address,
+    /// as a DNS rebinding attacker's would).
+    public init(
+        in namespace: TestNamespace? = nil, trusting certificates: [String] = [], ignoreCertificateErrors: Bool = false,
+        hostResolverRules: String? = nil
+    ) throws {
         _ = ignoreSIGPIPE
         temporaryDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-browser-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: temporaryDirectory, withIntermediateDirectories: true)
@@ -93,6 +99,7 @@ public final class Browser {
             ]
             for certificate in certificates { arguments += ["--trust-spki", try Self.publicKeyHash(certificate)] }
             if ignoreCertificateErrors { arguments.append("--ignore-certificate-errors") }
+            if let hostResolverRules { arguments += ["--host-resolver-rules", hostResolverRules] }
             if let namespace { arguments = ["ip", "netns", "exec", namespace.name] + arguments }
             func pipePair() throws -> (read: Int32, write: Int32) {
                 let pipe = try closeOnExecPipe()

@@ -20,7 +20,7 @@ struct EventStreamLimitTests {
     /// A stream opened from `source` (a loopback address of `ns`): the
     /// socket and the status of its response's head, which is read whole
     /// and no further (the socket stays open, following the stream).
-    static func openStream(_ ns: TestNamespace, from source: String) throws -> (fd: Int32, status: Int) {
+    static func openStream(_ ns: TestNamespace, from source: String, port: UInt16 = port) throws -> (fd: Int32, status: Int) {
         let fd = try RawHTTP.connect("127.0.0.1", port, in: ns.name, from: source)
         do {
             try RawHTTP.send(fd, "GET /api/v1/events HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nAccept: text/event-stream\r\n\r\n")

@@ -1,4 +1,5 @@
 import IfmeterServe
+import IfmeterSystem
 import Synchronization
 import Testing
 
@@ -75,5 +76,28 @@ import Testing
         #expect(!channel.join(), "a stopped channel takes no listener")
         channel.publish(HTTPBody(Array("late".utf8)))
         #expect(listeners.allSatisfy { $0.resumed.withLock { $0 } == 1 }, "nobody is resumed twice")
+    }
+
+    /// One address takes at most its share (a quarter); another address
+    /// still joins while it holds it, and a leaver frees its own share.
+    @Test func oneAddressTakesAQuarterAndAnotherStillJoins() {
+        let channel = EventChannel(capacity: 8)
+        #expect(channel.perClient == 2)
+        let a = PeerAddress(family: .ipv4, bytes: [127, 0, 0, 2])
+        let b = PeerAddress(family: .ipv4, bytes: [127, 0, 0, 3])
+        #expect(channel.join(client: a) == .joined)
+        #expect(channel.join(client: a) == .joined)
+        #expect((0..<10).allSatisfy { _ in channel.join(client: a) == .clientFull }, "260 tries or 10: still two")
+        #expect(channel.join(client: b) == .joined)
+        #expect(channel.listeners == 3)
+        channel.leave(client: a)
+        #expect(channel.join(client: a) == .joined)
+        #expect(channel.join(client: b) == .joined)
+        // The whole channel full: every address is refused, its own share or not.
+        #expect(channel.listeners == 4)
+        let others = (4...8).map { PeerAddress(family: .ipv4, bytes: [127, 0, 0, UInt8($0)]) }
+        #expect(others.prefix(4).allSatisfy { channel.join(client: $0) == .joined })
+        #expect(channel.listeners == 8)
+        #expect(channel.join(client: others[4]) == .full)
     }
 }

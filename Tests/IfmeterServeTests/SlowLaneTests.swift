@@ -77,6 +77,36 @@ import Testing
         #expect(!submit(205), "nothing is taken after a stop")
     }
 
+    /// One address holds at most its share of the places (waiting or being
+    /// worked out): its next is refused while another address's is taken;
+    /// an answer frees its place.
+    @Test func oneAddressHoldsAtMostItsShare() throws {
+        let lane = SlowLane(capacity: 8, stopping: Self.stopping)
+        #expect(lane.perClient == 2)
+        let gate = Gate()
+        let answers = Answers()
+        let a = PeerAddress(family: .ipv4, bytes: [127, 0, 0, 2])
+        let b = PeerAddress(family: .ipv4, bytes: [127, 0, 0, 3])
+        func submit(_ status: Int, _ client: PeerAddress) -> SlowLane.Admission {
+            lane.submit(
+                {
+                    gate.wait()
+                    return HTTPResponse(status: status, text: "\(status)\n")
+                }, client: client, suspend: {}, resume: { answers.add($0) })
+        }
+        #expect(submit(201, a) == .accepted)
+        #expect(submit(202, a) == .accepted)
+        #expect(submit(203, a) == .clientFull, "a third from one address")
+        #expect(submit(204, b) == .accepted, "another address's")
+        #expect(lane.pending == 3)
+        gate.release()
+        _ = try waitFor("every answer") { answers.statuses.count == 3 ? true : nil }
+        #expect(answers.statuses == [201, 202, 204])
+        #expect(submit(205, a) == .accepted, "answered, its places are free again")
+        _ = try waitFor("that answer") { answers.statuses.count == 4 ? true : nil }
+        lane.close()
+    }
+
     /// A free port on loopback (bound, then let go: the server takes it).
     static func freePort() throws -> UInt16 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
