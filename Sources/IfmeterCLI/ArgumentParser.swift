@@ -258,6 +258,9 @@ public struct ParsedArguments: Sendable {
     private var values: [String: [String]] = [:]
     private var flags: Set<String> = []
     public var positionals: [String] = []
+    /// The options a config file gave (the command line did not): the
+    /// files they name are checked as the state file is.
+    public var fromConfigFile: Set<String> = []
     /// `--help` or `-h` was given.
     public var wantsHelp: Bool { self[CommandSpec.helpFlag] }
 

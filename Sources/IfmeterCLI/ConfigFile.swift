@@ -98,7 +98,7 @@ struct ConfigFile {
     /// (exit 65); a file that cannot be read is a usage error (64).
     static func load(_ path: String) throws(CLIError) -> ConfigFile {
         do throws(ConfigLoadError) {
-            return try YAML.load(path) { root, _ throws(ConfigError) in
+            return try YAML.load(path, foreignAllowed: CommandLinePath.allowForeign) { root, _ throws(ConfigError) in
                 var file = ConfigFile(path: path)
                 for entry in try root?.mapping("the config file") ?? [] {
                     if let section = sections.first(where: { $0.name == entry.key }) {
@@ -117,6 +117,8 @@ struct ConfigFile {
                 throw .usage("cannot read the config file \(path): \(cause.message)", command: "ifmeter")
             case .invalid(let location, let message):
                 throw .data("\(location): \(message); see 'ifmeter config check' and docs/config.md")
+            case .refused(let location, let message):
+                throw CommandLinePath.refusedSettings("the config file", at: location, message)
             }
         }
     }
@@ -209,7 +211,8 @@ struct ConfigFile {
     {
         let added = self.arguments(for: type.spec, besides: given)
         do {
-            let parsed = try ParsedArguments.parse(added + arguments, spec: type.spec)
+            var parsed = try ParsedArguments.parse(added + arguments, spec: type.spec)
+            parsed.fromConfigFile = Set(settings(for: type.spec).map { "--" + $0.key }.filter { !given.has(long: $0) })
             return (try type.init(parsed), parsed)
         } catch {
             guard case .usage(let message, _) = error, let setting = location(of: message, spec: type.spec, besides: given) else { throw error }
@@ -239,7 +242,7 @@ struct ConfigCommand: Command {
             option's values; true turns a flag on. Flags on the command line
             override the file. See docs/config.md.
             """,
-        options: [],
+        options: [CommandLinePath.allowForeignFiles.spec],
         positionals: [
             PositionalSpec("action", help: "check."),
             PositionalSpec("file", help: "The config file (default /etc/ifmeter/ifmeter.yml).", optional: true),
@@ -279,7 +282,8 @@ struct ConfigCommand: Command {
                 out += "\nnote: no json, json-lines or textfile for export in this file: give one on its command line\n"
             }
             let given = try ParsedArguments.parse(unit, spec: spec)
-            _ = try file.command(type, given, arguments: unit)
+            // Its targets too, as export checks them before writing.
+            _ = try (file.command(type, given, arguments: unit) as? ExportCommand)?.checkedTargets()
             var settings = file.settings(for: spec)
             if name == "serve", let state = settings.first(where: { $0.key == "state" }) {
                 out += "\nnote: line \(state.line): the service's unit gives --state /var/lib/ifmeter/state.db, which overrides 'state'\n"

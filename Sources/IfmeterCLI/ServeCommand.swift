@@ -123,7 +123,7 @@ struct ServeCommand: Command {
         webConfigPath = p[Options.webConfig]
         webConfig = try webConfigPath.map { path throws(CLIError) in
             do throws(WebConfig.LoadError) {
-                return try WebConfig.load(path)
+                return try WebConfig.load(path, foreignAllowed: CommandLinePath.allowForeign)
             } catch {
                 switch error {
                 case .unreadable(let cause):
@@ -132,6 +132,8 @@ struct ServeCommand: Command {
                         command: Self.spec.name)
                 case .invalid(let location, let message):
                     throw .data("web config \(location): \(message)")
+                case .refused(let location, let message):
+                    throw CommandLinePath.refusedSettings("the web config", at: location, message)
                 }
             }
         }

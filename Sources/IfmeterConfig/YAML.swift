@@ -2,14 +2,28 @@ import CYAML
 import IfmeterCore
 import IfmeterSystem
 
-/// A problem in a configuration file, at a line when known.
+/// A problem in a configuration file, at a line (and a column) when known.
 public struct ConfigError: Error, Equatable, Sendable {
     public var line: Int?
+    /// 1-based, in characters: said where the line itself is not repeated.
+    public var column: Int?
     public var message: String
+    /// A file it names is one another user could change
+    /// (`SettingsFile.check`): refused, as a state file is (exit 1), not
+    /// bad data.
+    public var refused: Bool
 
-    public init(line: Int?, message: String) {
+    public init(line: Int?, column: Int? = nil, message: String, refused: Bool = false) {
         self.line = line
+        self.column = column
         self.message = message
+        self.refused = refused
+    }
+
+    /// `path:line` or `path:line:column` (`path` alone without a line).
+    public func location(in path: String) -> String {
+        guard let line else { return path }
+        return "\(path):\(line)" + (column.map { ":\($0)" } ?? "")
     }
 }
 
@@ -20,6 +34,9 @@ public enum ConfigLoadError: Error, Sendable {
     case unreadable(SystemError)
     /// What it holds is wrong, at `location` (`path:line`).
     case invalid(location: String, message: String)
+    /// It, or a file it names (at `location`), is one another user could
+    /// change: refused (`SettingsFile.check`).
+    case refused(location: String, message: String)
 }
 
 /// A YAML document as a tree, every node with its line: what libyaml
@@ -183,12 +200,21 @@ public enum YAML {
         return ConfigError(line: line, message: "\(hint) (\(words))")
     }
 
-    /// Reads `path` (at most 1 MiB, a regular file) and gives its root and
-    /// its folder (which relative file names in it are relative to) to
-    /// `read`; an error comes back as `path:line: message`.
+    /// Reads `path` (at most 1 MiB, a regular file) and gives its
+    /// root and its folder (which relative file names in it are relative
+    /// to) to `read`; an error comes back as `path:line: message`. The file
+    /// must be one no other user could change (`SettingsFile.check`),
+    /// unless `foreignAllowed` (`--allow-foreign-files`).
     public static func load<Config>(
-        _ path: String, _ read: (YAMLNode?, String) throws(ConfigError) -> Config
+        _ path: String, foreignAllowed: Bool = false, _ read: (YAMLNode?, String) throws(ConfigError) -> Config
     ) throws(ConfigLoadError) -> Config {
+        if !foreignAllowed {
+            do throws(SystemError) {
+                try SettingsFile.check(path)
+            } catch {
+                throw .refused(location: path, message: "\(error.call): \(error.message)")
+            }
+        }
         let text: String
         do throws(SystemError) {
             text = try readTextFile(path)
@@ -199,7 +225,8 @@ public enum YAML {
         do throws(ConfigError) {
             return try read(try parse(text), folder)
         } catch {
-            throw .invalid(location: error.line.map { "\(path):\($0)" } ?? path, message: error.message)
+            let location = error.location(in: path)
+            throw error.refused ? .refused(location: location, message: error.message) : .invalid(location: location, message: error.message)
         }
     }
 }

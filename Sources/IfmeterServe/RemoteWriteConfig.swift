@@ -67,22 +67,35 @@ public struct RemoteWriteConfig: Sendable {
         }
     }
 
-    public static func load(_ path: String) throws(LoadError) -> RemoteWriteConfig {
-        try YAML.load(path) { root, folder throws(ConfigError) in try read(root?.mapping("the remote write config") ?? [], folder: folder) }
+    /// Reads and checks `path`: it and the files it names must be ones no
+    /// other user could change (`SettingsFile.check`), unless
+    /// `foreignAllowed`.
+    public static func load(_ path: String, foreignAllowed: Bool = false) throws(LoadError) -> RemoteWriteConfig {
+        try YAML.load(path, foreignAllowed: foreignAllowed) { root, folder throws(ConfigError) in
+            try read(root?.mapping("the remote write config") ?? [], folder: folder, foreignAllowed: foreignAllowed)
+        }
     }
 
-    public static func parse(_ text: String, folder: String) throws(WebConfigError) -> RemoteWriteConfig {
-        try read(try YAML.parse(text)?.mapping("the remote write config") ?? [], folder: folder)
+    public static func parse(_ text: String, folder: String, foreignAllowed: Bool = false) throws(WebConfigError) -> RemoteWriteConfig {
+        try read(try YAML.parse(text)?.mapping("the remote write config") ?? [], folder: folder, foreignAllowed: foreignAllowed)
     }
 
     /// The settings in a mapping's entries (a file's, or a target's in the
     /// main config); relative file names start at `folder`.
-    public static func read(_ entries: [YAMLEntry], folder: String) throws(WebConfigError) -> RemoteWriteConfig {
+    public static func read(_ entries: [YAMLEntry], folder: String, foreignAllowed: Bool = false) throws(WebConfigError) -> RemoteWriteConfig {
         var config = RemoteWriteConfig()
         func file(_ entry: YAMLEntry) throws(WebConfigError) -> String {
             let name = try entry.string()
             guard !name.isEmpty else { throw WebConfigError(line: entry.line, message: "'\(entry.key)' names no file") }
-            return name.hasPrefix("/") ? name : folder + "/" + name
+            let path = name.hasPrefix("/") ? name : folder + "/" + name
+            if !foreignAllowed {
+                do throws(SystemError) {
+                    try SettingsFile.check(path)
+                } catch {
+                    throw WebConfigError(line: entry.line, message: "\(entry.key) '\(path)': \(error.call): \(error.message)", refused: true)
+                }
+            }
+            return path
         }
         for entry in entries {
             switch entry.key {

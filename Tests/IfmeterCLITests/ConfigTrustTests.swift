@@ -1,0 +1,228 @@
+import Foundation
+import IfmeterCore
+import IfmeterTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 45, part 2: a config file, and every file it names, is trusted as
+/// a state file is: another user's, or one others may write, or one reached
+/// through another user's link or folder, is refused at start (exit 1, one
+/// line naming the file and what is wrong), used with
+/// `--allow-foreign-files`, and left aside by SIGHUP (the running config
+/// stays).
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
+struct ConfigTrustTests {
+    /// `nobody`: another user, who owns what the tests plant.
+    static let nobody: UInt32 = 65534
+
+    /// A fresh folder of root's, 0755.
+    func folder() throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-trust-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        chmod(path, 0o755)
+        return path
+    }
+
+    func write(_ path: String, _ text: String, mode: mode_t = 0o644, owner: UInt32? = nil) throws {
+        try text.write(toFile: path, atomically: false, encoding: .utf8)
+        #expect(chmod(path, mode) == 0)
+        if let owner { #expect(chown(path, owner, owner) == 0) }
+    }
+
+    /// Runs ifmeter in `ns` until it exits on its own, or until serve says
+    /// it listens (then it is stopped): its status, its log, and whether it
+    /// started.
+    func start(_ arguments: [String], in ns: TestNamespace) throws -> (status: Int32, log: String, started: Bool) {
+        let process = try Background(["ip", "netns", "exec", ns.name, try ifmeterBinary()] + arguments, name: "trust")
+        _ = try waitFor("ifmeter \(arguments[0]) to refuse or start") { () -> Bool? in
+            !process.process.isRunning || process.log.contains("listening on http") ? true : nil
+        }
+        let started = process.process.isRunning
+        return (process.stop(), process.log, started)
+    }
+
+    /// The one error line of a refusal: it names `file` and says `problem`.
+    func expectRefused(_ result: (status: Int32, log: String, started: Bool), _ file: String, _ problem: String, _ what: String) {
+        #expect(!result.started && result.status == 1, "\(what): refused, exit 1: \(result.log)")
+        let lines = result.log.split(separator: "\n")
+        #expect(lines.count == 1, "\(what): one line: \(result.log)")
+        #expect(result.log.hasPrefix("Error: cannot use ") && result.log.contains(file), "\(what): names \(file): \(result.log)")
+        #expect(result.log.contains(problem), "\(what): says '\(problem)': \(result.log)")
+        #expect(result.log.contains("--allow-foreign-files"), "\(what): says how to use it anyway: \(result.log)")
+    }
+
+    /// The config file itself: nobody's, writable by all, reached through
+    /// nobody's link in a sticky folder, in a folder all may write or nobody
+    /// owns. serve and `config check` refuse each; `--allow-foreign-files`
+    /// uses it.
+    @Test func aConfigAnotherUserCouldChangeIsRefusedAtStart() throws {
+        try Netns.requireRoot()
+        let ns = try TestNamespace()
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let config = "serve:\n  listen: 127.0.0.1:19451\n  interval: 200ms\n"
+        var cases: [(what: String, path: String, problem: String)] = []
+
+        try write(dir + "/nobodys.yml", config, owner: Self.nobody)
+        cases.append(("nobody's config", dir + "/nobodys.yml", "it is owned by uid 65534, another user"))
+        try write(dir + "/open.yml", config, mode: 0o666)
+        cases.append(("a 0666 config", dir + "/open.yml", "it is writable by every user (mode 0666)"))
+        try write(dir + "/group.yml", config, mode: 0o664)
+        cases.append(("a 0664 config", dir + "/group.yml", "it is writable by its group (mode 0664)"))
+        // nobody's link in a sticky folder (as /tmp is), to root's own file.
+        try FileManager.default.createDirectory(atPath: dir + "/sticky", withIntermediateDirectories: false)
+        #expect(chmod(dir + "/sticky", 0o1777) == 0)
+        try write(dir + "/good.yml", config)
+        #expect(symlink(dir + "/good.yml", dir + "/sticky/linked.yml") == 0 && lchown(dir + "/sticky/linked.yml", Self.nobody, Self.nobody) == 0)
+        cases.append(("nobody's link in a sticky folder", dir + "/sticky/linked.yml", "a symbolic link owned by uid 65534"))
+        // A folder every user may write, and one nobody owns.
+        for (name, mode, owner, problem) in [
+            ("open", mode_t(0o777), UInt32(0), "writable by every user (mode 0777) and not sticky"),
+            ("nobodys", mode_t(0o755), Self.nobody, "the folder is owned by uid 65534"),
+        ] {
+            try FileManager.default.createDirectory(atPath: dir + "/" + name, withIntermediateDirectories: false)
+            try write(dir + "/\(name)/ifmeter.yml", config)
+            #expect(chmod(dir + "/" + name, mode) == 0 && chown(dir + "/" + name, owner, owner) == 0)
+            cases.append(("a config in a folder \(name)", dir + "/\(name)/ifmeter.yml", problem))
+        }
+
+        for c in cases {
+            expectRefused(try start(["serve", "--config", c.path], in: ns), c.path, c.problem, "serve: \(c.what)")
+            let check = try ifmeter(["config", "check", c.path])
+            expectRefused((check.status, check.err, false), c.path, c.problem, "config check: \(c.what)")
+            #expect(check.out.isEmpty)
+            let allowed = try ifmeter(["config", "check", "--allow-foreign-files", c.path])
+            #expect(allowed.status == 0 && allowed.out.contains("good."), "\(c.what): used with --allow-foreign-files: \(allowed.err)")
+        }
+        // serve itself starts from one with --allow-foreign-files.
+        let allowed = try start(["serve", "--config", dir + "/nobodys.yml", "--allow-foreign-files"], in: ns)
+        #expect(allowed.started && allowed.log.contains("127.0.0.1:19451"), "\(allowed.log)")
+        // A good one starts as before.
+        let good = try start(["serve", "--config", dir + "/good.yml"], in: ns)
+        #expect(good.started, "\(good.log)")
+    }
+
+    /// The files a good config names: a web config, a remote write config,
+    /// the TLS key and certificate a web config or remote write config
+    /// names, nobody's or writable by all; an export target in a folder
+    /// nobody owns. Each refused at start, naming the file; `config check`
+    /// refuses the same; `--allow-foreign-files` uses it.
+    @Test func theFilesAGoodConfigNamesAreCheckedAlike() throws {
+        try Netns.requireRoot()
+        let ns = try TestNamespace()
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let pki = try TestPKI()
+        let base = "serve:\n  listen: 127.0.0.1:19452\n  interval: 200ms\n"
+        let users = "basic_auth_users:\n  \(pki.user): '\(pki.hash)'\n"
+        let remote = "  remote-write: [http://127.0.0.1:19453/api/v1/write]\n  remote-write-queue: \(dir)/queue\n"
+        try FileManager.default.createDirectory(atPath: dir + "/keys", withIntermediateDirectories: false)
+        for name in ["server.crt", "server.key"] { try FileManager.default.copyItem(atPath: pki.dir + "/" + name, toPath: dir + "/keys/" + name) }
+        var cases: [(what: String, config: String, file: String, problem: String)] = []
+        for (owner, mode, problem) in [
+            (Self.nobody, mode_t(0o644), "it is owned by uid 65534, another user"),
+            (UInt32(0), mode_t(0o666), "it is writable by every user (mode 0666)"),
+        ] {
+            let tag = owner == 0 ? "open" : "nobodys"
+            try write(dir + "/web-\(tag).yml", users, mode: mode, owner: owner)
+            cases.append(("\(tag) web config", base + "  web-config: \(dir)/web-\(tag).yml\n", dir + "/web-\(tag).yml", problem))
+            try write(dir + "/rw-\(tag).yml", "remote_timeout: 5s\n", mode: mode, owner: owner)
+            cases.append(
+                ("\(tag) remote write config", base + remote + "  remote-write-config: \(dir)/rw-\(tag).yml\n", dir + "/rw-\(tag).yml", problem))
+            // A key named by a good web config, and by a good remote write config.
+            try FileManager.default.copyItem(atPath: pki.dir + "/server.key", toPath: dir + "/keys/\(tag).key")
+            #expect(chmod(dir + "/keys/\(tag).key", mode) == 0 && chown(dir + "/keys/\(tag).key", owner, owner) == 0)
+            try write(dir + "/web-key-\(tag).yml", "tls_server_config:\n  cert_file: keys/server.crt\n  key_file: keys/\(tag).key\n")
+            cases.append(("\(tag) TLS key of the web config", base + "  web-config: \(dir)/web-key-\(tag).yml\n", dir + "/keys/\(tag).key", problem))
+            try write(dir + "/rw-key-\(tag).yml", "tls_config:\n  cert_file: keys/server.crt\n  key_file: keys/\(tag).key\n")
+            cases.append(
+                (
+                    "\(tag) TLS key of the remote write config", base + remote + "  remote-write-config: \(dir)/rw-key-\(tag).yml\n",
+                    dir + "/keys/\(tag).key", problem
+                ))
+        }
+        for (n, c) in cases.enumerated() {
+            let path = dir + "/config-\(n).yml"
+            try write(path, c.config)
+            expectRefused(try start(["serve", "--config", path], in: ns), c.file, c.problem, "serve: \(c.what)")
+            let check = try ifmeter(["config", "check", path])
+            expectRefused((check.status, check.err, false), c.file, c.problem, "config check: \(c.what)")
+            let allowed = try start(["serve", "--config", path, "--allow-foreign-files"], in: ns)
+            #expect(allowed.started, "\(c.what): used with --allow-foreign-files: \(allowed.log)")
+        }
+
+        // An export target the config names, in a folder nobody owns.
+        try FileManager.default.createDirectory(atPath: dir + "/nobodys", withIntermediateDirectories: false)
+        #expect(chown(dir + "/nobodys", Self.nobody, Self.nobody) == 0)
+        for key in ["json", "textfile"] {
+            let target = dir + "/nobodys/r.\(key)"
+            let path = dir + "/export-\(key).yml"
+            try write(path, "interval: 100ms\nexport:\n  every: 100ms\n  \(key): \(target)\n")
+            let refused = try start(["export", "--config", path], in: ns)
+            expectRefused(refused, target, "its folder \(dir)/nobodys: the folder is owned by uid 65534", "export: \(key) in nobody's folder")
+            #expect(!FileManager.default.fileExists(atPath: target), "nothing written")
+            let check = try ifmeter(["config", "check", path])
+            expectRefused((check.status, check.err, false), target, "owned by uid 65534", "config check: \(key) in nobody's folder")
+            let export = try Background(
+                ["ip", "netns", "exec", ns.name, try ifmeterBinary(), "export", "--config", path, "--allow-foreign-files"], name: "trust-export")
+            _ = try waitFor("the \(key) target written with --allow-foreign-files") { () throws -> Bool? in
+                try export.requireRunning()
+                return FileManager.default.fileExists(atPath: target) ? true : nil
+            }
+            #expect(export.stop() == 0, "\(export.log)")
+        }
+    }
+
+    /// SIGHUP finds the config (or a file it names) now nobody's or open to
+    /// all: one line naming the file, and the running config stays (its
+    /// filter on /metrics); made root's again, the same change applies.
+    @Test func sighupKeepsTheRunningConfigWhenTheFileIsNoLongerTrusted() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/ifmeter.yml"
+        func config(_ include: String, web: String? = nil) -> String {
+            "include: [\(include)]\nserve:\n  listen: 127.0.0.1:19454\n  interval: 200ms\n" + (web.map { "  web-config: \($0)\n" } ?? "")
+        }
+        try write(path, config("lo"))
+        let serve = try Background(["ip", "netns", "exec", pair.a.name, try ifmeterBinary(), "serve", "--config", path], name: "trust-reload")
+        _ = try waitFor("serve") { () throws -> Bool? in
+            try serve.requireRunning()
+            return serve.log.contains("listening") ? true : nil
+        }
+        func interfaces() throws -> (lo: Bool, vA: Bool) {
+            let text = try Scenario.scrape(pair.a, port: 19454)
+            return (text.contains("interface=\"lo\""), text.contains("interface=\"vA\""))
+        }
+        #expect(try interfaces() == (true, false))
+        func failures() -> [Substring] { serve.log.split(separator: "\n").filter { $0.contains("after SIGHUP failed") } }
+        let web = dir + "/web.yml"
+        try write(web, "# nothing yet\n", owner: Self.nobody)
+        let steps: [(what: String, prepare: () throws -> Void, file: String, problem: String)] = [
+            ("nobody's config", { try self.write(path, config("vA"), owner: Self.nobody) }, path, "owned by uid 65534"),
+            ("a 0666 config", { try self.write(path, config("vA"), mode: 0o666, owner: 0) }, path, "writable by every user (mode 0666)"),
+            ("nobody's web config", { try self.write(path, config("vA", web: web), owner: 0) }, web, "owned by uid 65534"),
+        ]
+        for (n, step) in steps.enumerated() {
+            try step.prepare()
+            serve.process.signal(SIGHUP)
+            let line = try waitFor("\(step.what): the reload refused") { failures().count > n ? String(failures()[n]) : nil }
+            #expect(line.contains("reloading \(path) after SIGHUP failed: cannot use "), "\(step.what): \(line)")
+            #expect(line.contains(step.file) && line.contains(step.problem), "\(step.what): names the file and what is wrong: \(line)")
+            #expect(line.contains("the running settings stay"), "\(line)")
+            #expect(try interfaces() == (true, false), "\(step.what): the running filter stays")
+        }
+        // The same change from files of root's own: applied.
+        #expect(chown(web, 0, 0) == 0)
+        serve.process.signal(SIGHUP)
+        let applied = try waitFor("the reload applied") { serve.log.split(separator: "\n").first { $0.contains("reloaded \(path)") } }
+        #expect(applied.contains("filters"), "\(applied)")
+        _ = try waitFor("vA, not lo, on /metrics") { try interfaces() == (false, true) ? true : nil }
+        #expect(failures().count == steps.count, "\(serve.log)")
+        #expect(serve.stop() == 0, "\(serve.log)")
+    }
+}
