@@ -135,6 +135,16 @@ struct ConfigFile {
 
     static func setting(_ entry: YAMLEntry, section: String?, specs: [CommandSpec]) throws(ConfigError) -> Setting {
         guard let option = option(entry.key, in: specs) else {
+            let whose = section.map { "ifmeter \($0)" } ?? "serve or export"
+            // A line that reads as no setting's name is never repeated: it
+            // could be a secret file's (a shadow file given as the config).
+            guard entry.isNameLike else {
+                throw ConfigError(
+                    line: entry.line, column: entry.column,
+                    message:
+                        "this line is not a setting of \(whose) (its text is not repeated here); expected 'key: value', each key a long option without its dashes"
+                )
+            }
             let known = Set(
                 specs.flatMap { $0.options.filter { !$0.hidden && !commandLineOnly.contains($0.long) }.map { String($0.long.dropFirst(2)) } })
             // A misspelt section first: 'sever' is 'serve', not an option.
@@ -142,8 +152,7 @@ struct ConfigFile {
                 section == nil
                 ? sections.map(\.name).first { Suggestion.editDistance(Array(entry.key.lowercased()), Array($0)) <= 2 } : nil
             let hint = (sectionHint ?? Suggestion.closest(to: entry.key, among: known.sorted())).map { " (did you mean '\($0)'?)" } ?? ""
-            let whose = section.map { "ifmeter \($0)" } ?? "serve or export"
-            throw ConfigError(line: entry.line, message: "'\(TerminalText.escaped(entry.key))' is not a setting of \(whose)\(hint)")
+            throw ConfigError(line: entry.line, message: "'\(entry.key)' is not a setting of \(whose)\(hint)")
         }
         var values: [String] = []
         if option.isFlag {

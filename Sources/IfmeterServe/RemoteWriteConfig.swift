@@ -110,7 +110,7 @@ public struct RemoteWriteConfig: Sendable {
                             throw WebConfigError(line: e.line, message: "cannot read the password file \(path)")
                         }
                         config.password = String(text.filter { $0 != "\n" && $0 != "\r" })
-                    default: throw WebConfigError(line: e.line, message: "unknown key '\(e.key)'; expected username, password or password_file")
+                    default: throw e.unknownKey(expected: "username, password or password_file")
                     }
                 }
                 if config.username == nil { throw WebConfigError(line: entry.line, message: "basic_auth needs a username") }
@@ -129,8 +129,7 @@ public struct RemoteWriteConfig: Sendable {
                         }
                         config.insecureSkipVerify = value == "true"
                     default:
-                        throw WebConfigError(
-                            line: e.line, message: "unknown key '\(e.key)'; expected ca_file, cert_file, key_file or insecure_skip_verify")
+                        throw e.unknownKey(expected: "ca_file, cert_file, key_file or insecure_skip_verify")
                     }
                 }
                 if (config.certFile == nil) != (config.keyFile == nil) {
@@ -154,11 +153,8 @@ public struct RemoteWriteConfig: Sendable {
             case "queue_config":
                 config.queue = try queueSettings(entry)
             default:
-                throw WebConfigError(
-                    line: entry.line,
-                    message:
-                        "unknown key '\(entry.key)'; expected basic_auth, bearer_token_file, tls_config, remote_timeout, external_labels, write_relabel_configs or queue_config"
-                )
+                throw entry.unknownKey(
+                    expected: "basic_auth, bearer_token_file, tls_config, remote_timeout, external_labels, write_relabel_configs or queue_config")
             }
         }
         if config.queue.minBackoff > config.queue.maxBackoff {
@@ -196,9 +192,7 @@ public struct RemoteWriteConfig: Sendable {
             case "modulus":
                 throw WebConfigError(line: e.line, message: "'modulus' (hashmod) is not supported by ifmeter's remote write; remove it")
             default:
-                throw WebConfigError(
-                    line: e.line,
-                    message: "unknown key '\(e.key)'; expected source_labels, separator, regex, target_label, replacement or action")
+                throw e.unknownKey(expected: "source_labels, separator, regex, target_label, replacement or action")
             }
         }
         do throws(RelabelRule.Invalid) {
@@ -237,9 +231,7 @@ public struct RemoteWriteConfig: Sendable {
                 throw WebConfigError(
                     line: e.line, message: "'\(e.key)' is not supported by ifmeter (one sender per receiver, every 429 retried); remove it")
             default:
-                throw WebConfigError(
-                    line: e.line,
-                    message: "unknown key '\(e.key)'; expected capacity, max_samples_per_send, batch_send_deadline, min_backoff or max_backoff")
+                throw e.unknownKey(expected: "capacity, max_samples_per_send, batch_send_deadline, min_backoff or max_backoff")
             }
         }
         return queue

@@ -50,7 +50,7 @@ public struct WebConfig: Sendable {
                 throw WebConfigError(
                     line: entry.line, message: "'http_server_config' is not supported by ifmeter (HTTP/1.1 only, no extra headers); remove it")
             default:
-                throw WebConfigError(line: entry.line, message: "unknown key '\(entry.key)'; expected tls_server_config or basic_auth_users")
+                throw entry.unknownKey(expected: "tls_server_config or basic_auth_users")
             }
         }
         return config
@@ -72,9 +72,7 @@ public struct WebConfig: Sendable {
                     message: "'\(entry.key)' is not supported by ifmeter; remove it (supported: \(supportedTLSKeys.joined(separator: ", ")))")
             }
             guard supportedTLSKeys.contains(entry.key) else {
-                throw WebConfigError(
-                    line: entry.line,
-                    message: "unknown key '\(entry.key)' in tls_server_config; expected one of \(supportedTLSKeys.joined(separator: ", "))")
+                throw entry.unknownKey(expected: "one of \(supportedTLSKeys.joined(separator: ", "))", under: "tls_server_config")
             }
             values[entry.key] = (try entry.string(), entry.line)
         }

@@ -226,3 +226,132 @@ struct ConfigTrustTests {
         #expect(serve.stop() == 0, "\(serve.log)")
     }
 }
+
+/// Issue 45, part 3 and part 6: an error never quotes a line that is not a
+/// setting (a shadow file given as a config or a web config says its file,
+/// line and column, never its text), and bytes that are not UTF-8 are
+/// refused where they are.
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
+struct ConfigWordsTests {
+    func folder() throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-words-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        chmod(path, 0o755)
+        return path
+    }
+
+    /// A shadow file's lines, with a fake hash (the real /etc/shadow is
+    /// never read): no word of them may appear in a message.
+    static let shadow = """
+        root:$6$fAkEsAlT$FAKEHASHfakehashFAKEHASHfakehashFAKEHASHfakehash0123456789abcdefABCDEF.:20228:0:99999:7:::
+        daemon:*:20228:0:99999:7:::
+        operator:$y$j9T$SECRETsecretSECRET$MoreFakeHashMoreFakeHash:20228:0:99999:7:::
+
+        """
+    static let secrets = ["$6$", "fAkEsAlT", "FAKEHASH", "root:", "daemon", "operator", "SECRET", ":20228:"]
+
+    func expectNoSecret(_ text: String, _ what: String) {
+        for secret in Self.secrets { #expect(!text.contains(secret), "\(what): '\(secret)' must not appear: \(text)") }
+    }
+
+    @Test func aShadowFileIsNeverQuoted() throws {
+        try Netns.requireRoot()
+        let ns = try TestNamespace()
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let shadow = dir + "/shadow"
+        try Self.shadow.write(toFile: shadow, atomically: false, encoding: .utf8)
+        #expect(chmod(shadow, 0o640) == 0)
+        #expect(symlink(shadow, dir + "/link.yml") == 0)
+        // As the config: check, serve and export, the file itself or a link.
+        for path in [shadow, dir + "/link.yml"] {
+            for command in [["config", "check", path], ["serve", "--config", path], ["export", "--config", path]] {
+                let result = try ifmeter(command, in: ns)
+                #expect(result.status == 65, "\(command): \(result.err)")
+                #expect(result.err.hasPrefix("Error: \(path):1:1: this line is not a setting"), "names file, line and column: \(result.err)")
+                #expect(result.err.split(separator: "\n").count == 1, "\(result.err)")
+                expectNoSecret(result.err + result.out, "\(command)")
+            }
+        }
+        // As the web config and the remote write config, named on the
+        // command line or by a config.
+        let config = dir + "/ifmeter.yml"
+        try "serve:\n  web-config: \(shadow)\n".write(toFile: config, atomically: false, encoding: .utf8)
+        let rw = ["serve", "--listen", "127.0.0.1:19455", "--remote-write", "http://127.0.0.1:1/w", "--remote-write-queue", dir + "/q"]
+        for (command, prefix) in [
+            (["serve", "--listen", "127.0.0.1:19455", "--web-config", shadow], "Error: web config \(shadow):1:1: a key that is not a name"),
+            (["serve", "--config", config], "Error: web config \(shadow):1:1: a key that is not a name"),
+            (["config", "check", config], "Error: web config \(shadow):1:1: a key that is not a name"),
+            (rw + ["--remote-write-config", shadow], "Error: remote write config \(shadow):1:1: a key that is not a name"),
+        ] {
+            let result = try ifmeter(command, in: ns)
+            #expect(result.status == 65 && result.err.hasPrefix(prefix), "\(command): \(result.err)")
+            expectNoSecret(result.err + result.out, "\(command)")
+        }
+        // Lines of other shapes: a scalar at the top, a list, a value of an
+        // unknown key, a key given twice, a key with spaces.
+        let shapes = [
+            "$6$fAkEsAlT$FAKEHASH\n", "- root:$6$fAkEsAlT$FAKEHASH\n", "unknown: $6$fAkEsAlT$FAKEHASH\n",
+            "root:$6$fAkEsAlT:\nroot:$6$fAkEsAlT:\n", "root $6$ fAkEsAlT: x\n", "serve:\n  root:$6$fAkEsAlT$FAKEHASH: 1\n",
+        ]
+        for (n, text) in shapes.enumerated() {
+            let path = dir + "/shape-\(n).yml"
+            try text.write(toFile: path, atomically: false, encoding: .utf8)
+            let result = try ifmeter(["config", "check", path])
+            #expect(result.status == 65 && result.err.hasPrefix("Error: \(path):"), "\(text.debugDescription): \(result.err)")
+            expectNoSecret(result.err, text.debugDescription)
+            let web = try ifmeter(["serve", "--listen", "127.0.0.1:19455", "--web-config", path], in: ns)
+            #expect(web.status == 65, "\(text.debugDescription): \(web.err)")
+            expectNoSecret(web.err, "web config \(text.debugDescription)")
+        }
+        // A misspelt key still gets its hint; one of ours is named.
+        try "listne: 1\n".write(toFile: dir + "/typo.yml", atomically: false, encoding: .utf8)
+        #expect(
+            try ifmeter(["config", "check", dir + "/typo.yml"]).err.contains("'listne' is not a setting of serve or export (did you mean 'listen'?)"))
+
+        // On SIGHUP: the config now names the shadow file as its web config.
+        try "serve:\n  listen: 127.0.0.1:19456\n  interval: 200ms\n".write(toFile: config, atomically: false, encoding: .utf8)
+        let serve = try startServe(in: ns, port: 19456, ["--config", config])
+        try "serve:\n  listen: 127.0.0.1:19456\n  interval: 200ms\n  web-config: \(shadow)\n".write(
+            toFile: config, atomically: false, encoding: .utf8)
+        serve.process.signal(SIGHUP)
+        let line = try waitFor("the reload refused") { serve.log.split(separator: "\n").first { $0.contains("after SIGHUP failed") } }
+        #expect(line.contains("web config \(shadow):1:1: a key that is not a name"), "\(line)")
+        try Self.shadow.write(toFile: config, atomically: false, encoding: .utf8)
+        serve.process.signal(SIGHUP)
+        _ = try waitFor("the second reload refused") { serve.log.contains("reloading \(config) after SIGHUP failed: \(config):1:1:") ? true : nil }
+        #expect(serve.stop() == 0)
+        expectNoSecret(serve.log, "serve's log")
+    }
+
+    /// A byte that is not UTF-8 in a config value: refused at its line and
+    /// column (65); in an alias: refused naming the argument (64).
+    @Test func bytesThatAreNotUTF8AreRefusedWhereTheyAre() throws {
+        try Netns.requireRoot()
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/ifmeter.yml"
+        var bytes = Array("interval: 1s\ninclude: [eth0, wl".utf8)
+        bytes += [0xFF] + Array("an0]\n".utf8)
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        for command in [["config", "check", path], ["serve", "--config", path]] {
+            let result = try ifmeter(command)
+            #expect(result.status == 65, "\(command): \(result.err)")
+            #expect(result.err.hasPrefix("Error: \(path):2:19: byte 0xFF is not UTF-8"), "\(command): \(result.err)")
+            #expect(result.err.split(separator: "\n").count == 1, "\(result.err)")
+        }
+        // The web config too.
+        try Data(Array("basic_auth_users:\n  al".utf8) + [0xC3, 0x28] + Array("ce: x\n".utf8)).write(to: URL(fileURLWithPath: dir + "/web.yml"))
+        let web = try ifmeter(["serve", "--listen", "127.0.0.1:1", "--web-config", dir + "/web.yml"])
+        #expect(web.status == 65 && web.err.hasPrefix("Error: web config \(dir)/web.yml:2:5: byte 0xC3 is not UTF-8"), "\(web.err)")
+
+        // An alias, given from a shell (Swift's strings cannot carry the byte).
+        let state = dir + "/s.db"
+        #expect(try ifmeter(["plan", "set", "lo", "--state", state, "--cycle-start", "1"]).status == 0)
+        let alias = try run(
+            ["sh", "-c", "exec \"$0\" state alias lo \"$(printf 'up\\377link')\" --state \"$1\"", try ifmeterBinary(), state], allowFailure: true)
+        #expect(alias.status == 64, "\(alias.err)")
+        #expect(alias.err.hasPrefix("Error: invalid alias (the <new> argument): byte 3 (0xFF) is not UTF-8"), "\(alias.err)")
+        #expect(alias.err.split(separator: "\n").count == 1, "\(alias.err)")
+    }
+}
