@@ -229,8 +229,9 @@ struct ConfigTrustTests {
 
 /// Issue 45, part 3 and part 6: an error never quotes a line that is not a
 /// setting (a shadow file given as a config or a web config says its file,
-/// line and column, never its text), and bytes that are not UTF-8 are
-/// refused where they are.
+/// line and column, never its text), bytes that are not UTF-8 are refused
+/// where they are, and a flood of SIGHUPs is applied, every one, but said
+/// in a bounded number of lines.
 @Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct ConfigWordsTests {
     func folder() throws -> String {
@@ -353,5 +354,53 @@ struct ConfigWordsTests {
         #expect(alias.status == 64, "\(alias.err)")
         #expect(alias.err.hasPrefix("Error: invalid alias (the <new> argument): byte 3 (0xFF) is not UTF-8"), "\(alias.err)")
         #expect(alias.err.split(separator: "\n").count == 1, "\(alias.err)")
+    }
+
+    /// 2,000 SIGHUPs, a millisecond apart, while traffic flows and the file
+    /// changes mid-way: a bounded number of reload lines, the number held
+    /// back said, the last file applied, and every byte counted.
+    @Test func aFloodOfSighupsIsAppliedButSaidInFewLines() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/ifmeter.yml"
+        func config(_ include: String) -> String { "include: [\(include)]\nserve:\n  listen: 127.0.0.1:19457\n  interval: 100ms\n" }
+        try config("vA").write(toFile: path, atomically: false, encoding: .utf8)
+        let serve = try startServe(in: pair.a, port: 19457, interval: "100ms", name: "serve-flood", ["--config", path])
+        func reloadLines() -> [Substring] { serve.log.split(separator: "\n").filter { $0.contains("reloaded \(path)") } }
+        let frame = VethPair.frameBytes(payload: 500)
+        var sent: UInt64 = 0
+        for n in 0..<2000 {
+            serve.process.signal(SIGHUP)
+            if n % 100 == 0 {
+                try pair.sendUDP(count: 5, payload: 500)
+                sent += 5 * frame
+            }
+            if n == 1000 { try config("vA, lo").write(toFile: path, atomically: false, encoding: .utf8) }
+            // A pace, as the tester's 1,000 a second.
+            Thread.sleep(forTimeInterval: 0.001)
+        }
+        try serve.requireRunning()
+        // Every byte counted, and the last file applied.
+        _ = try waitFor("every byte sent counted, lo shown") { () throws -> Bool? in
+            let text = try Scenario.scrape(pair.a, port: 19457)
+            let tx = Scenario.metric(text, "ifmeter_transmit_bytes_total").first { $0.key.contains(#"interface="vA""#) }?.value ?? 0
+            return UInt64(tx) == sent && text.contains("interface=\"lo\"") ? true : nil
+        }
+        let said = reloadLines().count
+        #expect(said >= 1 && said <= 20, "at most 10 lines each 10 s from each place, not one per SIGHUP: \(said)")
+        // The next line said after the window says how many were held back.
+        let held = try waitFor("a reload line saying how many were held back", timeout: 120, every: 0.5) { () throws -> Int? in
+            try serve.requireRunning()
+            serve.process.signal(SIGHUP)
+            guard let line = reloadLines().last(where: { $0.contains("more messages like it") }),
+                let range = line.range(of: "(and "), let n = Int(line[range.upperBound...].prefix { $0.isNumber })
+            else { return nil }
+            return n
+        }
+        #expect(held >= 10, "the flood's lines were held back and counted: \(held)")
+        #expect(reloadLines().count < 40, "\(reloadLines().count)")
+        #expect(serve.stop() == 0, "\(serve.log)")
     }
 }
