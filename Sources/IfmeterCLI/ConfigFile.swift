@@ -244,7 +244,9 @@ struct ConfigCommand: Command {
                             and export do with --config FILE, check every key and
                             value, and print each command's settings and where
                             they come from. Exit 0 when it is good, 65 naming the
-                            file, line and key of the first mistake.
+                            file, line and key of the first mistake, 1 when it
+                            (or a file it names) is one another user could
+                            change (--allow-foreign-files uses it anyway).
             Keys are serve's and export's long options without the dashes: at
             the top for each command that has the option, under 'serve:' or
             'export:' for that command alone. A list gives a repeatable
