@@ -329,6 +329,8 @@ struct ConfigWordsTests {
     /// column (65); in an alias: refused naming the argument (64).
     @Test func bytesThatAreNotUTF8AreRefusedWhereTheyAre() throws {
         try Netns.requireRoot()
+        // serve in a namespace of its own: were it to start, it disturbs no one.
+        let ns = try TestNamespace()
         let dir = try folder()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let path = dir + "/ifmeter.yml"
@@ -336,14 +338,14 @@ struct ConfigWordsTests {
         bytes += [0xFF] + Array("an0]\n".utf8)
         try Data(bytes).write(to: URL(fileURLWithPath: path))
         for command in [["config", "check", path], ["serve", "--config", path]] {
-            let result = try ifmeter(command)
+            let result = try ifmeter(command, in: ns)
             #expect(result.status == 65, "\(command): \(result.err)")
             #expect(result.err.hasPrefix("Error: \(path):2:19: byte 0xFF is not UTF-8"), "\(command): \(result.err)")
             #expect(result.err.split(separator: "\n").count == 1, "\(result.err)")
         }
         // The web config too.
         try Data(Array("basic_auth_users:\n  al".utf8) + [0xC3, 0x28] + Array("ce: x\n".utf8)).write(to: URL(fileURLWithPath: dir + "/web.yml"))
-        let web = try ifmeter(["serve", "--listen", "127.0.0.1:1", "--web-config", dir + "/web.yml"])
+        let web = try ifmeter(["serve", "--listen", "127.0.0.1:1", "--web-config", dir + "/web.yml"], in: ns)
         #expect(web.status == 65 && web.err.hasPrefix("Error: web config \(dir)/web.yml:2:5: byte 0xC3 is not UTF-8"), "\(web.err)")
 
         // An alias, given from a shell (Swift's strings cannot carry the byte).
