@@ -144,6 +144,14 @@ public struct RemoteWriteConfig: Sendable {
             case "external_labels":
                 for e in try entry.mapping() {
                     guard validLabelName(e.key), !e.key.hasPrefix("__") else {
+                        // Named only when it reads as a name at all.
+                        guard e.isNameLike else {
+                            throw WebConfigError(
+                                line: e.line, column: e.column,
+                                message:
+                                    "a key of external_labels that is not a label name (its text is not repeated here); use [a-zA-Z_][a-zA-Z0-9_]*, not __*"
+                            )
+                        }
                         throw WebConfigError(line: e.line, message: "'\(e.key)' is not a label name ([a-zA-Z_][a-zA-Z0-9_]*, not __*)")
                     }
                     config.externalLabels.append((e.key, try e.string()))

@@ -166,8 +166,11 @@ public struct WebConfig: Sendable {
         for entry in entries {
             let hash = try entry.string()
             if entry.key.contains(":") {
+                // No user name has one: the line may be no user's (a
+                // shadow file's), so it is placed, not repeated.
                 throw WebConfigError(
-                    line: entry.line, message: "user '\(entry.key)' contains ':', which Basic authentication cannot carry; rename the user")
+                    line: entry.line, column: entry.column,
+                    message: "this user name contains ':', which Basic authentication cannot carry (its text is not repeated here); rename the user")
             }
             guard let cost = BasicAuthenticator.bcryptCost(hash) else {
                 throw WebConfigError(

@@ -290,10 +290,13 @@ struct ConfigWordsTests {
             expectNoSecret(result.err + result.out, "\(command)")
         }
         // Lines of other shapes: a scalar at the top, a list, a value of an
-        // unknown key, a key given twice, a key with spaces.
+        // unknown key, a key given twice, a key with spaces, a user name and
+        // a label name that are such a line; each as a config, a web config
+        // and a remote write config.
         let shapes = [
             "$6$fAkEsAlT$FAKEHASH\n", "- root:$6$fAkEsAlT$FAKEHASH\n", "unknown: $6$fAkEsAlT$FAKEHASH\n",
             "root:$6$fAkEsAlT:\nroot:$6$fAkEsAlT:\n", "root $6$ fAkEsAlT: x\n", "serve:\n  root:$6$fAkEsAlT$FAKEHASH: 1\n",
+            "basic_auth_users:\n  root:$6$fAkEsAlT$FAKEHASH: x\n", "external_labels:\n  root:$6$fAkEsAlT$FAKEHASH: x\n",
         ]
         for (n, text) in shapes.enumerated() {
             let path = dir + "/shape-\(n).yml"
@@ -304,6 +307,9 @@ struct ConfigWordsTests {
             let web = try ifmeter(["serve", "--listen", "127.0.0.1:19455", "--web-config", path], in: ns)
             #expect(web.status == 65, "\(text.debugDescription): \(web.err)")
             expectNoSecret(web.err, "web config \(text.debugDescription)")
+            let remote = try ifmeter(rw + ["--remote-write-config", path], in: ns)
+            #expect(remote.status == 65, "\(text.debugDescription): \(remote.err)")
+            expectNoSecret(remote.err, "remote write config \(text.debugDescription)")
         }
         // A misspelt key still gets its hint; one of ours is named.
         try "listne: 1\n".write(toFile: dir + "/typo.yml", atomically: false, encoding: .utf8)
