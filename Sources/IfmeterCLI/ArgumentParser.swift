@@ -1,3 +1,4 @@
+import IfmeterCore
 import IfmeterSystem
 /// A small command-line parser in swift-argument-parser's style: declared
 /// options, generated `USAGE:`/`OPTIONS:` help, validation before running,
@@ -258,6 +259,9 @@ public struct ParsedArguments: Sendable {
     private var values: [String: [String]] = [:]
     private var flags: Set<String> = []
     public var positionals: [String] = []
+    /// The options a config file gave (the command line did not): the
+    /// files they name are checked as the state file is.
+    public var fromConfigFile: Set<String> = []
     /// `--help` or `-h` was given.
     public var wantsHelp: Bool { self[CommandSpec.helpFlag] }
 
@@ -404,5 +408,27 @@ enum Suggestion {
             }
         }
         return d[a.count][b.count]
+    }
+}
+
+/// The process's arguments as the kernel gave them: Swift's
+/// `CommandLine.arguments` reads a byte that is not UTF-8 as U+FFFD,
+/// silently, so an argument kept as given (an alias) is looked at here.
+enum RawArguments {
+    /// The first byte that is not UTF-8 in the argument that reads as
+    /// `argument` (its offset and value); nil when it is all UTF-8.
+    static func invalidUTF8(in argument: String) -> (offset: Int, byte: UInt8)? {
+        guard argument.unicodeScalars.contains("\u{FFFD}") else { return nil }
+        for index in 0..<Int(CommandLine.argc) {
+            guard let raw = CommandLine.unsafeArgv[index] else { continue }
+            var bytes: [UInt8] = []
+            var p = raw
+            while p.pointee != 0 {
+                bytes.append(UInt8(bitPattern: p.pointee))
+                p += 1
+            }
+            if let bad = UTF8Text.firstInvalid(bytes), String(decoding: bytes, as: UTF8.self) == argument { return (bad.offset, bad.byte) }
+        }
+        return nil
     }
 }

@@ -98,7 +98,7 @@ struct ConfigFile {
     /// (exit 65); a file that cannot be read is a usage error (64).
     static func load(_ path: String) throws(CLIError) -> ConfigFile {
         do throws(ConfigLoadError) {
-            return try YAML.load(path) { root, _ throws(ConfigError) in
+            return try YAML.load(path, foreignAllowed: CommandLinePath.allowForeign) { root, _ throws(ConfigError) in
                 var file = ConfigFile(path: path)
                 for entry in try root?.mapping("the config file") ?? [] {
                     if let section = sections.first(where: { $0.name == entry.key }) {
@@ -117,6 +117,8 @@ struct ConfigFile {
                 throw .usage("cannot read the config file \(path): \(cause.message)", command: "ifmeter")
             case .invalid(let location, let message):
                 throw .data("\(location): \(message); see 'ifmeter config check' and docs/config.md")
+            case .refused(let location, let message):
+                throw CommandLinePath.refusedSettings("the config file", at: location, message)
             }
         }
     }
@@ -133,6 +135,16 @@ struct ConfigFile {
 
     static func setting(_ entry: YAMLEntry, section: String?, specs: [CommandSpec]) throws(ConfigError) -> Setting {
         guard let option = option(entry.key, in: specs) else {
+            let whose = section.map { "ifmeter \($0)" } ?? "serve or export"
+            // A line that reads as no setting's name is never repeated: it
+            // could be a secret file's (a shadow file given as the config).
+            guard entry.isNameLike else {
+                throw ConfigError(
+                    line: entry.line, column: entry.column,
+                    message:
+                        "this line is not a setting of \(whose) (its text is not repeated here); expected 'key: value', each key a long option without its dashes"
+                )
+            }
             let known = Set(
                 specs.flatMap { $0.options.filter { !$0.hidden && !commandLineOnly.contains($0.long) }.map { String($0.long.dropFirst(2)) } })
             // A misspelt section first: 'sever' is 'serve', not an option.
@@ -140,8 +152,7 @@ struct ConfigFile {
                 section == nil
                 ? sections.map(\.name).first { Suggestion.editDistance(Array(entry.key.lowercased()), Array($0)) <= 2 } : nil
             let hint = (sectionHint ?? Suggestion.closest(to: entry.key, among: known.sorted())).map { " (did you mean '\($0)'?)" } ?? ""
-            let whose = section.map { "ifmeter \($0)" } ?? "serve or export"
-            throw ConfigError(line: entry.line, message: "'\(TerminalText.escaped(entry.key))' is not a setting of \(whose)\(hint)")
+            throw ConfigError(line: entry.line, message: "'\(entry.key)' is not a setting of \(whose)\(hint)")
         }
         var values: [String] = []
         if option.isFlag {
@@ -209,7 +220,8 @@ struct ConfigFile {
     {
         let added = self.arguments(for: type.spec, besides: given)
         do {
-            let parsed = try ParsedArguments.parse(added + arguments, spec: type.spec)
+            var parsed = try ParsedArguments.parse(added + arguments, spec: type.spec)
+            parsed.fromConfigFile = Set(settings(for: type.spec).map { "--" + $0.key }.filter { !given.has(long: $0) })
             return (try type.init(parsed), parsed)
         } catch {
             guard case .usage(let message, _) = error, let setting = location(of: message, spec: type.spec, besides: given) else { throw error }
@@ -232,14 +244,16 @@ struct ConfigCommand: Command {
                             and export do with --config FILE, check every key and
                             value, and print each command's settings and where
                             they come from. Exit 0 when it is good, 65 naming the
-                            file, line and key of the first mistake.
+                            file, line and key of the first mistake, 1 when it
+                            (or a file it names) is one another user could
+                            change (--allow-foreign-files uses it anyway).
             Keys are serve's and export's long options without the dashes: at
             the top for each command that has the option, under 'serve:' or
             'export:' for that command alone. A list gives a repeatable
             option's values; true turns a flag on. Flags on the command line
             override the file. See docs/config.md.
             """,
-        options: [],
+        options: [CommandLinePath.allowForeignFiles.spec],
         positionals: [
             PositionalSpec("action", help: "check."),
             PositionalSpec("file", help: "The config file (default /etc/ifmeter/ifmeter.yml).", optional: true),
@@ -279,7 +293,8 @@ struct ConfigCommand: Command {
                 out += "\nnote: no json, json-lines or textfile for export in this file: give one on its command line\n"
             }
             let given = try ParsedArguments.parse(unit, spec: spec)
-            _ = try file.command(type, given, arguments: unit)
+            // Its targets too, as export checks them before writing.
+            _ = try (file.command(type, given, arguments: unit) as? ExportCommand)?.checkedTargets()
             var settings = file.settings(for: spec)
             if name == "serve", let state = settings.first(where: { $0.key == "state" }) {
                 out += "\nnote: line \(state.line): the service's unit gives --state /var/lib/ifmeter/state.db, which overrides 'state'\n"

@@ -55,6 +55,9 @@ struct ExportCommand: Command {
     let setup: SamplingSetup
     /// `--probe`: routes and the outside-the-tunnel bytes in each period.
     let routes: RouteSettings?
+    /// The options a config file gave: their targets are checked as the
+    /// state file is (their folder one no other user controls).
+    let fromConfigFile: Set<String>
 
     init(_ p: ParsedArguments) throws(CLIError) {
         textfile = p[Options.textfile]
@@ -72,21 +75,28 @@ struct ExportCommand: Command {
         setup = try SamplingSetup(p, kernelStats: families != .ifmeter, saveEvery: StateOptions.defaultSaveEvery, idleDeltas: false)
         if !p.has(RouteOptions.probe) { try RouteOptions.check(p) }
         routes = p.has(RouteOptions.probe) ? try RouteOptions.settings(p, command: "export --probe") : nil
+        fromConfigFile = p.fromConfigFile
     }
 
     func run() throws(CLIError) {
-        // Links given on the command line are resolved once, now.
+        try checkedTargets().start()
+    }
+
+    /// The targets checked, links given resolved once, now (`config check`
+    /// checks them too). One a config file names is checked as the state
+    /// file is: a folder another user controls is refused, or whoever
+    /// wrote the file would choose where ifmeter writes in it.
+    func checkedTargets() throws(CLIError) -> ExportCommand {
         var command = self
-        command.json = try json.map { path throws(CLIError) in
-            try CommandLinePath.output(path, option: Options.json.spec.long, command: Self.spec.name, writing: .replaced)
+        func checked(_ path: String?, _ option: Option, _ writing: CommandLinePath.Writing) throws(CLIError) -> String? {
+            guard let path else { return nil }
+            return try CommandLinePath.output(
+                path, option: option.spec.long, command: Self.spec.name, writing: writing, ownFolder: fromConfigFile.contains(option.spec.long))
         }
-        command.jsonLines = try jsonLines.map { path throws(CLIError) in
-            try CommandLinePath.output(path, option: Options.jsonLines.spec.long, command: Self.spec.name, writing: .inPlace)
-        }
-        command.textfile = try textfile.map { path throws(CLIError) in
-            try CommandLinePath.output(path, option: Options.textfile.spec.long, command: Self.spec.name, writing: .replaced)
-        }
-        try command.start()
+        command.json = try checked(json, Options.json, .replaced)
+        command.jsonLines = try checked(jsonLines, Options.jsonLines, .inPlace)
+        command.textfile = try checked(textfile, Options.textfile, .replaced)
+        return command
     }
 
     private func start() throws(CLIError) {

@@ -12,8 +12,17 @@ enum CommandLinePath {
     static let allowForeignFiles = Flag(
         "--allow-foreign-files",
         help:
-            "Write a state or output file owned by another user, or writable by others (refused by default: that user could change it under ifmeter)."
+            "Use a state, output or config file owned by another user, or writable by others (refused by default: that user could change it under ifmeter)."
     )
+
+    /// A config file, or a file it names (`what`: "the config file", "the
+    /// web config", ...), that another user could change: refused as a
+    /// state file is (exit 1), the file and what is wrong in one line.
+    static func refusedSettings(_ what: String, at location: String, _ message: String) -> CLIError {
+        .runtime(
+            "cannot use \(what) \(TerminalText.escaped(location)): \(TerminalText.escaped(message)); refusing it (--allow-foreign-files uses it anyway)"
+        )
+    }
 
     /// How a file is written: replaced whole (a temporary renamed over it:
     /// --json, --textfile, --svg) or written in place (opened and appended

@@ -78,7 +78,7 @@ struct RemoteWriteOptions {
         settings = RemoteWriteConfig()
         if let path = p[Self.remoteWriteConfig] {
             do throws(RemoteWriteConfig.LoadError) {
-                settings = try RemoteWriteConfig.load(path)
+                settings = try RemoteWriteConfig.load(path, foreignAllowed: CommandLinePath.allowForeign)
             } catch {
                 switch error {
                 case .unreadable(let cause):
@@ -86,6 +86,8 @@ struct RemoteWriteOptions {
                         "cannot read the remote write config '\(path)': \(cause.message); name a readable YAML file with '--remote-write-config'")
                 case .invalid(let location, let message):
                     throw .data("remote write config \(location): \(message)")
+                case .refused(let location, let message):
+                    throw CommandLinePath.refusedSettings("the remote write config", at: location, message)
                 }
             }
         }

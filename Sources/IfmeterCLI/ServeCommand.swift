@@ -143,7 +143,7 @@ struct ServeCommand: Command {
         webConfigPath = p[Options.webConfig]
         webConfig = try webConfigPath.map { path throws(CLIError) in
             do throws(WebConfig.LoadError) {
-                return try WebConfig.load(path)
+                return try WebConfig.load(path, foreignAllowed: CommandLinePath.allowForeign)
             } catch {
                 switch error {
                 case .unreadable(let cause):
@@ -152,6 +152,8 @@ struct ServeCommand: Command {
                         command: Self.spec.name)
                 case .invalid(let location, let message):
                     throw .data("web config \(location): \(message)")
+                case .refused(let location, let message):
+                    throw CommandLinePath.refusedSettings("the web config", at: location, message)
                 }
             }
         }
@@ -292,36 +294,52 @@ struct ServeCommand: Command {
     #endif
 }
 
-/// Writes at most one line per `every` seconds of each kind to stderr, and
-/// says how many of that kind it held back, so a flood of bad requests
-/// cannot flood the log, nor hide a line of another kind (a failed push
-/// does not hide a sample that could not be queued). A line's kind is its
-/// start without digits; past 16 kinds, the rest share one.
+/// Writes at most `burst` lines (one unless told) per `every` seconds of
+/// each kind to stderr, and says how many of that kind it held back, so a
+/// flood of bad requests cannot flood the log, nor hide a line of another
+/// kind (a failed push does not hide a sample that could not be queued).
+/// A line's kind is its start without digits, or the call site its writer
+/// names; past 16 kinds, the rest share one.
 final class RateLimitedLog: Sendable {
     private let prefix: String
     private let every: Double
-    private let state = Mutex<[String: (last: Double, suppressed: Int)]>([:])
+    private let burst: Int
+    /// Each kind's lines written within the last `every` seconds (when),
+    /// and how many were held back since the last one written.
+    private let state = Mutex<[String: (written: [Double], suppressed: Int)]>([:])
     static let kinds = 16
 
-    init(prefix: String, every: Double) {
+    init(prefix: String, every: Double, burst: Int = 1) {
         self.prefix = prefix
         self.every = every
+        self.burst = burst
     }
 
     static func kind(_ line: String) -> String { String(line.lazy.filter { !$0.isNumber }.prefix(80)) }
 
-    func write(_ line: String) {
+    /// A line of the kind its words say.
+    func write(_ line: String) { write(line, kind: Self.kind(line)) }
+
+    /// A line of the kind `kind` names (a call site: lines that differ in
+    /// more than digits, as a reload's do, are one kind by where they are
+    /// written).
+    func write(_ line: String, kind: String) {
         let now = monotonicSeconds()
         let (print, suppressed) = state.withLock { state -> (Bool, Int) in
-            var key = Self.kind(line)
+            var key = kind
             if state[key] == nil, state.count >= Self.kinds { key = "" }
-            let entry = state[key] ?? (-.infinity, 0)
-            guard now - entry.last >= every else {
-                state[key] = (entry.last, entry.suppressed + 1)
+            var entry = state[key] ?? ([], 0)
+            entry.written.removeAll { now - $0 >= every }
+            guard entry.written.count < burst else {
+                entry.suppressed += 1
+                state[key] = entry
                 return (false, 0)
             }
-            state[key] = (now, 0)
-            return (true, entry.suppressed)
+            let suppressed = entry.suppressed
+            entry.written.append(now)
+            entry.suppressed = 0
+            state[key] = entry
+            return (true, suppressed)
         }
         guard print else { return }
         Output.error(
@@ -366,6 +384,10 @@ final class ServeReloader {
     let cache: ScrapeCache
     let sampleInterval: Double
     let log: RateLimitedLog
+    /// The reload's own lines: 10 per 10 s from each place that writes one,
+    /// then how many were held back (a flood of SIGHUPs is applied, every
+    /// one, but not said 1,000 times a second).
+    private let reloadLog = RateLimitedLog(prefix: "ifmeter serve: ", every: 10, burst: 10)
     private var remoteWriteFile: [UInt8]?
     /// The web config running: its users may change, its TLS may not.
     private var webConfig: WebConfig?
@@ -400,8 +422,12 @@ final class ServeReloader {
         return (try? readTextFile(path)).map { Array($0.utf8) }
     }
 
+    /// A line of the reload's, rate-limited by where it is said.
+    private func say(_ line: String, site: UInt = #line) {
+        reloadLog.write(line, kind: "reload, line \(site)")
+    }
+
     func reload(_ pipeline: Pipeline) {
-        let say = { (line: String) in Output.error("ifmeter serve: " + line) }
         let fresh: (serve: ServeCommand, parsed: ParsedArguments, changed: Set<String>)
         do {
             fresh = try reload.reread()
@@ -482,7 +508,7 @@ final class ServeReloader {
             applied.append("retention (\(keeps.joined(separator: ", ")))")
             adopt(ConfigReload.retentionOptions)
         }
-        if applyWebConfig(fresh.serve.webConfig, applied: &applied, say: say) {
+        if applyWebConfig(fresh.serve.webConfig, applied: &applied) {
             adopt(ConfigReload.webConfigOptions)
         } else {
             restart.insert("--web-config's tls_server_config (libmicrohttpd reads certificates and TLS settings only at start)")
@@ -500,7 +526,7 @@ final class ServeReloader {
     /// request; changed TLS settings (certificates included) need a
     /// restart, libmicrohttpd holding them since it started.
     /// Returns false when the TLS settings changed (they stay as running).
-    private func applyWebConfig(_ fresh: WebConfig?, applied: inout [String], say: (String) -> Void) -> Bool {
+    private func applyWebConfig(_ fresh: WebConfig?, applied: inout [String]) -> Bool {
         let sameTLS = fresh?.tls == webConfig?.tls
         let users = fresh?.users ?? [:]
         guard users != (webConfig?.users ?? [:]) else { return sameTLS }

@@ -62,6 +62,11 @@ struct StateCommand: Command {
         var names = Array(p.positionals.dropFirst())
         if verb == "alias", names.count == 2 {
             let alias = names.removeLast()
+            if let (offset, byte) = RawArguments.invalidUTF8(in: alias) {
+                throw p.usage(
+                    "invalid alias (the <new> argument): byte \(offset + 1) (0x\(String(byte, radix: 16, uppercase: true))) is not UTF-8; give the alias in UTF-8"
+                )
+            }
             guard StateStore.isValidAlias(alias) else {
                 throw p.usage(
                     "invalid alias '\(TerminalText.escaped(alias))': 1 to \(StateStore.longestAlias) characters, no control characters (remove one with 'ifmeter state unalias NAME')"

@@ -2,14 +2,28 @@ import CYAML
 import IfmeterCore
 import IfmeterSystem
 
-/// A problem in a configuration file, at a line when known.
+/// A problem in a configuration file, at a line (and a column) when known.
 public struct ConfigError: Error, Equatable, Sendable {
     public var line: Int?
+    /// 1-based, in characters: said where the line itself is not repeated.
+    public var column: Int?
     public var message: String
+    /// A file it names is one another user could change
+    /// (`SettingsFile.check`): refused, as a state file is (exit 1), not
+    /// bad data.
+    public var refused: Bool
 
-    public init(line: Int?, message: String) {
+    public init(line: Int?, column: Int? = nil, message: String, refused: Bool = false) {
         self.line = line
+        self.column = column
         self.message = message
+        self.refused = refused
+    }
+
+    /// `path:line` or `path:line:column` (`path` alone without a line).
+    public func location(in path: String) -> String {
+        guard let line else { return path }
+        return "\(path):\(line)" + (column.map { ":\($0)" } ?? "")
     }
 }
 
@@ -20,6 +34,9 @@ public enum ConfigLoadError: Error, Sendable {
     case unreadable(SystemError)
     /// What it holds is wrong, at `location` (`path:line`).
     case invalid(location: String, message: String)
+    /// It, or a file it names (at `location`), is one another user could
+    /// change: refused (`SettingsFile.check`).
+    case refused(location: String, message: String)
 }
 
 /// A YAML document as a tree, every node with its line: what libyaml
@@ -38,6 +55,8 @@ public struct YAMLNode: Sendable, Equatable {
     public var value: Value
     /// 1-based.
     public var line: Int
+    /// 1-based, in characters.
+    public var column: Int = 1
 
     /// A plain empty scalar, `~` or `null`: nothing given.
     public var isNull: Bool {
@@ -51,11 +70,41 @@ public struct YAMLEntry: Sendable, Equatable {
     public var key: String
     public var line: Int
     public var value: YAMLNode
+    /// The key's column (1-based).
+    public var column: Int = 1
+
+    /// The key reads as a setting's name: a letter, then letters, digits,
+    /// '_', '-' or '.', 64 at most. Only such a key is ever quoted in a
+    /// message: a line that is none (a file that is no config at all, a
+    /// shadow file's `user:$6$...:` line) is placed by its line and
+    /// column, never repeated.
+    public var isNameLike: Bool { YAML.isNameLike(key) }
+
+    /// `unknown key 'name'; expected ...`, the key named only when it reads
+    /// as a name (`isNameLike`); otherwise placed by its column.
+    public func unknownKey(expected: String, under section: String? = nil) -> ConfigError {
+        let place = section.map { " in \($0)" } ?? ""
+        guard isNameLike else {
+            return ConfigError(
+                line: line, column: column, message: "a key that is not a name (its text is not repeated here)\(place); expected \(expected)")
+        }
+        return ConfigError(line: line, message: "unknown key '\(key)'\(place); expected \(expected)")
+    }
 }
 
 public enum YAML {
     /// How deep mappings and lists may nest.
     public static let maximumDepth = 64
+
+    /// Whether `text` reads as a setting's name (`YAMLEntry.isNameLike`).
+    public static func isNameLike(_ text: String) -> Bool {
+        guard let first = text.utf8.first, text.utf8.count <= 64, (first | 0x20) >= UInt8(ascii: "a"), (first | 0x20) <= UInt8(ascii: "z")
+        else { return false }
+        return text.utf8.allSatisfy { c in
+            ((c | 0x20) >= UInt8(ascii: "a") && (c | 0x20) <= UInt8(ascii: "z")) || (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9"))
+                || c == UInt8(ascii: "_") || c == UInt8(ascii: "-") || c == UInt8(ascii: ".")
+        }
+    }
 
     /// Parses `text`: the document's root, nil for an empty file.
     public static func parse(_ text: String) throws(ConfigError) -> YAMLNode? {
@@ -77,7 +126,7 @@ public enum YAML {
         // key waiting for its value.
         enum Open {
             case sequence([YAMLNode], line: Int)
-            case mapping([YAMLEntry], key: (String, Int)?, line: Int)
+            case mapping([YAMLEntry], key: (String, Int, Int)?, line: Int)
         }
         var stack: [Open] = []
         var root: YAMLNode?
@@ -93,17 +142,22 @@ public enum YAML {
                 items.append(node)
                 stack.append(.sequence(items, line: line))
             case .mapping(var entries, let key, let line):
-                if let (name, keyLine) = key {
+                if let (name, keyLine, keyColumn) = key {
                     if entries.contains(where: { $0.key == name }) {
-                        throw ConfigError(line: keyLine, message: "'\(TerminalText.escaped(name))' is given twice; keep one")
+                        // The key named only when it reads as one.
+                        guard isNameLike(name) else {
+                            throw ConfigError(
+                                line: keyLine, column: keyColumn, message: "this key is given twice (its text is not repeated here); keep one")
+                        }
+                        throw ConfigError(line: keyLine, message: "'\(name)' is given twice; keep one")
                     }
-                    entries.append(YAMLEntry(key: name, line: keyLine, value: node))
+                    entries.append(YAMLEntry(key: name, line: keyLine, value: node, column: keyColumn))
                     stack.append(.mapping(entries, key: nil, line: line))
                 } else {
                     guard case .scalar(let name, _) = node.value else {
                         throw ConfigError(line: node.line, message: "a key must be a plain name, not a list or a mapping")
                     }
-                    stack.append(.mapping(entries, key: (name, node.line), line: line))
+                    stack.append(.mapping(entries, key: (name, node.line, node.column), line: line))
                 }
             }
         }
@@ -115,6 +169,7 @@ public enum YAML {
             }
             defer { yaml_event_delete(&event) }
             let line = Int(event.start_mark.line) + 1
+            let column = Int(event.start_mark.column) + 1
             switch event.type {
             case YAML_STREAM_START_EVENT, YAML_DOCUMENT_END_EVENT:
                 continue
@@ -132,7 +187,7 @@ public enum YAML {
                     throw ConfigError(line: line, message: "a tag (!...); remove it")
                 }
                 let text = String(decoding: UnsafeBufferPointer(start: scalar.value, count: scalar.length), as: UTF8.self)
-                try add(YAMLNode(value: .scalar(text, plain: scalar.style == YAML_PLAIN_SCALAR_STYLE), line: line))
+                try add(YAMLNode(value: .scalar(text, plain: scalar.style == YAML_PLAIN_SCALAR_STYLE), line: line, column: column))
             case YAML_SEQUENCE_START_EVENT, YAML_MAPPING_START_EVENT:
                 let isSequence = event.type == YAML_SEQUENCE_START_EVENT
                 let anchor = isSequence ? event.data.sequence_start.anchor : event.data.mapping_start.anchor
@@ -183,23 +238,38 @@ public enum YAML {
         return ConfigError(line: line, message: "\(hint) (\(words))")
     }
 
-    /// Reads `path` (at most 1 MiB, a regular file) and gives its root and
-    /// its folder (which relative file names in it are relative to) to
-    /// `read`; an error comes back as `path:line: message`.
+    /// Reads `path` (at most 1 MiB, a regular file, UTF-8) and gives its
+    /// root and its folder (which relative file names in it are relative
+    /// to) to `read`; an error comes back as `path:line: message`. The file
+    /// must be one no other user could change (`SettingsFile.check`),
+    /// unless `foreignAllowed` (`--allow-foreign-files`).
     public static func load<Config>(
-        _ path: String, _ read: (YAMLNode?, String) throws(ConfigError) -> Config
+        _ path: String, foreignAllowed: Bool = false, _ read: (YAMLNode?, String) throws(ConfigError) -> Config
     ) throws(ConfigLoadError) -> Config {
-        let text: String
+        if !foreignAllowed {
+            do throws(SystemError) {
+                try SettingsFile.check(path)
+            } catch {
+                throw .refused(location: path, message: "\(error.call): \(error.message)")
+            }
+        }
+        let bytes: [UInt8]
         do throws(SystemError) {
-            text = try readTextFile(path)
+            bytes = try readFileBytes(path)
         } catch {
             throw .unreadable(error)
         }
         let folder = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
         do throws(ConfigError) {
-            return try read(try parse(text), folder)
+            if let (_, line, column, byte) = UTF8Text.firstInvalid(bytes) {
+                throw ConfigError(
+                    line: line, column: column,
+                    message: "byte 0x\(String(byte, radix: 16, uppercase: true)) is not UTF-8; write the file in UTF-8 (it is read as UTF-8 only)")
+            }
+            return try read(try parse(String(decoding: bytes, as: UTF8.self)), folder)
         } catch {
-            throw .invalid(location: error.line.map { "\(path):\($0)" } ?? path, message: error.message)
+            let location = error.location(in: path)
+            throw error.refused ? .refused(location: location, message: error.message) : .invalid(location: location, message: error.message)
         }
     }
 }

@@ -67,22 +67,35 @@ public struct RemoteWriteConfig: Sendable {
         }
     }
 
-    public static func load(_ path: String) throws(LoadError) -> RemoteWriteConfig {
-        try YAML.load(path) { root, folder throws(ConfigError) in try read(root?.mapping("the remote write config") ?? [], folder: folder) }
+    /// Reads and checks `path`: it and the files it names must be ones no
+    /// other user could change (`SettingsFile.check`), unless
+    /// `foreignAllowed`.
+    public static func load(_ path: String, foreignAllowed: Bool = false) throws(LoadError) -> RemoteWriteConfig {
+        try YAML.load(path, foreignAllowed: foreignAllowed) { root, folder throws(ConfigError) in
+            try read(root?.mapping("the remote write config") ?? [], folder: folder, foreignAllowed: foreignAllowed)
+        }
     }
 
-    public static func parse(_ text: String, folder: String) throws(WebConfigError) -> RemoteWriteConfig {
-        try read(try YAML.parse(text)?.mapping("the remote write config") ?? [], folder: folder)
+    public static func parse(_ text: String, folder: String, foreignAllowed: Bool = false) throws(WebConfigError) -> RemoteWriteConfig {
+        try read(try YAML.parse(text)?.mapping("the remote write config") ?? [], folder: folder, foreignAllowed: foreignAllowed)
     }
 
     /// The settings in a mapping's entries (a file's, or a target's in the
     /// main config); relative file names start at `folder`.
-    public static func read(_ entries: [YAMLEntry], folder: String) throws(WebConfigError) -> RemoteWriteConfig {
+    public static func read(_ entries: [YAMLEntry], folder: String, foreignAllowed: Bool = false) throws(WebConfigError) -> RemoteWriteConfig {
         var config = RemoteWriteConfig()
         func file(_ entry: YAMLEntry) throws(WebConfigError) -> String {
             let name = try entry.string()
             guard !name.isEmpty else { throw WebConfigError(line: entry.line, message: "'\(entry.key)' names no file") }
-            return name.hasPrefix("/") ? name : folder + "/" + name
+            let path = name.hasPrefix("/") ? name : folder + "/" + name
+            if !foreignAllowed {
+                do throws(SystemError) {
+                    try SettingsFile.check(path)
+                } catch {
+                    throw WebConfigError(line: entry.line, message: "\(entry.key) '\(path)': \(error.call): \(error.message)", refused: true)
+                }
+            }
+            return path
         }
         for entry in entries {
             switch entry.key {
@@ -97,7 +110,7 @@ public struct RemoteWriteConfig: Sendable {
                             throw WebConfigError(line: e.line, message: "cannot read the password file \(path)")
                         }
                         config.password = String(text.filter { $0 != "\n" && $0 != "\r" })
-                    default: throw WebConfigError(line: e.line, message: "unknown key '\(e.key)'; expected username, password or password_file")
+                    default: throw e.unknownKey(expected: "username, password or password_file")
                     }
                 }
                 if config.username == nil { throw WebConfigError(line: entry.line, message: "basic_auth needs a username") }
@@ -116,8 +129,7 @@ public struct RemoteWriteConfig: Sendable {
                         }
                         config.insecureSkipVerify = value == "true"
                     default:
-                        throw WebConfigError(
-                            line: e.line, message: "unknown key '\(e.key)'; expected ca_file, cert_file, key_file or insecure_skip_verify")
+                        throw e.unknownKey(expected: "ca_file, cert_file, key_file or insecure_skip_verify")
                     }
                 }
                 if (config.certFile == nil) != (config.keyFile == nil) {
@@ -132,6 +144,14 @@ public struct RemoteWriteConfig: Sendable {
             case "external_labels":
                 for e in try entry.mapping() {
                     guard validLabelName(e.key), !e.key.hasPrefix("__") else {
+                        // Named only when it reads as a name at all.
+                        guard e.isNameLike else {
+                            throw WebConfigError(
+                                line: e.line, column: e.column,
+                                message:
+                                    "a key of external_labels that is not a label name (its text is not repeated here); use [a-zA-Z_][a-zA-Z0-9_]*, not __*"
+                            )
+                        }
                         throw WebConfigError(line: e.line, message: "'\(e.key)' is not a label name ([a-zA-Z_][a-zA-Z0-9_]*, not __*)")
                     }
                     config.externalLabels.append((e.key, try e.string()))
@@ -141,11 +161,8 @@ public struct RemoteWriteConfig: Sendable {
             case "queue_config":
                 config.queue = try queueSettings(entry)
             default:
-                throw WebConfigError(
-                    line: entry.line,
-                    message:
-                        "unknown key '\(entry.key)'; expected basic_auth, bearer_token_file, tls_config, remote_timeout, external_labels, write_relabel_configs or queue_config"
-                )
+                throw entry.unknownKey(
+                    expected: "basic_auth, bearer_token_file, tls_config, remote_timeout, external_labels, write_relabel_configs or queue_config")
             }
         }
         if config.queue.minBackoff > config.queue.maxBackoff {
@@ -183,9 +200,7 @@ public struct RemoteWriteConfig: Sendable {
             case "modulus":
                 throw WebConfigError(line: e.line, message: "'modulus' (hashmod) is not supported by ifmeter's remote write; remove it")
             default:
-                throw WebConfigError(
-                    line: e.line,
-                    message: "unknown key '\(e.key)'; expected source_labels, separator, regex, target_label, replacement or action")
+                throw e.unknownKey(expected: "source_labels, separator, regex, target_label, replacement or action")
             }
         }
         do throws(RelabelRule.Invalid) {
@@ -224,9 +239,7 @@ public struct RemoteWriteConfig: Sendable {
                 throw WebConfigError(
                     line: e.line, message: "'\(e.key)' is not supported by ifmeter (one sender per receiver, every 429 retried); remove it")
             default:
-                throw WebConfigError(
-                    line: e.line,
-                    message: "unknown key '\(e.key)'; expected capacity, max_samples_per_send, batch_send_deadline, min_backoff or max_backoff")
+                throw e.unknownKey(expected: "capacity, max_samples_per_send, batch_send_deadline, min_backoff or max_backoff")
             }
         }
         return queue

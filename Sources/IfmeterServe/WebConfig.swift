@@ -24,35 +24,39 @@ public struct WebConfig: Sendable {
     public typealias LoadError = ConfigLoadError
 
     /// Reads and checks `path`; relative file names in it are relative to
-    /// its folder, as exporter-toolkit has them.
-    public static func load(_ path: String) throws(LoadError) -> WebConfig {
-        try YAML.load(path) { root, folder throws(ConfigError) in try read(root, folder: folder) }
+    /// its folder, as exporter-toolkit has them. It and the files it names
+    /// must be ones no other user could change (`SettingsFile.check`),
+    /// unless `foreignAllowed`.
+    public static func load(_ path: String, foreignAllowed: Bool = false) throws(LoadError) -> WebConfig {
+        try YAML.load(path, foreignAllowed: foreignAllowed) { root, folder throws(ConfigError) in
+            try read(root, folder: folder, foreignAllowed: foreignAllowed)
+        }
     }
 
-    public static func parse(_ text: String, folder: String) throws(WebConfigError) -> WebConfig {
-        try read(try YAML.parse(text), folder: folder)
+    public static func parse(_ text: String, folder: String, foreignAllowed: Bool = false) throws(WebConfigError) -> WebConfig {
+        try read(try YAML.parse(text), folder: folder, foreignAllowed: foreignAllowed)
     }
 
     /// The web config in a YAML tree (nil: an empty file).
-    public static func read(_ root: YAMLNode?, folder: String) throws(WebConfigError) -> WebConfig {
+    public static func read(_ root: YAMLNode?, folder: String, foreignAllowed: Bool = false) throws(WebConfigError) -> WebConfig {
         var config = WebConfig(tls: nil, users: [:])
         for entry in try root?.mapping("the web config") ?? [] {
             switch entry.key {
             case "tls_server_config":
-                config.tls = try tlsSettings(entry, folder: folder)
+                config.tls = try tlsSettings(entry, folder: folder, foreignAllowed: foreignAllowed)
             case "basic_auth_users":
                 config.users = try users(entry)
             case "http_server_config":
                 throw WebConfigError(
                     line: entry.line, message: "'http_server_config' is not supported by ifmeter (HTTP/1.1 only, no extra headers); remove it")
             default:
-                throw WebConfigError(line: entry.line, message: "unknown key '\(entry.key)'; expected tls_server_config or basic_auth_users")
+                throw entry.unknownKey(expected: "tls_server_config or basic_auth_users")
             }
         }
         return config
     }
 
-    private static func tlsSettings(_ section: YAMLEntry, folder: String) throws(WebConfigError) -> HTTPTLSSettings {
+    private static func tlsSettings(_ section: YAMLEntry, folder: String, foreignAllowed: Bool) throws(WebConfigError) -> HTTPTLSSettings {
         let entries = try section.mapping()
         if entries.isEmpty {
             // Serving plain HTTP where the file asks for TLS would be quiet about the one thing asked.
@@ -68,15 +72,20 @@ public struct WebConfig: Sendable {
                     message: "'\(entry.key)' is not supported by ifmeter; remove it (supported: \(supportedTLSKeys.joined(separator: ", ")))")
             }
             guard supportedTLSKeys.contains(entry.key) else {
-                throw WebConfigError(
-                    line: entry.line,
-                    message: "unknown key '\(entry.key)' in tls_server_config; expected one of \(supportedTLSKeys.joined(separator: ", "))")
+                throw entry.unknownKey(expected: "one of \(supportedTLSKeys.joined(separator: ", "))", under: "tls_server_config")
             }
             values[entry.key] = (try entry.string(), entry.line)
         }
         func file(_ key: String) throws(WebConfigError) -> String? {
             guard let (name, line) = values[key], !name.isEmpty else { return nil }
             let path = name.hasPrefix("/") ? name : folder + "/" + name
+            if !foreignAllowed {
+                do throws(SystemError) {
+                    try SettingsFile.check(path)
+                } catch {
+                    throw WebConfigError(line: line, message: "\(key) '\(path)': \(error.call): \(error.message)", refused: true)
+                }
+            }
             let text: String
             do throws(SystemError) {
                 text = try readTextFile(path)
@@ -157,8 +166,11 @@ public struct WebConfig: Sendable {
         for entry in entries {
             let hash = try entry.string()
             if entry.key.contains(":") {
+                // No user name has one: the line may be no user's (a
+                // shadow file's), so it is placed, not repeated.
                 throw WebConfigError(
-                    line: entry.line, message: "user '\(entry.key)' contains ':', which Basic authentication cannot carry; rename the user")
+                    line: entry.line, column: entry.column,
+                    message: "this user name contains ':', which Basic authentication cannot carry (its text is not repeated here); rename the user")
             }
             guard let cost = BasicAuthenticator.bcryptCost(hash) else {
                 throw WebConfigError(

@@ -143,6 +143,12 @@ public func exitProcess(_ code: Int32) -> Never { exit(code) }
 /// device, a folder) is refused at once: opened without blocking (a FIFO
 /// with no writer would hold the start forever), then looked at.
 public func readTextFile(_ path: String) throws(SystemError) -> String {
+    String(decoding: try readFileBytes(path), as: UTF8.self)
+}
+
+/// The whole of a file of at most 1 MiB, as bytes (`readTextFile`'s
+/// checks): for a reader that must see bytes that are not UTF-8.
+public func readFileBytes(_ path: String) throws(SystemError) -> [UInt8] {
     let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
     guard fd >= 0 else {
         throw SystemError.system("open(\(path))", code: errno)
@@ -172,5 +178,5 @@ public func readTextFile(_ path: String) throws(SystemError) -> String {
             throw SystemError(call: "read(\(path))", message: "larger than 1 MiB")
         }
     }
-    return String(decoding: bytes, as: UTF8.self)
+    return bytes
 }

@@ -248,3 +248,91 @@ public func setPermissions(_ path: String, _ mode: UInt32) throws(SystemError) {
 public func renamePath(_ path: String, to newPath: String) throws(SystemError) {
     if systemRename(path, newPath) != 0 { throw SystemError.system("rename(\(path), \(newPath))") }
 }
+
+/// The files ifmeter takes its settings from and never writes: the config
+/// file, the web and remote write configs, and the certificates, keys,
+/// password and token files they name. Whoever can change one can have
+/// ifmeter (root, often) write where they like, post with its credentials
+/// or serve with their key, so each is checked as the state file is
+/// (docs/hardening.md, "Config files are trusted as state files are"):
+/// owned by this user or root, writable by no one else, and reached
+/// through no symbolic link and no folder another user controls.
+public enum SettingsFile {
+    /// How many symbolic links a path may go through (the kernel's 40).
+    static let maximumLinks = 40
+
+    /// Refuses `path` when another user could change what it says: a
+    /// symbolic link on the way (or at the path) owned by another user
+    /// than this one or root; a folder on the way that another user owns
+    /// or may write (unless sticky, as /tmp is: `OwnFolder.check`); the
+    /// file owned by another user, or writable by its group or by all.
+    /// What cannot be looked at (a missing file) and what is not a regular
+    /// file are left to the read that follows, which says so.
+    public static func check(_ path: String) throws(SystemError) {
+        guard let real = try resolved(path), let status = FileStatus(real), status.kind == .regular else { return }
+        if let problem = problem(status) { throw SystemError(call: "lstat(\(real))", errno: EPERM, message: problem) }
+    }
+
+    /// Why a regular file is not one to take settings from (nil when it
+    /// is).
+    public static func problem(_ status: FileStatus) -> String? {
+        if status.owner != effectiveUserID && status.owner != 0 {
+            return "it is owned by uid \(status.owner), another user, who could change it under ifmeter"
+        }
+        if status.permissions & 0o022 != 0 {
+            return
+                "it is writable by \(status.writableByAll ? "every user" : "its group") (mode 0\(String(status.permissions, radix: 8))), who could change it under ifmeter"
+        }
+        return nil
+    }
+
+    /// The path with every link resolved, each link and each folder on the
+    /// way checked; nil when something on the way cannot be looked at.
+    static func resolved(_ path: String) throws(SystemError) -> String? {
+        var absolute = path
+        if !path.hasPrefix("/") {
+            guard let cwd = currentDirectory() else { return nil }
+            absolute = cwd + "/" + path
+        }
+        var rest = absolute.split(separator: "/").map(String.init)
+        var real = "" // "" is the root
+        var links = 0
+        if let root = FileStatus("/") { try OwnFolder.check(root, path: "/") }
+        while !rest.isEmpty {
+            let part = rest.removeFirst()
+            if part == "." { continue }
+            if part == ".." {
+                real = SafeFile.folder(of: real.isEmpty ? "/" : real)
+                if real == "/" { real = "" }
+                continue
+            }
+            let candidate = real + "/" + part
+            guard let status = FileStatus(candidate) else { return nil }
+            if status.kind == .symbolicLink {
+                guard status.owner == effectiveUserID || status.owner == 0 else {
+                    throw SystemError(
+                        call: "lstat(\(candidate))", errno: EPERM,
+                        message: "a symbolic link owned by uid \(status.owner), another user, who could point it elsewhere")
+                }
+                links += 1
+                guard links <= maximumLinks, let target = linkTarget(candidate) else { return nil }
+                if target.hasPrefix("/") { real = "" }
+                rest = target.split(separator: "/").map(String.init) + rest
+                continue
+            }
+            // A folder on the way: one another user controls could have
+            // the file moved or replaced.
+            if rest.contains(where: { $0 != "." }) { try OwnFolder.check(status, path: candidate) }
+            real = candidate
+        }
+        return real.isEmpty ? "/" : real
+    }
+
+    /// What a symbolic link says (nil when it cannot be read).
+    static func linkTarget(_ path: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = readlink(path, &buffer, buffer.count - 1)
+        guard n > 0 else { return nil }
+        return String(decoding: buffer[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

@@ -151,4 +151,32 @@ import Glibc
         #expect(try String(contentsOfFile: path, encoding: .utf8) == "mine")
         #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path).sorted() == ["elsewhere", "out.json"])
     }
+
+    /// A settings file (a config, a key it names) is judged through every
+    /// link, each link's owner counted: a link of this user's that leads
+    /// through a link another user owns (`nobody`'s, so root is needed to
+    /// make it) is refused as that link is, however it is written (a
+    /// relative target, `..`); a file its group may write is refused; one
+    /// that is not there is left to the read that follows.
+    @Test(.enabled(if: geteuid() == 0, "root gives a link to nobody"))
+    func aSettingsFileIsJudgedThroughEveryLink() throws {
+        let scratch = try Scratch()
+        #expect(mkdir(scratch.path + "/real", 0o755) == 0)
+        let good = scratch.path + "/real/c.yml"
+        try Data("x".utf8).write(to: URL(fileURLWithPath: good))
+        #expect(chmod(good, 0o644) == 0)
+        #expect(message { try SettingsFile.check(good) } == nil)
+        // This user's links, relative and through '..': taken.
+        #expect(symlink("real/../real/c.yml", scratch.path + "/mine.yml") == 0)
+        #expect(message { try SettingsFile.check(scratch.path + "/mine.yml") } == nil)
+        // nobody's link to the folder, reached through this user's link.
+        #expect(symlink("real", scratch.path + "/nobodys") == 0 && lchown(scratch.path + "/nobodys", 65534, 65534) == 0)
+        #expect(symlink(scratch.path + "/nobodys/c.yml", scratch.path + "/through.yml") == 0)
+        #expect(
+            message { try SettingsFile.check(scratch.path + "/through.yml") }
+                == "a symbolic link owned by uid 65534, another user, who could point it elsewhere")
+        let group = try scratch.file("group.yml", mode: 0o664)
+        #expect(message { try SettingsFile.check(group) }?.hasPrefix("it is writable by its group (mode 0664)") == true)
+        #expect(message { try SettingsFile.check(scratch.path + "/missing.yml") } == nil)
+    }
 }
