@@ -603,19 +603,14 @@ private func answerLater(_ work: @escaping SlowLane.Work, _ connection: OpaquePo
     switch accepted {
     case .accepted: break
     case .full:
-        context.logger("refused a slow request (503): \(context.slowLane.capacity) are waiting already")
-        return queue(
-            HTTPResponse(
-                status: 503, text: "503 Service Unavailable: \(context.slowLane.capacity) slow requests are waiting already; try again later.\n",
-                headers: [("Retry-After", "2")]), on: connection, context, state)
+        return refuseBusy(
+            "a slow request", "\(context.slowLane.capacity) are waiting already",
+            "\(context.slowLane.capacity) slow requests are waiting already; try again later.", retryAfter: 2, connection, context, state)
     case .clientFull:
-        context.logger("refused a slow request (503): one address has \(context.slowLane.perClient) waiting already")
-        return queue(
-            HTTPResponse(
-                status: 503,
-                text:
-                    "503 Service Unavailable: this address has \(context.slowLane.perClient) slow requests waiting already (the most one address may); try again later.\n",
-                headers: [("Retry-After", "2")]), on: connection, context, state)
+        return refuseBusy(
+            "a slow request", "one address has \(context.slowLane.perClient) waiting already",
+            "this address has \(context.slowLane.perClient) slow requests waiting already (the most one address may); try again later.",
+            retryAfter: 2, connection, context, state)
     }
     if let id = MHD.connectionID(connection) { context.table.markBusy(id) }
     return .YES
@@ -681,6 +676,19 @@ private func clientKey(_ connection: OpaquePointer) -> BasicAuthenticator.Client
 /// A 5xx answer the server gives itself (a refusal, a stop) is counted
 /// as the handler's are (`serverError`); the handler's own (`handled`) it
 /// counts itself.
+/// A request refused for want of room (503, with when to try again), said
+/// on serve's log: `what` was refused because `why`; the client reads
+/// `advice`.
+private func refuseBusy(
+    _ what: String, _ why: String, _ advice: String, retryAfter: Int, _ connection: OpaquePointer, _ context: HTTPServerContext,
+    _ state: RequestState
+) -> MHD_Result {
+    context.logger("refused \(what) (503): \(why)")
+    return queue(
+        HTTPResponse(status: 503, text: "503 Service Unavailable: \(advice)\n", headers: [("Retry-After", String(retryAfter))]), on: connection,
+        context, state)
+}
+
 private func queue(
     _ response: HTTPResponse, on connection: OpaquePointer, _ context: HTTPServerContext, _ state: RequestState, handled: Bool = false
 ) -> MHD_Result {
@@ -705,19 +713,14 @@ private func queue(
         switch channel.join(client: client) {
         case .joined: break
         case .full:
-            context.logger("refused an event stream (503): \(channel.capacity) pages are following already")
-            return queue(
-                HTTPResponse(
-                    status: 503, text: "503 Service Unavailable: \(channel.capacity) pages are following this server already; try again later.\n",
-                    headers: [("Retry-After", "10")]), on: connection, context, state)
+            return refuseBusy(
+                "an event stream", "\(channel.capacity) pages are following already",
+                "\(channel.capacity) pages are following this server already; try again later.", retryAfter: 10, connection, context, state)
         case .clientFull:
-            context.logger("refused an event stream (503): one address follows with \(channel.perClient) pages already")
-            return queue(
-                HTTPResponse(
-                    status: 503,
-                    text:
-                        "503 Service Unavailable: this address follows this server with \(channel.perClient) pages already (the most one address may); close one or try again later.\n",
-                    headers: [("Retry-After", "10")]), on: connection, context, state)
+            return refuseBusy(
+                "an event stream", "one address follows with \(channel.perClient) pages already",
+                "this address follows this server with \(channel.perClient) pages already (the most one address may); close one or try again later.",
+                retryAfter: 10, connection, context, state)
         }
         context.channels.withLock { channels in if !channels.contains(where: { $0 === channel }) { channels.append(channel) } }
         mhdResponse = eventResponse(channel, client, connection)

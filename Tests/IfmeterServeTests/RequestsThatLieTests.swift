@@ -196,11 +196,13 @@ import Testing
         }
         #expect(asked.withLock { $0.isEmpty })
 
-        // One at work (at the gate), 16 waiting, then every further one refused.
+        // One at work (at the gate), 16 waiting, then every further one
+        // refused. Each from an address of its own: one address may hold
+        // only its share of the places (a quarter).
         var held: [Int32] = []
         defer { for fd in held { close(fd) } }
         for n in 0..<(1 + 16) {
-            let fd = try RawHTTP.connect("127.0.0.1", port, in: nil, timeout: 30)
+            let fd = try RawHTTP.connect("127.0.0.1", port, in: nil, from: "127.0.0.\(10 + n)", timeout: 30)
             held.append(fd)
             try RawHTTP.send(fd, "GET /api/v1/usage HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
             _ = try waitFor("request \(n + 1) on the slow lane") { server.slowRequests == n + 1 ? true : nil }
