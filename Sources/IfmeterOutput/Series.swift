@@ -93,12 +93,14 @@ extension ExpositionInput {
     /// interfaces `keeping` refuses.
     public func visitSeries(_ visitor: inout some SeriesVisitor, keeping: (ExpositionRow) -> Bool = { _ in true }) {
         var writer = ExpositionWriter(visitor: consume visitor)
-        if interfaces.allSatisfy(keeping) {
+        // `keeping` is asked once per row: it may remember what it said.
+        let kept = interfaces.filter(keeping)
+        if kept.count == interfaces.count {
             writer.write(self)
         } else {
-            var kept = self
-            kept.interfaces = interfaces.filter(keeping)
-            writer.write(kept)
+            var input = self
+            input.interfaces = kept
+            writer.write(input)
         }
         visitor = writer.visitor
     }

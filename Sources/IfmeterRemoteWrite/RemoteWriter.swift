@@ -396,7 +396,8 @@ public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
     /// The encoder, and the interfaces gone whose final value was pushed.
     struct PushState {
         var encoder: SeriesEncoder
-        var finalPushed: Set<SeriesKey> = []
+        /// Each interface gone, with the final figures pushed for it.
+        var finalPushed: [SeriesKey: Counters] = [:]
     }
 
     /// At most this many samples in one record (and so one request);
@@ -465,15 +466,20 @@ public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
     /// went down.
     public func encode(timestampMs: Int64) -> ([UInt8], UInt32) {
         encoder.withLock { state in
-            state.encoder.encode(timestampMs: timestampMs) { visitor in
+            var finals: [SeriesKey: Counters] = [:]
+            let encoded = state.encoder.encode(timestampMs: timestampMs) { visitor in
                 source.visitSeries(&visitor) { row in
-                    if row.present {
-                        state.finalPushed.remove(row.key)
-                        return true
-                    }
-                    return state.finalPushed.insert(row.key).inserted
+                    guard !row.present else { return true }
+                    // Pushed while its final figures are new: once for each
+                    // time it goes (a name that comes back and goes again
+                    // between two pushes has new ones).
+                    finals[row.key] = row.counters
+                    return state.finalPushed[row.key] != row.counters
                 }
             }
+            // Only the interfaces still gone are remembered.
+            state.finalPushed = finals
+            return encoded
         }
     }
 }
