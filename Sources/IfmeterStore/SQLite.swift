@@ -95,6 +95,15 @@ final class Database: @unchecked Sendable {
     /// The file this writer's connection is registered under, to be
     /// unregistered when it closes.
     private var registered: FileIdentity?
+    /// The writer's connection this one borrows (`borrowed`): the same
+    /// SQLite handle, kept open by its owner.
+    private let owner: Database?
+    /// A reader borrowing a writer's connection in the same process: the
+    /// file was checked when the writer opened it, so a reader's checks of
+    /// every page and row (seconds on a file of years, with the writer's
+    /// saves waiting) are skipped; SQLite still refuses a damaged page it
+    /// reads.
+    var isBorrowed: Bool { owner != nil }
 
     /// Opens `path` (never through a symbolic link); `uri`, when given, is
     /// what SQLite opens instead (`file:...?mode=ro&immutable=1`).
@@ -114,6 +123,7 @@ final class Database: @unchecked Sendable {
         handle = db
         self.path = path
         self.lockDescriptor = lockDescriptor
+        owner = nil
         sqlite3_busy_timeout(db, 5000)
         if let lockDescriptor, let status = FileStatus(descriptor: lockDescriptor) {
             registered = FileIdentity(status)
@@ -121,7 +131,22 @@ final class Database: @unchecked Sendable {
         }
     }
 
+    /// A reader's view of a writer's connection (`WriterConnections`).
+    private init(borrowing writer: Database) {
+        handle = writer.handle
+        path = writer.path
+        lockDescriptor = nil
+        owner = writer
+    }
+
+    /// Runs `body` with a reader's view of this writer's connection,
+    /// holding its mutex throughout.
+    func borrowed<T, E: Error>(_ body: (Database) throws(E) -> T) throws(E) -> T {
+        try serialized { () throws(E) -> T in try body(Database(borrowing: self)) }
+    }
+
     deinit {
+        guard owner == nil else { return }
         if let registered { WriterConnections.unregister(self, as: registered) }
         sqlite3_close_v2(handle)
         if let lockDescriptor { FileLock.release(lockDescriptor) }

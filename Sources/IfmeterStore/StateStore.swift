@@ -453,6 +453,8 @@ public final class StateStore {
     /// day rows, and checking 70 MB of hour pages would take longer than
     /// the table (SQLite still refuses a damaged page it reads).
     static func check(_ db: Database, path: String, host: String?, tables: [String]? = nil) throws(StoreError) {
+        // Checked when its writer opened it (`Database.isBorrowed`).
+        if db.isBorrowed { return }
         var results: [String] = []
         do {
             if let tables {
@@ -704,7 +706,7 @@ public final class StateStore {
             // connection. A descriptor of its own would drop the writer's
             // POSIX locks when closed (and SQLite's view of the file is
             // the writer's anyway). The writer checked the file at its start.
-            return try writer.serialized { () throws(StoreError) -> T in try body(writer, true) }
+            return try writer.borrowed { db throws(StoreError) -> T in try body(db, true) }
         }
         let fd: Int32
         do throws(SystemError) {
