@@ -468,6 +468,9 @@ public struct DeltaEngine: Sendable {
                 counters[k] = final.counters.value(k) > old ? final.counters.value(k) - old : 0
             }
             series[slot].replaced = ReplacedInstance(index: index, counters: nil)
+            // An instance a deletion event ended: its repeat, read after the
+            // next recreation replaced `replaced`, is still one (v1.3, rule 1).
+            series[slot].endedInstances.remember(EndedInstance(index: index, final: final.counters))
             return apply(counters, of: final, to: slot, quality: .lowerBound, seconds: t - s.prevTime, endsInstance: false, at: t)
         } else if let index = final.index, let ended = s.endedInstances.last(where: { $0.index == index }) {
             // An instance a deletion ended already, this one or one before

@@ -567,6 +567,7 @@ struct ReferenceMeter {
             counted(&s)
             Self.add(delta, to: &s, quality: .lowerBound)
             s.replacedCounters = nil
+            s.rememberEnded(index, fin)
         } else if let index = final.index, let remembered = s.endedFinals.last(where: { $0.index == index }) {
             // v1.3: an instance ended before; the same finals are a repeat,
             // others cannot be placed.
