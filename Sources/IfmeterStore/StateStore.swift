@@ -146,7 +146,7 @@ public final class StateStore {
             }
         }
         let opened = FileStatus(descriptor: lock)
-        let existed = (opened?.size ?? 0) > 0
+        var existed = (opened?.size ?? 0) > 0
 
         let db: Database
         var meta: [String: String] = [:]
@@ -158,6 +158,10 @@ public final class StateStore {
                 FileLock.release(lock)
                 throw error
             }
+            // A file a first start left blank (killed before its schema was
+            // committed: empty, or a SQLite header alone) holds nothing:
+            // it is made now, not refused at every start after.
+            if existed, Self.isSQLiteOrEmpty(lock), Self.isBlank(db) { existed = false }
             if existed {
                 try Self.check(db, path: path, host: host)
             }
@@ -725,12 +729,40 @@ public final class StateStore {
         if idle, walBytes > 0 {
             // A writer was killed: its last saves are in the WAL, which an
             // immutable read would skip. Read a private copy instead.
-            return try readCopy(path, fd: fd, verify: verify) { db throws(StoreError) in try body(db, false) }
+            return try readCopy(path, fd: fd, verify: verify, blankIsEmpty: isSQLiteOrEmpty(fd)) { db throws(StoreError) in try body(db, false) }
         }
         let query = idle ? "mode=ro&immutable=1" : "mode=ro"
         let db = try Database(path: path, readOnly: true, uri: Database.uri(path, query: query))
+        if isSQLiteOrEmpty(fd), isBlank(db) { return try readingBlank { db throws(StoreError) in try body(db, !idle) } }
         if verify { try check(db, path: path, host: nil) }
         return try body(db, !idle)
+    }
+
+    /// Whether an open file is empty or starts with SQLite's header
+    /// (SQLite itself reads any file shorter than a page as an empty
+    /// database: a note of a few bytes is not one).
+    static func isSQLiteOrEmpty(_ fd: Int32) -> Bool {
+        let head = readPrefix(fd, count: 16)
+        return head.isEmpty || head == Array("SQLite format 3\u{0}".utf8)
+    }
+
+    /// A SQLite file with nothing in it (empty, or a header alone): what a
+    /// first start killed before its schema was committed leaves. Ask
+    /// `isSQLiteOrEmpty` first.
+    static func isBlank(_ db: Database) -> Bool {
+        var objects: Int64 = -1
+        try? db.prepare("SELECT count(*) FROM sqlite_master").query { row throws(StoreError) in objects = row.int(0) }
+        return objects == 0
+    }
+
+    /// `body` on a state that holds nothing yet (schema, no rows), in
+    /// memory: a blank file reads as a state file with no usage, as the
+    /// start that made it would have left it.
+    static func readingBlank<T>(_ body: (Database) throws(StoreError) -> T) throws(StoreError) -> T {
+        let db = try Database(path: ":memory:", readOnly: false, uri: "file::memory:")
+        try db.execute(schema)
+        try db.prepare("INSERT INTO meta(key, value) VALUES ('schema_version', ?)").run([.text(String(schemaVersion))])
+        return try body(db)
     }
 
     static func openFailure(_ path: String, call: String, _ code: Int32) -> StoreError {
@@ -741,7 +773,9 @@ public final class StateStore {
     /// Reads a copy of the file and its WAL in a private folder, removed
     /// after: SQLite applies the WAL there, and nothing is written beside
     /// the original.
-    static func readCopy<T>(_ path: String, fd: Int32, verify: Bool, _ body: (Database) throws(StoreError) -> T) throws(StoreError) -> T {
+    static func readCopy<T>(
+        _ path: String, fd: Int32, verify: Bool, blankIsEmpty: Bool, _ body: (Database) throws(StoreError) -> T
+    ) throws(StoreError) -> T {
         let folder: TemporaryFolder
         do throws(SystemError) {
             folder = try TemporaryFolder(prefix: "ifmeter-usage")
@@ -761,15 +795,20 @@ public final class StateStore {
         do {
             // The copy's database is closed when this returns, before the
             // folder is removed (with the folder value, after this).
-            return try withExtendedLifetime(folder) { () throws(StoreError) -> T in try readClosing(copy, verify: verify, body) }
+            return try withExtendedLifetime(folder) { () throws(StoreError) -> T in
+                try readClosing(copy, verify: verify, blankIsEmpty: blankIsEmpty, body)
+            }
         } catch {
             // Say the user's path, not the copy's.
             throw error.renamed(copy, to: path)
         }
     }
 
-    static func readClosing<T>(_ path: String, verify: Bool, _ body: (Database) throws(StoreError) -> T) throws(StoreError) -> T {
+    static func readClosing<T>(
+        _ path: String, verify: Bool, blankIsEmpty: Bool, _ body: (Database) throws(StoreError) -> T
+    ) throws(StoreError) -> T {
         let db = try Database(path: path, readOnly: false)
+        if blankIsEmpty, isBlank(db) { return try readingBlank(body) }
         if verify { try check(db, path: path, host: nil) }
         return try body(db)
     }

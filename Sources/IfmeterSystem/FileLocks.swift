@@ -96,6 +96,14 @@ public enum FileLock {
     }
 }
 
+/// The first `count` bytes of an open file (fewer when it is shorter; none
+/// when it cannot be read).
+public func readPrefix(_ fd: Int32, count: Int) -> [UInt8] {
+    var buffer = [UInt8](repeating: 0, count: count)
+    let n = pread(fd, &buffer, count, 0)
+    return n > 0 ? Array(buffer[0..<n]) : []
+}
+
 /// A file opened for reading, never blocking on a FIFO and refused unless
 /// it is a regular file.
 public func openRegularForReading(_ path: String, followingLinks: Bool = true) throws(SystemError) -> Int32 {

@@ -145,6 +145,29 @@ import Testing
         #expect(failure { _ = try open() } == .inUse(path: first.path))
     }
 
+    /// A first start killed before its schema was committed leaves an
+    /// empty file, or SQLite's header alone (journal_mode=WAL is written
+    /// first): every later start refused it as "not an ifmeter state file"
+    /// (ExportStateTests' kill -9 at any moment found it). Such a file
+    /// reads as a state with no usage, and the next writer makes it; a note
+    /// shorter than a page (which SQLite reads as an empty database) is
+    /// still refused and left alone.
+    @Test func aFileAFirstStartLeftBlankIsMadeNotRefused() throws {
+        let empty = dir + "/empty.db", header = dir + "/header.db", note = dir + "/note.db"
+        try Data().write(to: URL(fileURLWithPath: empty))
+        _ = try run(["sqlite3", header, "PRAGMA journal_mode=WAL;"])
+        try "x".write(toFile: note, atomically: true, encoding: .utf8)
+        for path in [empty, header] {
+            #expect(try StateStore.usage(path: path, granularity: .day).isEmpty, "\(path) reads as a state with no usage")
+        }
+        _ = try open("empty.db")
+        _ = try open("header.db")
+        #expect(try StateStore.plans(path: header) == [], "made: a state file now")
+        #expect(failure { _ = try open("note.db") }.map { if case .notState = $0 { true } else { false } } == true)
+        #expect(failure { _ = try StateStore.usage(path: note, granularity: .day) }?.isBadData == true)
+        #expect(try String(contentsOfFile: note, encoding: .utf8) == "x", "never overwritten")
+    }
+
     @Test func filesThatAreNotStateAreRefusedAndLeftAlone() throws {
         let text = dir + "/notes.db"
         try "not a database, a note".write(toFile: text, atomically: true, encoding: .utf8)
