@@ -139,12 +139,14 @@ public enum RawHTTP {
         }
     }
 
-    /// GET (or another method) with `Connection: close`.
+    /// GET (or another method) with `Connection: close`. `timeout`: how
+    /// long a send or a read may wait (a test that only needs the answer,
+    /// however slow, gives a generous one).
     public static func request(
         _ path: String, method: String = "GET", host: String = "127.0.0.1", port: UInt16, in namespace: String?,
-        headers: [String: String] = [:]
+        headers: [String: String] = [:], timeout: Double = 5
     ) throws -> HTTPResult {
-        let fd = try connect(host, port, in: namespace)
+        let fd = try connect(host, port, in: namespace, timeout: timeout)
         defer { close(fd) }
         var text = "\(method) \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
         for (name, value) in headers { text += "\(name): \(value)\r\n" }
