@@ -43,13 +43,7 @@ public func localeUsesUTF8(_ lookup: (String) -> String? = environment) -> Bool 
 /// when it gives none or the same. It may wait for DNS: call it off any
 /// path that must not wait.
 public func canonicalHostName(_ name: String) -> String? {
-    var hints = addrinfo()
-    hints.ai_flags = AI_CANONNAME
-    #if canImport(Glibc)
-    hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-    #else
-    hints.ai_socktype = SOCK_STREAM
-    #endif
+    var hints = streamHints(flags: AI_CANONNAME)
     var result: UnsafeMutablePointer<addrinfo>?
     guard getaddrinfo(name, nil, &hints, &result) == 0, let first = result else { return nil }
     defer { freeaddrinfo(result) }

@@ -5,17 +5,24 @@ import Darwin
 #endif
 import IfmeterCore
 
-/// A TCP socket listening on `host:port` (a name may stand for several
-/// addresses, as localhost for 127.0.0.1 and ::1: the first that binds
-/// serves; `[::]` serves IPv4 too). `named` is the address as errors say it.
-public func listeningSocket(host: String, port: UInt16, named: String) throws(SystemError) -> Int32 {
+/// getaddrinfo's hints for TCP with `flags` (SOCK_STREAM as each C library
+/// spells it).
+func streamHints(flags: Int32) -> addrinfo {
     var hints = addrinfo()
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
+    hints.ai_flags = flags
     #if canImport(Glibc)
     hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
     #else
     hints.ai_socktype = SOCK_STREAM
     #endif
+    return hints
+}
+
+/// A TCP socket listening on `host:port` (a name may stand for several
+/// addresses, as localhost for 127.0.0.1 and ::1: the first that binds
+/// serves; `[::]` serves IPv4 too). `named` is the address as errors say it.
+public func listeningSocket(host: String, port: UInt16, named: String) throws(SystemError) -> Int32 {
+    var hints = streamHints(flags: AI_PASSIVE | AI_NUMERICSERV)
     var result: UnsafeMutablePointer<addrinfo>?
     let rc = getaddrinfo(host, String(port), &hints, &result)
     if rc != 0 {
