@@ -419,7 +419,11 @@ struct WebConfigServeTests {
         defer { prometheus.stop() }
         let targets = try waitFor("Prometheus to scrape both jobs") { () -> String? in
             let text = try? RawHTTP.request("/api/v1/targets", port: 9090, in: ns.name).text
-            guard let text, text.contains(#""health":"up""#), text.contains(#""health":"down""#) else { return nil }
+            // The refused job's first scrape may time out (its 401 comes
+            // after the throttle's wait): wait for a scrape it refused.
+            guard let text, text.contains(#""health":"up""#), text.contains(#""health":"down""#), text.contains("401 Unauthorized") else {
+                return nil
+            }
             return text
         }
         #expect(targets.contains("401 Unauthorized"), "the wrong password is refused: \(targets)")
