@@ -142,7 +142,7 @@ let package = Package(
             name: "IfmeterCLI",
             dependencies: [
                 "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterSampling", "IfmeterPipeline", "IfmeterServe", "IfmeterRoute",
-                "IfmeterExport", "IfmeterLive", "IfmeterStore", "IfmeterRemoteWrite", "IfmeterImage",
+                "IfmeterExport", "IfmeterLive", "IfmeterStore", "IfmeterRemoteWrite", "IfmeterImage", "IfmeterConfig",
             ]
         ),
         .executableTarget(
@@ -161,25 +161,37 @@ let package = Package(
         .target(
             name: "IfmeterTestSupport",
             dependencies: ["IfmeterCore", "IfmeterSystem", "IfmeterSampling", .target(name: "CIfmeterTestSupport", condition: linux)]),
-        .testTarget(name: "IfmeterCoreTests", dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterCore", "IfmeterTestSupport"]),
+        .testTarget(name: "IfmeterCoreTests", dependencies: ["IfmeterOutput", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(
             name: "IfmeterSamplingTests",
-            dependencies: ["IfmeterSystem", "IfmeterSampling", "IfmeterCore", .target(name: "CNetlink", condition: linux), "IfmeterTestSupport"]),
+            dependencies: ["IfmeterSampling", "IfmeterCore", .target(name: "CNetlink", condition: linux), "IfmeterTestSupport"]),
+        // The commands' own code, in process: the argument parser, the
+        // extension points.
         .testTarget(
             name: "IfmeterCLITests",
+            dependencies: ["IfmeterCLI", "IfmeterCore", "IfmeterOutput", "IfmeterPipeline", "IfmeterSampling", "IfmeterTestSupport"]),
+        // The binary end to end: serve, export, live, usage, plan, state,
+        // route and remote write run as processes against bytes sent in the
+        // tests' own namespaces, real Prometheus, Chromium and the
+        // scenarios (Scenarios/).
+        .testTarget(
+            name: "IfmeterEndToEndTests",
             dependencies: [
-                "IfmeterOutput", "IfmeterSystem", "IfmeterCLI", "IfmeterCore", "IfmeterServe", "IfmeterPipeline", "IfmeterLive", "IfmeterTestSupport",
-                "IfmeterStore",
-                "IfmeterRemoteWrite", "IfmeterImage",
+                "IfmeterCLI", "IfmeterCore", "IfmeterImage", "IfmeterOutput", "IfmeterPipeline", "IfmeterRemoteWrite", "IfmeterSampling",
+                "IfmeterServe", "IfmeterStore", "IfmeterSystem", "IfmeterTestSupport",
             ]),
+        // The package as shipped: its layering and documents, the
+        // generated pages, the release link, the Debian package
+        // and the test harness itself.
+        .testTarget(name: "IfmeterPackageTests", dependencies: ["IfmeterCLI", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(
             name: "IfmeterLiveTests",
-            dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterLive", "IfmeterCore", "IfmeterPipeline", "IfmeterTestSupport"]),
+            dependencies: ["IfmeterOutput", "IfmeterLive", "IfmeterCore"]),
         .testTarget(
-            name: "IfmeterStoreTests", dependencies: ["IfmeterOutput", "IfmeterSystem", "IfmeterStore", "IfmeterCore", "IfmeterTestSupport"]),
+            name: "IfmeterStoreTests", dependencies: ["IfmeterStore", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(
             name: "IfmeterTests", dependencies: ["Ifmeter", "IfmeterCore", "IfmeterSampling", "IfmeterSystem", "IfmeterTestSupport"]),
-        .testTarget(name: "IfmeterConfigTests", dependencies: ["IfmeterConfig", "IfmeterServe", "IfmeterCore", "IfmeterTestSupport"]),
+        .testTarget(name: "IfmeterConfigTests", dependencies: ["IfmeterConfig"]),
         .testTarget(
             name: "IfmeterRemoteWriteTests",
             dependencies: [
@@ -188,7 +200,7 @@ let package = Package(
         .testTarget(
             name: "IfmeterServeTests",
             dependencies: [
-                "IfmeterServe", "IfmeterOutput", "IfmeterPipeline", "IfmeterCore", "IfmeterTestSupport",
+                "IfmeterServe", "IfmeterOutput", "IfmeterPipeline", "IfmeterCore", "IfmeterSystem", "IfmeterTestSupport",
             ]),
         .testTarget(name: "IfmeterSystemTests", dependencies: ["IfmeterSystem", "IfmeterCore"]),
         .testTarget(name: "IfmeterRouteTests", dependencies: ["IfmeterRoute", "IfmeterSampling", "IfmeterCore"]),
@@ -200,7 +212,7 @@ let package = Package(
         .testTarget(
             name: "IfmeterPipelineTests",
             dependencies: [
-                "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterCore", "IfmeterStore", "IfmeterExport", "IfmeterTestSupport",
+                "IfmeterOutput", "IfmeterPipeline", "IfmeterCore", "IfmeterStore", "IfmeterTestSupport",
             ]),
     ],
     swiftLanguageModes: [.v6]

@@ -13,7 +13,7 @@ import Testing
 /// read and `begin` after `end` are each one 400 line naming the key),
 /// a 5xx answer's body names nothing of the server, every 5xx the HTTP
 /// layer gives itself is counted, and a page that went away is not an
-/// error in the log. `Tests/IfmeterCLITests/RequestsThatLieTests.swift`
+/// error in the log. `Tests/IfmeterEndToEndTests/RequestsThatLieServeTests.swift`
 /// checks the same against the real serve.
 @Suite struct RequestsThatLieTests {
     func parsed(_ raw: String) -> Result<[String: String], HTTPError> { QueryString.parse(Array(raw.utf8)) }

@@ -17,25 +17,11 @@ struct ReadmeShapeTests {
         return ["README.md"] + docs.filter { $0.hasSuffix(".md") }.sorted().map { "docs/" + $0 }
     }
 
-    /// The lines outside fenced code blocks, with their 1-based numbers.
-    static func prose(_ text: String) -> [(number: Int, line: String)] {
-        var fenced = false
-        var result: [(Int, String)] = []
-        for (i, line) in text.components(separatedBy: "\n").enumerated() {
-            if line.hasPrefix("```") {
-                fenced.toggle()
-                continue
-            }
-            if !fenced { result.append((i + 1, line)) }
-        }
-        return result
-    }
-
     /// The link targets of a Markdown text (`[text](target)` and
     /// `![alt](target)`), outside code blocks and inline code.
     static func links(_ text: String) -> [(line: Int, target: String)] {
         var found: [(Int, String)] = []
-        for (number, line) in prose(text) {
+        for (number, line) in Markdown.prose(text) {
             let outsideCode = line.split(separator: "`", omittingEmptySubsequences: false)
                 .enumerated().filter { $0.offset % 2 == 0 }.map(\.element).joined(separator: " ")
             let regex = try! NSRegularExpression(pattern: #"\]\(([^)\s]+)\)"#)
@@ -45,26 +31,6 @@ struct ReadmeShapeTests {
             }
         }
         return found
-    }
-
-    /// GitHub's anchor for a heading: lower case, punctuation dropped,
-    /// spaces made hyphens; a repeated heading gets `-1`, `-2`, ...
-    static func anchors(_ text: String) -> Set<String> {
-        var seen: [String: Int] = [:]
-        var result: Set<String> = []
-        for (_, line) in prose(text) where line.hasPrefix("#") {
-            let title = line.drop { $0 == "#" }.trimmingCharacters(in: .whitespaces)
-            let slug = String(
-                title.lowercased().unicodeScalars.compactMap { c -> Character? in
-                    if c == " " { return "-" }
-                    if c == "-" || c == "_" || CharacterSet.alphanumerics.contains(c) { return Character(c) }
-                    return nil
-                })
-            let n = seen[slug, default: 0]
-            seen[slug] = n + 1
-            result.insert(n == 0 ? slug : "\(slug)-\(n)")
-        }
-        return result
     }
 
     /// The relative links in `file` (whose text is `text`) that lead
@@ -77,7 +43,7 @@ struct ReadmeShapeTests {
             guard let content = exists(resolved) else {
                 return "\(file) line \(line): \(target) (no file \(resolved))"
             }
-            if parts.count == 2, resolved.hasSuffix(".md"), !anchors(content).contains(parts[1]) {
+            if parts.count == 2, resolved.hasSuffix(".md"), !Markdown.anchors(content).contains(parts[1]) {
                 return "\(file) line \(line): \(target) (no heading #\(parts[1]) in \(resolved))"
             }
             return nil

@@ -71,7 +71,7 @@ struct PrometheusRulesTests {
     /// `runbook_url` whose anchor is a heading of docs/alerts.md.
     @Test func everyAlertHasARunbookThatExists() throws {
         let rules = Self.rules(try String(contentsOfFile: Self.rulesFile, encoding: .utf8)).filter(\.isAlert)
-        let anchors = ReadmeShapeTests.anchors(try String(contentsOf: repositoryRoot.appendingPathComponent("docs/alerts.md"), encoding: .utf8))
+        let anchors = Markdown.anchors(try String(contentsOf: repositoryRoot.appendingPathComponent("docs/alerts.md"), encoding: .utf8))
         for rule in rules {
             let line = rule.text.components(separatedBy: "\n").first { $0.trimmingCharacters(in: .whitespaces).hasPrefix("runbook_url:") }
             guard let line, let hash = line.firstIndex(of: "#") else {

@@ -186,6 +186,41 @@ import Testing
         return module.isEmpty ? nil : module
     }
 
+    /// Every import of one of the package's modules, as written in a
+    /// target's sources, is a dependency Package.swift declares for that
+    /// target, and every module dependency it declares is imported by one
+    /// of its files: a module that builds only because another dependency
+    /// brought the import along (IfmeterCLI once imported IfmeterConfig
+    /// through IfmeterServe) fails here, which dump-package alone cannot
+    /// see (issue 46).
+    @Test func everyImportIsADeclaredDependency() throws {
+        let targets = try PackageTarget.all.get()
+        let modules = Set(targets.map(\.name))
+        var checked = 0
+        for target in targets where target.kind != .c {
+            let declared = Set(target.dependencies)
+            var imported: [String: String] = [:]
+            for file in target.files(endingIn: [".swift"]) {
+                let text = try String(contentsOf: repositoryRoot.appendingPathComponent(file), encoding: .utf8)
+                for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                    guard let module = Self.importedModule(line), modules.contains(module), module != target.name else { continue }
+                    if imported[module] == nil { imported[module] = "\(file):\(index + 1)" }
+                    checked += 1
+                }
+            }
+            for (module, place) in imported.sorted(by: { $0.key < $1.key }) where !declared.contains(module) {
+                Issue.record("\(place): \(target.name) imports \(module), which Package.swift does not declare as its dependency: add it")
+            }
+            for module in declared.sorted() where imported[module] == nil {
+                // A C target may be reached through another's header (a
+                // system library under a C shim); a Swift module may not.
+                guard targets.first(where: { $0.name == module })?.kind != .c else { continue }
+                Issue.record("Package.swift gives \(target.name) \(module), which none of its files imports: delete the dependency")
+            }
+        }
+        #expect(checked > 200, "\(checked) imports checked")
+    }
+
     @Test func importLinesAreRead() {
         #expect(Self.importedModule("import CNetlink") == "CNetlink")
         #expect(Self.importedModule("@preconcurrency import CSQLite") == "CSQLite")

@@ -876,3 +876,49 @@ final class FuzzRoom: Sendable {
         return nil
     }
 }
+
+/// The numeric options the fuzz finds in the specs, parsed in process:
+/// its tables, without running the binary.
+@Suite struct NumbersWithSpacesTests {
+    func failure(_ arguments: [String], _ command: any Command.Type) -> CLIError? {
+        do {
+            _ = try command.init(ParsedArguments.parse(arguments, spec: command.spec))
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// Issue 29, finding 10: `plan set --quota ' 1 '` was accepted (the
+    /// quota's parser trimmed spaces, no other did). Every number of every
+    /// command (from the specs, as `NumericFuzzTests` finds them) refuses a
+    /// value with spaces or a tab around it, as a usage error naming the
+    /// option, in one line; the same value without them is taken.
+    @Test func numbersWithSpacesAroundAreRefused() throws {
+        var tried = 0
+        for (command, option, kind) in NumericFuzzTests.numericOptions {
+            let type = try #require(IfmeterCLI.commands.first { $0.spec.name == "ifmeter " + command })
+            let value = try #require(NumericFuzzTests.edges(option.long, kind).accept.first)
+            func arguments(_ value: String) -> [String] {
+                NumericFuzzTests.attempt(command, option.long, value).arguments.dropFirst().map {
+                    $0.replacing("{port}", with: "9874").replacing("{dir}", with: "/nonexistent").replacing("{base}", with: "/nonexistent/s.db")
+                }
+            }
+            let plain = failure(arguments(value), type)
+            #expect(plain.map { !$0.line.contains("'\(option.long)") } ?? true, "\(command) \(option.long) \(value): \(plain?.line ?? "")")
+            for padded in [" \(value) ", " \(value)", "\(value) ", "\t\(value)"] {
+                let error = failure(arguments(padded), type)
+                #expect(error?.exitCode == 64, "\(command) \(option.long) '\(padded)' is refused as a usage error")
+                #expect(error?.line.contains("'\(option.long)") == true && error?.line.contains("\n") == false, "\(error?.line ?? "")")
+                tried += 1
+            }
+        }
+        #expect(tried > 60, "every numeric option was tried")
+        // plan --limit PERIOD=SIZE reads its size with the same parser.
+        let base = ["set", "eth0", "--state", "/nonexistent/p.db"]
+        #expect(failure(base + ["--limit", "day=1GB"], PlanCommand.self) == nil)
+        for padded in ["day= 1GB", "day=1GB ", " day=1GB"] {
+            #expect(failure(base + ["--limit", padded], PlanCommand.self)?.line.contains("'--limit <period=size>'") == true, "\(padded)")
+        }
+    }
+}
