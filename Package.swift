@@ -66,7 +66,8 @@ let package = Package(
         .target(
             name: "IfmeterRemoteWrite",
             dependencies: [
-                "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", .target(name: "CIfmeterRemoteWrite", condition: linux),
+                "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterConfig",
+                .target(name: "CIfmeterRemoteWrite", condition: linux),
             ]),
         // Configuration files: YAML read by libyaml into a tree with lines,
         // and the strict readers the configs are made of.

@@ -135,7 +135,7 @@ struct RemoteWriteOptions {
                 let queue = try DiskQueue(folder: folder, maxBytes: Int64(queueMax), identity: FNV1a.hash(url.utf8))
                 // What opening found is said whole, not rate-limited.
                 for note in queue.openingNotes { Output.error("ifmeter serve: " + note) }
-                let transport = try CurlTransport(url: url, settings: settings.connection, userAgent: "ifmeter/\(IfmeterCLI.version)")
+                let transport = try CurlTransport(url: url, settings: settings, userAgent: "ifmeter/\(IfmeterCLI.version)")
                 let writer = RemoteWriter(
                     url: url, queue: queue, transport: transport, minBackoff: settings.queue.minBackoff, maxBackoff: settings.queue.maxBackoff,
                     capacity: settings.queue.capacity, maxSamplesPerSend: settings.queue.maxSamplesPerSend, log: log)
@@ -178,14 +178,5 @@ struct RemoteWriteOptions {
     static func folderName(_ url: String) -> String {
         let hex = String(FNV1a.hash(url.utf8), radix: 16)
         return String(repeating: "0", count: 16 - hex.count) + hex
-    }
-}
-
-extension RemoteWriteConfig {
-    /// What the transport needs of the config to reach a receiver.
-    var connection: RemoteWriteConnection {
-        RemoteWriteConnection(
-            username: username, password: password, bearerTokenFile: bearerTokenFile, caFile: caFile, certFile: certFile, keyFile: keyFile,
-            insecureSkipVerify: insecureSkipVerify, timeoutSeconds: timeoutSeconds ?? Self.defaultTimeoutSeconds)
     }
 }

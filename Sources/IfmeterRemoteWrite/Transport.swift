@@ -72,43 +72,15 @@ public enum RemoteWriteLibraries {
     }
 }
 
-/// How one receiver is reached: its credentials, TLS files and timeout
-/// (what the CLI takes from the remote write config, which `IfmeterServe`
-/// reads).
-public struct RemoteWriteConnection: Sendable {
-    public var username: String?
-    public var password: String?
-    public var bearerTokenFile: String?
-    public var caFile: String?
-    public var certFile: String?
-    public var keyFile: String?
-    public var insecureSkipVerify: Bool
-    public var timeoutSeconds: Double
-
-    public init(
-        username: String? = nil, password: String? = nil, bearerTokenFile: String? = nil, caFile: String? = nil, certFile: String? = nil,
-        keyFile: String? = nil, insecureSkipVerify: Bool = false, timeoutSeconds: Double
-    ) {
-        self.username = username
-        self.password = password
-        self.bearerTokenFile = bearerTokenFile
-        self.caFile = caFile
-        self.certFile = certFile
-        self.keyFile = keyFile
-        self.insecureSkipVerify = insecureSkipVerify
-        self.timeoutSeconds = timeoutSeconds
-    }
-}
-
 /// HTTP through libcurl, with the remote write headers.
 public final class CurlTransport: RemoteWriteTransport, @unchecked Sendable {
     // One handle, used by the one sender thread that owns the transport.
     private let client: UnsafeMutableRawPointer
     let url: String
-    let settings: RemoteWriteConnection
+    let settings: RemoteWriteConfig
     let userAgent: String
 
-    public init(url: String, settings: RemoteWriteConnection, userAgent: String) throws(SystemError) {
+    public init(url: String, settings: RemoteWriteConfig, userAgent: String) throws(SystemError) {
         try RemoteWriteLibraries.load()
         guard let client = cifm_rw_client_new() else { throw .system("curl_easy_init", code: 0) }
         self.client = client
@@ -129,7 +101,7 @@ public final class CurlTransport: RemoteWriteTransport, @unchecked Sendable {
         }
         var result = cifm_rw_result()
         var response = ResponseReader()
-        let timeout = Int(settings.timeoutSeconds * 1000)
+        let timeout = Int((settings.timeoutSeconds ?? RemoteWriteConfig.defaultTimeoutSeconds) * 1000)
         withUnsafeMutablePointer(to: &response) { response in
             body.withUnsafeBytes { raw in
                 url.withCString { url in

@@ -331,7 +331,7 @@ struct RemoteWritePrometheusTests {
         try RemoteWriteLibraries.load()
         let queueFolder = dir + "/queue"
         let transport = try CurlTransport(
-            url: url, settings: RemoteWriteConnection(timeoutSeconds: RemoteWriteConfig.defaultTimeoutSeconds), userAgent: "ifmeter-test")
+            url: url, settings: RemoteWriteConfig(), userAgent: "ifmeter-test")
         do {
             let queue = try DiskQueue(folder: queueFolder, maxBytes: 1 << 20)
             for n in 0..<5 { try queue.append(payload: record(n), samples: 1) }

@@ -56,7 +56,7 @@ public struct RemoteWriteConfig: Sendable {
 
     /// The file cannot be read, or what it holds is wrong: as a web
     /// config's.
-    public typealias LoadError = WebConfig.LoadError
+    public typealias LoadError = ConfigLoadError
 
     public static func validLabelName(_ name: String) -> Bool {
         guard let first = name.utf8.first, first == UInt8(ascii: "_") || (first | 0x20 >= UInt8(ascii: "a") && first | 0x20 <= UInt8(ascii: "z"))
@@ -76,23 +76,23 @@ public struct RemoteWriteConfig: Sendable {
         }
     }
 
-    public static func parse(_ text: String, folder: String, foreignAllowed: Bool = false) throws(WebConfigError) -> RemoteWriteConfig {
+    public static func parse(_ text: String, folder: String, foreignAllowed: Bool = false) throws(ConfigError) -> RemoteWriteConfig {
         try read(try YAML.parse(text)?.mapping("the remote write config") ?? [], folder: folder, foreignAllowed: foreignAllowed)
     }
 
     /// The settings in a mapping's entries (a file's, or a target's in the
     /// main config); relative file names start at `folder`.
-    public static func read(_ entries: [YAMLEntry], folder: String, foreignAllowed: Bool = false) throws(WebConfigError) -> RemoteWriteConfig {
+    public static func read(_ entries: [YAMLEntry], folder: String, foreignAllowed: Bool = false) throws(ConfigError) -> RemoteWriteConfig {
         var config = RemoteWriteConfig()
-        func file(_ entry: YAMLEntry) throws(WebConfigError) -> String {
+        func file(_ entry: YAMLEntry) throws(ConfigError) -> String {
             let name = try entry.string()
-            guard !name.isEmpty else { throw WebConfigError(line: entry.line, message: "'\(entry.key)' names no file") }
+            guard !name.isEmpty else { throw ConfigError(line: entry.line, message: "'\(entry.key)' names no file") }
             let path = name.hasPrefix("/") ? name : folder + "/" + name
             if !foreignAllowed {
                 do throws(SystemError) {
                     try SettingsFile.check(path)
                 } catch {
-                    throw WebConfigError(line: entry.line, message: "\(entry.key) '\(path)': \(error.call): \(error.message)", refused: true)
+                    throw ConfigError(line: entry.line, message: "\(entry.key) '\(path)': \(error.call): \(error.message)", refused: true)
                 }
             }
             return path
@@ -107,13 +107,13 @@ public struct RemoteWriteConfig: Sendable {
                     case "password_file":
                         let path = try file(e)
                         guard let text = readSmallFile(path, limit: 4096) else {
-                            throw WebConfigError(line: e.line, message: "cannot read the password file \(path)")
+                            throw ConfigError(line: e.line, message: "cannot read the password file \(path)")
                         }
                         config.password = String(text.filter { $0 != "\n" && $0 != "\r" })
                     default: throw e.unknownKey(expected: "username, password or password_file")
                     }
                 }
-                if config.username == nil { throw WebConfigError(line: entry.line, message: "basic_auth needs a username") }
+                if config.username == nil { throw ConfigError(line: entry.line, message: "basic_auth needs a username") }
             case "bearer_token_file":
                 config.bearerTokenFile = try file(entry)
             case "tls_config":
@@ -125,7 +125,7 @@ public struct RemoteWriteConfig: Sendable {
                     case "insecure_skip_verify":
                         let value = try e.string()
                         guard value == "true" || value == "false" else {
-                            throw WebConfigError(line: e.line, message: "insecure_skip_verify is true or false, not '\(value)'")
+                            throw ConfigError(line: e.line, message: "insecure_skip_verify is true or false, not '\(value)'")
                         }
                         config.insecureSkipVerify = value == "true"
                     default:
@@ -133,12 +133,12 @@ public struct RemoteWriteConfig: Sendable {
                     }
                 }
                 if (config.certFile == nil) != (config.keyFile == nil) {
-                    throw WebConfigError(line: entry.line, message: "tls_config needs both cert_file and key_file, or neither")
+                    throw ConfigError(line: entry.line, message: "tls_config needs both cert_file and key_file, or neither")
                 }
             case "remote_timeout":
                 let value = try entry.string()
                 guard value.hasSuffix("s"), let seconds = Double(value.dropLast()), seconds > 0 else {
-                    throw WebConfigError(line: entry.line, message: "remote_timeout is seconds, like 30s, not '\(value)'")
+                    throw ConfigError(line: entry.line, message: "remote_timeout is seconds, like 30s, not '\(value)'")
                 }
                 config.timeoutSeconds = seconds
             case "external_labels":
@@ -146,13 +146,13 @@ public struct RemoteWriteConfig: Sendable {
                     guard validLabelName(e.key), !e.key.hasPrefix("__") else {
                         // Named only when it reads as a name at all.
                         guard e.isNameLike else {
-                            throw WebConfigError(
+                            throw ConfigError(
                                 line: e.line, column: e.column,
                                 message:
                                     "a key of external_labels that is not a label name (its text is not repeated here); use [a-zA-Z_][a-zA-Z0-9_]*, not __*"
                             )
                         }
-                        throw WebConfigError(line: e.line, message: "'\(e.key)' is not a label name ([a-zA-Z_][a-zA-Z0-9_]*, not __*)")
+                        throw ConfigError(line: e.line, message: "'\(e.key)' is not a label name ([a-zA-Z_][a-zA-Z0-9_]*, not __*)")
                     }
                     config.externalLabels.append((e.key, try e.string()))
                 }
@@ -166,16 +166,16 @@ public struct RemoteWriteConfig: Sendable {
             }
         }
         if config.queue.minBackoff > config.queue.maxBackoff {
-            throw WebConfigError(line: nil, message: "queue_config: min_backoff is longer than max_backoff; shorten it or raise max_backoff")
+            throw ConfigError(line: nil, message: "queue_config: min_backoff is longer than max_backoff; shorten it or raise max_backoff")
         }
         if config.username != nil && config.bearerTokenFile != nil {
-            throw WebConfigError(line: nil, message: "basic_auth and bearer_token_file together; keep one")
+            throw ConfigError(line: nil, message: "basic_auth and bearer_token_file together; keep one")
         }
         return config
     }
 
     /// One `write_relabel_configs` item, checked as Prometheus checks it.
-    static func relabelRule(_ item: YAMLNode) throws(WebConfigError) -> RelabelRule {
+    static func relabelRule(_ item: YAMLNode) throws(ConfigError) -> RelabelRule {
         var action = RelabelRule.Action.replace
         var sources: [String] = []
         var separator = ";", regex = "(.*)", target = "", replacement = "$1"
@@ -184,7 +184,7 @@ public struct RemoteWriteConfig: Sendable {
             case "action":
                 let text = try e.string()
                 guard let known = RelabelRule.Action(rawValue: text.lowercased()) else {
-                    throw WebConfigError(
+                    throw ConfigError(
                         line: e.line,
                         message:
                             "action '\(TerminalText.escaped(text))' is not one ifmeter applies; use \(RelabelRule.Action.allCases.map(\.rawValue).joined(separator: ", "))"
@@ -192,13 +192,13 @@ public struct RemoteWriteConfig: Sendable {
                 }
                 action = known
             case "source_labels":
-                sources = try e.list().map { (node: YAMLNode) throws(WebConfigError) -> String in try node.string("a source label") }
+                sources = try e.list().map { (node: YAMLNode) throws(ConfigError) -> String in try node.string("a source label") }
             case "separator": separator = try e.string()
             case "regex": regex = try e.string()
             case "target_label": target = try e.string()
             case "replacement": replacement = try e.string()
             case "modulus":
-                throw WebConfigError(line: e.line, message: "'modulus' (hashmod) is not supported by ifmeter's remote write; remove it")
+                throw ConfigError(line: e.line, message: "'modulus' (hashmod) is not supported by ifmeter's remote write; remove it")
             default:
                 throw e.unknownKey(expected: "source_labels, separator, regex, target_label, replacement or action")
             }
@@ -207,23 +207,23 @@ public struct RemoteWriteConfig: Sendable {
             return try RelabelRule(
                 action: action, sourceLabels: sources, separator: separator, regex: regex, targetLabel: target, replacement: replacement)
         } catch {
-            throw WebConfigError(line: item.line, message: "write_relabel_configs: \(error.message)")
+            throw ConfigError(line: item.line, message: "write_relabel_configs: \(error.message)")
         }
     }
 
-    static func queueSettings(_ entry: YAMLEntry) throws(WebConfigError) -> QueueSettings {
+    static func queueSettings(_ entry: YAMLEntry) throws(ConfigError) -> QueueSettings {
         var queue = QueueSettings()
-        func count(_ e: YAMLEntry) throws(WebConfigError) -> Int {
+        func count(_ e: YAMLEntry) throws(ConfigError) -> Int {
             let text = try e.string()
             guard let n = Int(text), n >= 1, n <= 10_000_000 else {
-                throw WebConfigError(line: e.line, message: "'\(e.key)' is a whole number from 1 to 10000000, not '\(TerminalText.escaped(text))'")
+                throw ConfigError(line: e.line, message: "'\(e.key)' is a whole number from 1 to 10000000, not '\(TerminalText.escaped(text))'")
             }
             return n
         }
-        func duration(_ e: YAMLEntry) throws(WebConfigError) -> Double {
+        func duration(_ e: YAMLEntry) throws(ConfigError) -> Double {
             let text = try e.string()
             guard let seconds = Units.parseDuration(text), seconds >= 0.001, seconds <= 3600 else {
-                throw WebConfigError(
+                throw ConfigError(
                     line: e.line, message: "'\(e.key)' is a duration from 1ms to 1h, like 100ms or 5s, not '\(TerminalText.escaped(text))'")
             }
             return seconds
@@ -236,7 +236,7 @@ public struct RemoteWriteConfig: Sendable {
             case "min_backoff": queue.minBackoff = try duration(e)
             case "max_backoff": queue.maxBackoff = try duration(e)
             case "max_shards", "min_shards", "retry_on_http_429", "sample_age_limit":
-                throw WebConfigError(
+                throw ConfigError(
                     line: e.line, message: "'\(e.key)' is not supported by ifmeter (one sender per receiver, every 429 retried); remove it")
             default:
                 throw e.unknownKey(expected: "capacity, max_samples_per_send, batch_send_deadline, min_backoff or max_backoff")
