@@ -17,13 +17,15 @@ public enum Runbooks {
         `http://INSTANCE:9874/runbooks#ALERT`, where INSTANCE is the host part of
         the alert's `instance` label (`{{ stripPort $labels.instance }}`: a
         pushing host's name, or a scraped target's host without its port) and
-        9874 serve's default port. serve answers `/runbooks` (this page as HTML,
-        each alert's heading an anchor) on every address it listens on, behind
+        9874 serve's default port (an instance that is an IPv6 address loses
+        its brackets there: such a fleet sets the base itself, below). serve
+        answers `/runbooks` (this page as HTML, each alert's heading an
+        anchor) on every address it listens on, behind
         the same Host check and basic auth as `/metrics`. The link opens where an
         on-call person's browser reaches that serve: the packaged service listens
         on 127.0.0.1 only, so give it `--listen` on an address they reach (a
-        one-label host name such as `gw1` passes the Host check as it is; a
-        dotted one needs `--allow-host`), or point the rules at a page you
+        one-label name such as `gw1` and the machine's own names pass the
+        Host check; another name needs `--allow-host`), or point the rules at a page you
         publish: set the base once, when installing, with
         `make install RUNBOOK_BASE=https://wiki.example/ifmeter-alerts` (the rules
         and their promtool suite get `https://wiki.example/ifmeter-alerts#ALERT`),

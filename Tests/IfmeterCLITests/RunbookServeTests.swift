@@ -70,8 +70,9 @@ struct RunbookServeTests {
         let fragment = try #require(Self.runbooks().first { $0.alert == "IfmeterStateNotSaved" }?.fragment)
         _ = try browser.load("http://127.0.0.1:\(port)/runbooks#\(fragment)")
         try browser.waitUntil("document.getElementById('\(fragment)') !== null")
-        let top = try browser.evaluate("Math.round(document.getElementById('\(fragment)').getBoundingClientRect().top)", as: Int.self)
-        let scrolled = try browser.evaluate("Math.round(window.scrollY)", as: Int.self)
+        // `| 0`: a -0 does not come back through the DevTools protocol as a value.
+        let top = try browser.evaluate("Math.round(document.getElementById('\(fragment)').getBoundingClientRect().top) | 0", as: Int.self)
+        let scrolled = try browser.evaluate("Math.round(window.scrollY) | 0", as: Int.self)
         #expect(scrolled > 0 && abs(top) <= 2, "the section is at the top: its heading at \(top), scrolled \(scrolled)")
         try browser.expectNoProblems()
     }
