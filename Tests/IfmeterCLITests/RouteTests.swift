@@ -172,7 +172,9 @@ struct RouteTests {
     /// state file like the other totals. Each restart's first figure is at
     /// least what /metrics showed before the last save: a kill -9 right
     /// after a save (SIGHUP) and a clean stop (its own last save) lose
-    /// nothing counted before them. Before, it started again from 0.
+    /// nothing counted before them; a reload that builds the route feed
+    /// again (changed probes) goes on from it too. Before, each started
+    /// again from 0.
     @Test func theOutsideCounterGoesOnAcrossAKillAndARestart() throws {
         try Netns.requireRoot()
         let pair = try VethPair()
@@ -182,13 +184,16 @@ struct RouteTests {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let port: UInt16 = 19_402
+        // The probes and the underlay in a config file, which a reload reads again.
+        let config = dir + "/ifmeter.yml"
+        func configure(_ probes: String) throws {
+            try "serve:\n  probe: [\(probes)]\n  underlay: ['\(tunnel.tunA)=\(pair.nameA)']\n".write(
+                toFile: config, atomically: true, encoding: .utf8)
+        }
+        try configure("192.0.2.99")
         func start(_ name: String) throws -> Background {
             try startServe(
-                in: pair.a, port: port, name: name,
-                [
-                    "--listen", "127.0.0.1:\(port)", "--state", dir + "/state.db", "--probe", "192.0.2.99",
-                    "--underlay", "\(tunnel.tunA)=\(pair.nameA)",
-                ])
+                in: pair.a, port: port, name: name, ["--listen", "127.0.0.1:\(port)", "--state", dir + "/state.db", "--config", config])
         }
         func metrics() throws -> String { try RawHTTP.request("/metrics", port: port, in: pair.a.name).text }
         func value(_ text: String, _ series: String) -> UInt64? {
@@ -234,6 +239,19 @@ struct RouteTests {
         server = try start("serve-outside-3")
         let afterStop = try first(server)
         #expect(afterStop >= countedAgain, "after a clean stop: \(afterStop), before it: \(countedAgain)")
+
+        // Another probe: SIGHUP builds the route feed again, from the totals.
+        let countedBeforeReload = try sendAround(server, from: afterStop)
+        try configure("192.0.2.99, 192.0.2.98")
+        kill(server.process.processIdentifier, SIGHUP)
+        // The new feed's first publish names the new probe (with no route there: no interface).
+        let egress = #"probe="192.0.2.98"}"#
+        let afterReload = try waitFor("the reloaded route feed on /metrics") {
+            try server.requireRunning()
+            let text = try metrics()
+            return text.contains(egress) ? value(text, outside) : nil
+        }
+        #expect(afterReload >= countedBeforeReload, "after a reload: \(afterReload), before it: \(countedBeforeReload)")
         #expect(server.stop() == 0)
     }
 
