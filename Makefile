@@ -77,6 +77,14 @@ SYSTEMDUNITDIR ?= $(if $(filter /usr,$(PREFIX)),/lib/systemd/system,$(PREFIX)/li
 # and the alerts' runbook, which every alert's runbook_url points at (here,
 # not under share/doc, which packages may compress or leave out).
 DATADIR ?= $(PREFIX)/share/ifmeter
+# Where every alert's runbook_url points, before its #ALERT: empty keeps the
+# rules' own, the alerting host's serve (http://HOST:9874/runbooks, HOST the
+# instance label without its port: docs/alerts.md says why); a URL puts
+# that in the installed rules and their promtool suite instead, e.g.
+# RUNBOOK_BASE=https://wiki.example/ifmeter-alerts (a Prometheus template in
+# it, $$ for each $, fits the rules but not the suite's rendered values).
+RUNBOOK_BASE ?=
+RUNBOOK_SED = s|\(runbook_url: "\)[^"\#]*\#|\1$(subst |,\|,$(subst &,\&,$(subst \,\\,$(RUNBOOK_BASE))))\#|
 # The config file the service reads (/etc/ifmeter/ifmeter.yml for /usr):
 # every setting commented out; installed only where none is (an edited one
 # is kept), a conffile in the .deb.
@@ -194,6 +202,9 @@ install: $(if $(BINARY),,release)
 	$(INSTALL_BINARY) --generate-completion zsh > $(GENERATED)/_ifmeter
 	$(INSTALL_BINARY) --generate-completion fish > $(GENERATED)/ifmeter.fish
 	$(INSTALL_BINARY) --generate-config > $(GENERATED)/ifmeter.yml
+	$(INSTALL_BINARY) --generate-runbook > $(GENERATED)/alerts.md
+	for rules in ifmeter-rules.yml ifmeter-rules-test.yml; do \
+		sed '$(if $(RUNBOOK_BASE),$(RUNBOOK_SED))' dist/prometheus/$$rules > $(GENERATED)/$$rules || exit 1; done
 	sed 's|@BINDIR@|$(BINDIR)|g; s|@SYSCONFDIR@|$(SYSCONFDIR)|g' dist/ifmeter-serve.service.in > $(GENERATED)/ifmeter-serve.service
 	install -d $(addprefix $(DESTDIR),$(INSTALLED_DIRS))
 	install -m 755 $(INSTALL_BINARY) $(DESTDIR)$(BINDIR)/ifmeter
@@ -202,9 +213,9 @@ install: $(if $(BINARY),,release)
 	install -m 644 $(GENERATED)/_ifmeter $(DESTDIR)$(ZSHCOMPLETIONDIR)/_ifmeter
 	install -m 644 $(GENERATED)/ifmeter.fish $(DESTDIR)$(FISHCOMPLETIONDIR)/ifmeter.fish
 	install -m 644 $(GENERATED)/ifmeter-serve.service $(DESTDIR)$(SYSTEMDUNITDIR)/ifmeter-serve.service
-	install -m 644 dist/prometheus/ifmeter-rules.yml dist/prometheus/ifmeter-rules-test.yml $(DESTDIR)$(DATADIR)/prometheus/
+	install -m 644 $(GENERATED)/ifmeter-rules.yml $(GENERATED)/ifmeter-rules-test.yml $(DESTDIR)$(DATADIR)/prometheus/
 	install -m 644 dist/grafana/ifmeter.json $(DESTDIR)$(DATADIR)/grafana/
-	install -m 644 docs/alerts.md $(DESTDIR)$(DATADIR)/
+	install -m 644 $(GENERATED)/alerts.md $(DESTDIR)$(DATADIR)/
 	[ -e $(DESTDIR)$(SYSCONFDIR)/ifmeter/ifmeter.yml ] || install -m 644 $(GENERATED)/ifmeter.yml $(DESTDIR)$(SYSCONFDIR)/ifmeter/ifmeter.yml
 
 # The Debian package: .build/deb/ifmeter_VERSION_ARCH.deb (VERSION from

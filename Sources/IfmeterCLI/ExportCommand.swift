@@ -135,9 +135,11 @@ struct ExportCommand: Command {
             targets: targets, linesFile: linesFile, host: hostName(), interval: setup.configuration.interval,
             log: { Output.error($0) }, stdout: { line throws(CLIError) in try Output.put(line) })
         #if os(Linux)
-        // Before the exporter: a period's end has its sample's routes.
+        // Before the exporter: a period's end has its sample's routes. Its
+        // reports say each period's outside bytes, not a counter: the feed
+        // starts from 0, not from the state file's totals.
         if let routes {
-            let feed = try ServeCommand.routeFeed(routes) { _ in }
+            let feed = try ServeCommand.routeFeed(routes, persistence: nil) { _ in }
             exporter.routes = feed
             pipeline.add(enricher: feed)
         }

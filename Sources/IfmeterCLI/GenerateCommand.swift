@@ -1,9 +1,11 @@
 import IfmeterCore
+import IfmeterServe
 import IfmeterSystem
 
 /// `ifmeter --generate-manpage [DIR]` and `ifmeter --generate-completion
-/// SHELL`: the man pages and completion scripts, from the option specs
-/// (`make install` runs them).
+/// SHELL`: the man pages and completion scripts, from the option specs;
+/// `--generate-config` and `--generate-runbook`: the config file and the
+/// alerts' runbook (`make install` runs them all).
 enum Generate {
     static let manpage = Option(
         "--generate-manpage", value: "dir",
@@ -16,7 +18,11 @@ enum Generate {
     static let config = Flag(
         "--generate-config", help: "Print the config file with every setting of serve and export commented out (what the package ships).")
 
-    static let options = [manpage.spec, completion.spec, config.spec]
+    static let runbook = Flag(
+        "--generate-runbook",
+        help: "Print the alerts' runbook (Markdown: the page serve answers at /runbooks, which every alert's runbook_url points at).")
+
+    static let options = [manpage.spec, completion.spec, config.spec, runbook.spec]
 
     /// Runs a `--generate-...` request; false when `arguments` is not one.
     static func run(_ arguments: [String]) throws(CLIError) -> Bool {
@@ -36,6 +42,9 @@ enum Generate {
         case config.spec.long:
             if let extra = values.first { throw usage("unexpected argument '\(extra)' after '\(option.long)'") }
             try Output.put(ConfigFile.example)
+        case runbook.spec.long:
+            if let extra = values.first { throw usage("unexpected argument '\(extra)' after '\(option.long)'") }
+            try Output.put(Runbooks.markdown + "\n")
         default:
             guard let text = values.first else {
                 throw usage("missing value for '\(option.synopsis)': one of \(option.choices.joined(separator: ", "))")

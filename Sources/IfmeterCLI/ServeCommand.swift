@@ -194,7 +194,7 @@ struct ServeCommand: Command {
         // routes and plans.
         var routeFeed: RouteFeed?
         if let routes {
-            routeFeed = try Self.routeFeed(routes) { cache.setRoutes($0) }
+            routeFeed = try Self.routeFeed(routes, persistence: pipeline.persistence) { cache.setRoutes($0) }
             routeFeed.map { pipeline.add(enricher: $0) }
         }
         if let persistence = pipeline.persistence {
@@ -282,11 +282,13 @@ struct ServeCommand: Command {
     }
 
     #if os(Linux)
-    /// The route feed of `--probe`; a router that cannot be opened is a
-    /// runtime failure (1).
-    static func routeFeed(_ routes: RouteSettings, publish: @escaping (RouteExposition) -> Void) throws(CLIError) -> RouteFeed {
+    /// The route feed of `--probe`, continuing the state file's outside
+    /// totals; a router that cannot be opened is a runtime failure (1).
+    static func routeFeed(
+        _ routes: RouteSettings, persistence: StatePersistence?, publish: @escaping (RouteExposition) -> Void
+    ) throws(CLIError) -> RouteFeed {
         do throws(SystemError) {
-            return try RouteFeed(options: routes, publish: publish)
+            return try RouteFeed(options: routes, persistence: persistence, publish: publish)
         } catch {
             throw .runtime("\(error)")
         }
@@ -485,7 +487,7 @@ final class ServeReloader {
             cache.setRoutes(nil)
             do {
                 if let routes = fresh.serve.routes {
-                    let feed = try ServeCommand.routeFeed(routes) { [cache] in cache.setRoutes($0) }
+                    let feed = try ServeCommand.routeFeed(routes, persistence: pipeline.persistence) { [cache] in cache.setRoutes($0) }
                     pipeline.add(enricher: feed)
                     routeFeed = feed
                 }

@@ -15,6 +15,12 @@ public protocol StateSaving: AnyObject {
     /// transaction; a save that is not `full` may skip rows that did not
     /// change.
     func save(_ saved: [DeltaEngine.SavedSeries], usage: [SeriesKey: UsageEntry], wallTime: Double, full: Bool) throws(StoreError)
+    /// The same, and each tunnel's outside estimate, in the same transaction.
+    func save(
+        _ saved: [DeltaEngine.SavedSeries], usage: [SeriesKey: UsageEntry], outside: [OutsideTotal], wallTime: Double, full: Bool
+    ) throws(StoreError)
+    /// Each tunnel's outside estimate as the store held it when opened.
+    var restoredOutside: [OutsideTotal] { get }
     /// The last writer did not stop cleanly: what it counted after its last
     /// save is missing, except what the kernel's counters show.
     var uncleanStop: Bool { get }
@@ -38,6 +44,13 @@ public protocol StateSaving: AnyObject {
 }
 
 extension StateSaving {
+    /// A store that keeps no outside estimate saves the rest.
+    public func save(
+        _ saved: [DeltaEngine.SavedSeries], usage: [SeriesKey: UsageEntry], outside: [OutsideTotal], wallTime: Double, full: Bool
+    ) throws(StoreError) {
+        try save(saved, usage: usage, wallTime: wallTime, full: full)
+    }
+    public var restoredOutside: [OutsideTotal] { [] }
     public var uncleanStop: Bool { false }
     public var lastSaved: Double? { nil }
     public func markStopped(wallTime: Double) throws(StoreError) {}
@@ -60,6 +73,12 @@ extension StateStore: StateSaving {
     }
 
     public func setRetention(_ retention: Retention) { self.retention = retention }
+
+    public func save(
+        _ saved: [DeltaEngine.SavedSeries], usage: [SeriesKey: UsageEntry], outside: [OutsideTotal], wallTime: Double, full: Bool
+    ) throws(StoreError) {
+        try save(saved, usage: usage, outside: Optional(outside), wallTime: wallTime, full: full)
+    }
 }
 
 /// Something that happened to the state file that the log should say.
@@ -122,6 +141,11 @@ public final class StatePersistence {
     private var reviewed = false
     public private(set) var saves = 0
     public private(set) var lastError: StoreError?
+    /// Each tunnel's outside estimate (`--probe`'s route feed continues
+    /// from it and keeps it here each sample): what the file held at the
+    /// start, saved with the totals, so `ifmeter_tunnel_outside_bytes_total`
+    /// goes on across restarts (and across a route feed a reload replaced).
+    public var outside: [OutsideTotal]
 
     /// `zone`: where hours begin (the local time zone; tests pass one).
     public init(store: any StateSaving, every: Double, zone: LocalZone = .system) {
@@ -131,6 +155,7 @@ public final class StatePersistence {
         retryEvery = min(every, 30)
         health = StateHealth(saveEvery: every, retryEvery: min(every, 30))
         hourly = HourlyUsage(zone: zone)
+        outside = store.restoredOutside
     }
 
     public var status: PersistenceStatus {
@@ -291,7 +316,7 @@ public final class StatePersistence {
         for (key, hours) in takenHours { rows[key]?.hours = hours }
         do throws(StoreError) {
             try checkPath(wallTime: wallTime)
-            try store.save(engine.saved, usage: rows, wallTime: wallTime, full: full)
+            try store.save(engine.saved, usage: rows, outside: outside, wallTime: wallTime, full: full)
             lastSave = time
             savedThrough = time
             lastSaveDay = localDay(wallTime)

@@ -8,7 +8,10 @@ import IfmeterSystem
 /// routes and each tunnel's outside estimate from the pipeline's updates.
 /// Routes are asked again only when a route or rule notification came, or
 /// the interfaces changed; the outside estimate adds each interval's,
-/// floored at 0, so the totals never go down.
+/// floored at 0, so the totals never go down. With a state file
+/// (`persistence`) they continue from what it kept, and are kept there
+/// each sample for the next save: they never go down across restarts
+/// either.
 public final class RouteFeed: PipelineEnricher {
     public let router: Router
     public let options: RouteSettings
@@ -18,6 +21,8 @@ public final class RouteFeed: PipelineEnricher {
     private var interfaceNames: [String] = []
     /// Called with what changed, before the update reaches later subscribers.
     private let publish: (RouteExposition) -> Void
+    /// The state file's persistence, which saves the outside totals.
+    private let persistence: StatePersistence?
     /// Called after `publish`, for a subscriber that reads `summary`.
     public var onPublish: (() -> Void)?
     public private(set) var lastError: SystemError?
@@ -26,10 +31,14 @@ public final class RouteFeed: PipelineEnricher {
     /// uncertain; nil while no tunnel has an underlay.
     private(set) var lastOutside: (rx: UInt64, tx: UInt64, seconds: Double, uncertain: Bool)?
 
-    public init(options: RouteSettings, publish: @escaping (RouteExposition) -> Void) throws(SystemError) {
+    public init(
+        options: RouteSettings, persistence: StatePersistence? = nil, publish: @escaping (RouteExposition) -> Void
+    ) throws(SystemError) {
         self.options = options
         router = try options.router(watch: true)
         self.publish = publish
+        self.persistence = persistence
+        for total in persistence?.outside ?? [] { totals[total.key] = total }
     }
 
     public func enrich(_ update: borrowing PipelineUpdate) {
@@ -86,6 +95,7 @@ public final class RouteFeed: PipelineEnricher {
             }
         }
         exposition.outside = totals.values.sorted { ($0.tunnel, $0.underlay) < ($1.tunnel, $1.underlay) }
+        persistence?.outside = exposition.outside
         publish(exposition)
         onPublish?()
     }

@@ -28,7 +28,8 @@ public struct UsageQuery: Sendable, Hashable {
 
 /// What serve answers: `/metrics` (the scrape cache's exposition, in the
 /// format the client's Accept prefers, gzipped when Accept-Encoding allows
-/// it), the dashboard at `/` (with its script and stylesheet), and the JSON
+/// it), the dashboard at `/` (with its script and stylesheet), the alerts'
+/// runbook at `/runbooks` (each alert's `runbook_url` leads there), and the JSON
 /// API: `/api/v1/interfaces` (now), `/api/v1/events` (the same, pushed
 /// each sample) and `/api/v1/usage` (the state file's tables, when serve
 /// keeps one). The CLI wires a server to `respond(to:)`; the routes,
@@ -158,8 +159,8 @@ public struct ServeRoutes: Sendable {
     /// The paths serve answers: a 5xx answer's `path` label, any other
     /// path being `other` (a label is no place for what a client sent).
     static let servedPaths: Set = [
-        "/", "/metrics", "/dashboard.js", "/dashboard.css", "/usage.png", "/api/v1/interfaces", "/api/v1/events", "/api/v1/usage",
-        "/api/v1/routes",
+        "/", "/metrics", "/dashboard.js", "/dashboard.css", "/runbooks", "/usage.png", "/api/v1/interfaces", "/api/v1/events",
+        "/api/v1/usage", "/api/v1/routes",
     ]
 
     /// Counts a 5xx answer the HTTP layer gave itself (a full slow lane,
@@ -235,6 +236,10 @@ public struct ServeRoutes: Sendable {
                 status: 200, contentType: "text/javascript; charset=utf-8", text: DashboardAssets.script, headers: Self.pageHeaders)
         case "/dashboard.css":
             return HTTPResponse(status: 200, contentType: "text/css; charset=utf-8", text: DashboardAssets.stylesheet, headers: Self.pageHeaders)
+        case "/runbooks":
+            return HTTPResponse(
+                status: 200, contentType: "text/html; charset=utf-8", text: Runbooks.page(version: UsageChart.xml(version)),
+                headers: Self.pageHeaders)
         case "/api/v1/interfaces":
             guard let board else { return Self.notServed(request.path) }
             if let problem = Self.parameterProblem(request, known: ["history"], use: "history=1") { return Self.badRequest(problem) }

@@ -33,8 +33,10 @@ extension StateStore {
             quota_bytes INTEGER, direction TEXT NOT NULL CHECK (direction IN ('rx', 'tx', 'both')));
         """
 
-    /// Brings a schema 1 file to schema 2: adds the new tables; the day
-    /// and month rows stay and are read as day-long spans.
+    /// Brings an older file to the current schema: adds the tables each
+    /// later schema added (schema 1's day and month rows stay and are read
+    /// as day-long spans; a schema 4 file gets the outside totals' table,
+    /// empty, so its outside counters start where it is first saved).
     static func migrate(_ db: Database) throws(StoreError) {
         var version = 0
         try db.prepare("SELECT value FROM meta WHERE key = 'schema_version'").query { row throws(StoreError) in
@@ -42,7 +44,7 @@ extension StateStore {
         }
         guard version < schemaVersion else { return }
         try db.transaction { () throws(StoreError) in
-            try db.execute(schemaV2 + schemaV3 + schemaV4)
+            try db.execute(schemaV2 + schemaV3 + schemaV4 + schemaV5)
             try db.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)").run([.text(String(schemaVersion))])
         }
     }

@@ -28,14 +28,17 @@ public enum StatePathStanding: Sendable, Hashable {
 public final class StateStore {
     /// 4: day rows summed from the hours (`usage_days`, for `usage`'s
     /// tables); month rows are usage (days rolled by `retention`), schema
-    /// 1's copies of its days are gone.
-    public static let schemaVersion = 4
+    /// 1's copies of its days are gone. 5: each tunnel's outside estimate
+    /// (`tunnel_outside`), kept across restarts.
+    public static let schemaVersion = 5
 
     public let path: String
     public let host: String
     public let bootID: String
     /// What the file held when it was opened.
     public let restored: [DeltaEngine.SavedSeries]
+    /// Each tunnel's outside estimate as the file held it when opened.
+    public let restoredOutside: [OutsideTotal]
     /// The file was written during this boot: the counters went on.
     public let sameBoot: Bool
     /// Unix time the state began (its totals count from then).
@@ -70,6 +73,10 @@ public final class StateStore {
     private let removeInterface: Statement
     private let addUsage: Statement
     private let setMeta: Statement
+    let upsertOutside: Statement
+    /// Each outside total as this store last wrote (or read) it: a save
+    /// rewrites only those whose figures changed.
+    var writtenOutside: [OutsideTotal.Key: OutsideTotal] = [:]
     /// This boot's id is in the file (written by the first save that
     /// worked; a save after that leaves its row alone).
     private var bootIDSaved = false
@@ -193,6 +200,7 @@ public final class StateStore {
             // written: a file refused for a bad row keeps its marks as they
             // were.
             restored = try Self.loadSeries(db)
+            restoredOutside = try Self.loadOutside(db)
             if existed { try Self.checkRows(db) }
             let set = try db.prepare(Self.setMetaSQL)
             if role == .sampler {
@@ -211,6 +219,7 @@ public final class StateStore {
             upsertInterface = try db.prepare(Self.upsertSQL)
             removeInterface = try db.prepare("DELETE FROM interfaces WHERE name = ?")
             addUsage = try db.prepare(Self.usageSQL)
+            upsertOutside = try db.prepare(Self.outsideSQL)
         } catch {
             // What this start made goes with it.
             Self.remove(newFiles)
@@ -220,6 +229,7 @@ public final class StateStore {
         createdFiles = newFiles
         // Rows read back count as unwritten: the first save writes them.
         for item in restored { written[item.totals.key.description] = 0 }
+        writtenOutside = Dictionary(restoredOutside.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
         identity = (opened?.device ?? 0, opened?.inode ?? 0)
         self.saveEvery = saveEvery
         isNew = !existed
@@ -416,6 +426,7 @@ public final class StateStore {
             \(schemaV2)
             \(schemaV3)
             \(schemaV4)
+            \(schemaV5)
             """
     }
 
@@ -578,6 +589,14 @@ public final class StateStore {
     public func save(
         _ saved: [DeltaEngine.SavedSeries], usage: [SeriesKey: UsageEntry], wallTime: Double, full: Bool = true
     ) throws(StoreError) {
+        try save(saved, usage: usage, outside: nil, wallTime: wallTime, full: full)
+    }
+
+    /// The same, and each tunnel's outside estimate (`outside`; nil leaves
+    /// the file's as they are), in the same transaction.
+    public func save(
+        _ saved: [DeltaEngine.SavedSeries], usage: [SeriesKey: UsageEntry], outside: [OutsideTotal]?, wallTime: Double, full: Bool
+    ) throws(StoreError) {
         var nowWritten = written
         var mark = rolled
         try database.transaction { () throws(StoreError) in
@@ -630,12 +649,14 @@ public final class StateStore {
             // Usage goes into local hours (schema 2); the day and month rows
             // of schema 1 are kept as they were and read with them.
             try addHours(usage, wallTime: wallTime, zone: zone)
+            if let outside { try saveOutside(outside) }
             if !bootIDSaved {
                 try setMeta.run([.text("boot_id"), .text(bootID)])
             }
             try setMeta.run([.text("saved"), .text(String(wallTime))])
         }
         written = nowWritten
+        for total in outside ?? [] { writtenOutside[total.key] = total }
         rolled = mark
         bootIDSaved = true
     }

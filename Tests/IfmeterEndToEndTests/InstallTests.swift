@@ -184,9 +184,43 @@ import Testing
         }
         let suite = try run(["promtool", "test", "rules", tree.path("/usr/share/ifmeter/prometheus/ifmeter-rules-test.yml")], allowFailure: true)
         #expect(suite.status == 0 && suite.out.contains("SUCCESS"), "\(suite.out)\(suite.err)")
-        // Where every alert's runbook_url points, on the installed system.
+        // Where every alert's runbook_url points, on the installed system:
+        // the alerting host's serve (issue 48), unless RUNBOOK_BASE says
+        // otherwise (below).
         let rules = try String(contentsOfFile: tree.path("/usr/share/ifmeter/prometheus/ifmeter-rules.yml"), encoding: .utf8)
-        #expect(rules.contains("file:///usr/share/ifmeter/alerts.md#ifmeterhostsilent"))
+        #expect(rules.contains(#"runbook_url: "http://{{ stripPort $labels.instance }}:9874/runbooks#ifmeterhostsilent""#))
+        // The page installed is the one serve answers, as docs/alerts.md has it.
+        let page = try String(contentsOfFile: tree.path("/usr/share/ifmeter/alerts.md"), encoding: .utf8)
+        #expect(page == (try String(contentsOf: repositoryRoot.appendingPathComponent("docs/alerts.md"), encoding: .utf8)))
+    }
+
+    /// Issue 48: an operator sets the runbooks' base once, at install
+    /// (`RUNBOOK_BASE`): every alert's runbook_url in the installed rules is
+    /// that base and its own fragment, and the installed promtool suite,
+    /// rewritten the same way, still passes.
+    @Test func runbookBaseIsSetOnceAtInstall() throws {
+        let base = "https://wiki.example/ifmeter-alerts?team=net&x=a|b"
+        let tree = try Installation(prefix: "/usr", variables: ["RUNBOOK_BASE=\(base)"])
+        defer { tree.remove() }
+        let installed = try String(contentsOfFile: tree.path("/usr/share/ifmeter/prometheus/ifmeter-rules.yml"), encoding: .utf8)
+        let shipped = try String(contentsOf: repositoryRoot.appendingPathComponent("dist/prometheus/ifmeter-rules.yml"), encoding: .utf8)
+        func urls(_ text: String) -> [String] {
+            text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { $0.hasPrefix("runbook_url:") }
+        }
+        let before = urls(shipped), after = urls(installed)
+        #expect(after.count == before.count && after.count >= 19)
+        for (old, new) in zip(before, after) {
+            let fragment = try #require(old.split(separator: "#").last)
+            #expect(new == "runbook_url: \"\(base)#\(fragment)", "\(new)")
+        }
+        // Nothing else changed.
+        #expect(
+            installed.split(separator: "\n").filter { !$0.contains("runbook_url:") }
+                == shipped.split(separator: "\n").filter { !$0.contains("runbook_url:") })
+        let suite = try run(["promtool", "test", "rules", tree.path("/usr/share/ifmeter/prometheus/ifmeter-rules-test.yml")], allowFailure: true)
+        #expect(suite.status == 0 && suite.out.contains("SUCCESS"), "\(suite.out)\(suite.err)")
+        let tests = try String(contentsOfFile: tree.path("/usr/share/ifmeter/prometheus/ifmeter-rules-test.yml"), encoding: .utf8)
+        #expect(urls(tests).allSatisfy { $0.hasPrefix("runbook_url: \"\(base)#") } && urls(tests).count >= 19)
     }
 
     /// Issue 30, finding 6: the packaged unit talks to localhost only; a
@@ -308,8 +342,10 @@ struct Installation: Sendable {
     let root: URL
     let prefix: String
     let binary: String
+    let variables: [String]
 
-    init(prefix: String) throws(TestFailure) {
+    /// `variables`: more of make's (`NAME=value`), for install and uninstall.
+    init(prefix: String, variables: [String] = []) throws(TestFailure) {
         do {
             for tool in ["make", "man", "groff", "bash", "zsh", "fish", "systemd-analyze"] {
                 let found = try run(["sh", "-c", "command -v \(tool)"], allowFailure: true)
@@ -320,6 +356,7 @@ struct Installation: Sendable {
             root = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-install-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
             self.prefix = prefix
+            self.variables = variables
             binary = try Self.binary()
             try make("install")
         } catch let error as TestFailure {
@@ -357,10 +394,11 @@ struct Installation: Sendable {
         // The pages and completions are generated in this test's own
         // folder, not the tree's .build/install, which `make deb` may be
         // using meanwhile (make test builds the package beside the tests).
-        try run([
-            "make", "-s", "-C", repositoryRoot.path, target, "DESTDIR=\(root.path)", "PREFIX=\(prefix)", "BINARY=\(binary)",
-            "GENERATED=\(root.path).generated",
-        ])
+        try run(
+            [
+                "make", "-s", "-C", repositoryRoot.path, target, "DESTDIR=\(root.path)", "PREFIX=\(prefix)", "BINARY=\(binary)",
+                "GENERATED=\(root.path).generated",
+            ] + variables)
     }
 
     func path(_ installed: String) -> String { root.path + installed }

@@ -168,6 +168,93 @@ struct RouteTests {
         #expect(server.stop() == 0)
     }
 
+    /// Issue 48, part 4: with `--state`, the outside counter is kept in the
+    /// state file like the other totals. Each restart's first figure is at
+    /// least what /metrics showed before the last save: a kill -9 right
+    /// after a save (SIGHUP) and a clean stop (its own last save) lose
+    /// nothing counted before them; a reload that builds the route feed
+    /// again (changed probes) goes on from it too. Before, each started
+    /// again from 0.
+    @Test func theOutsideCounterGoesOnAcrossAKillAndARestart() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let tunnel = try UDPTunnel(over: pair)
+        defer { tunnel.stop() }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-outside-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let port: UInt16 = 19_402
+        // The probes and the underlay in a config file, which a reload reads again.
+        let config = dir + "/ifmeter.yml"
+        func configure(_ probes: String) throws {
+            try "serve:\n  probe: [\(probes)]\n  underlay: ['\(tunnel.tunA)=\(pair.nameA)']\n".write(
+                toFile: config, atomically: true, encoding: .utf8)
+        }
+        try configure("192.0.2.99")
+        func start(_ name: String) throws -> Background {
+            try startServe(
+                in: pair.a, port: port, name: name, ["--listen", "127.0.0.1:\(port)", "--state", dir + "/state.db", "--config", config])
+        }
+        func metrics() throws -> String { try RawHTTP.request("/metrics", port: port, in: pair.a.name).text }
+        func value(_ text: String, _ series: String) -> UInt64? {
+            text.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { UInt64($0.split(separator: " ").last ?? "") }
+        }
+        let outside = #"ifmeter_tunnel_outside_bytes_total{direction="tx",tunnel="tA",underlay="vA"}"#
+        let sent = 200 * VethPair.frameBytes(payload: 800)
+        /// Sends traffic beside the tunnel (straight over the veth) and
+        /// waits until the counter has it.
+        func sendAround(_ server: Background, from start: UInt64) throws -> UInt64 {
+            try pair.sendUDP(count: 200, payload: 800, port: 9104)
+            return try waitFor("the outside bytes counted") {
+                try server.requireRunning()
+                return value(try metrics(), outside).flatMap { $0 >= start + sent ? $0 : nil }
+            }
+        }
+        /// The counter as a restarted serve first shows it.
+        func first(_ server: Background) throws -> UInt64 {
+            try waitFor("the outside counter on /metrics") {
+                try server.requireRunning()
+                return value(try metrics(), outside)
+            }
+        }
+
+        var server = try start("serve-outside-1")
+        let counted = try sendAround(server, from: 0)
+        // A save (SIGHUP saves and goes on), then kill -9.
+        let saves = try #require(value(try metrics(), "ifmeter_state_saves_total"))
+        kill(server.process.processIdentifier, SIGHUP)
+        _ = try waitFor("the save SIGHUP asks for") {
+            try server.requireRunning()
+            return value(try metrics(), "ifmeter_state_saves_total").flatMap { $0 > saves ? true : nil }
+        }
+        kill(server.process.processIdentifier, SIGKILL)
+        server.process.waitUntilExit()
+        server = try start("serve-outside-2")
+        let afterKill = try first(server)
+        #expect(afterKill >= counted, "after kill -9: \(afterKill), before it: \(counted)")
+
+        // More traffic, then a clean stop: its last save keeps all of it.
+        let countedAgain = try sendAround(server, from: afterKill)
+        #expect(server.stop() == 0, "\(server.log)")
+        server = try start("serve-outside-3")
+        let afterStop = try first(server)
+        #expect(afterStop >= countedAgain, "after a clean stop: \(afterStop), before it: \(countedAgain)")
+
+        // Another probe: SIGHUP builds the route feed again, from the totals.
+        let countedBeforeReload = try sendAround(server, from: afterStop)
+        try configure("192.0.2.99, 192.0.2.98")
+        kill(server.process.processIdentifier, SIGHUP)
+        // The new feed's first publish names the new probe (with no route there: no interface).
+        let egress = #"probe="192.0.2.98"}"#
+        let afterReload = try waitFor("the reloaded route feed on /metrics") {
+            try server.requireRunning()
+            let text = try metrics()
+            return text.contains(egress) ? value(text, outside) : nil
+        }
+        #expect(afterReload >= countedBeforeReload, "after a reload: \(afterReload), before it: \(countedBeforeReload)")
+        #expect(server.stop() == 0)
+    }
+
     /// The live view's summary line names where the probe's packets leave,
     /// and changes when the route does.
     @Test func theLiveViewSaysWhereTheRouteGoes() throws {
