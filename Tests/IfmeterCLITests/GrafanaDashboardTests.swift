@@ -3,12 +3,18 @@ import IfmeterCore
 import IfmeterTestSupport
 import Testing
 
-/// Issue 48, part 3: `dist/grafana/ifmeter.json`'s units. Each panel's
-/// unit is the unit of what its queries return, derived from the metrics'
-/// `# UNIT`, HELP and type in a real serve's OpenMetrics exposition; each
-/// line of a time series is named by the labels it is aggregated by.
+/// Issue 48, part 3: `dist/grafana/ifmeter.json` at a thousand interfaces,
+/// and its units. Each panel's unit is the unit of what its queries return,
+/// derived from the metrics' `# UNIT`, HELP and type in a real serve's
+/// OpenMetrics exposition; each line of a time series is named by the labels
+/// it is aggregated by; and against a real Prometheus scraping two serves of
+/// a thousand interfaces each, every per-interface panel returns at most
+/// `$topk` series per host, without `lo`.
 @Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .serialized, .blocking)
 struct GrafanaDashboardTests {
+    static let prometheusPort: UInt16 = 19420
+    static let servePorts: [UInt16] = [19421, 19422]
+
     @Test func everyPanelShowsTheUnitOfWhatItsQueriesReturn() throws {
         try Netns.requireRoot()
         let dashboard = try GrafanaDashboard()
@@ -55,6 +61,206 @@ struct GrafanaDashboardTests {
             checked += 1
         }
         #expect(checked >= 13, "\(checked) targets")
+    }
+
+    /// Two hosts of a thousand interfaces each (500 veth pairs in a
+    /// namespace of their own, sampled by a serve with `--netns`), scraped
+    /// by a real Prometheus. Fifteen pairs of each host move bytes, pair i
+    /// 6(i+1) frames each way, and `lo` moves more than any. Each
+    /// per-interface panel, evaluated over the range as Grafana asks it
+    /// (a range query for a time series, an instant one for a table), gives
+    /// each host exactly `$topk` interfaces, those that moved the most, and
+    /// never `lo`; with the exclusion emptied, `lo` is the first of each.
+    @Test func aThousandInterfacesPerHostShowTopKAndNoLo() throws {
+        try Netns.requireRoot()
+        let hub = try TestNamespace()
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-grafana-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let targets = Self.servePorts.map { "'127.0.0.1:\($0)'" }.joined(separator: ", ")
+        try """
+        global:
+          scrape_interval: 1s
+        scrape_configs:
+          - job_name: ifmeter
+            static_configs:
+              - targets: [\(targets)]
+        """.write(toFile: dir + "/prometheus.yml", atomically: true, encoding: .utf8)
+
+        let moving = 15
+        var hosts: [TestNamespace] = []
+        for h in 0..<Self.servePorts.count {
+            let host = try TestNamespace()
+            let batch = dir + "/links-\(h).batch"
+            var lines = (0..<500).map { "link add p\($0)a type veth peer name p\($0)b\n" }
+            lines += (0..<moving).flatMap { ["link set p\($0)a up\n", "link set p\($0)b up\n"] }
+            try lines.joined().write(toFile: batch, atomically: true, encoding: .utf8)
+            try run(["ip", "-n", host.name, "-batch", batch])
+            hosts.append(host)
+        }
+        let prometheus = try Background(
+            [
+                "ip", "netns", "exec", hub.name, "prometheus", "--config.file=\(dir)/prometheus.yml", "--storage.tsdb.path=\(dir)/data",
+                "--web.listen-address=127.0.0.1:\(Self.prometheusPort)", "--log.level=warn",
+            ], name: "prometheus-grafana")
+        defer { _ = prometheus.stop() }
+        let api = PrometheusAPI(namespace: hub.name, port: Self.prometheusPort)
+        var serves: [Background] = []
+        defer { serves.forEach { _ = $0.stop() } }
+        for (host, port) in zip(hosts, Self.servePorts) {
+            serves.append(
+                try Background(
+                    [
+                        "ip", "netns", "exec", hub.name, try ifmeterBinary(), "serve", "--interval", "500ms", "--listen", "127.0.0.1:\(port)",
+                        "--netns", host.name,
+                    ], name: "serve-grafana-\(port)"))
+        }
+        // Both hosts' thousand interfaces and lo are in Prometheus before
+        // anything moves: what moves, moves inside the range.
+        let count = #"count by (instance) (ifmeter_receive_bytes_total)"#
+        _ = try waitFor("both hosts' interfaces in Prometheus", timeout: 180) { () -> Bool? in
+            for serve in serves + [prometheus] { try serve.requireRunning() }
+            let counts = try api.query(count).compactMap { $0["value"].flatMap(PrometheusAPI.number) }
+            return counts.count == hosts.count && counts.allSatisfy { $0 >= 1001 } ? true : nil
+        }
+        let start = Date()
+        for host in hosts {
+            for i in 0..<moving {
+                try host.waitForCarrier("p\(i)a")
+                try host.waitForCarrier("p\(i)b")
+                try sendFrames(in: host.name, interface: "p\(i)a", count: 6 * (i + 1))
+                try sendFrames(in: host.name, interface: "p\(i)b", count: 6 * (i + 1))
+            }
+            try sendFrames(in: host.name, interface: "lo", count: 12 * (moving + 5))
+        }
+        // Prometheus has each host's last frames.
+        let last = [
+            #"ifmeter_receive_bytes_total{interface="p\#(moving - 1)a"} >= \#(6 * moving * 300)"#,
+            // lo counts a frame without its 14-byte Ethernet header.
+            #"ifmeter_transmit_bytes_total{interface="lo"} >= \#(12 * (moving + 5) * 286)"#,
+        ]
+        _ = try waitFor("the frames in Prometheus", timeout: 120) { () -> Bool? in
+            for serve in serves + [prometheus] { try serve.requireRunning() }
+            return try last.allSatisfy { try api.query($0).count == hosts.count } ? true : nil
+        }
+        let end = Date().addingTimeInterval(1)
+        _ = try waitFor("both hosts scraped after the range's end") { () -> Bool? in
+            try api.query("timestamp(ifmeter_build_info) > \(end.timeIntervalSince1970)").count == hosts.count ? true : nil
+        }
+
+        let dashboard = try GrafanaDashboard()
+        let range = Int((end.timeIntervalSince(start) + 2).rounded(.up))
+        let window = (start: end.addingTimeInterval(-Double(range)), end: end)
+        var values = dashboard.defaults
+        values["__rate_interval"] = "4s"
+        values["__range"] = "\(range)s"
+        let topk = try #require(Int(values["topk"] ?? ""))
+        #expect(values["exclude"] == "lo" && values["moved"] == "0", "the defaults: \(values)")
+        // What each host's interfaces moved: pair i both ways, 6(i+1) frames each.
+        let top = Set((moving - topk / 2..<moving).flatMap { ["p\($0)a", "p\($0)b"] })
+        let perInterface = dashboard.targets.filter { $0.expr.contains("$topk") }
+        #expect(Set(perInterface.map(\.panelID)) == [2, 3, 5, 13, 14, 15], "\(perInterface.map(\.panelID))")
+        for target in perInterface {
+            let place = "panel \(target.panelID) '\(target.panel)' \(target.refId)"
+            for moved in ["0", "-1"] {
+                values["moved"] = moved
+                values["exclude"] = "lo"
+                let shown = try api.interfaces(GrafanaDashboard.substitute(target.expr, values), instant: target.instant, window)
+                // Traffic and drops (a veth drops frames that are not for
+                // it, lo too): the ten that moved the most. Errors: none.
+                // Carrier changes: before the range, when the links came up.
+                let byTraffic = [2, 3, 5, 14].contains(target.panelID)
+                if target.panelID != 15 || moved == "-1" {
+                    let hosts = byTraffic || moved == "-1" ? Self.servePorts.map { "127.0.0.1:\($0)" } : []
+                    #expect(shown.keys.sorted() == hosts, "\(place) moved=\(moved): hosts \(shown.keys.sorted())")
+                }
+                for (host, names) in shown {
+                    #expect(names.count <= topk, "\(place) moved=\(moved): \(names.count) interfaces of \(host)")
+                    #expect(!names.contains("lo"), "\(place) moved=\(moved): lo on \(host)")
+                    if byTraffic {
+                        #expect(names == top, "\(place) moved=\(moved): \(host) shows \(names.sorted())")
+                    } else if moved == "-1" {
+                        #expect(names.count == topk, "\(place) moved=\(moved): \(host) shows \(names.sorted())")
+                    }
+                }
+            }
+            guard target.panelID <= 5 else { continue }
+            // lo is out by the exclusion alone: without it, lo leads.
+            values["moved"] = "0"
+            values["exclude"] = ""
+            let withLo = try api.interfaces(GrafanaDashboard.substitute(target.expr, values), instant: target.instant, window)
+            for (host, names) in withLo {
+                #expect(names.count == topk && names.contains("lo"), "\(place) without the exclusion: \(host) shows \(names.sorted())")
+            }
+        }
+        // The interface variable's choices leave lo out too.
+        let definition = try #require(dashboard.variables.first { $0["name"]?.stringValue == "interface" }?["definition"]?.stringValue)
+        values["exclude"] = "lo"
+        let choices = try api.labelValues(GrafanaDashboard.substitute(definition, values))
+        #expect(
+            choices.count >= 1000 && !choices.contains("lo"),
+            "\(GrafanaDashboard.substitute(definition, values)): \(choices.count) choices, lo among them: \(choices.contains("lo"))")
+        print("grafana: \(perInterface.count) per-interface queries over \(range) s, 2 hosts of 1001 interfaces, \(topk) each")
+    }
+}
+
+/// A Prometheus's HTTP API, in a namespace.
+struct PrometheusAPI {
+    let namespace: String
+    let port: UInt16
+
+    static func number(_ value: JSONValue) -> Double? {
+        guard case .array(let pair) = value, pair.count == 2 else { return nil }
+        return pair[1].stringValue.flatMap(Double.init)
+    }
+
+    func get(_ path: String, _ parameters: [(String, String)]) throws -> JSONValue {
+        let query = parameters.map { key, value in
+            [key, value].map { $0.addingPercentEncoding(withAllowedCharacters: .alphanumerics)! }.joined(separator: "=")
+        }.joined(separator: "&")
+        let response = try RawHTTP.request("\(path)?\(query)", port: port, in: namespace, timeout: 60)
+        let json = try JSONParser.parse(response.text)
+        guard json["status"]?.stringValue == "success" else {
+            throw TestFailure("\(parameters): \(json["error"]?.stringValue ?? response.text)")
+        }
+        return json
+    }
+
+    func query(_ promql: String) throws -> [JSONValue] {
+        guard case .array(let result)? = try get("/api/v1/query", [("query", promql)])["data"]?["result"] else { return [] }
+        return result
+    }
+
+    /// The `interface` label of each series `promql` returns, per
+    /// `instance`: at the window's end (instant), or at any step of it.
+    func interfaces(_ promql: String, instant: Bool, _ window: (start: Date, end: Date)) throws -> [String: Set<String>] {
+        let end = String(window.end.timeIntervalSince1970)
+        let json =
+            instant
+            ? try get("/api/v1/query", [("query", promql), ("time", end)])
+            : try get(
+                "/api/v1/query_range", [("query", promql), ("start", String(window.start.timeIntervalSince1970)), ("end", end), ("step", "1")])
+        guard case .array(let result)? = json["data"]?["result"] else { return [:] }
+        var shown: [String: Set<String>] = [:]
+        for series in result {
+            guard let instance = series["metric"]?["instance"]?.stringValue, let interface = series["metric"]?["interface"]?.stringValue else {
+                throw TestFailure("\(promql): a series without instance or interface: \(series)")
+            }
+            shown[instance, default: []].insert(interface)
+        }
+        return shown
+    }
+
+    /// What Grafana lists for `label_values(SELECTOR, LABEL)`: Prometheus's
+    /// values of LABEL among the series SELECTOR matches.
+    func labelValues(_ definition: String) throws -> Set<String> {
+        guard definition.hasPrefix("label_values("), let comma = definition.lastIndex(of: ",") else {
+            throw TestFailure("not label_values(SELECTOR, LABEL): \(definition)")
+        }
+        let selector = String(definition[definition.index(definition.startIndex, offsetBy: 13)..<comma])
+        let label = definition[definition.index(after: comma)...].dropLast().trimmingCharacters(in: .whitespaces)
+        guard case .array(let values)? = try get("/api/v1/label/\(label)/values", [("match[]", selector)])["data"] else { return [] }
+        return Set(values.compactMap(\.stringValue))
     }
 }
 
@@ -135,6 +341,32 @@ struct GrafanaDashboard {
                     legendLabels: labels)
             }
         }
+    }
+
+    /// Each variable as the dashboard opens: a query variable at all of its
+    /// values (its allValue), the others at their saved current value.
+    var defaults: [String: String] {
+        var values: [String: String] = [:]
+        for variable in variables {
+            guard let name = variable["name"]?.stringValue else { continue }
+            if variable["type"]?.stringValue == "query" {
+                values[name] = variable["allValue"]?.stringValue ?? ".*"
+            } else if let value = variable["current"]?["value"]?.stringValue {
+                values[name] = value
+            }
+        }
+        return values
+    }
+
+    /// `expr` with `$name` and `${name}` replaced by `values[name]`, as
+    /// Grafana does before it sends a query (longer names first: `$__range`
+    /// is not the start of `$__rate_interval`).
+    static func substitute(_ expr: String, _ values: [String: String]) -> String {
+        var text = expr
+        for (name, value) in values.sorted(by: { $0.key.count > $1.key.count }) {
+            text = text.replacingOccurrences(of: "${\(name)}", with: value).replacingOccurrences(of: "$\(name)", with: value)
+        }
+        return text
     }
 }
 
