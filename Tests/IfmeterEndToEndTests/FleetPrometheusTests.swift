@@ -21,22 +21,14 @@ struct FleetPrometheusTests {
     static let prometheusPort: UInt16 = 39620
     static let scrapedPort: UInt16 = 39621
     static let rules = repositoryRoot.appendingPathComponent("dist/prometheus/ifmeter-rules.yml").path
-    static let dashboard = repositoryRoot.appendingPathComponent("dist/grafana/ifmeter.json").path
 
     /// The hub's Prometheus API.
     struct API {
         let hub: TestNamespace
 
-        func query(_ promql: String) throws -> [JSONValue] {
-            let encoded = promql.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-            let response = try RawHTTP.request("/api/v1/query?query=\(encoded)", port: FleetPrometheusTests.prometheusPort, in: hub.name)
-            let json = try JSONParser.parse(response.text)
-            guard json["status"]?.stringValue == "success" else {
-                throw TestFailure("\(promql): \(json["error"]?.stringValue ?? response.text)")
-            }
-            guard case .array(let result)? = json["data"]?["result"] else { return [] }
-            return result
-        }
+        var prometheus: PrometheusAPI { PrometheusAPI(namespace: hub.name, port: FleetPrometheusTests.prometheusPort) }
+
+        func query(_ promql: String) throws -> [JSONValue] { try prometheus.query(promql) }
 
         /// The `instance` labels of what `promql` returns.
         func instances(_ promql: String) throws -> Set<String> {
@@ -217,42 +209,36 @@ struct FleetPrometheusTests {
         print("fleet: \(alerts.count) alert expressions checked on gw-a and gw-c; route alert on \(leaking.sorted())")
     }
 
-    /// Each target of `dist/grafana/ifmeter.json`, with its variables set
-    /// to all values and `$__rate_interval` to 1m, runs without an error
-    /// and returns something; so does each variable's query.
+    /// Each target of `dist/grafana/ifmeter.json`, with its variables as
+    /// the dashboard opens (job, instance and interface at all values,
+    /// `$topk` 10, `lo` excluded), idle interfaces shown too (`$moved` at
+    /// all: nothing here has errors or drops), `$__rate_interval` 1m and
+    /// `$__range` the dashboard's 6 hours, runs without an error and returns
+    /// something; so does each variable's query.
     func checkDashboard(_ api: API) throws {
-        let json = try JSONParser.parse(try String(contentsOfFile: Self.dashboard, encoding: .utf8))
-        guard case .array(let panels)? = json["panels"], case .array(let variables)? = json["templating"]?["list"] else {
-            throw TestFailure("no panels or variables in the dashboard")
-        }
-        func substituted(_ expr: String) -> String {
-            expr.replacingOccurrences(of: "$__rate_interval", with: "1m").replacingOccurrences(of: "$job", with: ".*")
-                .replacingOccurrences(of: "$instance", with: ".*").replacingOccurrences(of: "$interface", with: ".*")
-        }
+        let dashboard = try GrafanaDashboard()
+        var values = dashboard.defaults
+        values["moved"] = "-1"
+        values["__rate_interval"] = "1m"
+        values["__range"] = "21600s"
+        #expect(values["topk"] == "10" && values["exclude"] == "lo", "\(values)")
         var checked = 0
-        for panel in panels where panel["type"]?.stringValue != "row" {
+        for target in dashboard.targets {
+            let expr = GrafanaDashboard.substitute(target.expr, values)
+            let result = try api.query(expr)
+            #expect(!result.isEmpty, "panel '\(target.panel)': \(expr) returns nothing")
+            checked += 1
+        }
+        for panel in dashboard.panels {
             guard case .array(let targets)? = panel["targets"], !targets.isEmpty else {
                 Issue.record("panel \(panel["title"]?.stringValue ?? "?") has no query")
                 continue
             }
-            for target in targets {
-                let expr = substituted(target["expr"]?.stringValue ?? "")
-                let result = try api.query(expr)
-                #expect(!result.isEmpty, "panel '\(panel["title"]?.stringValue ?? "?")': \(expr) returns nothing")
-                checked += 1
-            }
         }
-        for variable in variables where variable["type"]?.stringValue == "query" {
-            let definition = variable["definition"]?.stringValue ?? ""
-            // label_values(SELECTOR, LABEL)
-            guard definition.hasPrefix("label_values("), let comma = definition.lastIndex(of: ",") else {
-                Issue.record("variable \(variable["name"]?.stringValue ?? "?"): \(definition)")
-                continue
-            }
-            let selector = substituted(String(definition[definition.index(definition.startIndex, offsetBy: 13)..<comma]))
-            let label = definition[definition.index(after: comma)...].dropLast().trimmingCharacters(in: .whitespaces)
-            let values = Set(try api.query(selector).compactMap { $0["metric"]?[label]?.stringValue })
-            #expect(!values.isEmpty, "variable \(variable["name"]?.stringValue ?? "?"): no \(label) in \(selector)")
+        for variable in dashboard.variables where variable["type"]?.stringValue == "query" {
+            let definition = GrafanaDashboard.substitute(variable["definition"]?.stringValue ?? "", values)
+            let choices = try api.prometheus.labelValues(definition)
+            #expect(!choices.isEmpty, "variable \(variable["name"]?.stringValue ?? "?"): nothing for \(definition)")
         }
         #expect(checked >= 20, "\(checked) queries")
     }

@@ -147,8 +147,9 @@ struct PrometheusRulesTests {
     /// One scrape of `ifmeter serve` with `--state` and a plan on a veth,
     /// and `--probe` routed by a tun whose underlay is the veth. serve runs
     /// in the veth pair's B and samples A (`--netns`, which asks A's routes
-    /// too), so the interfaces carry the `netns` label as well.
-    func scrape() throws -> String {
+    /// too), so the interfaces carry the `netns` label as well. In
+    /// OpenMetrics (`openMetrics`), the families have their `# UNIT`.
+    func scrape(openMetrics: Bool = false) throws -> String {
         let pair = try VethPair()
         let sampled = pair.a, own = pair.b
         let tun = try sampled.openTun("tR")
@@ -176,7 +177,8 @@ struct PrometheusRulesTests {
         ]
         let text = try waitFor("serve to expose the plan, route and health families") { () -> String? in
             try server.requireRunning()
-            guard let text = try? RawHTTP.request("/metrics", port: Self.port, in: own.name).text else { return nil }
+            let accept = openMetrics ? ["Accept": "application/openmetrics-text;version=1.0.0"] : [:]
+            guard let text = try? RawHTTP.request("/metrics", port: Self.port, in: own.name, headers: accept).text else { return nil }
             return families.allSatisfy { text.contains($0) } ? text : nil
         }
         #expect(server.stop() == 0, "\(server.log)")
