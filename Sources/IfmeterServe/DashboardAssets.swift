@@ -31,6 +31,7 @@ enum DashboardAssets {
         <header>
         <h1><a href="#" id="home">ifmeter</a> <span class="version">\(version)</span></h1>
         <p id="status" role="status" aria-live="polite">Connecting…</p>
+        <button id="units" type="button" aria-pressed="false" title="Rates in bits per second (as ifmeter --bits) instead of bytes">bit/s</button>
         </header>
         <main id="main">
         <section id="overview" aria-labelledby="overview-title">
@@ -39,7 +40,7 @@ enum DashboardAssets {
         <thead><tr><th scope="col">Interface</th><th scope="col">Kind</th><th scope="col" class="num">Receive</th><th scope="col" class="num">Send</th><th scope="col" class="num">Received</th><th scope="col" class="num">Sent</th><th scope="col">Last minutes</th></tr></thead>
         <tbody></tbody>
         </table></div>
-        <p class="legend"><span class="rx">■</span> received <span class="tx">■</span> sent · ≥ a lower bound (traffic was lost to a reset) · ~ a 32-bit wrap corrected</p>
+        <p class="legend"><span class="rx">■</span> received <span class="tx">■</span> sent · <span id="since-all">Received and Sent count from when serve first saw each interface</span> · ≥ a lower bound (traffic was lost to a reset) · ~ a 32-bit wrap corrected</p>
         </section>
         <section id="detail" hidden aria-labelledby="detail-title">
         <h2 id="detail-title"></h2>
@@ -74,6 +75,7 @@ enum DashboardAssets {
         h3 { font-size: 1rem; margin: 14px 0 6px; }
         .version, #status, .legend, footer { color: var(--muted); font-size: 0.85rem; }
         a { color: var(--rx); }
+        button { font: inherit; color: inherit; background: transparent; border: 1px solid var(--line); border-radius: 4px; padding: 1px 8px; cursor: pointer; }
         a:focus-visible, button:focus-visible { outline: 3px solid var(--tx); outline-offset: 2px; }
         h2[tabindex="-1"]:focus { outline: none; }
         .table-wrap { max-width: 100%; }
@@ -130,20 +132,46 @@ enum DashboardAssets {
             for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
             return node;
           };
+          // The command line's figures, alike: sizes in IEC units with
+          // three significant digits (Units.bytes), rates in bytes per
+          // second unless bits are asked for (--bits; here the toggle,
+          // remembered by the browser).
           const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+          const significant = (v) => v < 9.995 ? v.toFixed(2) : v < 99.95 ? v.toFixed(1) : v.toFixed(0);
           function bytes(n) {
             let v = Number(n), u = 0;
             while (v >= 1024 && u < units.length - 1) { v /= 1024; u += 1; }
-            return (u === 0 ? String(Math.round(v)) : v.toFixed(v < 10 ? 2 : 1)) + " " + units[u];
+            return (u === 0 ? String(Math.round(v)) : significant(v)) + " " + units[u];
           }
+          let bits = false;
+          try { bits = localStorage.getItem("ifmeter.bits") === "1"; } catch (error) { bits = false; }
           function rate(n) {
+            if (!bits) return bytes(n) + "/s";
             let v = Number(n) * 8, u = 0;
-            const r = ["bit/s", "kbit/s", "Mbit/s", "Gbit/s", "Tbit/s"];
+            const r = ["bit/s", "kbit/s", "Mbit/s", "Gbit/s", "Tbit/s", "Pbit/s", "Ebit/s"];
             while (v >= 1000 && u < r.length - 1) { v /= 1000; u += 1; }
-            return (u === 0 ? String(Math.round(v)) : v.toFixed(v < 10 ? 2 : 1)) + " " + r[u];
+            return (u === 0 ? String(Math.round(v)) : significant(v)) + " " + r[u];
           }
+          // Every time in one form, in this browser's local time: 2026-12-08
+          // 19:40 (seconds where a sample's time is meant). The JSON gives
+          // Unix times and RFC 3339 with their offsets.
+          const pad = (n) => String(n).padStart(2, "0");
+          function instant(v) { return typeof v === "number" || /^[0-9.]+$/.test(String(v)) ? new Date(Number(v) * 1000) : new Date(String(v)); }
+          function when(v, seconds) {
+            const d = instant(v);
+            if (isNaN(d.getTime())) return String(v);
+            return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " + pad(d.getHours()) + ":" + pad(d.getMinutes()) + (seconds ? ":" + pad(d.getSeconds()) : "");
+          }
+          const clock = (v) => when(v, true).slice(11);
+          // A period as the tables name it: days, months, years and cycles
+          // by their label (serve's local calendar); hours and five minutes
+          // by their start.
+          const periodName = (p, granularity) => granularity === "hour" || granularity === "fiveminutes" ? when(p.start) : p.period;
+          // Since when a total runs, in words.
+          const sinceText = (i) => i.since != null ? "since " + when(i.since) : "since serve first saw it";
+          const nameOf = (i) => i.alias ? i.alias + " (" + keyOf(i) + ")" : keyOf(i);
           const mark = (quality) => quality === "lower-bound" ? "≥ " : quality === "wrap-corrected" ? "~ " : "";
-          const keyOf = (i) => i.netns ? i.netns + "/" + i.name : i.name;
+          function keyOf(i) { return i.netns ? i.netns + "/" + i.name : i.name; }
           function status(text) { document.getElementById("status").textContent = text; }
 
           function spark(history, width, height, big) {
@@ -202,7 +230,7 @@ enum DashboardAssets {
               entry.data = i;
               if (initial && i.history) entry.history = i.history.slice();
               else { entry.history.push([i.rx_bytes_per_second, i.tx_bytes_per_second]); if (entry.history.length > 60) entry.history.shift(); }
-              entry.link.textContent = key;
+              entry.link.textContent = nameOf(i);
               entry.tr.classList.toggle("gone", !i.present);
               entry.kind.textContent = i.kind;
               entry.kind.title = "evidence: " + i.evidence;
@@ -210,6 +238,7 @@ enum DashboardAssets {
               entry.cells[1].textContent = rate(i.tx_bytes_per_second);
               entry.cells[2].textContent = mark(i.quality) + bytes(i.rx_bytes);
               entry.cells[3].textContent = mark(i.quality) + bytes(i.tx_bytes);
+              entry.cells[2].title = entry.cells[3].title = sinceText(i);
               for (const c of entry.cells) { c.dataset.bytes = ""; }
               entry.cells[0].dataset.bytes = i.rx_bytes_per_second;
               entry.cells[1].dataset.bytes = i.tx_bytes_per_second;
@@ -234,7 +263,10 @@ enum DashboardAssets {
               state.order = ordered;
             }
             document.body.dataset.generation = doc.generation;
-            status(Number(doc.time) > 0 ? "Updated " + new Date(Number(doc.time) * 1000).toLocaleTimeString() + " · every " + doc.interval_seconds + " s" : "Rates from the next sample on");
+            const sinces = new Set(doc.interfaces.map((i) => i.since == null ? "" : when(i.since)));
+            if (!doc.partial && sinces.size === 1 && !sinces.has("")) document.getElementById("since-all").textContent = "Received and Sent since " + [...sinces][0];
+            else if (!doc.partial) document.getElementById("since-all").textContent = "Received and Sent count from when serve first saw each interface (a total's tooltip says when)";
+            status(Number(doc.time) > 0 ? "Updated " + clock(Number(doc.time)) + " · every " + doc.interval_seconds + " s" : "Rates from the next sample on");
             if (state.selected) showFacts(state.selected);
           }
 
@@ -244,10 +276,11 @@ enum DashboardAssets {
             if (!entry) { facts.replaceChildren(el("dt", {}, "Status"), el("dd", {}, "not seen in the last sample")); return; }
             const i = entry.data;
             const pairs = [
+              ...(i.alias ? [["Alias", i.alias]] : []),
               ["Kind", i.kind + " (evidence: " + i.evidence + ")"],
               ["Receive", rate(i.rx_bytes_per_second)], ["Send", rate(i.tx_bytes_per_second)],
-              ["Received", mark(i.quality) + bytes(i.rx_bytes) + " (" + i.rx_bytes + " bytes)"],
-              ["Sent", mark(i.quality) + bytes(i.tx_bytes) + " (" + i.tx_bytes + " bytes)"],
+              ["Received", mark(i.quality) + bytes(i.rx_bytes) + " (" + i.rx_bytes + " bytes) " + sinceText(i)],
+              ["Sent", mark(i.quality) + bytes(i.tx_bytes) + " (" + i.tx_bytes + " bytes) " + sinceText(i)],
               ["Quality", i.quality], ["Present", i.present ? "yes" : "no (deleted)"],
               ["Events", "recreated " + i.events.recreations + ", deleted " + i.events.deletions + ", counter resets " + i.events.resets + ", 32-bit wraps " + i.events.wraps],
             ];
@@ -302,7 +335,7 @@ enum DashboardAssets {
                 const dl = el("dl");
                 const used = p.quota_bytes == null ? bytes(p.used_bytes) : bytes(p.used_bytes) + " of " + bytes(p.quota_bytes) + " (" + (p.used_ratio * 100).toFixed(1) + " %)";
                 dl.append(el("dt", {}, "Used (" + p.direction + ")"), el("dd", {}, mark(current.quality) + used));
-                if (p.projection) dl.append(el("dt", {}, "Projection"), el("dd", {}, bytes(p.projection.bytes) + " by " + p.projection.at + (p.projection.over ? " — over the quota" : "")));
+                if (p.projection) dl.append(el("dt", {}, "Projection"), el("dd", {}, bytes(p.projection.bytes) + " by " + when(p.projection.at) + (p.projection.over ? " — over the quota" : "")));
                 cycle.append(dl);
                 if (p.quota_bytes != null) {
                   const meter = el("div", { class: "meter" + (p.over ? " over" : ""), role: "meter", "aria-valuemin": "0", "aria-valuemax": "100", "aria-valuenow": String(Math.round(p.used_ratio * 100)), "aria-label": "quota used" });
@@ -334,7 +367,7 @@ enum DashboardAssets {
                 const tbody = el("tbody");
                 for (const p of periods.slice().reverse()) {
                   const tr = el("tr", { "data-rx": p.rx_bytes, "data-tx": p.tx_bytes });
-                  tr.append(el("td", {}, p.period), el("td", { class: "num" }, mark(p.quality) + bytes(p.rx_bytes)), el("td", { class: "num" }, mark(p.quality) + bytes(p.tx_bytes)), el("td", { class: "num" }, mark(p.quality) + bytes(Number(p.rx_bytes) + Number(p.tx_bytes))));
+                  tr.append(el("td", {}, periodName(p, granularity)), el("td", { class: "num" }, mark(p.quality) + bytes(p.rx_bytes)), el("td", { class: "num" }, mark(p.quality) + bytes(p.tx_bytes)), el("td", { class: "num" }, mark(p.quality) + bytes(Number(p.rx_bytes) + Number(p.tx_bytes))));
                   tbody.append(tr);
                 }
                 table.append(thead, tbody);
@@ -392,7 +425,8 @@ enum DashboardAssets {
             document.getElementById("overview").hidden = key !== null;
             document.getElementById("detail").hidden = key === null;
             if (key !== null) {
-              document.getElementById("detail-title").textContent = key;
+              const known = state.rows.get(key);
+              document.getElementById("detail-title").textContent = known && known.data ? nameOf(known.data) : key;
               document.title = key + " · ifmeter";
               showFacts(key);
               showRoute(key);
@@ -404,8 +438,27 @@ enum DashboardAssets {
             }
           }
 
+          // The unit toggle: every rate shown again in the other unit, at
+          // once (the next sample keeps it).
+          function showUnits() {
+            const toggle = document.getElementById("units");
+            toggle.setAttribute("aria-pressed", String(bits));
+            for (const entry of state.rows.values()) {
+              if (!entry.data) continue;
+              entry.cells[0].textContent = rate(entry.data.rx_bytes_per_second);
+              entry.cells[1].textContent = rate(entry.data.tx_bytes_per_second);
+            }
+            if (state.selected) showFacts(state.selected);
+          }
+
           async function start() {
             window.addEventListener("hashchange", route);
+            showUnits();
+            document.getElementById("units").addEventListener("click", () => {
+              bits = !bits;
+              try { localStorage.setItem("ifmeter.bits", bits ? "1" : "0"); } catch (error) { /* kept for this page only */ }
+              showUnits();
+            });
             try {
               update(await getJSON("/api/v1/interfaces?history=1"), true);
             } catch (error) {
