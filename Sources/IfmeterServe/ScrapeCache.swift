@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterModel
 import IfmeterOutput
 import IfmeterPipeline
 import Synchronization
@@ -263,9 +264,4 @@ public final class ScrapeFeed: PipelineSink {
             self.ready = nil
         }
     }
-}
-
-struct HTTPServerErrorKey: Hashable, Sendable {
-    let path: String
-    let status: Int
 }

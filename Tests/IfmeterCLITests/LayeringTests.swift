@@ -14,6 +14,7 @@ import Testing
     /// (and on the C targets `cTargetsAllowed` gives it).
     static let layers: [[String]] = [
         ["IfmeterCore"],
+        ["IfmeterModel"],
         ["IfmeterOutput"],
         ["IfmeterSystem"],
         ["IfmeterSampling", "IfmeterConfig", "IfmeterImage"],
