@@ -51,11 +51,6 @@ public final class ScrapeCache: SeriesSource {
     /// What `serve --probe` shows now (nil: no probe).
     public func currentRoutes() -> RouteExposition? { model.read { $0.facts.routes } }
 
-    /// Every interface's row as the scrape shows it, and its generation.
-    public func exposedRows() -> (rows: [ExpositionRow], generation: Int) {
-        model.read { ($0.rows, $0.generation) }
-    }
-
     /// Sets what `serve --probe` shows; called before the update that it
     /// belongs to is applied, so a render of that generation has it.
     /// The route families (nil: none, after a reload removed every probe).
