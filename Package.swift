@@ -66,7 +66,7 @@ let package = Package(
         .target(
             name: "IfmeterRemoteWrite",
             dependencies: [
-                "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterConfig",
+                "IfmeterCore", "IfmeterModel", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterConfig",
                 .target(name: "CIfmeterRemoteWrite", condition: linux),
             ]),
         // Configuration files: YAML read by libyaml into a tree with lines,
@@ -77,7 +77,7 @@ let package = Package(
         .target(
             name: "IfmeterServe",
             dependencies: [
-                "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterConfig",
+                "IfmeterCore", "IfmeterModel", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterConfig",
                 .target(name: "CIfmeterHTTP", condition: linux), .target(name: "CMicroHTTPD", condition: linux),
                 .target(name: "CZlib", condition: linux),
             ]),
@@ -97,9 +97,13 @@ let package = Package(
         // quality, classifier rules, the trace format and the vocabulary.
         // Imports nothing.
         .target(name: "IfmeterCore"),
+        // The read model: one row per interface and serve's typed facts,
+        // applied once per update and published as a snapshot with a
+        // generation, which every surface renders.
+        .target(name: "IfmeterModel", dependencies: ["IfmeterCore"]),
         // One renderer per format (text and JSON reports, Prometheus text,
         // OpenMetrics, usage tables, the SVG chart) and the JSON envelope.
-        .target(name: "IfmeterOutput", dependencies: ["IfmeterCore"]),
+        .target(name: "IfmeterOutput", dependencies: ["IfmeterCore", "IfmeterModel"]),
         // `usage --png`: the usage charts and the summary drawn with cairo
         // (the one module that calls it), the figures in a tEXt chunk.
         .target(name: "IfmeterImage", dependencies: ["IfmeterCore", "IfmeterOutput", "CIfmeterImage", "CCairo", "CZlib"]),
@@ -126,24 +130,26 @@ let package = Package(
         // export: a report every period (JSON, JSON Lines, textfile).
         .target(
             name: "IfmeterExport",
-            dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterRoute"]),
+            dependencies: ["IfmeterCore", "IfmeterModel", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterRoute"]),
         // Route analysis: where probes leave, each tunnel's underlay, the
         // outside estimate, and the feed that follows route changes.
         .target(
             name: "IfmeterRoute",
             dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterSampling"]),
         // The live view's model and its pure renderer.
-        .target(name: "IfmeterLive", dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterSampling"]),
+        .target(
+            name: "IfmeterLive",
+            dependencies: ["IfmeterCore", "IfmeterModel", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterSampling"]),
         // Persistent totals and daily and monthly usage, in SQLite.
         .target(name: "IfmeterStore", dependencies: ["IfmeterCore", "IfmeterSystem", "CSQLite"]),
         // The one sampling pipeline every command uses: source, filter,
         // engine, persistence, subscribers; and the files it writes.
-        .target(name: "IfmeterPipeline", dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterStore"]),
+        .target(name: "IfmeterPipeline", dependencies: ["IfmeterCore", "IfmeterModel", "IfmeterSystem", "IfmeterStore"]),
         .target(
             name: "IfmeterCLI",
             dependencies: [
                 "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterSampling", "IfmeterPipeline", "IfmeterServe", "IfmeterRoute",
-                "IfmeterExport", "IfmeterLive", "IfmeterStore", "IfmeterRemoteWrite", "IfmeterImage", "IfmeterConfig",
+                "IfmeterExport", "IfmeterLive", "IfmeterStore", "IfmeterRemoteWrite", "IfmeterImage", "IfmeterConfig", "IfmeterModel",
             ]
         ),
         .executableTarget(
@@ -153,8 +159,8 @@ let package = Package(
         .executableTarget(
             name: "ifmeter-bench",
             dependencies: [
-                "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterSampling", "IfmeterPipeline", "IfmeterLive", "IfmeterStore",
-                "IfmeterCLI", "IfmeterServe", .target(name: "CIfmeterBench", condition: linux),
+                "IfmeterCore", "IfmeterModel", "IfmeterOutput", "IfmeterSystem", "IfmeterSampling", "IfmeterPipeline", "IfmeterLive",
+                "IfmeterStore", "IfmeterCLI", "IfmeterServe", .target(name: "CIfmeterBench", condition: linux),
             ]
         ),
         // Namespaces, veth pairs and traffic for the integration tests, and
@@ -170,7 +176,7 @@ let package = Package(
         // extension points.
         .testTarget(
             name: "IfmeterCLITests",
-            dependencies: ["IfmeterCLI", "IfmeterCore", "IfmeterOutput", "IfmeterPipeline", "IfmeterSampling", "IfmeterTestSupport"]),
+            dependencies: ["IfmeterCLI", "IfmeterCore", "IfmeterModel", "IfmeterOutput", "IfmeterPipeline", "IfmeterSampling", "IfmeterTestSupport"]),
         // The binary end to end: serve, export, live, usage, plan, state,
         // route and remote write run as processes against bytes sent in the
         // tests' own namespaces, real Prometheus, Chromium and the
@@ -187,7 +193,7 @@ let package = Package(
         .testTarget(name: "IfmeterPackageTests", dependencies: ["IfmeterCLI", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(
             name: "IfmeterLiveTests",
-            dependencies: ["IfmeterOutput", "IfmeterLive", "IfmeterCore"]),
+            dependencies: ["IfmeterOutput", "IfmeterLive", "IfmeterCore", "IfmeterModel"]),
         .testTarget(
             name: "IfmeterStoreTests", dependencies: ["IfmeterStore", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(
@@ -196,12 +202,13 @@ let package = Package(
         .testTarget(
             name: "IfmeterRemoteWriteTests",
             dependencies: [
-                "IfmeterRemoteWrite", "IfmeterServe", "IfmeterOutput", "IfmeterPipeline", "IfmeterSystem", "IfmeterCore", "IfmeterTestSupport",
+                "IfmeterRemoteWrite", "IfmeterServe", "IfmeterOutput", "IfmeterPipeline", "IfmeterSystem", "IfmeterCore", "IfmeterModel",
+                "IfmeterTestSupport",
             ]),
         .testTarget(
             name: "IfmeterServeTests",
             dependencies: [
-                "IfmeterServe", "IfmeterOutput", "IfmeterPipeline", "IfmeterCore", "IfmeterSystem", "IfmeterTestSupport",
+                "IfmeterServe", "IfmeterModel", "IfmeterOutput", "IfmeterPipeline", "IfmeterCore", "IfmeterSystem", "IfmeterTestSupport",
             ]),
         .testTarget(name: "IfmeterSystemTests", dependencies: ["IfmeterSystem", "IfmeterCore"]),
         .testTarget(name: "IfmeterRouteTests", dependencies: ["IfmeterRoute", "IfmeterSampling", "IfmeterCore"]),
@@ -209,11 +216,12 @@ let package = Package(
             name: "IfmeterExportTests",
             dependencies: ["IfmeterExport", "IfmeterPipeline", "IfmeterOutput", "IfmeterCore", "IfmeterTestSupport"]),
         .testTarget(name: "IfmeterOutputTests", dependencies: ["IfmeterOutput", "IfmeterCore"]),
+        .testTarget(name: "IfmeterModelTests", dependencies: ["IfmeterModel", "IfmeterCore"]),
         .testTarget(name: "IfmeterImageTests", dependencies: ["IfmeterImage", "IfmeterOutput", "IfmeterCore", "CZlib"]),
         .testTarget(
             name: "IfmeterPipelineTests",
             dependencies: [
-                "IfmeterOutput", "IfmeterPipeline", "IfmeterCore", "IfmeterStore", "IfmeterTestSupport",
+                "IfmeterOutput", "IfmeterModel", "IfmeterPipeline", "IfmeterCore", "IfmeterStore", "IfmeterTestSupport",
             ]),
     ],
     swiftLanguageModes: [.v6]

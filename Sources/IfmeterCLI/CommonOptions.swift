@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterModel
 import IfmeterPipeline
 import IfmeterStore
 import IfmeterSampling

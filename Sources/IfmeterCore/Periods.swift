@@ -274,6 +274,14 @@ public struct UsagePeriod: Sendable, Hashable, Comparable {
     public static func < (a: UsagePeriod, b: UsagePeriod) -> Bool { (a.start, a.end) < (b.start, b.end) }
 }
 
+extension PeriodCalendar {
+    /// The local date of the last second before `end`, YYYY-MM-DD.
+    public static func dayLabel(_ zone: LocalZone, _ end: Int64) -> String {
+        let c = zone.civil(end - 1)
+        return "\(LocalZone.pad(c.year, 4))-\(LocalZone.pad(c.month))-\(LocalZone.pad(c.day))"
+    }
+}
+
 /// Which period an instant belongs to, in a zone: pure functions.
 public struct PeriodCalendar: Sendable {
     public var zone: LocalZone

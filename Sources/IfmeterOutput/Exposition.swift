@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterModel
 
 /// What a Prometheus scrape shows: every interface's totals and the
 /// exporter's own health. Built by the serving loop after each sample.
@@ -23,44 +24,9 @@ public struct ExpositionInput: Sendable {
     }
 }
 
-/// What the exposition shows of one interface: less than its totals (a
-/// scrape cache keeps one per interface; at 4000 interfaces every byte
-/// counts).
-public struct ExpositionRow: Sendable, Hashable, SeriesKeyed {
-    public var name: String
-    public var netns: String
-    public var kind: InterfaceKind
-    public var evidence: String
-    public var index: Int?
-    public var width: CounterWidth
-    public var attributes: LinkAttributes?
-    /// The kernel counter when ifmeter first saw the interface plus every
-    /// delta since (saturating); a counter is present when either was.
-    public var counters: Counters
-    public var quality: Quality
-    public var events: EventCounts
-    public var present: Bool
-    public var kernelStats: KernelLinkStats?
-
-    public init(_ t: InterfaceTotals) {
-        name = t.name
-        netns = t.netns
-        kind = t.classification.kind
-        evidence = t.classification.evidence
-        index = t.index
-        width = t.width
-        attributes = t.attributes
-        var sum = t.baseline
-        sum.add(t.totals)
-        counters = sum
-        quality = t.quality
-        events = t.events
-        present = t.present
-        kernelStats = t.lastKernelStats
-    }
-
-    public var key: SeriesKey { SeriesKey(netns: netns, name: name) }
-}
+/// What the exposition shows of one interface: the read model's row,
+/// the one every surface shows.
+public typealias ExpositionRow = InterfaceRow
 
 /// Which families a scrape holds.
 public enum ExpositionFamilies: String, Sendable, CaseIterable {
@@ -113,42 +79,6 @@ public struct ExporterHealth: Sendable, Hashable {
         self.lastSampleTime = lastSampleTime
         self.startTime = startTime
         self.intervalSeconds = intervalSeconds
-    }
-}
-
-/// Connections the scrape endpoint closed to protect itself, since it
-/// started: for missing the request deadline; kept alive after a response
-/// and sending no request line by the deadline (idle, as a scraper between
-/// scrapes: not a slow request); to make room (the oldest waiting
-/// connection of a client at its limit, or of all at the overall one); and
-/// to keep the memory of responses being sent within its budget (the
-/// oldest of them, a reader too slow to finish).
-public struct HTTPConnectionCounts: Sendable, Hashable {
-    public var deadline: UInt64
-    public var idle: UInt64
-    public var evicted: UInt64
-    public var budget: UInt64
-
-    public init(deadline: UInt64, idle: UInt64, evicted: UInt64, budget: UInt64 = 0) {
-        self.deadline = deadline
-        self.idle = idle
-        self.evicted = evicted
-        self.budget = budget
-    }
-}
-
-/// How many times serve answered a path with a status of 5xx: a failure on
-/// its side (the state file unreadable for the usage tables, a picture not
-/// drawn, a render that failed), never the request's fault.
-public struct HTTPServerErrorCount: Sendable, Hashable {
-    public var path: String
-    public var status: Int
-    public var count: UInt64
-
-    public init(path: String, status: Int, count: UInt64) {
-        self.path = path
-        self.status = status
-        self.count = count
     }
 }
 

@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterModel
 
 /// node_exporter 1.5's netclass families (its default, sysfs-reading mode),
 /// served by `--compat node` from the link catalog's facts: what netlink

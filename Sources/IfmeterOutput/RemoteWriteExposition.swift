@@ -1,36 +1,5 @@
 import IfmeterCore
-
-/// What `serve --remote-write` shows of one receiver: its queue on disk and
-/// what became of the samples (docs/metrics.md, "Remote write").
-public struct RemoteWriteStatus: Sendable, Hashable {
-    /// The receiver's URL, without credentials.
-    public var url: String
-    /// Bytes of samples waiting in the queue, and how many samples.
-    public var queueBytes: UInt64 = 0
-    public var queueSamples: UInt64 = 0
-    public var sent: UInt64 = 0
-    /// Samples in requests that failed and were tried again (each try counts).
-    public var retried: UInt64 = 0
-    /// Dropped because the queue was full (its oldest went first).
-    public var droppedQueueFull: UInt64 = 0
-    /// Dropped because the receiver refused them (a 4xx other than 429).
-    public var droppedRejected: UInt64 = 0
-    /// Lost because the queue could not take them (a full disk, an I/O
-    /// error) while they were in memory nowhere else.
-    public var droppedUnwritable: UInt64 = 0
-    /// Lost to damage in the queue's files (found when the queue opened).
-    public var droppedCorrupt: UInt64 = 0
-    /// In a request posted again (after a failed try or a kill before its
-    /// acknowledgement) that the receiver refused: most likely it had them.
-    public var duplicate: UInt64 = 0
-    /// Bytes of snappy-compressed request bodies that went out (each try
-    /// counts, a part of one on an error).
-    public var sentBytes: UInt64 = 0
-    /// Unix time of the last accepted request.
-    public var lastSuccess: Double?
-
-    public init(url: String) { self.url = url }
-}
+import IfmeterModel
 
 extension ExpositionWriter {
     mutating func writeRemoteWrite(_ statuses: [RemoteWriteStatus]) {

@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterModel
 
 /// What a family's samples are, as the exposition types them.
 public enum SeriesKind: Sendable, Hashable {

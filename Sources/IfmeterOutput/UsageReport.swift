@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterModel
 
 /// Usage by period for every interface of a state file: what `usage`
 /// prints, checks and draws.
@@ -430,14 +431,6 @@ public struct UsageTable: Sendable {
         }
         out += Caveat.legend(shown: shown).joined(separator: "\n") + "\n"
         return out
-    }
-}
-
-extension PeriodCalendar {
-    /// The local date of the last second before `end`, YYYY-MM-DD.
-    public static func dayLabel(_ zone: LocalZone, _ end: Int64) -> String {
-        let c = zone.civil(end - 1)
-        return "\(LocalZone.pad(c.year, 4))-\(LocalZone.pad(c.month))-\(LocalZone.pad(c.day))"
     }
 }
 

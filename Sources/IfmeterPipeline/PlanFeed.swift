@@ -1,6 +1,7 @@
 import IfmeterCore
-import IfmeterOutput
+import IfmeterModel
 import IfmeterStore
+import IfmeterSystem
 
 /// The plans and their current cycles, for serve's families and live's
 /// quota bars, current within one sample: what the state file holds (read
@@ -106,12 +107,8 @@ public final class PlanFeed: PipelineEnricher {
     static func gauges(
         plans: [Plan], slices: [UsageSlice], stored: (names: [String], kinds: [String: InterfaceKind]), now t: Int64
     ) -> [PlanGauge] {
-        let planned = slices.filter { Plan.find(for: $0.name, in: plans) != nil }
-        // The stored kind of a planned interface idle this cycle (no usage),
-        // so its gauges keep one label set.
-        return UsageTable(
-            slices: planned, plans: plans, granularity: .cycle, zone: .system, now: t, names: stored.names, kinds: stored.kinds
-        ).planGauges()
+        PlanGauge.current(
+            plans: plans, slices: slices, names: stored.names, kinds: stored.kinds, zone: .system, now: t, key: StateStore.key)
     }
 
     static func keyed(_ aliases: [String: String]) -> [SeriesKey: String] {

@@ -1,3 +1,4 @@
+import IfmeterModel
 import IfmeterOutput
 import IfmeterSystem
 import Synchronization

@@ -1,6 +1,7 @@
 import CIfmeterHTTP
 import CMicroHTTPD
 import IfmeterCore
+import IfmeterModel
 import IfmeterOutput
 import Synchronization
 import IfmeterSystem

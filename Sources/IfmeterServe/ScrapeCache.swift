@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterModel
 import IfmeterOutput
 import IfmeterPipeline
 import Synchronization
@@ -21,158 +22,92 @@ public final class ScrapeCache: SeriesSource {
         public var size: UInt64
     }
 
-    /// Every interface's totals and the health, as of `generation`.
-    struct Snapshot: Sendable {
-        var view = TotalsView { ExpositionRow($0) }
-        var health: PipelineHealth?
-        var generation = 0
-        var routes: RouteExposition?
-    }
-
     private let families: ExpositionFamilies
     private let version: String
     private let interval: Double
-    private let snapshot = Mutex(Snapshot())
+    /// What a scrape shows: the read model's snapshot. The cache keeps the
+    /// renders of it, no rows or facts of its own.
+    public let model: ReadModel
     /// By format: OpenMetrics (true) or text (false).
     private let cache = Mutex<[Bool: Rendered]>([:])
     /// One render at a time: concurrent scrapes of a new sample wait for
     /// the first one's render instead of all rendering it.
     private let rendering = Mutex<Void>(())
-    /// What the HTTP endpoint closed to protect itself, as of the last update.
-    private let httpClosed = Mutex<HTTPConnectionCounts?>(nil)
-    /// serve's 5xx answers by path and status: the ones it can give start
-    /// at 0 (`expectServerErrors`), so that a rate sees the first.
-    private let serverErrors = Mutex<[HTTPServerErrorKey: UInt64]>([:])
-    /// serve --remote-write: each receiver's status, as of the last update.
-    private let remoteWrite = Mutex<[RemoteWriteStatus]>([])
-    /// serve's own process figures, as of the last update.
-    private let process = Mutex<ProcessMetrics?>(nil)
-    /// Planned interfaces' cycles and the aliases (both from the state
-    /// file), and a count of their changes.
-    private let plans = Mutex<(gauges: [PlanGauge], aliases: [SeriesKey: String], changes: Int)>(([], [:], 0))
-
-    private let revision: String
 
     public init(families: ExpositionFamilies, version: String, revision: String = "unknown", interval: Double) {
         self.families = families
         self.version = version
-        self.revision = revision
         self.interval = interval
+        model = ReadModel(revision: revision)
     }
 
-    /// Takes an update's changes, during the update: costs what changed
-    /// (the view is shared with a render in progress only while it runs).
+    /// Takes an update's changes, during the update, into the read model:
+    /// costs what changed (the rows are shared with a render in progress
+    /// only while it runs).
     public func apply(_ update: borrowing PipelineUpdate) {
-        let changed = update.changed, forgotten = update.forgotten, health = update.health, sequence = update.sequence
-        snapshot.withLock { snapshot in
-            snapshot.view.apply(changed: changed, forgotten: forgotten)
-            snapshot.health = health
-            snapshot.generation = sequence
-        }
+        model.apply(ModelUpdate(update))
     }
 
     /// What `serve --probe` shows now (nil: no probe).
-    public func currentRoutes() -> RouteExposition? { snapshot.withLock { $0.routes } }
-
-    /// Every interface's row as the scrape shows it, and its generation
-    /// (the dashboard's board wakes from these).
-    public func exposedRows() -> (rows: [ExpositionRow], generation: Int) {
-        snapshot.withLock { ($0.view.rows, $0.generation) }
-    }
+    public func currentRoutes() -> RouteExposition? { model.read { $0.facts.routes } }
 
     /// Sets what `serve --probe` shows; called before the update that it
     /// belongs to is applied, so a render of that generation has it.
     /// The route families (nil: none, after a reload removed every probe).
-    public func setRoutes(_ routes: RouteExposition?) {
-        snapshot.withLock { $0.routes = routes }
-    }
+    public func setRoutes(_ routes: RouteExposition?) { model.setRoutes(routes) }
 
     /// The 5xx answers serve can give, each at 0 until it does.
-    public func expectServerErrors(_ keys: [(path: String, status: Int)]) {
-        serverErrors.withLock { counts in
-            for key in keys { counts[HTTPServerErrorKey(path: key.path, status: key.status), default: 0] += 0 }
-        }
-    }
+    public func expectServerErrors(_ keys: [(path: String, status: Int)]) { model.expectServerErrors(keys) }
 
     /// One more 5xx answer (shown from the next sample's render on).
-    public func countServerError(path: String, status: Int) {
-        serverErrors.withLock { $0[HTTPServerErrorKey(path: path, status: status), default: 0] += 1 }
-    }
+    public func countServerError(path: String, status: Int) { model.countServerError(path: path, status: status) }
 
     /// Sets the endpoint's closed-connection counts (read on the pipeline's
     /// thread after each update, never from a request handler); a render
     /// shows them as of its sample.
-    public func setHTTPClosed(_ counts: HTTPConnectionCounts) {
-        httpClosed.withLock { $0 = counts }
-    }
+    public func setHTTPClosed(_ counts: HTTPConnectionCounts) { model.setHTTPClosed(counts) }
 
     /// Sets serve's own `process_*` figures (on the pipeline's thread,
     /// before the update's render).
-    public func setProcess(_ metrics: ProcessMetrics?) {
-        process.withLock { $0 = metrics }
-    }
+    public func setProcess(_ metrics: ProcessMetrics?) { model.setProcess(metrics) }
 
     /// Sets what remote write shows (on the pipeline's thread, before the
     /// update's render).
-    public func setRemoteWrite(_ statuses: [RemoteWriteStatus]) {
-        remoteWrite.withLock { $0 = statuses }
-    }
+    public func setRemoteWrite(_ statuses: [RemoteWriteStatus]) { model.setRemoteWrite(statuses) }
 
     /// The latest generation's text exposition (the series a scrape gets),
     /// in pieces.
     public func renderText(chunk: Int, into sink: (UnsafeRawBufferPointer) -> Void) {
-        withLatest { PrometheusTextRenderer().render($0, chunk: chunk, into: sink) }
+        model.read { PrometheusTextRenderer().render(input($0), chunk: chunk, into: sink) }
     }
 
     /// Visits the latest generation's series, those of the text exposition
     /// (what remote write sends), without rendering them.
     public func visitSeries(_ visitor: inout some SeriesVisitor, keeping: (ExpositionRow) -> Bool) {
-        withLatest { $0.visitSeries(&visitor, keeping: keeping) }
-    }
-
-    /// The latest generation's exposition input, under the snapshot's lock.
-    private func withLatest(_ body: (ExpositionInput) -> Void) {
-        let planned = plans.withLock { $0 }
-        snapshot.withLock { current in body(input(current, planned.gauges, planned.aliases)) }
-    }
-
-    /// The exposition input of a snapshot, with the plans and what the
-    /// cache keeps beside the pipeline's update.
-    private func input(_ current: borrowing Snapshot, _ plans: [PlanGauge], _ aliases: [SeriesKey: String]) -> ExpositionInput {
-        var input = Self.input(current.view.sorted(), health: current.health, families: families, version: version, interval: interval)
-        input.routes = current.routes
-        input.plans = plans
-        input.aliases = aliases
-        fill(&input)
-        return input
+        model.read { input($0).visitSeries(&visitor, keeping: keeping) }
     }
 
     /// Replaces the plans' gauges (read from the state file after a save);
     /// the next scrape renders afresh.
-    public func setPlans(_ gauges: [PlanGauge]) {
-        plans.withLock { if $0.gauges != gauges { $0 = (gauges, $0.aliases, $0.changes + 1) } }
-    }
+    public func setPlans(_ gauges: [PlanGauge]) { model.setPlans(gauges) }
 
     /// Replaces the aliases (`state alias`); the next scrape renders afresh.
-    public func setAliases(_ aliases: [SeriesKey: String]) {
-        plans.withLock { if $0.aliases != aliases { $0 = ($0.gauges, aliases, $0.changes + 1) } }
-    }
+    public func setAliases(_ aliases: [SeriesKey: String]) { model.setAliases(aliases) }
 
     /// The latest exposition in one format, rendered at most once per
     /// generation. Nil only when zlib fails.
     public func rendered(openMetrics: Bool) -> Rendered? {
-        let generation = snapshot.withLock { $0.generation } &+ plans.withLock { $0.changes } << 40
+        // A change of the plans makes a new generation too.
+        let generation = model.read { $0.generation &+ $0.planChanges << 40 }
         if let hit = cache.withLock({ $0[openMetrics] }), hit.generation == generation { return hit }
         return rendering.withLock { _ -> Rendered? in
-            let planned = plans.withLock { $0 }
-            // Rendered under the snapshot's lock: an update waits for the
+            // Rendered under the model's lock: an update waits for the
             // render (10 ms at 4000 interfaces, once per sample and format)
             // rather than copying every row the render still reads.
-            let result = snapshot.withLock { current -> Rendered? in
-                // A change of the plans makes a new generation too.
-                let generation = current.generation &+ planned.changes << 40
+            let result = model.read { current -> Rendered? in
+                let generation = current.generation &+ current.planChanges << 40
                 if let hit = cache.withLock({ $0[openMetrics] }), hit.generation == generation { return hit }
-                let input = input(current, planned.gauges, planned.aliases)
+                let input = input(current)
                 let renderer: any ExpositionRenderer = openMetrics ? OpenMetricsRenderer() : PrometheusTextRenderer()
                 // Room for about the last render's size at once (the other
                 // format's, the first time: they differ by a few percent).
@@ -196,16 +131,19 @@ public final class ScrapeCache: SeriesSource {
         }
     }
 
-    /// What the cache keeps beside the pipeline's update: the endpoint's,
-    /// remote write's and the process's figures, and the build.
-    private func fill(_ input: inout ExpositionInput) {
-        input.health.httpClosed = httpClosed.withLock { $0 }
-        input.health.httpServerErrors = serverErrors.withLock { counts in
-            counts.map { HTTPServerErrorCount(path: $0.key.path, status: $0.key.status, count: $0.value) }
-        }
-        input.health.remoteWrite = remoteWrite.withLock { $0 }
-        input.health.process = process.withLock { $0 }
-        input.health.revision = revision
+    /// The exposition input of a snapshot: its rows, health and facts.
+    private func input(_ current: borrowing ModelSnapshot) -> ExpositionInput {
+        var input = Self.input(current.rows, health: current.health, families: families, version: version, interval: interval)
+        let facts = current.facts
+        input.routes = facts.routes
+        input.plans = facts.plans
+        input.aliases = facts.aliases
+        input.health.httpClosed = facts.httpClosed
+        input.health.httpServerErrors = facts.serverErrorCounts
+        input.health.remoteWrite = facts.remoteWrite
+        input.health.process = facts.process
+        input.health.revision = facts.revision
+        return input
     }
 
     /// The exposition input for totals and the pipeline's health.
@@ -263,9 +201,4 @@ public final class ScrapeFeed: PipelineSink {
             self.ready = nil
         }
     }
-}
-
-struct HTTPServerErrorKey: Hashable, Sendable {
-    let path: String
-    let status: Int
 }

@@ -6,6 +6,7 @@
 import Glibc
 import IfmeterCLI
 import IfmeterCore
+import IfmeterModel
 import IfmeterOutput
 import IfmeterLive
 import IfmeterPipeline

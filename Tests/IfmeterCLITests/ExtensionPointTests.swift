@@ -1,6 +1,7 @@
 import Foundation
 @testable import IfmeterCLI
 import IfmeterCore
+import IfmeterModel
 import IfmeterOutput
 import IfmeterPipeline
 import IfmeterSampling

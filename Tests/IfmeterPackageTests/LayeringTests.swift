@@ -14,6 +14,7 @@ import Testing
     /// (and on the C targets `cTargetsAllowed` gives it).
     static let layers: [[String]] = [
         ["IfmeterCore"],
+        ["IfmeterModel"],
         ["IfmeterOutput"],
         ["IfmeterSystem"],
         ["IfmeterSampling", "IfmeterConfig", "IfmeterImage"],
@@ -219,6 +220,38 @@ import Testing
             }
         }
         #expect(checked > 200, "\(checked) imports checked")
+    }
+
+    /// Modules below the renderers (issue 46): the read model and the
+    /// pipeline import no renderer, as written in their sources or as
+    /// Package.swift declares; every surface renders the model instead.
+    static let belowTheRenderers: [String: Set<String>] = [
+        "IfmeterModel": ["IfmeterCore"],
+        "IfmeterPipeline": ["IfmeterCore", "IfmeterModel", "IfmeterSystem", "IfmeterStore"],
+    ]
+    static let renderers: Set<String> = ["IfmeterOutput", "IfmeterImage"]
+
+    @Test func theModelAndThePipelineImportNoRenderer() throws {
+        let targets = try PackageTarget.all.get()
+        var seen = 0
+        for target in targets {
+            guard let allowed = Self.belowTheRenderers[target.name] else { continue }
+            seen += 1
+            for dependency in target.dependencies {
+                #expect(!Self.renderers.contains(dependency), "Package.swift gives \(target.name) the renderer \(dependency)")
+                #expect(allowed.contains(dependency), "Package.swift gives \(target.name) \(dependency), which it should not need")
+            }
+            let files = target.files(endingIn: [".swift"])
+            #expect(!files.isEmpty, "\(target.name) has sources")
+            for file in files {
+                let text = try String(contentsOf: repositoryRoot.appendingPathComponent(file), encoding: .utf8)
+                for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                    guard let module = Self.importedModule(line), module.hasPrefix("Ifmeter") else { continue }
+                    #expect(allowed.contains(module), "\(file):\(index + 1) imports \(module): \(target.name) sits below the renderers")
+                }
+            }
+        }
+        #expect(seen == Self.belowTheRenderers.count, "every module below the renderers is in Package.swift")
     }
 
     @Test func importLinesAreRead() {

@@ -1,5 +1,6 @@
 import Foundation
 import IfmeterCore
+import IfmeterModel
 import IfmeterOutput
 import IfmeterPipeline
 import IfmeterStore

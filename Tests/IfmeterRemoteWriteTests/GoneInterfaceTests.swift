@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterModel
 import IfmeterOutput
 import IfmeterRemoteWrite
 import Synchronization

@@ -1,4 +1,5 @@
 import IfmeterCore
+import IfmeterModel
 import IfmeterOutput
 
 /// An exposition with every family ifmeter renders: several interfaces

@@ -11,20 +11,28 @@ public struct TotalsView<Row: Sendable & SeriesKeyed>: Sendable {
     /// The rows' keys, in order (each row names its own: no array of keys
     /// is kept beside them, 130 KB at 4000 interfaces).
     public var keys: [SeriesKey] { rows.map(\.key) }
-    private let make: @Sendable (InterfaceTotals) -> Row
+    /// Makes a row of totals, given the row the series had (nil: new), so
+    /// that what a row keeps beside its totals (its rates, its since) stays.
+    private let make: @Sendable (InterfaceTotals, Row?) -> Row
     /// Where the last update's changed series were, in its order.
     private var hints: [Int] = []
 
-    public init(_ make: @escaping @Sendable (InterfaceTotals) -> Row) { self.make = make }
+    public init(_ make: @escaping @Sendable (InterfaceTotals) -> Row) { self.make = { t, _ in make(t) } }
 
-    /// Takes an update's changes (the totals it carries).
-    public mutating func apply(_ update: borrowing PipelineUpdate) {
-        apply(changed: update.changed, forgotten: update.forgotten)
-    }
+    /// A view whose rows are made from the totals and the row they replace.
+    public init(updating make: @escaping @Sendable (InterfaceTotals, Row?) -> Row) { self.make = make }
 
     /// Takes changes: the totals of series that changed, and the keys of
     /// those forgotten (applied first: a key can be forgotten and seen anew).
     public mutating func apply(changed: [InterfaceTotals], forgotten: [SeriesKey]) {
+        apply(changed: changed, forgotten: forgotten, using: make)
+    }
+
+    /// The same, with rows made by `make` for this once (what it knows of
+    /// the update: its time, the aliases) instead of the view's own.
+    public mutating func apply(
+        changed: [InterfaceTotals], forgotten: [SeriesKey], using make: (InterfaceTotals, Row?) -> Row
+    ) {
         for key in forgotten {
             if case .found(let at) = position(of: key) {
                 rows.remove(at: at)
@@ -41,13 +49,13 @@ public struct TotalsView<Row: Sendable & SeriesKeyed>: Sendable {
         for (n, totals) in changed.enumerated() {
             let key = totals.key
             if n < hints.count, hints[n] < rows.count, rows[hints[n]].key == key {
-                rows[hints[n]] = make(totals)
+                rows[hints[n]] = make(totals, rows[hints[n]])
                 found.append(hints[n])
                 continue
             }
             switch position(of: key) {
             case .found(let at):
-                rows[at] = make(totals)
+                rows[at] = make(totals, rows[at])
                 found.append(at)
             case .insert:
                 added.append(n)
@@ -59,7 +67,7 @@ public struct TotalsView<Row: Sendable & SeriesKeyed>: Sendable {
         if added.count <= 8 {
             for n in added {
                 guard case .insert(let at) = position(of: changed[n].key) else { continue }
-                rows.insert(make(changed[n]), at: at)
+                rows.insert(make(changed[n], nil), at: at)
             }
             return
         }
@@ -73,7 +81,7 @@ public struct TotalsView<Row: Sendable & SeriesKeyed>: Sendable {
                 i += 1
             } else {
                 // A key listed twice is merged in once (the list is sorted).
-                if merged.last?.key != changed[added[j]].key { merged.append(make(changed[added[j]])) }
+                if merged.last?.key != changed[added[j]].key { merged.append(make(changed[added[j]], nil)) }
                 j += 1
             }
         }
@@ -99,6 +107,16 @@ public struct TotalsView<Row: Sendable & SeriesKeyed>: Sendable {
     public subscript(key: SeriesKey) -> Row? {
         if case .found(let at) = position(of: key) { return rows[at] }
         return nil
+    }
+
+    /// Changes the row of `key` in place, if there is one.
+    public mutating func modify(_ key: SeriesKey, _ body: (inout Row) -> Void) {
+        if case .found(let at) = position(of: key) { body(&rows[at]) }
+    }
+
+    /// Changes every row in place.
+    public mutating func modifyAll(_ body: (inout Row) -> Void) {
+        for at in rows.indices { body(&rows[at]) }
     }
 
     public var count: Int { rows.count }

@@ -1,5 +1,5 @@
 import IfmeterCore
-import IfmeterOutput
+import IfmeterModel
 
 extension ExpositionInput {
     /// The exposition of `interfaces` with the pipeline's health (what a

@@ -1,0 +1,64 @@
+import IfmeterCore
+
+/// One interface as every surface shows it: the one row the read model
+/// keeps per interface, and the one the exposition, remote write, the
+/// dashboard and the plan gauges read (the exposition calls it
+/// `ExpositionRow`). Less than its totals: at 4000 interfaces every byte
+/// counts.
+public struct InterfaceRow: Sendable, Hashable, SeriesKeyed {
+    public var name: String
+    public var netns: String
+    public var kind: InterfaceKind
+    public var evidence: String
+    public var index: Int?
+    public var width: CounterWidth
+    public var attributes: LinkAttributes?
+    /// The kernel counter when ifmeter first saw the interface plus every
+    /// delta since (saturating); a counter is present when either was.
+    public var counters: Counters
+    public var quality: Quality
+    public var events: EventCounts
+    public var present: Bool
+    public var kernelStats: KernelLinkStats?
+    /// Bytes per second received and sent over the last sample's interval
+    /// (0 when nothing moved or the interval had no length): worked out
+    /// once per update by the read model, from the update's deltas.
+    public var rxRate: Double = 0
+    public var txRate: Double = 0
+    /// Unix time the totals run from: when this process first saw the
+    /// interface (nil where no update said, as in a row made from totals
+    /// alone).
+    public var since: Double?
+    /// The interface's alias (`ifmeter state alias`), nil without one.
+    public var alias: String?
+
+    public init(_ t: InterfaceTotals) {
+        name = t.name
+        netns = t.netns
+        kind = t.classification.kind
+        evidence = t.classification.evidence
+        index = t.index
+        width = t.width
+        attributes = t.attributes
+        var sum = t.baseline
+        sum.add(t.totals)
+        counters = sum
+        quality = t.quality
+        events = t.events
+        present = t.present
+        kernelStats = t.lastKernelStats
+    }
+
+    /// A row of new totals that keeps what the last row of the series
+    /// knew beside them: its rates, since and alias.
+    public init(_ t: InterfaceTotals, keeping last: InterfaceRow?) {
+        self.init(t)
+        guard let last else { return }
+        rxRate = last.rxRate
+        txRate = last.txRate
+        since = last.since
+        alias = last.alias
+    }
+
+    public var key: SeriesKey { SeriesKey(netns: netns, name: name) }
+}
