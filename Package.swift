@@ -72,11 +72,12 @@ let package = Package(
         // and the strict readers the configs are made of.
         .target(name: "IfmeterConfig", dependencies: ["IfmeterCore", "IfmeterSystem", "CYAML"]),
         // serve: the scrape cache, the HTTP server (the one place that calls
-        // libmicrohttpd) and its policy, basic auth and the web config.
+        // libmicrohttpd) and its policy, basic auth and the web config, and
+        // the usage endpoints.
         .target(
             name: "IfmeterServe",
             dependencies: [
-                "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterConfig",
+                "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterConfig", "IfmeterUsage", "IfmeterStore",
                 .target(name: "CIfmeterHTTP", condition: linux), .target(name: "CMicroHTTPD", condition: linux),
                 .target(name: "CZlib", condition: linux),
             ]),
@@ -135,6 +136,10 @@ let package = Package(
         .target(name: "IfmeterLive", dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterSampling"]),
         // Persistent totals and daily and monthly usage, in SQLite.
         .target(name: "IfmeterStore", dependencies: ["IfmeterCore", "IfmeterSystem", "CSQLite"]),
+        // Usage as a typed query: the request, the document written a piece
+        // at a time, the whole table for pictures; what `usage`,
+        // /api/v1/usage and /usage.png all call.
+        .target(name: "IfmeterUsage", dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterStore", "IfmeterImage"]),
         // The one sampling pipeline every command uses: source, filter,
         // engine, persistence, subscribers; and the files it writes.
         .target(name: "IfmeterPipeline", dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterStore"]),
@@ -142,7 +147,7 @@ let package = Package(
             name: "IfmeterCLI",
             dependencies: [
                 "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterSampling", "IfmeterPipeline", "IfmeterServe", "IfmeterRoute",
-                "IfmeterExport", "IfmeterLive", "IfmeterStore", "IfmeterRemoteWrite", "IfmeterImage",
+                "IfmeterExport", "IfmeterLive", "IfmeterStore", "IfmeterRemoteWrite", "IfmeterImage", "IfmeterUsage",
             ]
         ),
         .executableTarget(
