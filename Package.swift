@@ -73,11 +73,13 @@ let package = Package(
         // and the strict readers the configs are made of.
         .target(name: "IfmeterConfig", dependencies: ["IfmeterCore", "IfmeterSystem", "CYAML"]),
         // serve: the scrape cache, the HTTP server (the one place that calls
-        // libmicrohttpd) and its policy, basic auth and the web config.
+        // libmicrohttpd) and its policy, basic auth and the web config, and
+        // the usage endpoints.
         .target(
             name: "IfmeterServe",
             dependencies: [
-                "IfmeterCore", "IfmeterModel", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterConfig",
+                "IfmeterCore", "IfmeterModel", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterConfig", "IfmeterUsage", "IfmeterStore",
+                "IfmeterImage",
                 .target(name: "CIfmeterHTTP", condition: linux), .target(name: "CMicroHTTPD", condition: linux),
                 .target(name: "CZlib", condition: linux),
             ]),
@@ -142,6 +144,10 @@ let package = Package(
             dependencies: ["IfmeterCore", "IfmeterModel", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterSampling"]),
         // Persistent totals and daily and monthly usage, in SQLite.
         .target(name: "IfmeterStore", dependencies: ["IfmeterCore", "IfmeterSystem", "CSQLite"]),
+        // Usage as a typed query: the request, the document written a piece
+        // at a time, the whole table for pictures; what `usage`,
+        // /api/v1/usage and /usage.png all call.
+        .target(name: "IfmeterUsage", dependencies: ["IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterStore", "IfmeterImage"]),
         // The one sampling pipeline every command uses: source, filter,
         // engine, persistence, subscribers; and the files it writes.
         .target(name: "IfmeterPipeline", dependencies: ["IfmeterCore", "IfmeterModel", "IfmeterSystem", "IfmeterStore"]),
@@ -150,6 +156,7 @@ let package = Package(
             dependencies: [
                 "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterSampling", "IfmeterPipeline", "IfmeterServe", "IfmeterRoute",
                 "IfmeterExport", "IfmeterLive", "IfmeterStore", "IfmeterRemoteWrite", "IfmeterImage", "IfmeterConfig", "IfmeterModel",
+                "IfmeterUsage",
             ]
         ),
         .executableTarget(

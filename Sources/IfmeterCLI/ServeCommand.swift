@@ -214,10 +214,12 @@ struct ServeCommand: Command {
         let board = LiveBoard(interval: interval, version: IfmeterCLI.version, cache: cache)
         pipeline.add(sink: LiveBoardFeed(board: board))
         let statePath = setup.state?.path
-        let usage = statePath.map { path in { @Sendable (query: UsageQuery) in UsageAPI.response(state: path, query: query) } }
-        let usageImage = statePath.map { path in { @Sendable (query: UsageQuery) in UsageAPI.image(state: path, query: query) } }
         pipeline.sayStateSaves(prefix: "ifmeter serve: ")
         let log = RateLimitedLog(prefix: "ifmeter serve: ", every: 10)
+        let usage = statePath.map { path in
+            { @Sendable (query: UsageQuery) in UsageEndpoint.tables(state: path, query: query, log: { log.write($0) }) }
+        }
+        let usageImage = statePath.map { path in { @Sendable (query: UsageQuery) in UsageEndpoint.image(state: path, query: query) } }
         let pushSet = RemoteWriteSet()
         do {
             if let started = try remoteWrite?.started(pipeline: pipeline, cache: cache, sampleInterval: interval, log: { log.write($0) }) {

@@ -5,6 +5,7 @@ import IfmeterPipeline
 import IfmeterSampling
 import IfmeterStore
 import IfmeterSystem
+import IfmeterUsage
 
 struct UsageCommand: Command {
     enum Options {
@@ -114,18 +115,9 @@ struct UsageCommand: Command {
     let begin: Int64?
     let end: Int64?
     let limit: Int?
-    /// Where the tables go: stdout, or (serve's `/api/v1/usage`) this,
-    /// and then no warning goes to stderr (the JSON's `state` says them).
-    var output: ((String) throws(CLIError) -> Void)?
+    func emit(_ text: String) throws(CLIError) { try Output.put(text) }
 
-    /// serve's `/usage.png`: the image goes here instead of `--png`'s file.
-    var imageOutput: (([UInt8]) -> Void)?
-
-    func emit(_ text: String) throws(CLIError) {
-        if let output { try output(text) } else { try Output.put(text) }
-    }
-
-    func warn(_ text: String) { if output == nil { Output.error(text) } }
+    func warn(_ text: String) { Output.error(text) }
 
     /// `--begin` or `--end` as a Unix time in `zone` (LocalZone's reading).
     static func localTime(_ p: ParsedArguments, _ option: Option, end: Bool, zone: LocalZone = .system) throws(CLIError) -> Int64? {
@@ -188,178 +180,88 @@ struct UsageCommand: Command {
         path = DefaultState.resolve(p)
     }
 
-    /// The instant tables are made at: now, or `IFMETER_USAGE_NOW` (a Unix
-    /// time) when set, so that a test prints one table several ways at one
-    /// instant instead of guessing that no second passed between them.
-    static func clock() -> Double { environment("IFMETER_USAGE_NOW").flatMap(Double.init).flatMap { $0.isFinite ? $0 : nil } ?? wallClock() }
+    /// What the options ask for, typed (`--include` and the other
+    /// filters apart, as `filter`).
+    var request: UsageRequest { UsageRequest(granularity: granularity, begin: begin, end: end, limit: limit) }
 
-    /// From when this table needs hours: before it, a state file's day rows
-    /// stand for them (one row per interface per day). The day to month
-    /// tables need none; `--check` today's (a limit per hour), `--summary`
-    /// the last 24 hours', `--begin`/`--end` with a time of day those from
-    /// that day on; `--hourly` every hour (nil).
-    func hoursFrom(now: Int64, zone: LocalZone = .system) -> Int64? {
-        if granularity == .hour, !check, !summary, !oneline { return nil }
-        let calendar = PeriodCalendar(zone: zone)
-        var from = Int64.max
-        if check { from = calendar.period(.day, containing: now).start }
-        if summary { from = calendar.period(.day, containing: calendar.period(.day, containing: now).start - 1).start }
-        for bound in [begin, end].compactMap({ $0 }) {
-            let day = calendar.period(.day, containing: bound)
-            if day.start != bound { from = min(from, day.start) }
+    /// A store's failure as the command says it.
+    func failure(_ error: UsageQueryError) -> CLIError {
+        switch error {
+        case .unavailable(let error), .failed(let error): CLIError.reading(error, command: Self.spec.name)
+        case .badParameter(_, let message), .drawing(let message): CLIError.runtime(message)
         }
-        return from
     }
 
-    /// `--hourly` without a chart: the file's hours a chunk at a time,
-    /// each written as it is read, so memory holds one chunk of them
-    /// whatever the file's size (five years of 20 interfaces: 876,000).
-    func streamHours() throws(CLIError) {
-        let head: UsageSnapshot
-        do {
-            head = try StateStore.hourStreamHead(path: path)
-        } catch {
-            throw CLIError.reading(error, command: Self.spec.name)
-        }
-        var unmatched = UnmatchedPatterns(filter)
-        unmatched.see(head.names.map(StateStore.key))
-        let note = UsageFilterNote(filter: filter, snapshot: head)
-        if output == nil {
+    /// The tables (no chart, no check): `UsageDocument`'s pieces, each
+    /// written as it is read (the hours a chunk at a time, through one
+    /// open of the file), so memory holds one chunk of them whatever the
+    /// file's size (five years of 20 interfaces: 876,000 hours).
+    func writeTables() throws(CLIError) {
+        let wall = UsageRequest.clock()
+        let write = { (pieces: UsagePieces) throws(CLIError) in
+            let document: UsageDocument
+            do throws(UsageQueryError) {
+                document = try UsageDocument(request, pieces: pieces, format: format, filter: filter, top: top, wall: wall)
+            } catch {
+                throw failure(error)
+            }
+            var unmatched = UnmatchedPatterns(filter)
+            unmatched.see(document.known.names.map(StateStore.key))
+            let note = UsageFilterNote(filter: filter, names: document.known.names, kinds: document.known.kinds)
             unmatched.warn(what: path)
             note.warnKinds(what: path)
-        }
-        let wall = Self.clock()
-        let now = Int64(wall.rounded(.down))
-        var template = UsageTable(slices: [], plans: head.plans, granularity: .hour, zone: .system, now: now)
-        template.saves = head.saves
-        template.path = path
-        template.wallTime = wall
-        template.emptyNote = note.text(path: path)
-        if format != "text", let warning = head.saves.warning(now: wall, zone: .system) { warn(warning) }
-        var stream = UsageStream(table: template, format: format)
-        var failure: CLIError?
-        func put(_ text: String) -> Bool {
-            guard failure == nil else { return false }
-            do throws(CLIError) {
-                try emit(format == "text" ? Output.forPeople(text) : text)
-                return true
-            } catch {
-                failure = error
-                return false
+            document.emptyNote = note.text(path: path)
+            if format != "text", let warning = document.head.saves.warning(now: wall, zone: .system) { warn(warning) }
+            while true {
+                let piece: String?
+                do throws(UsageQueryError) {
+                    piece = try document.piece()
+                } catch {
+                    throw failure(error)
+                }
+                guard let piece else { return }
+                try emit(format == "text" ? Output.forPeople(piece) : piece)
             }
         }
-        _ = put(stream.textHead(path: path) + stream.start())
-        let names = head.names.filter { filter.admits(StateStore.key($0)) }.sorted { StateStore.key($0) < StateStore.key($1) }
+        // The hours through one open of the file; the other tables read
+        // their day rows at once.
+        guard granularity == .hour else { return try write(.eachOpen(path: path)) }
+        let written: Result<Void, CLIError>
         do {
-            try StateStore.streamHours(path: path, names: names, from: begin, to: end, limit: limit) { name, kind, slices, whole in
-                let admitted = slices.filter { filter.admits(StateStore.key($0.name), kind: $0.kind) }
-                let table = UsageTable(
-                    slices: admitted, plans: head.plans, granularity: .hour, zone: .system, now: now, begin: begin, end: end)
-                guard var interface = table.interfaces.first else { return true }
-                interface.kind = kind
-                interface.alias = head.aliases[name]
-                return put(stream.add(interface, whole: whole))
-            }
+            written = try UsagePieces.session(path: path, write)
         } catch {
             throw CLIError.reading(error, command: Self.spec.name)
         }
-        _ = put(stream.finish(path: path))
-        if let failure { throw failure }
-    }
-
-    /// The tables (no chart, no check), one interface at a time: its
-    /// slices grouped, its table written, then the next, so memory holds
-    /// the slices and one interface's table.
-    func writeTables(_ snapshot: inout UsageSnapshot, names: [String], note: UsageFilterNote, wall: Double) throws(CLIError) {
-        let now = Int64(wall.rounded(.down))
-        var byName = Dictionary(grouping: granularity == .fiveMinutes ? snapshot.fiveMinutes : snapshot.slices, by: \.name)
-        snapshot.slices = []
-        snapshot.fiveMinutes = []
-        var shown = Set(byName.keys)
-        if granularity == .cycle {
-            // Planned interfaces known to the file, even without usage.
-            for name in names where Plan.find(for: name, in: snapshot.plans) != nil { shown.insert(name) }
-        }
-        var template = UsageTable(slices: [], plans: snapshot.plans, granularity: granularity, top: top, zone: .system, now: now)
-        template.saves = snapshot.saves
-        template.path = path
-        template.wallTime = wall
-        template.emptyNote = note.text(path: path)
-        if format != "text", let warning = snapshot.saves.warning(now: wall, zone: .system) { warn(warning) }
-        var stream = UsageStream(table: template, format: format)
-        let put = { (text: String) throws(CLIError) in try emit(format == "text" ? Output.forPeople(text) : text) }
-        try put(stream.textHead(path: path) + stream.start())
-        let cache = PeriodCache()
-        for name in shown.map({ (key: StateStore.key($0), name: $0) }).sorted(by: { $0.key < $1.key }).map(\.name) {
-            let table = UsageTable(
-                slices: byName.removeValue(forKey: name) ?? [], plans: snapshot.plans, granularity: granularity, top: top, zone: .system,
-                now: now, names: [name], kinds: snapshot.kinds, begin: begin, end: end, limit: limit, cache: cache)
-            for var interface in table.interfaces {
-                interface.alias = snapshot.aliases[interface.stored]
-                try put(stream.add(interface, whole: true))
-            }
-        }
-        try put(stream.finish(path: path))
+        try written.get()
     }
 
     func run() throws(CLIError) {
-        if granularity == .hour, svg == nil, png == nil { return try streamHours() }
+        if !check, !oneline, svg == nil, png == nil { return try writeTables() }
         // The charts' files are checked before anything is read.
         let svg = try self.svg.map { given throws(CLIError) in
             try CommandLinePath.output(given, option: Options.svg.spec.long, command: Self.spec.name, writing: .replaced)
         }
-        let png =
-            imageOutput != nil
-            ? self.png
-            : try self.png.map { given throws(CLIError) in
-                try CommandLinePath.output(given, option: Options.png.spec.long, command: Self.spec.name, writing: .replaced)
-            }
-        var snapshot: UsageSnapshot
-        do {
-            // --check judges the current cycles (31 days at most) and
-            // limits: it reads those days (a year's for a year limit), not
-            // years of hours.
-            var since: Int64?
-            if check {
-                let yearly = try StateStore.plans(path: path, verify: false).contains { $0.limits.contains { $0.period == .year } }
-                since = Int64(Self.clock()) - (yearly ? 367 : 32) * 86400
-            }
-            snapshot = try StateStore.snapshot(path: path, since: since, hoursFrom: hoursFrom(now: Int64(Self.clock())))
-        } catch {
-            throw CLIError.reading(error, command: Self.spec.name)
+        let png = try self.png.map { given throws(CLIError) in
+            try CommandLinePath.output(given, option: Options.png.spec.long, command: Self.spec.name, writing: .replaced)
         }
-        // Names without usage: their kind from the interfaces table; one
-        // not known there is kept only without --kind.
-        let names = snapshot.names.filter { name in
-            guard filter.kinds != nil else { return filter.admits(StateStore.key(name)) }
-            return snapshot.kinds[name].map { filter.admits(StateStore.key(name), kind: $0) } ?? false
-        }
-        var unmatched = UnmatchedPatterns(filter)
-        unmatched.see((Set(snapshot.names).union(snapshot.slices.lazy.map(\.name))).sorted().map(StateStore.key))
-        let note = UsageFilterNote(filter: filter, snapshot: snapshot)
-        if output == nil {
-            unmatched.warn(what: path)
-            note.warnKinds(what: path)
-        }
-        // Filtered in place: a five-year file's slices are held once.
-        let admitted = { (s: UsageSlice) in filter.admits(StateStore.key(s.name), kind: s.kind) }
-        snapshot.slices.removeAll { !admitted($0) }
-        snapshot.fiveMinutes.removeAll { !admitted($0) }
-        let plans = snapshot.plans
-        let wall = Self.clock()
+        let wall = UsageRequest.clock()
         let now = Int64(wall.rounded(.down))
-        if !check, !oneline, svg == nil, png == nil {
-            return try writeTables(&snapshot, names: names, note: note, wall: wall)
+        let whole: UsageWhole
+        do throws(UsageQueryError) {
+            whole = try UsageWhole(request, path: path, filter: filter, top: top, wall: wall, check: check, summary: summary, oneline: oneline)
+        } catch {
+            throw failure(error)
         }
+        let snapshot = whole.snapshot
+        let names = whole.names
+        var unmatched = UnmatchedPatterns(filter)
+        unmatched.see(whole.known.names.map(StateStore.key))
+        let note = UsageFilterNote(filter: filter, names: whole.known.names, kinds: whole.known.kinds)
+        unmatched.warn(what: path)
+        note.warnKinds(what: path)
+        let plans = snapshot.plans
         let hourSlices = snapshot.slices
-        let slices = granularity == .fiveMinutes ? snapshot.fiveMinutes : hourSlices
-        var table = UsageTable(
-            slices: slices, plans: plans, granularity: check ? .cycle : granularity, top: top, zone: .system, now: now,
-            names: names, kinds: snapshot.kinds, begin: begin, end: end, limit: limit)
-        for n in table.interfaces.indices { table.interfaces[n].alias = snapshot.aliases[table.interfaces[n].stored] }
-        table.saves = snapshot.saves
-        table.path = path
-        table.wallTime = wall
+        var table = whole.table
         if table.interfaces.isEmpty { table.emptyNote = note.text(path: path) }
         // Output a script parses (JSON, CSV) keeps its format; a stale
         // file's warning goes to stderr beside it (text and --check put it
@@ -378,13 +280,8 @@ struct UsageCommand: Command {
             return
         }
         // The summary's figures stand at the file's last save.
-        let picture =
-            summary
-            ? UsageSummary(
-                slices: hourSlices, plans: plans, names: names, kinds: snapshot.kinds, zone: .system, now: now, savedAt: snapshot.saves.savedAt)
-            : nil
         if let svg {
-            let chart = picture.map { UsageSummaryChart(summary: $0).svg() } ?? UsageChart(table: table).svg()
+            let chart = summary ? UsageSummaryChart(summary: whole.summary()).svg() : UsageChart(table: table).svg()
             do {
                 try AtomicFile.write(Array(chart.utf8), to: svg)
             } catch {
@@ -394,17 +291,13 @@ struct UsageCommand: Command {
         if let png {
             let image: [UInt8]
             do {
-                image = try picture.map { s throws(CairoError) in try UsagePNG.summary(s) } ?? UsagePNG.chart(table)
+                image = try whole.png(summary: summary)
             } catch {
                 // cairo is loaded on the first picture; without it nothing is drawn.
-                if let reason = (error as? CairoError)?.unloaded {
+                if let reason = error.unloaded {
                     throw .runtime("cannot draw the PNG: libcairo.so.2 could not be loaded (\(reason)). Hint: apt-get install libcairo2")
                 }
                 throw .runtime("cannot draw the image \(TerminalText.escaped(png)): \(error)")
-            }
-            if let imageOutput {
-                imageOutput(image)
-                return
             }
             do {
                 try AtomicFile.write(image, to: png)

@@ -10,11 +10,10 @@ struct UsageFilterNote {
     let names: [String]
     let kinds: [String: InterfaceKind]
 
-    init(filter: InterfaceFilter, snapshot: UsageSnapshot) {
+    /// `names` and `kinds`: what the file holds (`UsageDocument.known`).
+    init(filter: InterfaceFilter, names: [String], kinds: [String: InterfaceKind]) {
         self.filter = filter
-        names = Set(snapshot.names + snapshot.slices.map(\.name)).sorted()
-        var kinds = snapshot.kinds
-        for slice in snapshot.slices { kinds[slice.name] = slice.kind }
+        self.names = names
         self.kinds = kinds
     }
 

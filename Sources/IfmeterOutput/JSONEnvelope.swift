@@ -29,6 +29,10 @@ public struct JSONEnvelope: Sendable, Hashable {
     /// `usage --fiveminutes --format json`: the same version 6 (version 4
     /// added the five-minute granularity).
     public static let usageFiveMinutes = JSONEnvelope(schema: "ifmeter.usage", version: 6)
+    /// A page of serve's `/api/v1/usage` cut short at its row count
+    /// (`schemas/ifmeter-usage.v7.schema.json`: version 7 adds `next`, the
+    /// URL of the next page; a document without it is version 6).
+    public static let usagePage = JSONEnvelope(schema: "ifmeter.usage", version: 7)
     /// `sample --format json`: one snapshot of the counters.
     public static let sample = JSONEnvelope(schema: "ifmeter.sample", version: 1)
     /// `sample --count N --format json`: one line per interval.

@@ -245,10 +245,15 @@ public struct UsageTable: Sendable {
 
     public func json() -> JSONValue { json(interfaces: .array(interfaces.map { json($0, periods: .array($0.rows.map(json))) })) }
 
-    /// The document around `interfaces`.
-    public func json(interfaces: JSONValue) -> JSONValue {
+    /// The document around `interfaces`; with `next` (a page cut short:
+    /// the URL of the next), schema version 7.
+    public func json(interfaces: JSONValue, next: String? = nil) -> JSONValue {
         var o: [String: JSONValue] = ["granularity": .string(granularity.rawValue), "interfaces": interfaces]
         if let saves { o["state"] = saves.json(now: wallTime, zone: zone, path: path) }
+        if let next {
+            o["next"] = .string(next)
+            return JSONEnvelope.usagePage.document(o)
+        }
         return (granularity == .fiveMinutes ? JSONEnvelope.usageFiveMinutes : JSONEnvelope.usage).document(o)
     }
 

@@ -115,10 +115,16 @@ public struct UsageStream {
 
     /// What comes last; in text, the table's empty note (`emptyNote`, or
     /// that nothing was recorded) when no interface had a row.
-    public mutating func finish(path: String) -> String {
+    /// `next`: where the next page is (JSON: the document's `next`, in
+    /// schema version 7), when this one was cut short.
+    public mutating func finish(path: String, next: String? = nil) -> String {
         var out = endInterface()
         switch format {
         case "json":
+            if let next {
+                let document = JSONWriter(indent: 2).string(table.json(interfaces: .string(Self.sentinel), next: next))
+                documentTail = Self.split(document, last: false).1
+            }
             out += (interfaces > 0 ? "\n  ]" : "]") + documentTail + "\n"
         case "csv":
             break

@@ -160,6 +160,10 @@ public struct HTTPResponse: Sendable {
         /// (`SlowLane`) while the connection waits suspended, so no HTTP
         /// thread waits on it; `status` and `headers` are the work's.
         case later(SlowLane.Work)
+        /// A long answer written as it is made (chunked): the stream's
+        /// pieces, each asked for when the client has read the last, so
+        /// memory holds one piece whatever the answer's length.
+        case stream(HTTPStream)
     }
 
     public var status: Int
@@ -190,6 +194,13 @@ public struct HTTPResponse: Sendable {
         self.init(status: status, headers: [("Content-Type", contentType)] + headers, body: HTTPBody(Array(text.utf8)))
     }
 
+    /// An answer of `stream`'s pieces, written as they are made.
+    public init(status: Int, headers: [(String, String)] = [], stream: HTTPStream) {
+        self.status = status
+        self.headers = headers
+        self.payload = .stream(stream)
+    }
+
     /// The answer `work` gives, worked out on the slow lane.
     public static func later(_ work: @escaping SlowLane.Work) -> HTTPResponse {
         HTTPResponse(status: 0, headers: [], payload: .later(work))
@@ -206,6 +217,43 @@ public struct HTTPResponse: Sendable {
     public func resolved() -> HTTPResponse {
         if case .later(let work) = payload { return work() }
         return self
+    }
+}
+
+/// The pieces of an answer made as it is written (`HTTPResponse.Payload.stream`):
+/// `next` gives the next piece, nil after the last; a stream that fails
+/// midway ends the connection (`failed`), the client seeing no end of
+/// the chunked body rather than a body cut short that looks whole.
+public final class HTTPStream: @unchecked Sendable {
+    // Read by one connection at a time (libmicrohttpd reads in order).
+    private let next: () -> [UInt8]?
+    private let failed: () -> Bool
+    var current: [UInt8] = []
+    var offset = 0
+
+    public init(next: @escaping () -> [UInt8]?, failed: @escaping () -> Bool = { false }) {
+        self.next = next
+        self.failed = failed
+    }
+
+    /// Up to `max` bytes into `buffer`: the count, -1 at the end, -2 on a failure.
+    func read(into buffer: UnsafeMutableRawPointer, max: Int) -> Int {
+        while offset >= current.count {
+            guard let piece = next() else { return failed() ? -2 : -1 }
+            current = piece
+            offset = 0
+        }
+        let n = min(max, current.count - offset)
+        current.withUnsafeBytes { buffer.copyMemory(from: $0.baseAddress! + offset, byteCount: n) }
+        offset += n
+        return n
+    }
+
+    /// Every piece, joined (tests, and callers without a server).
+    public func all() -> [UInt8] {
+        var out: [UInt8] = []
+        while let piece = next() { out += piece }
+        return out
     }
 }
 
@@ -706,6 +754,8 @@ private func queue(
         if mhdResponse == nil { body.release() }
     case .inflated(let gzipped, let size):
         mhdResponse = inflatingResponse(gzipped, size: size, connection, context)
+    case .stream(let stream):
+        mhdResponse = streamResponse(stream)
     case .later:
         // (The access handler gives these to the slow lane.)
         return queue(HTTPResponse(status: 500, text: "500 Internal Server Error: an answer was not worked out\n"), on: connection, context, state)
@@ -784,6 +834,25 @@ private func inflatingResponse(_ gzipped: HTTPBody, size: UInt64, _ connection: 
         let bytes = inflater.heldBytes + inflateBlock + context.limits.memoryPerConnection
         body.charge = context.table.charge(bytes, for: id, nowMs: monotonicMilliseconds())
     }
+    return response
+}
+
+/// A stream's pieces as the client reads them (chunked), 32 KiB at a
+/// time into libmicrohttpd's block.
+private func streamResponse(_ stream: HTTPStream) -> OpaquePointer? {
+    let retained = Unmanaged.passRetained(stream)
+    let response = MHD.table.create_callback_response(
+        UInt64.max, inflateBlock, // MHD_SIZE_UNKNOWN: chunked
+        { cls, _, buffer, max in
+            guard let cls, let buffer else { return -2 } // MHD_CONTENT_READER_END_WITH_ERROR
+            return Unmanaged<HTTPStream>.fromOpaque(cls).takeUnretainedValue().read(into: UnsafeMutableRawPointer(buffer), max: max)
+        },
+        retained.toOpaque(),
+        { cls in
+            guard let cls else { return }
+            Unmanaged<HTTPStream>.fromOpaque(cls).release()
+        })
+    if response == nil { retained.release() }
     return response
 }
 

@@ -34,6 +34,27 @@ public enum QueryString {
         return .success(parameters)
     }
 
+    /// `parameters` as a query string, keys in order, every byte but
+    /// letters, digits and `-._~` percent-escaped: what `parse` reads back
+    /// (a usage document's `next` URL).
+    public static func encode(_ parameters: [String: String]) -> String {
+        func escaped(_ text: String) -> String {
+            var out = ""
+            for byte in text.utf8 {
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                    UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                    out.append(Character(UnicodeScalar(byte)))
+                default:
+                    let hex = String(byte, radix: 16, uppercase: true)
+                    out += "%" + (hex.count == 1 ? "0" : "") + hex
+                }
+            }
+            return out
+        }
+        return parameters.keys.sorted().map { escaped($0) + "=" + escaped(parameters[$0] ?? "") }.joined(separator: "&")
+    }
+
     /// `+` as a space and `%XX` as its byte; a `%` without two hex digits
     /// after it stays as it is (libmicrohttpd's reading).
     static func decoded(_ bytes: some Collection<UInt8>) -> [UInt8] {

@@ -1,11 +1,12 @@
 import IfmeterCore
 import IfmeterOutput
 import IfmeterSystem
+import IfmeterUsage
 
-/// A `/api/v1/usage` request, checked: what `usage --format json` is
-/// asked for.
+/// A `/api/v1/usage` or `/usage.png` request, checked: its parameters as
+/// sent (for a `next` URL and a log), and the typed request they make.
 public struct UsageQuery: Sendable, Hashable {
-    /// fiveminutes, hour, day, month, year or cycle.
+    /// fiveminutes, hour, day, month, year or cycle (`summary`: the picture's).
     public var granularity: String
     /// Local dates or times, as `usage --begin`/`--end` take them.
     public var begin: String?
@@ -14,15 +15,54 @@ public struct UsageQuery: Sendable, Hashable {
     public var interface: String?
     /// The last this many periods of each interface.
     public var limit: Int?
+    /// At most this many rows in the document, and where a page starts.
+    public var rows: Int?
+    public var after: String?
+    /// The same, typed: what `UsageDocument` answers.
+    public var request: UsageRequest
 
-    public static let granularities = ["fiveminutes", "hour", "day", "month", "year", "cycle"]
+    public static let granularities = UsageRequest.granularityNames.map(\.name)
 
-    public init(granularity: String, begin: String? = nil, end: String? = nil, interface: String? = nil, limit: Int? = nil) {
+    /// A query of these parameters; one that does not parse (which
+    /// `ServeRoutes.usageQuery` refuses) asks for the day table.
+    public init(
+        granularity: String, begin: String? = nil, end: String? = nil, interface: String? = nil, limit: Int? = nil, rows: Int? = nil,
+        after: String? = nil
+    ) {
         self.granularity = granularity
         self.begin = begin
         self.end = end
         self.interface = interface
         self.limit = limit
+        self.rows = rows
+        self.after = after
+        request = UsageRequest(granularity: .day)
+        request = (try? UsageRequest.parse(parameters, image: true).request) ?? request
+    }
+
+    init(_ query: [String: String], request: UsageRequest) {
+        granularity = query["granularity"] ?? "day"
+        begin = query["begin"]
+        end = query["end"]
+        interface = query["interface"]
+        limit = request.limit
+        rows = request.rows
+        after = query["after"]
+        self.request = request
+    }
+
+    /// The picture of the last day, this cycle and all time.
+    public var summary: Bool { granularity == "summary" }
+
+    /// Its parameters, as given.
+    public var parameters: [String: String] {
+        var query = ["granularity": granularity]
+        for (key, value) in [("begin", begin), ("end", end), ("interface", interface), ("limit", limit.map(String.init))] {
+            if let value { query[key] = value }
+        }
+        if let rows { query["rows"] = String(rows) }
+        if let after { query["after"] = after }
+        return query
     }
 }
 
@@ -82,43 +122,16 @@ public struct ServeRoutes: Sendable {
 
     /// The query of `/api/v1/usage`, or what is wrong with it: `begin` and
     /// `end` are read in `zone` as `usage` reads them, and must be in
-    /// order, so that no such mistake reaches the command (whose words
-    /// name its flags, not the query's keys).
+    /// order (`UsageRequest.parse`). An unknown key's hint names the
+    /// parameters a person gives (`rows` and `after` page: docs/dashboard.md).
     public static func usageQuery(_ query: [String: String], image: Bool = false, zone: LocalZone = .system) -> Result<UsageQuery, HTTPError> {
-        if let unknown = unknownParameter(query, known: ["granularity", "begin", "end", "interface", "limit"]) { return .failure(unknown) }
-        let granularity = query["granularity"] ?? "day"
-        let granularities = UsageQuery.granularities + (image ? ["summary"] : [])
-        guard granularities.contains(granularity) else {
-            return .failure(
-                HTTPError("invalid granularity '\(ServeRoutes.shown(granularity))'; use \(granularities.joined(separator: ", "))"))
+        let listed = ["granularity", "begin", "end", "interface", "limit"]
+        if let unknown = unknownParameter(query, known: listed + ["rows", "after"], listed: listed) { return .failure(unknown) }
+        do throws(UsageQueryError) {
+            return .success(UsageQuery(query, request: try UsageRequest.parse(query, image: image, zone: zone).request))
+        } catch {
+            return .failure(HTTPError(error.message))
         }
-        var limit: Int?
-        if let text = query["limit"] {
-            guard let value = Int(text), (1...100_000).contains(value) else {
-                return .failure(HTTPError("invalid limit '\(ServeRoutes.shown(text))'; use a whole number from 1 to 100000"))
-            }
-            limit = value
-        }
-        if let interface = query["interface"], interface.isEmpty || interface.utf8.count > 256 {
-            return .failure(HTTPError("invalid interface: give one interface's name (NS/NAME for another namespace's)"))
-        }
-        var bounds: [String: Int64] = [:]
-        for key in ["begin", "end"] {
-            guard let text = query[key] else { continue }
-            if text.isEmpty || text.utf8.count > 32 {
-                return .failure(HTTPError("invalid \(key) '\(ServeRoutes.shown(text))': expected \(LocalZone.localTimeForm)"))
-            }
-            guard let time = zone.unix(localDateOrTime: text, end: key == "end") else {
-                return .failure(HTTPError("invalid value '\(ServeRoutes.shown(text))' for '\(key)': expected \(LocalZone.localTimeForm)"))
-            }
-            bounds[key] = time
-        }
-        if let begin = bounds["begin"], let end = bounds["end"], begin >= end {
-            let shown = { (key: String) in ServeRoutes.shown(query[key] ?? "") }
-            return .failure(
-                HTTPError("begin '\(shown("begin"))' is not before end '\(shown("end"))': give begin before end (an end date takes its whole day)"))
-        }
-        return .success(UsageQuery(granularity: granularity, begin: query["begin"], end: query["end"], interface: query["interface"], limit: limit))
     }
 
     /// What is wrong with a request's parameters for an endpoint that
@@ -132,9 +145,10 @@ public struct ServeRoutes: Sendable {
     }
 
     /// The first key of `query` not in `known`, said with what to use
-    /// instead (`use`, or the known keys).
-    static func unknownParameter(_ query: [String: String], known: [String], use: String? = nil) -> HTTPError? {
+    /// instead (`use`, or the `listed` keys, or the known keys).
+    static func unknownParameter(_ query: [String: String], known: [String], listed: [String]? = nil, use: String? = nil) -> HTTPError? {
         guard let unknown = query.keys.sorted().first(where: { !known.contains($0) }) else { return nil }
+        let known = listed ?? known
         let hint =
             switch known.count {
             case 0: "\(use ?? "it") takes no parameters"
@@ -304,10 +318,7 @@ public struct ServeRoutes: Sendable {
     }
 
     /// A value from a request, safe to print: escaped, and cut at 64 characters.
-    static func shown(_ text: String) -> String {
-        let escaped = TerminalText.escaped(text)
-        return escaped.count > 64 ? String(escaped.prefix(64)) + "…" : escaped
-    }
+    static func shown(_ text: String) -> String { UsageRequest.shown(text) }
 
     static func notServed(_ path: String) -> HTTPResponse {
         HTTPResponse(status: 404, text: "404 Not Found: ifmeter serves /, /metrics, /usage.png and /api/v1/{interfaces,events,usage,routes}.\n")

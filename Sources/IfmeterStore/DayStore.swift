@@ -157,14 +157,17 @@ extension StateStore {
     /// The day rows as day-long slices (those starting in [`from`, `before`)),
     /// each checked as an hour row is; nil when they are not current, or
     /// one is not a local day in `zone` (summed in another zone): the
-    /// caller reads the hours then.
-    static func daySlices(_ db: Database, zone: LocalZone, from: Int64? = nil, before: Int64?) throws(StoreError) -> [UsageSlice]? {
+    /// caller reads the hours then. `name`: that stored name's alone.
+    static func daySlices(
+        _ db: Database, zone: LocalZone, from: Int64? = nil, before: Int64?, name: String? = nil
+    ) throws(StoreError) -> [UsageSlice]? {
         guard try daysCurrent(db) else { return nil }
         var slices: [UsageSlice] = []
         var foreign = false
         try db.prepare(
-            "SELECT name, kind, start, seconds, rx_bytes, tx_bytes, rx_packets, tx_packets, quality FROM usage_days WHERE start >= ? AND start < ? ORDER BY name, start"
-        ).query([.integer(from ?? Int64.min), .integer(before ?? Int64.max)]) { row throws(StoreError) in
+            "SELECT name, kind, start, seconds, rx_bytes, tx_bytes, rx_packets, tx_packets, quality FROM usage_days WHERE start >= ? AND start < ?"
+                + (name == nil ? "" : " AND name = ?") + " ORDER BY name, start"
+        ).query([.integer(from ?? Int64.min), .integer(before ?? Int64.max)] + (name.map { [.text($0)] } ?? [])) { row throws(StoreError) in
             guard !foreign else { return }
             let start = try RowCheck(row: row, path: db.path, what: "usage_days row of \(RowCheck.quoted(row.text(0)))")
                 .integer(2, "start", in: UsageSlice.startRange, expected: UsageSlice.startRangeText)
@@ -235,21 +238,24 @@ extension StateStore {
     /// checked first (in SQL, keeping none), so that a corrupt file is
     /// refused before a line is written.
     public static func hourStreamHead(path: String) throws(StoreError) -> UsageSnapshot {
-        try reading(path, verify: true) { db, written throws(StoreError) in
-            try checkRows(db)
-            var snapshot = try snapshotWithoutSlices(db, path: path, written: written)
-            snapshot.names = try names(db)
-            // An interface's kind is its latest hour's, as the tables say it.
-            if try hasTable(db, "usage_hours") {
-                let latest = try db.prepare("SELECT kind FROM usage_hours WHERE name = ? ORDER BY start DESC LIMIT 1")
-                for name in snapshot.names {
-                    try latest.query([.text(name)]) { row throws(StoreError) in
-                        if let kind = row.text(0).flatMap(InterfaceKind.init(rawValue:)) { snapshot.kinds[name] = kind }
-                    }
+        try reading(path, verify: true) { db, written throws(StoreError) in try hourStreamHead(db, path: path, written: written) }
+    }
+
+    /// The same, of an open file.
+    static func hourStreamHead(_ db: Database, path: String, written: Bool) throws(StoreError) -> UsageSnapshot {
+        try checkRows(db)
+        var snapshot = try snapshotWithoutSlices(db, path: path, written: written)
+        snapshot.names = try names(db)
+        // An interface's kind is its latest hour's, as the tables say it.
+        if try hasTable(db, "usage_hours") {
+            let latest = try db.prepare("SELECT kind FROM usage_hours WHERE name = ? ORDER BY start DESC LIMIT 1")
+            for name in snapshot.names {
+                try latest.query([.text(name)]) { row throws(StoreError) in
+                    if let kind = row.text(0).flatMap(InterfaceKind.init(rawValue:)) { snapshot.kinds[name] = kind }
                 }
             }
-            return snapshot
         }
+        return snapshot
     }
 
     /// The plans, kinds, save status and five-minute rows of an open file.

@@ -173,8 +173,8 @@ extension StateStore {
             if hours, try hasTable(db, "usage_hours") {
                 try db.prepare(
                     "SELECT name, kind, start, seconds, rx_bytes, tx_bytes, rx_packets, tx_packets, quality FROM usage_hours WHERE start >= ?"
-                        + (suspectsOnly ? " AND NOT (\(Self.plausibleHour))" : "") + " ORDER BY name, start"
-                ).query([.integer(since ?? Int64.min)]) { row throws(StoreError) in
+                        + (suspectsOnly ? " AND NOT (\(Self.plausibleHour))" : "") + (only == nil ? "" : " AND name = ?") + " ORDER BY name, start"
+                ).query([.integer(since ?? Int64.min)] + (only.map { [.text($0)] } ?? [])) { row throws(StoreError) in
                     let name = RowCheck.quoted(row.text(0))
                     let start = try RowCheck(row: row, path: db.path, what: "usage_hours row of \(name)")
                         .integer(2, "start", in: UsageSlice.startRange, expected: UsageSlice.startRangeText)

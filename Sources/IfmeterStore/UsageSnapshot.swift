@@ -36,9 +36,10 @@ extension StateStore {
     /// program changed, or summed in another zone), or with `hoursFrom` nil,
     /// every hour is read and every row checked (in SQL for those before
     /// `since`, as a writer checks them), so a file `usage` calls corrupt
-    /// is called so whatever is read of it.
+    /// is called so whatever is read of it. `only`: the slices of this
+    /// stored name alone are read (the other names are still listed).
     public static func snapshot(
-        path: String, zone: LocalZone = .system, since: Int64? = nil, hoursFrom: Int64? = nil
+        path: String, zone: LocalZone = .system, since: Int64? = nil, hoursFrom: Int64? = nil, only: String? = nil
     ) throws(StoreError) -> UsageSnapshot {
         try reading(path, verify: false) { db, written throws(StoreError) in
             try check(db, path: path, host: nil, tables: ["meta"])
@@ -48,11 +49,11 @@ extension StateStore {
                 try check(db, path: path, host: nil, tables: dayTables)
                 do throws(StoreError) {
                     let split = min(hoursFrom, through)
-                    if let days = try daySlices(db, zone: zone, from: since, before: split) {
+                    if let days = try daySlices(db, zone: zone, from: since, before: split, name: only) {
                         let stored = try Self.names(db)
                         slices =
-                            try Self.slices(db, path: path, zone: zone, since: since, hours: false) + days
-                            + hourSlices(db, names: stored, from: max(split, since ?? .min))
+                            try Self.slices(db, path: path, zone: zone, since: since, hours: false, name: only) + days
+                            + hourSlices(db, names: only.map { [$0] } ?? stored, from: max(split, since ?? .min))
                         names = stored
                     }
                 } catch {
@@ -62,7 +63,7 @@ extension StateStore {
             if slices == nil {
                 try check(db, path: path, host: nil)
                 if since != nil { try checkRows(db) }
-                slices = try Self.slices(db, path: path, zone: zone, since: since)
+                slices = try Self.slices(db, path: path, zone: zone, since: since, name: only)
             }
             do throws(StoreError) {
                 let plans = try hasTable(db, "plans") ? readPlans(db) : []

@@ -760,11 +760,81 @@ func usageBenchmark(binary: String) {
     print("usage on a five-year state file: \(interfaces) interfaces, \(interfaces * hours) hour rows (median of 5 runs; --hourly once)")
     writer(["--keep-hours", "forever", "--keep-days", "forever"])
     measure("every hour kept (--keep-hours forever), \(size()):")
+    serveUsageBenchmark(binary: binary, path: path, folder: folder)
     writer([])
     measure("after the default retention rolled hours older than 92 days into days, \(size()) (not vacuumed):")
     print("  (targets, issue 31: the day table, --check and --cycle within 20 MB and 0.3 s, --hourly within the same memory;")
     print("   before day rows: the day table 2.98 s and 298 MB, --hourly 6.73 s and 533 MB, --check 3.05 s and 298 MB)")
     fflush(nil)
+}
+
+/// Issue 46: serve's `/api/v1/usage?granularity=hour` on the same file
+/// (every hour kept): one page of the most rows it allows (50,000), every
+/// page by following `next` (876,000 rows), and one interface's hours
+/// (`interface=`: 43,800 rows, one page); each with its wall time (curl,
+/// to a file) and how far it raised serve's peak RSS (VmHWM, reset to the
+/// RSS before each request through /proc/PID/clear_refs), beside `usage
+/// --hourly` for the same rows.
+func serveUsageBenchmark(binary: String, path: String, folder: String) {
+    let port = 19450
+    let server = spawnBackground([
+        binary, "serve", "--state", path, "--listen", "127.0.0.1:\(port)", "--include", "lo", "--keep-hours", "forever", "--keep-days", "forever",
+    ])
+    defer { stopBackground(server) }
+    let base = "http://127.0.0.1:\(port)"
+    var up = false
+    for _ in 0..<1200 where !up {
+        up = spawn(["curl", "-sf", "-o", "/dev/null", base + "/metrics"]) == 0
+        if !up { usleep(100_000) }
+    }
+    guard up else { fail("serve did not answer on port \(port) within 2 minutes") }
+    let body = folder + "/page.json"
+    func get(_ query: String) -> (seconds: Double, status: String, next: String?, riseKiB: Int) {
+        // The peak from here on: writing 5 resets VmHWM to VmRSS.
+        if let file = fopen("/proc/\(server)/clear_refs", "w") {
+            fputs("5", file)
+            fclose(file)
+        }
+        let before = processUsage(server).rss
+        let start = now()
+        let status = capture(["curl", "-s", "-o", body, "-w", "%{http_code}", base + query])
+        let seconds = now() - start
+        let rise = processUsage(server).peak - before
+        let tail = capture(["tail", "-c", "2048", body]).replacing("\\/", with: "/")
+        var next: String?
+        if let at = tail.firstRange(of: "\"next\": \"") {
+            next = String(tail[at.upperBound...].prefix { $0 != "\"" })
+        }
+        return (seconds, status, next, rise)
+    }
+    func line(_ name: String, _ seconds: Double, _ riseKiB: Int, _ status: String) {
+        print(
+            "    \(name.padding(52)) \(Units.fixed(seconds, 3).leftPadding(7)) s  +\(Units.fixed(Double(riseKiB) / 1024, 1).leftPadding(5)) MiB peak RSS  \(status)"
+        )
+    }
+    print("  serve's /api/v1/usage on the same file (curl; serve's peak RSS rise over its RSS before the request):")
+    let page = get("/api/v1/usage?granularity=hour&rows=50000")
+    line("granularity=hour&rows=50000 (one page, the most rows)", page.seconds, page.riseKiB, page.status)
+    var all = page, pages = 1, statuses = Set([page.status])
+    var next = page.next
+    while let query = next {
+        let more = get(query)
+        all.seconds += more.seconds
+        all.riseKiB = max(all.riseKiB, more.riseKiB)
+        statuses.insert(more.status)
+        pages += 1
+        next = more.next
+    }
+    line("granularity=hour, every row (\(pages) pages by next)", all.seconds, all.riseKiB, statuses.sorted().joined(separator: ","))
+    let one = get("/api/v1/usage?granularity=hour&rows=50000&interface=eth7")
+    line("granularity=hour&rows=50000&interface=eth7", one.seconds, one.riseKiB, one.status)
+    print(
+        "    interface= over every row: \(Units.fixed(one.seconds / all.seconds, 3))x the time (target, issue 46: at most 0.1;"
+            + " every answer 200, a rise of at most 16 MiB)")
+    let cli = timed([binary, "usage", "--state", path, "--hourly", "--format", "json"])
+    let cliOne = timed([binary, "usage", "--state", path, "--hourly", "--format", "json", "--include", "eth7"])
+    line("usage --hourly --format json (the command, every row)", cli.seconds, cli.peakKiB, "peak RSS, not a rise")
+    line("usage --hourly --format json --include eth7", cliOne.seconds, cliOne.peakKiB, "peak RSS, not a rise")
 }
 
 /// Removes `ifmbench-PID` namespaces whose process is gone.

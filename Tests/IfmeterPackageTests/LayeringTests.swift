@@ -19,7 +19,7 @@ import Testing
         ["IfmeterSystem"],
         ["IfmeterSampling", "IfmeterConfig", "IfmeterImage"],
         ["IfmeterStore", "Ifmeter"],
-        ["IfmeterPipeline"],
+        ["IfmeterPipeline", "IfmeterUsage"],
         ["IfmeterServe", "IfmeterRoute", "IfmeterLive"],
         ["IfmeterExport", "IfmeterRemoteWrite"],
         ["IfmeterCLI"],
