@@ -216,8 +216,10 @@ struct ServeCommand: Command {
         let statePath = setup.state?.path
         pipeline.sayStateSaves(prefix: "ifmeter serve: ")
         let log = RateLimitedLog(prefix: "ifmeter serve: ", every: 10)
+        // The tables are the file plus what was counted since its last save.
+        let unsaved = pipeline.persistence?.unsaved
         let usage = statePath.map { path in
-            { @Sendable (query: UsageQuery) in UsageEndpoint.tables(state: path, query: query, log: { log.write($0) }) }
+            { @Sendable (query: UsageQuery) in UsageEndpoint.tables(state: path, query: query, unsaved: unsaved, log: { log.write($0) }) }
         }
         let usageImage = statePath.map { path in { @Sendable (query: UsageQuery) in UsageEndpoint.image(state: path, query: query) } }
         let pushSet = RemoteWriteSet()

@@ -146,6 +146,9 @@ public final class StatePersistence {
     /// start, saved with the totals, so `ifmeter_tunnel_outside_bytes_total`
     /// goes on across restarts (and across a route feed a reload replaced).
     public var outside: [OutsideTotal]
+    /// What was counted since the last save that worked, for readers
+    /// that show current figures (serve's usage tables).
+    public let unsaved = UnsavedUsage()
 
     /// `zone`: where hours begin (the local time zone; tests pass one).
     public init(store: any StateSaving, every: Double, zone: LocalZone = .system) {
@@ -184,6 +187,7 @@ public final class StatePersistence {
     func record(_ deltas: [InterfaceDelta], engine: inout DeltaEngine, sample: Sample, sampleTime: Double, wallTime: Double) {
         usage.add(deltas)
         hourly.add(deltas, sampleTime: sampleTime, wallTime: wallTime)
+        defer { publishUnsaved() }
         guard !reviewed else { return }
         reviewed = true
         guard store.uncleanStop else { return }
@@ -309,7 +313,13 @@ public final class StatePersistence {
         notices.append(aside.map { .replaced(path: store.info.path, aside: $0) } ?? .recreated(path: store.info.path))
     }
 
+    /// `unsaved`, as of now.
+    private func publishUnsaved() {
+        unsaved.publish(hours: hourly.hours, kinds: usage.entries.mapValues(\.classification.kind))
+    }
+
     private func save(_ engine: DeltaEngine, at time: Double, wallTime: Double, full: Bool) -> Bool {
+        defer { publishUnsaved() }
         let taken = usage.take()
         let takenHours = hourly.take()
         var rows = taken.mapValues { UsageEntry(kind: $0.classification.kind, counters: $0.counters, quality: $0.quality) }

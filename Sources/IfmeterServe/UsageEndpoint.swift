@@ -1,6 +1,7 @@
 import IfmeterCore
 import IfmeterImage
 import IfmeterOutput
+import IfmeterPipeline
 import IfmeterStore
 import IfmeterUsage
 import Synchronization
@@ -18,14 +19,20 @@ public enum UsageEndpoint {
     /// `rows` of them (`UsageRequest.defaultRows` when not given), and the
     /// URL of the rest as `next`. `log` hears of a failure after the
     /// first byte, which ends the connection.
-    public static func tables(state path: String, query: UsageQuery, log: (@Sendable (String) -> Void)? = nil) -> HTTPResponse {
+    /// `unsaved`: the writer's traffic since its last save, added to the
+    /// file's rows, so that the tables are current within one sample.
+    public static func tables(
+        state path: String, query: UsageQuery, unsaved: UnsavedUsage? = nil, log: (@Sendable (String) -> Void)? = nil
+    ) -> HTTPResponse {
         var request = query.request
         request.rows = request.rows ?? UsageRequest.defaultRows
         let document: UsageDocument
         do throws(UsageQueryError) {
             // Each piece is read and rendered on the HTTP thread that
             // asks for it: 256 hours at a time keeps that a few ms.
-            document = try UsageDocument(request, pieces: .eachOpen(path: path), wall: UsageRequest.clock(), chunk: 256)
+            document = try UsageDocument(
+                request, pieces: .eachOpen(path: path), wall: UsageRequest.clock(), chunk: 256,
+                unsaved: unsaved?.slices(fiveMinutes: request.granularity == .fiveMinutes) ?? [])
         } catch {
             return failure(error)
         }

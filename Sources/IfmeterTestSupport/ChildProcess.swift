@@ -137,6 +137,23 @@ public final class ChildProcess: Sendable {
         return true
     }
 
+    /// Whether the child has `signal` blocked or caught (/proc's SigBlk
+    /// and SigCgt): a stop signal sent before then ends it by the
+    /// signal's default action, as any program that has not yet set up
+    /// its handling, and says nothing of how it stops. Nil once it ended
+    /// or when /proc cannot be read.
+    public func handles(_ signal: Int32) -> Bool? {
+        whileRunning { pid in
+            guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+            let bit = UInt64(1) << UInt64(signal - 1)
+            for line in status.split(separator: "\n") where line.hasPrefix("SigBlk:") || line.hasPrefix("SigCgt:") {
+                guard let mask = UInt64(line.split(separator: "\t").last ?? "", radix: 16) else { return nil }
+                if mask & bit != 0 { return true }
+            }
+            return false
+        }
+    }
+
     /// Sends `signal` to the child while it runs.
     public func signal(_ signal: Int32) {
         reaped.withLock { state in

@@ -51,6 +51,9 @@ public final class UsageDocument {
     }
     /// The other tables' slices, by name.
     var byName: [String: [UsageSlice]] = [:]
+    /// Hours counted since the file's last save (serve's current
+    /// figures), by name and start, not yet added to a row written.
+    var unsavedHours: [String: [Int64: UsageSlice]] = [:]
     let cache = PeriodCache()
     /// Rows this page may still hold; whether one more was found.
     var left: Int?
@@ -60,9 +63,13 @@ public final class UsageDocument {
     /// hours' rows, or the day rows the other tables are made of), and
     /// refuses a file it cannot read before anything is written.
     /// `filter`: `usage`'s `--include`/`--exclude`/`--kind`/`--netns`.
+    /// `unsaved`: what a writer counted since the file's last save (hour
+    /// slices, or five-minute ones for that table), added to the file's
+    /// rows: serve's figures, current within one sample. The `usage`
+    /// command gives none: it shows the file as of its last save.
     public init(
         _ request: UsageRequest, pieces: UsagePieces, format: String = "json", filter: InterfaceFilter = InterfaceFilter(), top: Int? = nil,
-        wall: Double, chunk: Int = 1024
+        wall: Double, chunk: Int = 1024, unsaved: [UsageSlice] = []
     ) throws(UsageQueryError) {
         self.request = request
         self.format = format
@@ -87,8 +94,17 @@ public final class UsageDocument {
             } catch {
                 throw UsageQueryError(error)
             }
-            known = (head.names, head.kinds)
-            names = head.names.filter { asked($0) && filter.admits(StateStore.key($0)) }.sorted { StateStore.key($0) < StateStore.key($1) }
+            var known = (names: head.names, kinds: head.kinds)
+            for slice in unsaved where asked(slice.name) && filter.admits(StateStore.key(slice.name), kind: slice.kind) {
+                guard request.begin.map({ slice.start >= $0 }) ?? true, request.end.map({ slice.start < $0 }) ?? true else { continue }
+                unsavedHours[slice.name, default: [:]][slice.start] = slice
+                if known.kinds[slice.name] == nil {
+                    known.names.append(slice.name)
+                    known.kinds[slice.name] = slice.kind
+                }
+            }
+            self.known = known
+            names = known.names.filter { asked($0) && filter.admits(StateStore.key($0)) }.sorted { StateStore.key($0) < StateStore.key($1) }
         } else {
             var snapshot: UsageSnapshot
             do {
@@ -106,7 +122,7 @@ public final class UsageDocument {
                 return snapshot.kinds[name].map { filter.admits(StateStore.key(name), kind: $0) } ?? false
             }
             let admitted = { (s: UsageSlice) in asked(s.name) && filter.admits(StateStore.key(s.name), kind: s.kind) }
-            let rows = request.granularity == .fiveMinutes ? snapshot.fiveMinutes : snapshot.slices
+            let rows = (request.granularity == .fiveMinutes ? snapshot.fiveMinutes : snapshot.slices) + unsaved
             snapshot.slices = []
             snapshot.fiveMinutes = []
             byName = Dictionary(grouping: rows.filter(admitted), by: \.name)
@@ -165,18 +181,35 @@ public final class UsageDocument {
                 var from = request.begin
                 if let after = request.after, after.interface == name { from = max(from ?? .min, after.start + 1) }
                 guard let start = try pieces.start(name: name, from: from, to: request.end, limit: request.limit) else {
+                    // Nothing saved yet: what was counted since, alone.
                     index += 1
-                    return nil
+                    let counted = (unsavedHours.removeValue(forKey: name) ?? [:]).values.filter { $0.start >= from ?? .min }
+                    return hourTable(name, kind: counted.first?.kind ?? .other, counted.sorted { $0.start < $1.start }, whole: true, &stream)
                 }
                 hours = Hours(name: name, kind: start.kind, pending: start.days, from: start.hoursFrom)
             }
             guard var current = hours else { return nil }
             // (At least one: days as many as a chunk go with the first hour.)
             let wanted = max(1, chunk - current.pending.count)
-            let read = wanted > 0 ? try pieces.hours(name: name, from: current.from, to: request.end, count: wanted) : []
-            current.pending += read
+            var read = wanted > 0 ? try pieces.hours(name: name, from: current.from, to: request.end, count: wanted) : []
             if let last = read.last { current.from = last.start + 1 }
             let done = read.count < wanted
+            // The hours counted since the last save: added to the saved
+            // hour they share, the rest after the file's last one.
+            if var counted = unsavedHours[name] {
+                for n in read.indices {
+                    guard let more = counted.removeValue(forKey: read[n].start) else { continue }
+                    read[n].counters.add(more.counters)
+                    read[n].quality = max(read[n].quality, more.quality)
+                }
+                if done {
+                    read += counted.values.filter { $0.start >= (request.after?.interface == name ? request.after!.start + 1 : .min) }
+                        .sorted { $0.start < $1.start }
+                    counted = [:]
+                }
+                unsavedHours[name] = counted.isEmpty ? nil : counted
+            }
+            current.pending += read
             if current.pending.count < chunk && !done {
                 hours = current
                 return ""
@@ -189,16 +222,21 @@ public final class UsageDocument {
             current.pending.removeAll(keepingCapacity: true)
             current.parted = true
             if !done { hours = current }
-            let admitted = slices.filter { filter.admits(StateStore.key($0.name), kind: $0.kind) }
-            let table = UsageTable(
-                slices: admitted, plans: head.plans, granularity: .hour, zone: .system, now: now, begin: request.begin, end: request.end)
-            guard var interface = table.interfaces.first else { return "" }
-            interface.kind = current.kind
-            interface.alias = head.aliases[name]
-            return write(&interface, whole: whole, &stream)
+            return hourTable(name, kind: current.kind, slices, whole: whole, &stream)
         } catch {
             throw UsageQueryError(error)
         }
+    }
+
+    /// Some of an interface's hours as its rows.
+    func hourTable(_ name: String, kind: InterfaceKind, _ slices: [UsageSlice], whole: Bool, _ stream: inout UsageStream) -> String? {
+        let admitted = slices.filter { filter.admits(StateStore.key($0.name), kind: $0.kind) }
+        let table = UsageTable(
+            slices: admitted, plans: head.plans, granularity: .hour, zone: .system, now: now, begin: request.begin, end: request.end)
+        guard var interface = table.interfaces.first else { return admitted.isEmpty ? nil : "" }
+        interface.kind = kind
+        interface.alias = head.aliases[name]
+        return write(&interface, whole: whole, &stream)
     }
 
     /// An interface's rows as the stream writes them, after the page's

@@ -24,8 +24,13 @@ struct ServeAPITests {
         // One instant for both (usage's tables and its "saved ... ago").
         let now = String(Int(Date().timeIntervalSince1970) + 60)
         let port: UInt16 = 49723
+        // lo left out: the pages read below are traffic on lo, which the
+        // API adds to the file's rows (its figures are current within a
+        // sample: CurrentFiguresTests) and the command does not, the file
+        // holding it only from the next save.
         let server = try startServe(
-            in: pair.a, port: port, environment: ["IFMETER_USAGE_NOW": now], ["--listen", "127.0.0.1:\(port)", "--state", state])
+            in: pair.a, port: port, environment: ["IFMETER_USAGE_NOW": now],
+            ["--listen", "127.0.0.1:\(port)", "--state", state, "--exclude", "lo"])
         defer { server.stop() }
         try pair.sendUDP(count: 300, payload: 700)
         let sent = 300 * VethPair.frameBytes(payload: 700)
@@ -42,9 +47,8 @@ struct ServeAPITests {
             return periods.reduce(0) { $0 + ($1["tx_bytes"]?.uint64Value ?? 0) } >= sent ? true : nil
         }
 
-        // One save more, waited for, and then none: the pages read below
-        // make traffic on lo, which no save puts in the file until the next
-        // (every 5 minutes), so the API and the command read the same file.
+        // One save more, waited for, and then none (every 5 minutes): the
+        // API and the command read the same file, and nothing moves after.
         func saves() throws -> UInt64 {
             let text = try RawHTTP.request("/metrics", port: port, in: pair.a.name).text
             return text.split(separator: "\n").first { $0.hasPrefix("ifmeter_state_saves_total ") }?.split(separator: " ").last

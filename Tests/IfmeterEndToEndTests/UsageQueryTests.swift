@@ -69,10 +69,13 @@ struct UsageQueryTests {
         let ns = try TestNamespace()
         defer { ns.remove() }
         let port: UInt16 = 19441
-        // One instant for serve's tables and the command's.
+        // One instant for serve's tables and the command's. lo left out:
+        // the pages read are traffic on lo, which serve's tables add to the
+        // file's rows (current within a sample: CurrentFiguresTests) and
+        // the command, reading the file alone, does not.
         let at = String(now + 60)
         let server = try startServe(
-            in: ns, port: port, environment: ["IFMETER_USAGE_NOW": at], ["--listen", "127.0.0.1:\(port)", "--state", state])
+            in: ns, port: port, environment: ["IFMETER_USAGE_NOW": at], ["--listen", "127.0.0.1:\(port)", "--state", state, "--exclude", "lo"])
         defer { server.stop() }
 
         // Pages of 500: each full page says where the next starts (schema
