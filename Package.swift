@@ -207,7 +207,7 @@ let package = Package(
         .testTarget(name: "IfmeterRouteTests", dependencies: ["IfmeterRoute", "IfmeterSampling", "IfmeterCore"]),
         .testTarget(
             name: "IfmeterExportTests",
-            dependencies: ["IfmeterExport", "IfmeterPipeline", "IfmeterOutput", "IfmeterCore", "IfmeterTestSupport"]),
+            dependencies: ["IfmeterExport", "IfmeterPipeline", "IfmeterOutput", "IfmeterCore", "IfmeterSystem", "IfmeterTestSupport"]),
         .testTarget(name: "IfmeterOutputTests", dependencies: ["IfmeterOutput", "IfmeterCore"]),
         .testTarget(name: "IfmeterImageTests", dependencies: ["IfmeterImage", "IfmeterOutput", "IfmeterCore", "CZlib"]),
         .testTarget(

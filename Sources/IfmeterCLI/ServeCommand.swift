@@ -5,7 +5,6 @@ import IfmeterPipeline
 import IfmeterRemoteWrite
 import IfmeterRoute
 import IfmeterSampling
-import Synchronization
 import IfmeterSystem
 
 /// The default port: not node_exporter's 9100. (Prometheus's list of
@@ -215,11 +214,15 @@ struct ServeCommand: Command {
         let statePath = setup.state?.path
         let usage = statePath.map { path in { @Sendable (query: UsageQuery) in UsageAPI.response(state: path, query: query) } }
         let usageImage = statePath.map { path in { @Sendable (query: UsageQuery) in UsageAPI.image(state: path, query: query) } }
-        pipeline.sayStateSaves(prefix: "ifmeter serve: ")
-        let log = RateLimitedLog(prefix: "ifmeter serve: ", every: 10)
+        // State saves are said once per change already; every other line
+        // at most once per 10 s from each place that says it, so a flood
+        // of bad requests cannot flood the log, nor hide a line said
+        // elsewhere (a failed push does not hide a sample not queued).
+        pipeline.sayStateSaves(Log.everyLine(prefix: "ifmeter serve: ") { Output.error($0) })
+        let log = Log(prefix: "ifmeter serve: ", every: 10) { Output.error($0) }
         let pushSet = RemoteWriteSet()
         do {
-            if let started = try remoteWrite?.started(pipeline: pipeline, cache: cache, sampleInterval: interval, log: { log.write($0) }) {
+            if let started = try remoteWrite?.started(pipeline: pipeline, cache: cache, sampleInterval: interval, log: log) {
                 pushSet.writers = started.writers
                 pushSet.feed = started.feed
             }
@@ -250,14 +253,14 @@ struct ServeCommand: Command {
         var server: HTTPServer?
         if let address {
             let routes = ServeRoutes(
-                cache: cache, version: IfmeterCLI.version, board: board, usage: usage, usageImage: usageImage, log: { log.write($0) })
+                cache: cache, version: IfmeterCLI.version, board: board, usage: usage, usageImage: usageImage, log: log)
             let hosts = AllowedHosts(configured: allowedHosts, listen: address)
             hosts.lookUpCanonicalName()
             do {
                 server = try HTTPServer(
                     address: address, limits: limits, tls: webConfig?.tls,
                     authenticator: authenticator, hosts: hosts,
-                    logger: { line in log.write(line) },
+                    log: log,
                     serverError: routes.countServerError(path:status:),
                     handler: routes.respond(to:))
             } catch {
@@ -296,59 +299,6 @@ struct ServeCommand: Command {
     #endif
 }
 
-/// Writes at most `burst` lines (one unless told) per `every` seconds of
-/// each kind to stderr, and says how many of that kind it held back, so a
-/// flood of bad requests cannot flood the log, nor hide a line of another
-/// kind (a failed push does not hide a sample that could not be queued).
-/// A line's kind is its start without digits, or the call site its writer
-/// names; past 16 kinds, the rest share one.
-final class RateLimitedLog: Sendable {
-    private let prefix: String
-    private let every: Double
-    private let burst: Int
-    /// Each kind's lines written within the last `every` seconds (when),
-    /// and how many were held back since the last one written.
-    private let state = Mutex<[String: (written: [Double], suppressed: Int)]>([:])
-    static let kinds = 16
-
-    init(prefix: String, every: Double, burst: Int = 1) {
-        self.prefix = prefix
-        self.every = every
-        self.burst = burst
-    }
-
-    static func kind(_ line: String) -> String { String(line.lazy.filter { !$0.isNumber }.prefix(80)) }
-
-    /// A line of the kind its words say.
-    func write(_ line: String) { write(line, kind: Self.kind(line)) }
-
-    /// A line of the kind `kind` names (a call site: lines that differ in
-    /// more than digits, as a reload's do, are one kind by where they are
-    /// written).
-    func write(_ line: String, kind: String) {
-        let now = monotonicSeconds()
-        let (print, suppressed) = state.withLock { state -> (Bool, Int) in
-            var key = kind
-            if state[key] == nil, state.count >= Self.kinds { key = "" }
-            var entry = state[key] ?? ([], 0)
-            entry.written.removeAll { now - $0 >= every }
-            guard entry.written.count < burst else {
-                entry.suppressed += 1
-                state[key] = entry
-                return (false, 0)
-            }
-            let suppressed = entry.suppressed
-            entry.written.append(now)
-            entry.suppressed = 0
-            state[key] = entry
-            return (true, suppressed)
-        }
-        guard print else { return }
-        Output.error(
-            prefix + line + (suppressed > 0 ? " (and \(suppressed) more messages like it in the last \(Units.duration(every)))" : ""))
-    }
-}
-
 /// serve's remote write: the writers and the feed that pushes to them,
 /// replaced whole when a reload changes them.
 final class RemoteWriteSet {
@@ -385,11 +335,11 @@ final class ServeReloader {
     let pushing: RemoteWriteSet
     let cache: ScrapeCache
     let sampleInterval: Double
-    let log: RateLimitedLog
+    let log: Log
     /// The reload's own lines: 10 per 10 s from each place that writes one,
     /// then how many were held back (a flood of SIGHUPs is applied, every
     /// one, but not said 1,000 times a second).
-    private let reloadLog = RateLimitedLog(prefix: "ifmeter serve: ", every: 10, burst: 10)
+    private let reloadLog = Log(prefix: "ifmeter serve: ", every: 10, burst: 10) { Output.error($0) }
     private var remoteWriteFile: [UInt8]?
     /// The web config running: its users may change, its TLS may not.
     private var webConfig: WebConfig?
@@ -402,7 +352,7 @@ final class ServeReloader {
 
     init(
         reload: ConfigReload, remoteWrite: RemoteWriteOptions?, pushing: RemoteWriteSet, cache: ScrapeCache, sampleInterval: Double,
-        log: RateLimitedLog, webConfig: WebConfig? = nil
+        log: Log, webConfig: WebConfig? = nil
     ) {
         self.reload = reload
         self.remoteWrite = remoteWrite
@@ -424,17 +374,12 @@ final class ServeReloader {
         return (try? readTextFile(path)).map { Array($0.utf8) }
     }
 
-    /// A line of the reload's, rate-limited by where it is said.
-    private func say(_ line: String, site: UInt = #line) {
-        reloadLog.write(line, kind: "reload, line \(site)")
-    }
-
     func reload(_ pipeline: Pipeline) {
         let fresh: (serve: ServeCommand, parsed: ParsedArguments, changed: Set<String>)
         do {
             fresh = try reload.reread()
         } catch {
-            say("reloading \(reload.path) after SIGHUP failed: \(Self.words(error)); the running settings stay")
+            reloadLog.warning("reloading \(reload.path) after SIGHUP failed: \(Self.words(error)); the running settings stay")
             return
         }
         var applied: [String] = []
@@ -466,7 +411,7 @@ final class ServeReloader {
             do {
                 try fresh.serve.remoteWrite?.makeQueueFolder()
                 if let started = try fresh.serve.remoteWrite?.started(
-                    pipeline: pipeline, cache: cache, sampleInterval: sampleInterval, log: { [log] in log.write($0) })
+                    pipeline: pipeline, cache: cache, sampleInterval: sampleInterval, log: log)
                 {
                     pushing.writers = started.writers
                     pushing.feed = started.feed
@@ -474,7 +419,7 @@ final class ServeReloader {
                 let urls = fresh.serve.remoteWrite?.urls.map(RemoteWriter.withoutCredentials) ?? []
                 applied.append(urls.isEmpty ? "remote write stopped" : "remote write to " + urls.joined(separator: ", "))
             } catch {
-                say("remote write could not start after SIGHUP: \(Self.words(error)); nothing is pushed until it can")
+                reloadLog.warning("remote write could not start after SIGHUP: \(Self.words(error)); nothing is pushed until it can")
             }
             remoteWrite = fresh.serve.remoteWrite
             remoteWriteFile = fileNow
@@ -493,7 +438,7 @@ final class ServeReloader {
                 }
                 applied.append(fresh.serve.routes.map { "probes " + $0.probes.map(\.text).joined(separator: ", ") } ?? "probes removed")
             } catch {
-                say("the route feed could not start after SIGHUP: \(Self.words(error)); no route figures until it can")
+                reloadLog.warning("the route feed could not start after SIGHUP: \(Self.words(error)); no route figures until it can")
             }
             restart.subtract(ConfigReload.routeOptions)
             adopt(ConfigReload.routeOptions)
@@ -521,7 +466,7 @@ final class ServeReloader {
             line +=
                 "; \(restart.sorted().joined(separator: ", ")) changed but need a restart (systemctl restart ifmeter-serve): the running values stay"
         }
-        say(line)
+        reloadLog.info(line)
     }
 
     /// The web config read again: changed users apply from the next
@@ -536,7 +481,7 @@ final class ServeReloader {
             do throws(SystemError) {
                 server.setAuthenticator(users.isEmpty ? nil : try BasicAuthenticator(users: users))
             } catch {
-                say("basic auth could not be set up after SIGHUP: \(error.description); the running users stay")
+                reloadLog.warning("basic auth could not be set up after SIGHUP: \(error.description); the running users stay")
                 return sameTLS
             }
         }
