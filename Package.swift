@@ -77,7 +77,8 @@ let package = Package(
         .target(
             name: "IfmeterServe",
             dependencies: [
-                "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterConfig",
+                "IfmeterCore", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterConfig", "IfmeterStore", "IfmeterRoute",
+                "IfmeterRemoteWrite",
                 .target(name: "CIfmeterHTTP", condition: linux), .target(name: "CMicroHTTPD", condition: linux),
                 .target(name: "CZlib", condition: linux),
             ]),
@@ -201,7 +202,7 @@ let package = Package(
         .testTarget(
             name: "IfmeterServeTests",
             dependencies: [
-                "IfmeterServe", "IfmeterOutput", "IfmeterPipeline", "IfmeterCore", "IfmeterSystem", "IfmeterTestSupport",
+                "IfmeterServe", "IfmeterOutput", "IfmeterPipeline", "IfmeterCore", "IfmeterStore", "IfmeterSystem", "IfmeterTestSupport",
             ]),
         .testTarget(name: "IfmeterSystemTests", dependencies: ["IfmeterSystem", "IfmeterCore"]),
         .testTarget(name: "IfmeterRouteTests", dependencies: ["IfmeterRoute", "IfmeterSampling", "IfmeterCore"]),

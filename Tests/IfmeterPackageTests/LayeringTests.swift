@@ -19,8 +19,8 @@ import Testing
         ["IfmeterSampling", "IfmeterConfig", "IfmeterImage"],
         ["IfmeterStore", "Ifmeter"],
         ["IfmeterPipeline"],
-        ["IfmeterServe", "IfmeterRoute", "IfmeterLive"],
-        ["IfmeterExport", "IfmeterRemoteWrite"],
+        ["IfmeterRoute", "IfmeterLive", "IfmeterRemoteWrite"],
+        ["IfmeterServe", "IfmeterExport"],
         ["IfmeterCLI"],
         ["ifmeter"],
     ]
