@@ -79,7 +79,7 @@ let package = Package(
             name: "IfmeterServe",
             dependencies: [
                 "IfmeterCore", "IfmeterModel", "IfmeterOutput", "IfmeterSystem", "IfmeterPipeline", "IfmeterConfig", "IfmeterUsage", "IfmeterStore",
-                "IfmeterImage",
+                "IfmeterImage", "IfmeterRoute", "IfmeterRemoteWrite",
                 .target(name: "CIfmeterHTTP", condition: linux), .target(name: "CMicroHTTPD", condition: linux),
                 .target(name: "CZlib", condition: linux),
             ]),
@@ -215,13 +215,14 @@ let package = Package(
         .testTarget(
             name: "IfmeterServeTests",
             dependencies: [
-                "IfmeterServe", "IfmeterModel", "IfmeterOutput", "IfmeterPipeline", "IfmeterCore", "IfmeterSystem", "IfmeterTestSupport",
+                "IfmeterServe", "IfmeterModel", "IfmeterOutput", "IfmeterPipeline", "IfmeterCore", "IfmeterStore", "IfmeterSystem",
+                "IfmeterTestSupport",
             ]),
         .testTarget(name: "IfmeterSystemTests", dependencies: ["IfmeterSystem", "IfmeterCore"]),
         .testTarget(name: "IfmeterRouteTests", dependencies: ["IfmeterRoute", "IfmeterSampling", "IfmeterCore"]),
         .testTarget(
             name: "IfmeterExportTests",
-            dependencies: ["IfmeterExport", "IfmeterPipeline", "IfmeterOutput", "IfmeterCore", "IfmeterTestSupport"]),
+            dependencies: ["IfmeterExport", "IfmeterPipeline", "IfmeterOutput", "IfmeterCore", "IfmeterSystem", "IfmeterTestSupport"]),
         .testTarget(name: "IfmeterOutputTests", dependencies: ["IfmeterOutput", "IfmeterCore"]),
         .testTarget(name: "IfmeterModelTests", dependencies: ["IfmeterModel", "IfmeterCore"]),
         .testTarget(name: "IfmeterImageTests", dependencies: ["IfmeterImage", "IfmeterOutput", "IfmeterCore", "CZlib"]),

@@ -359,11 +359,10 @@ struct SamplingSetup {
 
 extension Pipeline {
     /// With a state file, says each failed save (once per cause), the
-    /// first that works again, and a file written anew, each line after
-    /// `prefix` through `log` (stderr unless given).
-    func sayStateSaves(prefix: String, log: ((String) -> Void)? = nil) {
+    /// first that works again, and a file written anew, through `log`.
+    func sayStateSaves(_ log: Log) {
         guard persistence != nil else { return }
-        add(sink: StateSaveLog { line in (log ?? { Output.error($0) })(prefix + line) })
+        add(sink: StateSaveLog(log: log))
     }
 
     /// Exit 1 when the last save failed: what was counted since the last

@@ -131,9 +131,11 @@ struct ExportCommand: Command {
         let pipeline = try setup.pipeline()
         let targets = Exporter.Targets(
             json: json, jsonLines: jsonLines, textfile: textfile, every: every, families: families, version: IfmeterCLI.version)
+        // Its lines are said once per failure streak: none held back.
+        let log = Log.everyLine(prefix: "ifmeter export: ", sink: { Output.error($0) })
         let exporter = Exporter(
             targets: targets, linesFile: linesFile, host: hostName(), interval: setup.configuration.interval,
-            log: { Output.error($0) }, stdout: { line throws(CLIError) in try Output.put(line) })
+            log: log, stdout: { line throws(CLIError) in try Output.put(line) })
         #if os(Linux)
         // Before the exporter: a period's end has its sample's routes. Its
         // reports say each period's outside bytes, not a counter: the feed
@@ -145,7 +147,7 @@ struct ExportCommand: Command {
         }
         #endif
         pipeline.add(sink: exporter)
-        pipeline.sayStateSaves(prefix: "ifmeter export: ")
+        pipeline.sayStateSaves(log)
         var waiter = SignalWaiter(hangup: { pipeline in
             pipeline.saveNow()
             exporter.reopen()

@@ -1,4 +1,5 @@
 import IfmeterCore
+import Synchronization
 import IfmeterLive
 import IfmeterPipeline
 import IfmeterRoute
@@ -57,19 +58,19 @@ struct LiveCommand: Command {
             pipeline.add(sink: screen)
             // Said after the screen is gone: a line on stderr would tear it.
             let said = LinesHeld()
-            pipeline.sayStateSaves(prefix: "ifmeter live: ") { said.lines.append($0) }
+            pipeline.sayStateSaves(Log.everyLine(prefix: "ifmeter live: ") { line in said.lines.withLock { $0.append(line) } })
             do {
                 TerminalState.enter()
                 defer { TerminalState.restore() }
                 var waiter = KeyWaiter(screen: screen)
                 pipeline.run(&waiter)
             }
-            for line in said.lines { Output.error(line) }
+            for line in said.lines.withLock({ $0 }) { Output.error(line) }
         } else {
             let lines = PlainLines(source: pipeline.source.sourceName, interval: setup.configuration.interval, bits: bits)
             try Output.put(Output.forPeople(lines.header))
             pipeline.add(sink: lines)
-            pipeline.sayStateSaves(prefix: "ifmeter live: ")
+            pipeline.sayStateSaves(Log.everyLine(prefix: "ifmeter live: ", sink: { Output.error($0) }))
             var waiter = SignalWaiter(stop: { lines.failure != nil })
             pipeline.run(&waiter)
             try pipeline.checkLastSave()
@@ -82,6 +83,6 @@ struct LiveCommand: Command {
 }
 
 /// Lines kept to say later.
-final class LinesHeld {
-    var lines: [String] = []
+final class LinesHeld: Sendable {
+    let lines = Mutex<[String]>([])
 }

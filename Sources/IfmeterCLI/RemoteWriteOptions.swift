@@ -113,14 +113,14 @@ struct RemoteWriteOptions {
     /// Opens each receiver's queue, starts its sender and adds the feed to
     /// the pipeline (after the scrape feed: it renders the same series);
     /// after `makeQueueFolder`.
-    func start(pipeline: Pipeline, cache: ScrapeCache, sampleInterval: Double, log: @escaping @Sendable (String) -> Void) throws(CLIError)
+    func start(pipeline: Pipeline, cache: ScrapeCache, sampleInterval: Double, log: Log) throws(CLIError)
         -> [RemoteWriter]
     {
         try started(pipeline: pipeline, cache: cache, sampleInterval: sampleInterval, log: log).writers
     }
 
     /// The same, and the feed that pushes to them (to remove on a reload).
-    func started(pipeline: Pipeline, cache: ScrapeCache, sampleInterval: Double, log: @escaping @Sendable (String) -> Void) throws(CLIError)
+    func started(pipeline: Pipeline, cache: ScrapeCache, sampleInterval: Double, log: Log) throws(CLIError)
         -> (writers: [RemoteWriter], feed: RemoteWriteFeed)
     {
         do throws(SystemError) {

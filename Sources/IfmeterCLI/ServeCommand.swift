@@ -6,7 +6,6 @@ import IfmeterPipeline
 import IfmeterRemoteWrite
 import IfmeterRoute
 import IfmeterSampling
-import Synchronization
 import IfmeterSystem
 
 /// The default port: not node_exporter's 9100. (Prometheus's list of
@@ -214,17 +213,21 @@ struct ServeCommand: Command {
         let board = LiveBoard(interval: interval, version: IfmeterCLI.version, cache: cache)
         pipeline.add(sink: LiveBoardFeed(board: board))
         let statePath = setup.state?.path
-        pipeline.sayStateSaves(prefix: "ifmeter serve: ")
-        let log = RateLimitedLog(prefix: "ifmeter serve: ", every: 10)
+        // State saves are said once per change already; every other line
+        // at most once per 10 s from each place that says it, so a flood
+        // of bad requests cannot flood the log, nor hide a line said
+        // elsewhere (a failed push does not hide a sample not queued).
+        pipeline.sayStateSaves(Log.everyLine(prefix: "ifmeter serve: ") { Output.error($0) })
+        let log = Log(prefix: "ifmeter serve: ", every: 10) { Output.error($0) }
         // The tables are the file plus what was counted since its last save.
         let unsaved = pipeline.persistence?.unsaved
         let usage = statePath.map { path in
-            { @Sendable (query: UsageQuery) in UsageEndpoint.tables(state: path, query: query, unsaved: unsaved, log: { log.write($0) }) }
+            { @Sendable (query: UsageQuery) in UsageEndpoint.tables(state: path, query: query, unsaved: unsaved, log: log) }
         }
         let usageImage = statePath.map { path in { @Sendable (query: UsageQuery) in UsageEndpoint.image(state: path, query: query) } }
         let pushSet = RemoteWriteSet()
         do {
-            if let started = try remoteWrite?.started(pipeline: pipeline, cache: cache, sampleInterval: interval, log: { log.write($0) }) {
+            if let started = try remoteWrite?.started(pipeline: pipeline, cache: cache, sampleInterval: interval, log: log) {
                 pushSet.writers = started.writers
                 pushSet.feed = started.feed
             }
@@ -235,12 +238,17 @@ struct ServeCommand: Command {
         // After the loop's last push (and the stale markers of every series),
         // a moment for what is in memory to go out, then the rest to disk.
         defer { pushSet.stop() }
-        let reloader = reload.map {
-            ServeReloader(
-                reload: $0, remoteWrite: remoteWrite, pushing: pushSet, cache: cache, sampleInterval: interval, log: log, webConfig: webConfig)
+        // The reload's own lines: 10 per 10 s from each place that says one.
+        let rereader = reload.map { reload in
+            ServeConfigReload(
+                reload: reload,
+                reloader: ServeReloader(
+                    path: reload.path, pushing: pushSet, webConfig: webConfig,
+                    log: Log(prefix: "ifmeter serve: ", every: 10, burst: 10) { Output.error($0) },
+                    publishRoutes: { [cache] in cache.setRoutes($0) }), cache: cache, sampleInterval: interval, log: log)
         }
         #if os(Linux)
-        reloader?.routeFeed = routeFeed
+        rereader?.reloader.routeFeed = routeFeed
         #endif
         // The family is there from the first render, before any update.
         cache.setHTTPClosed(HTTPConnectionCounts(deadline: 0, idle: 0, evicted: 0))
@@ -255,14 +263,14 @@ struct ServeCommand: Command {
         var server: HTTPServer?
         if let address {
             let routes = ServeRoutes(
-                cache: cache, version: IfmeterCLI.version, board: board, usage: usage, usageImage: usageImage, log: { log.write($0) })
+                cache: cache, version: IfmeterCLI.version, board: board, usage: usage, usageImage: usageImage, log: log)
             let hosts = AllowedHosts(configured: allowedHosts, listen: address)
             hosts.lookUpCanonicalName()
             do {
                 server = try HTTPServer(
                     address: address, limits: limits, tls: webConfig?.tls,
                     authenticator: authenticator, hosts: hosts,
-                    logger: { line in log.write(line) },
+                    log: log,
                     serverError: routes.countServerError(path:status:),
                     handler: routes.respond(to:))
             } catch {
@@ -272,13 +280,13 @@ struct ServeCommand: Command {
             }
         }
         if let server { pipeline.add(enricher: HTTPClosedFeed(server: server, cache: cache)) }
-        reloader?.server = server
+        rereader?.reloader.server = server
         // The server's threads have the signals blocked; this one takes
         // them. SIGHUP saves the state and serve goes on.
         StopSignal.install(hangup: true)
         var waiter = SignalWaiter(hangup: { pipeline in
             pipeline.saveNow()
-            reloader?.reload(pipeline)
+            rereader?.reload(pipeline)
         })
         pipeline.run(&waiter)
         server?.stop()
@@ -301,121 +309,26 @@ struct ServeCommand: Command {
     #endif
 }
 
-/// Writes at most `burst` lines (one unless told) per `every` seconds of
-/// each kind to stderr, and says how many of that kind it held back, so a
-/// flood of bad requests cannot flood the log, nor hide a line of another
-/// kind (a failed push does not hide a sample that could not be queued).
-/// A line's kind is its start without digits, or the call site its writer
-/// names; past 16 kinds, the rest share one.
-final class RateLimitedLog: Sendable {
-    private let prefix: String
-    private let every: Double
-    private let burst: Int
-    /// Each kind's lines written within the last `every` seconds (when),
-    /// and how many were held back since the last one written.
-    private let state = Mutex<[String: (written: [Double], suppressed: Int)]>([:])
-    static let kinds = 16
-
-    init(prefix: String, every: Double, burst: Int = 1) {
-        self.prefix = prefix
-        self.every = every
-        self.burst = burst
-    }
-
-    static func kind(_ line: String) -> String { String(line.lazy.filter { !$0.isNumber }.prefix(80)) }
-
-    /// A line of the kind its words say.
-    func write(_ line: String) { write(line, kind: Self.kind(line)) }
-
-    /// A line of the kind `kind` names (a call site: lines that differ in
-    /// more than digits, as a reload's do, are one kind by where they are
-    /// written).
-    func write(_ line: String, kind: String) {
-        let now = monotonicSeconds()
-        let (print, suppressed) = state.withLock { state -> (Bool, Int) in
-            var key = kind
-            if state[key] == nil, state.count >= Self.kinds { key = "" }
-            var entry = state[key] ?? ([], 0)
-            entry.written.removeAll { now - $0 >= every }
-            guard entry.written.count < burst else {
-                entry.suppressed += 1
-                state[key] = entry
-                return (false, 0)
-            }
-            let suppressed = entry.suppressed
-            entry.written.append(now)
-            entry.suppressed = 0
-            state[key] = entry
-            return (true, suppressed)
-        }
-        guard print else { return }
-        Output.error(
-            prefix + line + (suppressed > 0 ? " (and \(suppressed) more messages like it in the last \(Units.duration(every)))" : ""))
-    }
-}
-
-/// serve's remote write: the writers and the feed that pushes to them,
-/// replaced whole when a reload changes them.
-final class RemoteWriteSet {
-    var writers: [RemoteWriter] = []
-    var feed: RemoteWriteFeed?
-
-    /// Ends every series (its stale marker), lets what is in memory go out
-    /// for up to 2 s, then stops; the queues keep the rest on disk.
-    func stop(ending pipeline: Pipeline? = nil) {
-        if let pipeline, let feed {
-            feed.finished()
-            pipeline.remove(feed)
-        }
-        for writer in writers { writer.drain(timeout: 2) }
-        for writer in writers { writer.stop() }
-        writers = []
-        feed = nil
-    }
-}
-
-/// SIGHUP under `--config`: the file read again; a changed filter applies
-/// from the next sample, changed remote write settings (targets, labels,
-/// relabelling, queue, or the remote write config file's content) restart
-/// the pushing (queues on disk lose nothing), changed probes and tunnel
-/// options rebuild the route feed, changed retention applies at a save
-/// made at once, and changed basic auth users (the web config file's
-/// content) apply from the next request; any other change (the web
-/// config's TLS settings and certificates among them) is said to need a
-/// restart, and the running value stays. A file that no longer reads is
-/// said, and nothing changes.
-final class ServeReloader {
+/// SIGHUP under `--config`: the file and command line read again (every
+/// value checked as at start) and turned into what a reload can change,
+/// typed (`ServeReload`), which IfmeterServe's `ServeReloader` applies;
+/// the options it took then count as running. A file that no longer
+/// reads is said, and nothing changes.
+final class ServeConfigReload {
     var reload: ConfigReload
-    var remoteWrite: RemoteWriteOptions?
-    let pushing: RemoteWriteSet
+    let reloader: ServeReloader
     let cache: ScrapeCache
     let sampleInterval: Double
-    let log: RateLimitedLog
-    /// The reload's own lines: 10 per 10 s from each place that writes one,
-    /// then how many were held back (a flood of SIGHUPs is applied, every
-    /// one, but not said 1,000 times a second).
-    private let reloadLog = RateLimitedLog(prefix: "ifmeter serve: ", every: 10, burst: 10)
+    /// serve's log, for the remote writers a reload starts.
+    let log: Log
     private var remoteWriteFile: [UInt8]?
-    /// The web config running: its users may change, its TLS may not.
-    private var webConfig: WebConfig?
-    /// The server whose basic auth a reload replaces (nil: push only).
-    var server: HTTPServer?
-    #if os(Linux)
-    /// The route feed of `--probe` (nil without probes).
-    var routeFeed: RouteFeed?
-    #endif
 
-    init(
-        reload: ConfigReload, remoteWrite: RemoteWriteOptions?, pushing: RemoteWriteSet, cache: ScrapeCache, sampleInterval: Double,
-        log: RateLimitedLog, webConfig: WebConfig? = nil
-    ) {
+    init(reload: ConfigReload, reloader: ServeReloader, cache: ScrapeCache, sampleInterval: Double, log: Log) {
         self.reload = reload
-        self.remoteWrite = remoteWrite
-        self.pushing = pushing
+        self.reloader = reloader
         self.cache = cache
         self.sampleInterval = sampleInterval
         self.log = log
-        self.webConfig = webConfig
         remoteWriteFile = Self.contents(reload.running[RemoteWriteOptions.remoteWriteConfig])
     }
 
@@ -429,129 +342,67 @@ final class ServeReloader {
         return (try? readTextFile(path)).map { Array($0.utf8) }
     }
 
-    /// A line of the reload's, rate-limited by where it is said.
-    private func say(_ line: String, site: UInt = #line) {
-        reloadLog.write(line, kind: "reload, line \(site)")
-    }
-
     func reload(_ pipeline: Pipeline) {
         let fresh: (serve: ServeCommand, parsed: ParsedArguments, changed: Set<String>)
         do {
             fresh = try reload.reread()
         } catch {
-            say("reloading \(reload.path) after SIGHUP failed: \(Self.words(error)); the running settings stay")
+            reloader.failed(Self.words(error))
             return
         }
-        var applied: [String] = []
-        var restart = fresh.changed.subtracting(ConfigReload.filterOptions).subtracting(ConfigReload.remoteWriteOptions)
+        var change = ServeReload()
+        change.restart = fresh.changed.subtracting(ConfigReload.filterOptions).subtracting(ConfigReload.remoteWriteOptions)
             .subtracting(ConfigReload.retentionOptions).subtracting(ConfigReload.webConfigOptions).subtracting(ConfigReload.kindOptions)
-        var running = reload.running
-        func adopt(_ options: Set<String>) {
-            for option in options {
-                running.take(option, from: fresh.parsed)
-            }
-        }
+        var adopted = Set<String>()
         if !fresh.changed.isDisjoint(with: ConfigReload.kindOptions) {
-            // Checked by reread (the file built serve); the source takes
-            // them at its next reading, before the filter below judges kinds.
+            // Checked by reread (the file built serve).
             if let overrides = try? CommonOptions.kindOverrides(fresh.parsed) {
-                pipeline.setKindOverrides(overrides)
-                adopt(ConfigReload.kindOptions)
-                applied.append("kinds (--kind-of)")
+                change.kindOverrides = overrides
+                adopted.formUnion(ConfigReload.kindOptions)
             }
         }
         if !fresh.changed.isDisjoint(with: ConfigReload.filterOptions) {
-            pipeline.setFilter(fresh.serve.setup.configuration.filter)
-            adopt(ConfigReload.filterOptions)
-            applied.append("filters")
+            change.filter = fresh.serve.setup.configuration.filter
+            adopted.formUnion(ConfigReload.filterOptions)
         }
         let fileNow = Self.contents(fresh.parsed[RemoteWriteOptions.remoteWriteConfig])
         if !fresh.changed.isDisjoint(with: ConfigReload.remoteWriteOptions) || fileNow != remoteWriteFile {
-            pushing.stop(ending: pipeline)
-            do {
-                try fresh.serve.remoteWrite?.makeQueueFolder()
-                if let started = try fresh.serve.remoteWrite?.started(
-                    pipeline: pipeline, cache: cache, sampleInterval: sampleInterval, log: { [log] in log.write($0) })
-                {
-                    pushing.writers = started.writers
-                    pushing.feed = started.feed
-                }
-                let urls = fresh.serve.remoteWrite?.urls.map(RemoteWriter.withoutCredentials) ?? []
-                applied.append(urls.isEmpty ? "remote write stopped" : "remote write to " + urls.joined(separator: ", "))
-            } catch {
-                say("remote write could not start after SIGHUP: \(Self.words(error)); nothing is pushed until it can")
-            }
-            remoteWrite = fresh.serve.remoteWrite
+            let options = fresh.serve.remoteWrite
+            change.remoteWrite = (
+                start: { [cache, sampleInterval, log] pipeline throws(ServeReload.Failure) in
+                    do throws(CLIError) {
+                        try options?.makeQueueFolder()
+                        return try options?.started(pipeline: pipeline, cache: cache, sampleInterval: sampleInterval, log: log)
+                    } catch {
+                        throw ServeReload.Failure(Self.words(error))
+                    }
+                }, urls: options?.urls.map(RemoteWriter.withoutCredentials) ?? []
+            )
             remoteWriteFile = fileNow
-            adopt(ConfigReload.remoteWriteOptions)
+            adopted.formUnion(ConfigReload.remoteWriteOptions)
         }
+        #if os(Linux)
         if !fresh.changed.isDisjoint(with: ConfigReload.routeOptions) {
-            #if os(Linux)
-            if let old = routeFeed { pipeline.remove(old) }
-            routeFeed = nil
-            cache.setRoutes(nil)
-            do {
-                if let routes = fresh.serve.routes {
-                    let feed = try ServeCommand.routeFeed(routes, persistence: pipeline.persistence) { [cache] in cache.setRoutes($0) }
-                    pipeline.add(enricher: feed)
-                    routeFeed = feed
-                }
-                applied.append(fresh.serve.routes.map { "probes " + $0.probes.map(\.text).joined(separator: ", ") } ?? "probes removed")
-            } catch {
-                say("the route feed could not start after SIGHUP: \(Self.words(error)); no route figures until it can")
-            }
-            restart.subtract(ConfigReload.routeOptions)
-            adopt(ConfigReload.routeOptions)
-            #endif
+            change.routesChanged = true
+            change.routes = fresh.serve.routes
+            change.restart.subtract(ConfigReload.routeOptions)
+            adopted.formUnion(ConfigReload.routeOptions)
         }
-        if !fresh.changed.isDisjoint(with: ConfigReload.retentionOptions), let persistence = pipeline.persistence {
-            let retention = fresh.serve.setup.state?.retention ?? .defaults
-            persistence.setRetention(retention)
-            // At once: what the new keeps no longer keep is rolled now.
-            pipeline.saveNow()
+        #endif
+        if !fresh.changed.isDisjoint(with: ConfigReload.retentionOptions) {
             let keeps = [RetentionOptions.keepHours, RetentionOptions.keepDays].map { option in
                 "\(option.spec.long.dropFirst(2)) \(fresh.parsed[option] ?? option.spec.defaultText ?? "")"
             }
-            applied.append("retention (\(keeps.joined(separator: ", ")))")
-            adopt(ConfigReload.retentionOptions)
+            change.retention = (fresh.serve.setup.state?.retention ?? .defaults, keeps.joined(separator: ", "))
         }
-        if applyWebConfig(fresh.serve.webConfig, applied: &applied) {
-            adopt(ConfigReload.webConfigOptions)
-        } else {
-            restart.insert("--web-config's tls_server_config (libmicrohttpd reads certificates and TLS settings only at start)")
+        change.webConfig = fresh.serve.webConfig
+        let applied = reloader.apply(change, to: pipeline)
+        if applied.retention { adopted.formUnion(ConfigReload.retentionOptions) }
+        if applied.webConfig { adopted.formUnion(ConfigReload.webConfigOptions) }
+        var running = reload.running
+        for option in adopted {
+            running.take(option, from: fresh.parsed)
         }
         reload.running = running
-        var line = "reloaded \(reload.path): " + (applied.isEmpty ? "nothing to apply" : applied.joined(separator: "; ") + " applied")
-        if !restart.isEmpty {
-            line +=
-                "; \(restart.sorted().joined(separator: ", ")) changed but need a restart (systemctl restart ifmeter-serve): the running values stay"
-        }
-        say(line)
-    }
-
-    /// The web config read again: changed users apply from the next
-    /// request; changed TLS settings (certificates included) need a
-    /// restart, libmicrohttpd holding them since it started.
-    /// Returns false when the TLS settings changed (they stay as running).
-    private func applyWebConfig(_ fresh: WebConfig?, applied: inout [String]) -> Bool {
-        let sameTLS = fresh?.tls == webConfig?.tls
-        let users = fresh?.users ?? [:]
-        guard users != (webConfig?.users ?? [:]) else { return sameTLS }
-        if let server {
-            do throws(SystemError) {
-                server.setAuthenticator(users.isEmpty ? nil : try BasicAuthenticator(users: users))
-            } catch {
-                say("basic auth could not be set up after SIGHUP: \(error.description); the running users stay")
-                return sameTLS
-            }
-        }
-        // The running TLS with the new users.
-        if var current = webConfig ?? fresh {
-            current.tls = webConfig?.tls
-            current.users = users
-            webConfig = current
-        }
-        applied.append(users.isEmpty ? "basic auth removed" : "basic auth users \(users.keys.sorted().joined(separator: ", "))")
-        return sameTLS
     }
 }

@@ -34,8 +34,9 @@ public final class Exporter: PipelineSink {
     let command: Targets
     let linesFile: JSONLinesFile?
     let host: String
-    /// Says a line on stderr (a write failing, and working again).
-    let log: (String) -> Void
+    /// Says a line on stderr (a write failing, and working again): the
+    /// command's log, "ifmeter export: " before each line.
+    let log: Log
     /// Writes a line to stdout (`-` targets).
     let stdout: (String) throws -> Void
     private var accumulator = PeriodAccumulator()
@@ -54,7 +55,7 @@ public final class Exporter: PipelineSink {
     private var outsideAtStart: [OutsideTotal.Key: OutsideTotal] = [:]
 
     public init(
-        targets: Targets, linesFile: JSONLinesFile?, host: String, interval: Double, log: @escaping (String) -> Void,
+        targets: Targets, linesFile: JSONLinesFile?, host: String, interval: Double, log: Log,
         stdout: @escaping (String) throws -> Void
     ) {
         command = targets
@@ -88,7 +89,7 @@ public final class Exporter: PipelineSink {
         do {
             try linesFile.reopen()
         } catch {
-            log("ifmeter export: reopening \(linesFile.path) after SIGHUP: \(error.call): \(error.message); retrying at the next write")
+            log.warning("reopening \(linesFile.path) after SIGHUP: \(error.call): \(error.message); retrying at the next write")
         }
     }
 
@@ -102,12 +103,12 @@ public final class Exporter: PipelineSink {
     private func report(_ what: String, _ result: () throws -> Void) {
         do {
             try result()
-            if failing[what] == true { log("ifmeter export: writing \(what) works again") }
+            if failing[what] == true { log.info("writing \(what) works again") }
             failing[what] = false
         } catch {
             // Once per failure streak; the previous file stays as it was.
             if failing[what] != true {
-                log("ifmeter export: \(error); the previous file is kept, retrying every \(Units.duration(command.every))")
+                log.warning("\(error); the previous file is kept, retrying every \(Units.duration(command.every))")
             }
             failing[what] = true
         }

@@ -6,15 +6,16 @@ import IfmeterSystem
 /// that fails (and what it leaves out of the file), the first that works
 /// again, and a file found deleted or replaced under the writer. Library
 /// code prints nothing: `log` writes the line (stderr, or a list a view
-/// shows later).
+/// shows later); each line is said once per change already, so the
+/// command gives a log that holds none back (`Log.everyLine`).
 public final class StateSaveLog: PipelineSink {
-    private let log: (String) -> Void
+    private let log: Log
     private let zone: LocalZone
     /// The cause last said (SQLite's or the system's words), while failing.
     private var saidCause: String?
     private var failuresWhenSaid: UInt64 = 0
 
-    public init(zone: LocalZone = .system, log: @escaping (String) -> Void) {
+    public init(zone: LocalZone = .system, log: Log) {
         self.zone = zone
         self.log = log
     }
@@ -29,15 +30,15 @@ public final class StateSaveLog: PipelineSink {
         for notice in status.notices {
             switch notice {
             case .recreated(let path):
-                log("state file \(path) was deleted under this ifmeter (or its folder was): written anew there with everything counted")
+                log.warning("state file \(path) was deleted under this ifmeter (or its folder was): written anew there with everything counted")
             case .changed(.remove(let name)):
-                log("applied 'ifmeter state remove \(TerminalText.escaped(name))' to \(path): its history and totals are gone")
+                log.info("applied 'ifmeter state remove \(TerminalText.escaped(name))' to \(path): its history and totals are gone")
             case .changed(.rename(let from, let to)):
-                log(
+                log.info(
                     "applied 'ifmeter state rename \(TerminalText.escaped(from)) \(TerminalText.escaped(to))' to \(path): its history is \(TerminalText.escaped(to))'s now"
                 )
             case .replaced(let path, let aside):
-                log(
+                log.warning(
                     "state file \(path) was replaced by another file under this ifmeter: that file was moved to \(aside), and this ifmeter's written anew at \(path)"
                 )
             }
@@ -47,12 +48,12 @@ public final class StateSaveLog: PipelineSink {
             guard cause != saidCause else { return }
             saidCause = cause
             failuresWhenSaid = status.health.failures
-            log(
+            log.warning(
                 "saving state to \(path) failed: \(cause). \(Self.unsaved(status, zone: zone)) kept in memory, not in the file; retrying every \(Units.duration(status.health.retryEvery)) (ifmeter_state_save_failures_total)"
             )
         } else if saidCause != nil {
             saidCause = nil
-            log("saving state to \(path) works again, after \(status.health.failures - failuresWhenSaid + 1) failed saves")
+            log.info("saving state to \(path) works again, after \(status.health.failures - failuresWhenSaid + 1) failed saves")
         }
     }
 

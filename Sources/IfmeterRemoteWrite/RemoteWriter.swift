@@ -12,7 +12,8 @@ public final class RemoteWriter: Sendable {
     public let label: String
     public let queue: DiskQueue
     let transport: any RemoteWriteTransport
-    let log: @Sendable (String) -> Void
+    /// Its own sites (`Log.separate`): one receiver's failures never hide another's.
+    let log: Log
     /// Bytes of queued records (compressed) per request.
     let batchBytes: Int
     let minBackoff: Double
@@ -60,7 +61,7 @@ public final class RemoteWriter: Sendable {
 
     public init(
         url: String, queue: DiskQueue, transport: any RemoteWriteTransport, batchBytes: Int = 4 << 20, minBackoff: Double = 0.1,
-        maxBackoff: Double = 5, capacity: Int? = nil, maxSamplesPerSend: Int? = nil, log: @escaping @Sendable (String) -> Void
+        maxBackoff: Double = 5, capacity: Int? = nil, maxSamplesPerSend: Int? = nil, log: Log
     ) {
         self.capacity = capacity
         self.maxSamplesPerSend = maxSamplesPerSend
@@ -70,7 +71,7 @@ public final class RemoteWriter: Sendable {
         self.batchBytes = batchBytes
         self.minBackoff = minBackoff
         self.maxBackoff = maxBackoff
-        self.log = log
+        self.log = log.separate()
     }
 
     /// The URL as the `url` label and the log say it: without a user name
@@ -121,7 +122,7 @@ public final class RemoteWriter: Sendable {
     public func enqueue(payload: [UInt8], samples: UInt32) {
         guard let compressed = RemoteWriteLibraries.compress(payload) else {
             counts.withLock { $0.unwritable += UInt64(samples) }
-            log("remote write \(label): snappy failed; \(samples) samples not queued (counted as dropped, reason write_failed)")
+            log.warning("remote write \(label): snappy failed; \(samples) samples not queued (counted as dropped, reason write_failed)")
             return
         }
         memory.withLock { m in
@@ -150,7 +151,7 @@ public final class RemoteWriter: Sendable {
                 do throws(SystemError) {
                     try queue.markInFlight(position)
                 } catch {
-                    log("remote write \(label): cannot record the request in flight: \(error.message)")
+                    log.warning("remote write \(label): cannot record the request in flight: \(error.message)")
                 }
             } else if flyingFailed {
                 lost(flying.samples)
@@ -164,7 +165,7 @@ public final class RemoteWriter: Sendable {
         do throws(SystemError) {
             return try queue.append(payload: payload, samples: samples)
         } catch {
-            log("remote write \(label): cannot queue \(samples) samples: \(error.message); dropped (counted as dropped, reason write_failed)")
+            log.warning("remote write \(label): cannot queue \(samples) samples: \(error.message); dropped (counted as dropped, reason write_failed)")
             return nil
         }
     }
@@ -221,7 +222,7 @@ public final class RemoteWriter: Sendable {
             case nil:
                 if let r = recovering {
                     let replayed = counts.withLock { $0.sent } - r.sentBefore
-                    log(
+                    log.info(
                         "remote write \(label): the receiver is back after \(Units.duration(r.down)) of failures; \(replayed) samples that waited were sent"
                     )
                     recovering = nil
@@ -295,7 +296,7 @@ public final class RemoteWriter: Sendable {
                     // Dropped for room meanwhile: not a loss if it was sent.
                     if try !queue.commit(through: position), attempt == .sent { queue.delivered(droppedSamples: taken.samples) }
                 } catch {
-                    log("remote write \(label): cannot record progress: \(error.message)")
+                    log.warning("remote write \(label): cannot record progress: \(error.message)")
                 }
             }
         }
@@ -305,13 +306,13 @@ public final class RemoteWriter: Sendable {
     /// Posts a batch from disk, recording it in flight first; settles it.
     func send(_ batch: DiskQueue.Batch) -> Attempt {
         guard let body = Self.body(batch) else {
-            log("remote write \(label): snappy failed")
+            log.warning("remote write \(label): snappy failed")
             return .retry(retryAfter: nil)
         }
         do throws(SystemError) {
             try queue.markInFlight(batch)
         } catch {
-            log("remote write \(label): cannot record the request in flight: \(error.message); retrying")
+            log.warning("remote write \(label): cannot record the request in flight: \(error.message); retrying")
             return .retry(retryAfter: nil)
         }
         let attempt = post(body, samples: batch.samples, resent: batch.resent)
@@ -334,20 +335,20 @@ public final class RemoteWriter: Sendable {
             return .sent
         case .drop where resent && outcome.status == 400:
             counts.withLock { $0.duplicate += samples }
-            log(
+            log.warning(
                 "remote write \(label): the receiver refused \(samples) samples posted again (HTTP \(outcome.status): \(Self.oneLine(outcome.message))); most likely it had them from the earlier try"
             )
             return .drop
         case .drop:
             counts.withLock { $0.rejected += samples }
-            log(
+            log.warning(
                 "remote write \(label): the receiver refused \(samples) samples (HTTP \(outcome.status): \(Self.oneLine(outcome.message))); dropped"
             )
             return .drop
         case .retry:
             counts.withLock { $0.retried += samples }
             let what = outcome.status == 0 ? outcome.message : "HTTP \(outcome.status): \(Self.oneLine(outcome.message))"
-            log("remote write \(label): \(what); retrying")
+            log.warning("remote write \(label): \(what); retrying")
             return .retry(retryAfter: outcome.retryAfter)
         }
     }
@@ -370,7 +371,7 @@ public final class RemoteWriter: Sendable {
         do throws(SystemError) {
             try queue.commit(batch)
         } catch {
-            log("remote write \(label): cannot record progress: \(error.message)")
+            log.warning("remote write \(label): cannot record progress: \(error.message)")
         }
     }
 

@@ -264,7 +264,6 @@ public final class HTTPStream: @unchecked Sendable {
 /// `ConnectionTable`, `AuthWaits` and a timer that runs both.
 public final class HTTPServer: Sendable {
     public typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
-    public typealias Logger = @Sendable (String) -> Void
     /// Counts a 5xx answer the server gave itself, by the request's path.
     public typealias ServerErrorCounter = @Sendable (_ path: String, _ status: Int) -> Void
 
@@ -280,7 +279,7 @@ public final class HTTPServer: Sendable {
     /// otherwise: DNS rebinding).
     public init(
         address: ListenAddress, limits: HTTPLimits = HTTPLimits(), tls: HTTPTLSSettings? = nil,
-        authenticator: BasicAuthenticator? = nil, hosts: AllowedHosts? = nil, logger: @escaping Logger,
+        authenticator: BasicAuthenticator? = nil, hosts: AllowedHosts? = nil, log: Log,
         serverError: @escaping ServerErrorCounter = { _, _ in }, handler: @escaping Handler
     ) throws(SystemError) {
         self.address = address
@@ -288,7 +287,7 @@ public final class HTTPServer: Sendable {
         if let tls { try Self.check(tls) }
         let fd = try Self.listen(on: address)
         let context = HTTPServerContext(
-            handler: handler, logger: logger, serverError: serverError, limits: limits, tls: tls, authenticator: authenticator, hosts: hosts)
+            handler: handler, log: log, serverError: serverError, limits: limits, tls: tls, authenticator: authenticator, hosts: hosts)
         self.context = context
         do throws(SystemError) {
             try context.timer.start { [table = context.table, waits = context.waits] nowMs in
@@ -568,7 +567,7 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
         }
         // Before credentials are checked: a page of a rebinding name has none.
         if let hosts = context.hosts, case .refused(let given) = hosts.judge(header(connection, "Host")) {
-            context.logger(AllowedHosts.logLine(given))
+            context.log.warning(AllowedHosts.logLine(given))
             return queue(AllowedHosts.refusal(given), on: connection, context, state)
         }
         if cifm_tls_client_cert_ok(connection, context.clientAuth.rawValue) != 1 {
@@ -730,9 +729,10 @@ private func clientKey(_ connection: OpaquePointer) -> BasicAuthenticator.Client
 /// `advice`.
 private func refuseBusy(
     _ what: String, _ why: String, _ advice: String, retryAfter: Int, _ connection: OpaquePointer, _ context: HTTPServerContext,
-    _ state: RequestState
+    _ state: RequestState, file: String = #fileID, line: UInt = #line
 ) -> MHD_Result {
-    context.logger("refused \(what) (503): \(why)")
+    // Each refusal's kind is where it is refused (the caller's line).
+    context.log.write(.warning, "refused \(what) (503): \(why)", site: LogSite(file: file, line: line))
     return queue(
         HTTPResponse(status: 503, text: "503 Service Unavailable: \(advice)\n", headers: [("Retry-After", String(retryAfter))]), on: connection,
         context, state)
@@ -919,13 +919,15 @@ private let logHandler: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<
     let line = String(cString: message)
     // A page that went away is no error (LibraryLog).
     guard !LibraryLog.isPageGone(line) else { return }
-    Unmanaged<HTTPServerContext>.fromOpaque(cls).takeUnretainedValue().logger(line)
+    // One call site for all of libmicrohttpd's messages: each class of
+    // them is a site of its own (LibraryLog.site).
+    Unmanaged<HTTPServerContext>.fromOpaque(cls).takeUnretainedValue().log.write(.warning, line, site: LibraryLog.site(line))
 }
 
 /// What the C callbacks reach through their `cls` pointer.
 private final class HTTPServerContext: Sendable {
     let handler: HTTPServer.Handler
-    let logger: HTTPServer.Logger
+    let log: Log
     let serverError: HTTPServer.ServerErrorCounter
     let limits: HTTPLimits
     let clientAuth: HTTPTLSSettings.ClientAuth
@@ -947,12 +949,12 @@ private final class HTTPServerContext: Sendable {
     let hosts: AllowedHosts?
 
     init(
-        handler: @escaping HTTPServer.Handler, logger: @escaping HTTPServer.Logger, serverError: @escaping HTTPServer.ServerErrorCounter,
+        handler: @escaping HTTPServer.Handler, log: Log, serverError: @escaping HTTPServer.ServerErrorCounter,
         limits: HTTPLimits, tls: HTTPTLSSettings?, authenticator: BasicAuthenticator?, hosts: AllowedHosts?
     ) {
         self.hosts = hosts
         self.handler = handler
-        self.logger = logger
+        self.log = log
         self.serverError = serverError
         self.limits = limits
         self.clientAuth = tls?.clientAuth ?? .none

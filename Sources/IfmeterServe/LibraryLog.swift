@@ -1,3 +1,5 @@
+import IfmeterSystem
+
 /// What libmicrohttpd says in serve's log. A page that was closed (a tab,
 /// a laptop lid) leaves its event stream's socket closed by the peer, and
 /// the next event sent on it fails: libmicrohttpd says "Failed to send the
@@ -18,5 +20,15 @@ enum LibraryLog {
         var reason = line[error.upperBound...]
         while reason.last?.isWhitespace == true { reason = reason.dropLast() }
         return peerGone.contains(String(reason))
+    }
+
+    /// The site a line of libmicrohttpd's is held back by: its messages
+    /// all come through one callback, so each class of them (its words
+    /// without digits, as far as 80 characters: "Error accepting
+    /// connection", "Failed to send ...") is a site of its own, at most
+    /// one line per 10 s each, as Log holds back the sites of ifmeter's
+    /// own code.
+    static func site(_ line: String) -> LogSite {
+        LogSite(file: "libmicrohttpd: " + String(line.lazy.filter { !$0.isNumber }.prefix(80)), line: 0)
     }
 }

@@ -90,11 +90,11 @@ public struct ServeRoutes: Sendable {
     let usageImage: (@Sendable (UsageQuery) -> HTTPResponse)?
     /// Where a 5xx answer is said (serve's log), beside its count in
     /// `ifmeter_http_server_errors_total`: no failure is silent.
-    let log: (@Sendable (String) -> Void)?
+    let log: Log?
 
     public init(
         cache: ScrapeCache, version: String, board: LiveBoard? = nil, usage: (@Sendable (UsageQuery) -> HTTPResponse)? = nil,
-        usageImage: (@Sendable (UsageQuery) -> HTTPResponse)? = nil, log: (@Sendable (String) -> Void)? = nil
+        usageImage: (@Sendable (UsageQuery) -> HTTPResponse)? = nil, log: Log? = nil
     ) {
         self.cache = cache
         self.version = version
@@ -203,9 +203,9 @@ public struct ServeRoutes: Sendable {
         countServerError(path: path, status: response.status)
         if case .bytes(let body) = response.payload {
             let text = String(decoding: UnsafeRawBufferPointer(start: body.base, count: min(body.count, 300)), as: UTF8.self)
-            log?("answered \(path) with \(text.split(separator: "\n").first.map(String.init) ?? String(response.status))")
+            log?.error("answered \(path) with \(text.split(separator: "\n").first.map(String.init) ?? String(response.status))")
         } else {
-            log?("answered \(path) with \(response.status)")
+            log?.error("answered \(path) with \(response.status)")
         }
         return Self.withoutDetail(response)
     }

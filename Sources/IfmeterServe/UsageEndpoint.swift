@@ -3,6 +3,7 @@ import IfmeterImage
 import IfmeterOutput
 import IfmeterPipeline
 import IfmeterStore
+import IfmeterSystem
 import IfmeterUsage
 import Synchronization
 
@@ -22,7 +23,7 @@ public enum UsageEndpoint {
     /// `unsaved`: the writer's traffic since its last save, added to the
     /// file's rows, so that the tables are current within one sample.
     public static func tables(
-        state path: String, query: UsageQuery, unsaved: UnsavedUsage? = nil, log: (@Sendable (String) -> Void)? = nil
+        state path: String, query: UsageQuery, unsaved: UnsavedUsage? = nil, log: Log? = nil
     ) -> HTTPResponse {
         var request = query.request
         request.rows = request.rows ?? UsageRequest.defaultRows
@@ -49,7 +50,7 @@ public enum UsageEndpoint {
                     return try document.piece().map { Array($0.utf8) }
                 } catch {
                     failed.set()
-                    log?("/api/v1/usage ended early: \(error.message)")
+                    log?.warning("/api/v1/usage ended early: \(error.message)")
                     return nil
                 }
             }, failed: { failed.isSet })

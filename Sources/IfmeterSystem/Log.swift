@@ -65,6 +65,21 @@ public final class Log: Sendable {
         self.sink = sink
     }
 
+    /// A log that holds no line back (`every` 0): for lines their writer
+    /// already says once per change (a state save failing, then working
+    /// again), and for tests that keep every line.
+    public static func everyLine(prefix: String = "", minimum: LogLevel = .info, sink: @escaping Sink) -> Log {
+        Log(prefix: prefix, minimum: minimum, every: 0, sink: sink)
+    }
+
+    /// A log like this one (prefix, level, limits, clock, sink) whose sites
+    /// are counted apart from this one's: for one of several alike (a
+    /// writer per remote write receiver), whose lines, said at the same
+    /// call sites, must not hide another's.
+    public func separate() -> Log {
+        Log(prefix: prefix, minimum: minimum, every: every, burst: burst, clock: clock, sink: sink)
+    }
+
     public func debug(_ message: @autoclosure () -> String, file: String = #fileID, line: UInt = #line) {
         write(.debug, message(), site: LogSite(file: file, line: line))
     }

@@ -3,6 +3,7 @@ import IfmeterCore
 import IfmeterRemoteWrite
 import IfmeterSampling
 import IfmeterServe
+import IfmeterSystem
 import IfmeterTestSupport
 import Synchronization
 import Testing
@@ -347,7 +348,7 @@ struct RemoteWritePrometheusTests {
         let queue = try DiskQueue(folder: queueFolder, maxBytes: 1 << 20)
         for n in 8..<10 { try queue.append(payload: record(n), samples: 1) }
         let lines = Mutex<[String]>([])
-        let writer = RemoteWriter(url: url, queue: queue, transport: transport, log: { line in lines.withLock { $0.append(line) } })
+        let writer = RemoteWriter(url: url, queue: queue, transport: transport, log: Log.everyLine { line in lines.withLock { $0.append(line) } })
         let first = try NetworkNamespace.perform(in: ns.name) { writer.sendOnce() }
         let second = try NetworkNamespace.perform(in: ns.name) { writer.sendOnce() }
         let third = try NetworkNamespace.perform(in: ns.name) { writer.sendOnce() }

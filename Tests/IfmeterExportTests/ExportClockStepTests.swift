@@ -3,6 +3,7 @@ import IfmeterCore
 import IfmeterExport
 import IfmeterOutput
 import IfmeterPipeline
+import IfmeterSystem
 import IfmeterTestSupport
 import Synchronization
 import Testing
@@ -35,7 +36,7 @@ final class SteppedWall: Sendable {
         let lines = Mutex<[String]>([])
         let exporter = Exporter(
             targets: Exporter.Targets(json: "-", jsonLines: nil, textfile: nil, every: 2, families: .ifmeter, version: "test"),
-            linesFile: nil, host: "h", interval: 1, log: { Issue.record("export said: \($0)") },
+            linesFile: nil, host: "h", interval: 1, log: Log.everyLine { Issue.record("export said: \($0)") },
             stdout: { line in lines.withLock { $0.append(line) } })
         pipeline.add(sink: exporter)
         for time in walls {

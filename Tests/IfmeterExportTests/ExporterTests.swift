@@ -3,6 +3,7 @@ import IfmeterCore
 import IfmeterExport
 import IfmeterOutput
 import IfmeterPipeline
+import IfmeterSystem
 import IfmeterTestSupport
 import Synchronization
 import Testing
@@ -37,7 +38,7 @@ func temporaryFolder() throws -> String {
         let run = Mutex(Run())
         let exporter = Exporter(
             targets: Exporter.Targets(json: json, jsonLines: nil, textfile: textfile, every: 2, families: .ifmeter, version: "test"),
-            linesFile: nil, host: "h", interval: 1, log: { line in run.withLock { $0.log.append(line) } },
+            linesFile: nil, host: "h", interval: 1, log: Log.everyLine(prefix: "ifmeter export: ") { line in run.withLock { $0.log.append(line) } },
             stdout: { line in run.withLock { $0.lines.append(line) } })
         pipeline.add(sink: exporter)
         for n in 0..<samples {

@@ -20,8 +20,8 @@ import Testing
         ["IfmeterSampling", "IfmeterConfig", "IfmeterImage"],
         ["IfmeterStore", "Ifmeter"],
         ["IfmeterPipeline", "IfmeterUsage"],
-        ["IfmeterServe", "IfmeterRoute", "IfmeterLive"],
-        ["IfmeterExport", "IfmeterRemoteWrite"],
+        ["IfmeterRoute", "IfmeterLive", "IfmeterRemoteWrite"],
+        ["IfmeterServe", "IfmeterExport"],
         ["IfmeterCLI"],
         ["ifmeter"],
     ]

@@ -24,10 +24,11 @@ import Testing
         let persistence = StatePersistence(store: flaky, every: 1)
         persistence.retryEvery = 5
         let (p, c) = pipeline(script(samples: 20), persistence: persistence, limit: 20)
-        var lines: [String] = []
-        p.add(sink: StateSaveLog(zone: .utc) { lines.append($0) })
+        let said = CapturedLog()
+        p.add(sink: StateSaveLog(zone: .utc, log: said.log))
         var waiter = CountingWaiter(waits: 100)
         p.run(&waiter)
+        let lines = said.lines
         // Not every sample: the failing save is tried every 5 s; then every
         // second (its pace) from 15 s to 19 s, and once at the end.
         #expect(flaky.attempts == 3 + 5 + 1, "\(flaky.attempts) attempts")
@@ -86,10 +87,11 @@ import Testing
         }
         let (p, c) = pipeline(script(samples: 10), persistence: persistence, limit: 10)
         p.add(sink: Meddler(path))
-        var lines: [String] = []
-        p.add(sink: StateSaveLog(zone: .utc) { lines.append($0) })
+        let said = CapturedLog()
+        p.add(sink: StateSaveLog(zone: .utc, log: said.log))
         var waiter = CountingWaiter(waits: 100)
         p.run(&waiter)
+        let lines = said.lines
         #expect(c.updates.allSatisfy { $0.persistence?.lastError == nil })
         #expect(c.updates.last?.health.state?.recreations == 2)
         #expect(lines.count == 2, "\(lines)")
@@ -262,10 +264,11 @@ import Testing
         let (p, c) = pipeline(
             (0..<6).map { n in .sample(Double(n), [("eth0", 2, UInt64(n) * 1000, 0)]) }, persistence: persistence, limit: 6)
         p.add(sink: rival)
-        var lines: [String] = []
-        p.add(sink: StateSaveLog(zone: .utc) { lines.append($0) })
+        let said = CapturedLog()
+        p.add(sink: StateSaveLog(zone: .utc, log: said.log))
         var waiter = CountingWaiter(waits: 100)
         p.run(&waiter)
+        let lines = said.lines
         #expect(rival.rival != nil)
         #expect(c.updates.last?.persistence?.lastError != nil, "the save fails while the other holds the path")
         #expect(lines.contains { $0.contains("another ifmeter now writes the file at this path") }, "\(lines)")

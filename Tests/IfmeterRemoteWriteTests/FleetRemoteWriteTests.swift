@@ -168,7 +168,7 @@ import Testing
         let transport = RemoteWriteTests.ScriptedTransport([PostOutcome(status: 0, message: "down")])
         let writer = RemoteWriter(
             url: "http://x/api/v1/write", queue: try DiskQueue(folder: dir + "/q", maxBytes: 1 << 20), transport: transport,
-            maxSamplesPerSend: 20, log: { _ in })
+            maxSamplesPerSend: 20, log: Log.everyLine { _ in })
         for part in parts + parts { writer.enqueue(payload: try #require(RemoteWriteLibraries.compress(part.bytes)), samples: part.count) }
         var sizes: [UInt64] = []
         while let attempt = writer.sendOnce() {
@@ -189,7 +189,7 @@ import Testing
         ])
         let writer = RemoteWriter(
             url: "http://x/api/v1/write", queue: try DiskQueue(folder: dir + "/q", maxBytes: 1 << 20), transport: transport, batchBytes: 1,
-            minBackoff: 0.001, maxBackoff: 0.001, log: { line in lines.withLock { $0.append(line) } })
+            minBackoff: 0.001, maxBackoff: 0.001, log: Log.everyLine { line in lines.withLock { $0.append(line) } })
         for _ in 0..<4 { writer.enqueue(payload: try #require(RemoteWriteLibraries.compress(RemoteWriteTests.request())), samples: 2) }
         try writer.start()
         defer { writer.stop() }

@@ -216,7 +216,7 @@ import Testing
         ])
         let writer = RemoteWriter(
             url: "http://example:9090/api/v1/write", queue: try DiskQueue(folder: dir + "/q", maxBytes: 1 << 20), transport: transport,
-            batchBytes: 1, log: { _ in })
+            batchBytes: 1, log: Log.everyLine { _ in })
         writer.enqueue(payload: Self.request(), samples: 2)
         writer.enqueue(payload: Self.request(), samples: 2)
         // Queued after the first post: not joined to its copy.
@@ -260,7 +260,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let transport = ScriptedTransport([])
         let queue = try DiskQueue(folder: dir + "/q", maxBytes: 1 << 20)
-        let writer = RemoteWriter(url: "http://example/api/v1/write", queue: queue, transport: transport, log: { _ in })
+        let writer = RemoteWriter(url: "http://example/api/v1/write", queue: queue, transport: transport, log: Log.everyLine { _ in })
         for _ in 0..<3 { writer.enqueue(payload: Self.request(), samples: 2) }
         let raw = Self.request().count
         #expect(queue.counts.bytes < UInt64(3 * (raw + DiskQueue.headerBytes)), "compressed on disk: \(queue.counts.bytes) bytes")
@@ -355,7 +355,8 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let transport = ScriptedTransport([])
         let writer = RemoteWriter(
-            url: "http://example/api/v1/write", queue: try DiskQueue(folder: dir + "/q", maxBytes: 1 << 20), transport: transport, log: { _ in })
+            url: "http://example/api/v1/write", queue: try DiskQueue(folder: dir + "/q", maxBytes: 1 << 20), transport: transport,
+            log: Log.everyLine { _ in })
         for _ in 0..<20 {
             writer.enqueue(payload: Self.request(), samples: 2)
             #expect(writer.sendOnce() == .sent)
@@ -372,7 +373,7 @@ import Testing
             defer { try? FileManager.default.removeItem(atPath: dir) }
             let transport = SlowTransport(failing ? [PostOutcome(status: 0, message: "Operation timed out")] : [])
             let queue = try DiskQueue(folder: dir + "/q", maxBytes: 1 << 20)
-            let writer = RemoteWriter(url: "http://example/api/v1/write", queue: queue, transport: transport, log: { _ in })
+            let writer = RemoteWriter(url: "http://example/api/v1/write", queue: queue, transport: transport, log: Log.everyLine { _ in })
             var first = ProtobufWriter(), second = ProtobufWriter()
             RemoteWriteEncoding.appendTimeSeries(to: &first, labels: [("__name__", "a")], value: 1, timestampMs: 1000)
             RemoteWriteEncoding.appendTimeSeries(to: &second, labels: [("__name__", "a")], value: 2, timestampMs: 2000)
@@ -416,7 +417,7 @@ import Testing
         // two of them fill the bound.
         let queue = try DiskQueue(folder: dir + "/q", maxBytes: 64 * 1024)
         let transport = SlowTransport([])
-        let writer = RemoteWriter(url: "http://example/api/v1/write", queue: queue, transport: transport, log: { _ in })
+        let writer = RemoteWriter(url: "http://example/api/v1/write", queue: queue, transport: transport, log: Log.everyLine { _ in })
         let pushes = (0..<3).map { Self.incompressible(40_000, seed: UInt64($0 + 1)) }
         writer.enqueue(payload: pushes[0], samples: 1)
         transport.during.withLock {
@@ -445,7 +446,8 @@ import Testing
         let folder = dir + "/q"
         let transport = SlowTransport([])
         let writer = RemoteWriter(
-            url: "http://example/api/v1/write", queue: try DiskQueue(folder: folder, maxBytes: 1 << 20), transport: transport, log: { _ in })
+            url: "http://example/api/v1/write", queue: try DiskQueue(folder: folder, maxBytes: 1 << 20), transport: transport,
+            log: Log.everyLine { _ in })
         writer.enqueue(payload: Self.request(), samples: 2)
         writer.enqueue(payload: Self.request(), samples: 2)
         // Both go in one post; a third push comes during it; then a kill
@@ -469,7 +471,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let writer = RemoteWriter(
             url: "http://example/api/v1/write", queue: try DiskQueue(folder: dir + "/q", maxBytes: 1 << 20),
-            transport: ScriptedTransport([]), log: { _ in })
+            transport: ScriptedTransport([]), log: Log.everyLine { _ in })
         writer.enqueue(payload: Self.request(), samples: 2)
         writer.stop()
         let reopened = try DiskQueue(folder: dir + "/q", maxBytes: 1 << 20)
@@ -520,7 +522,7 @@ import Testing
         ])
         let writer = RemoteWriter(
             url: "http://user:secret@example:9090/api/v1/write", queue: try DiskQueue(folder: dir + "/q", maxBytes: 1 << 20),
-            transport: transport, batchBytes: 1, log: { _ in })
+            transport: transport, batchBytes: 1, log: Log.everyLine { _ in })
         #expect(writer.label == "http://example:9090/api/v1/write")
         writer.enqueue(payload: Self.request(), samples: 2)
         writer.enqueue(payload: Self.request(), samples: 2)

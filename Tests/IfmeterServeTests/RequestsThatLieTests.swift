@@ -43,7 +43,8 @@ import Testing
         let cache = ScrapeCache(families: .ifmeter, version: "9.8.7", interval: 1)
         let answer: @Sendable (UsageQuery) -> HTTPResponse = usage ?? { _ in HTTPResponse(status: 200, text: "{}") }
         let routes = ServeRoutes(
-            cache: cache, version: "9.8.7", board: LiveBoard(interval: 1, version: "9.8.7"), usage: answer, usageImage: answer, log: log)
+            cache: cache, version: "9.8.7", board: LiveBoard(interval: 1, version: "9.8.7"), usage: answer, usageImage: answer,
+            log: Log.everyLine(sink: log))
         return (routes, cache)
     }
 
@@ -175,7 +176,7 @@ import Testing
                 return HTTPResponse(status: 200, text: "{}\n")
             })
         let server = try HTTPServer(
-            address: ListenAddress(host: "127.0.0.1", port: try SlowLaneTests.freePort()), logger: { _ in },
+            address: ListenAddress(host: "127.0.0.1", port: try SlowLaneTests.freePort()), log: Log.everyLine { _ in },
             serverError: routes.countServerError(path:status:), handler: routes.respond(to:))
         defer { server.stop() }
         // (Released before the stop, which waits for the one at work.)

@@ -1,5 +1,6 @@
 import IfmeterCore
 import IfmeterOutput
+import IfmeterSystem
 import Synchronization
 import Testing
 
@@ -19,7 +20,7 @@ import Testing
         ServeRoutes(
             cache: cache, version: "9.8.7",
             usage: { _ in HTTPResponse(status: 503, text: "503 Service Unavailable: cannot open /var/lib/ifmeter/state.db.\nmore\n") },
-            usageImage: { _ in HTTPResponse(status: 200, text: "fine\n") }, log: log)
+            usageImage: { _ in HTTPResponse(status: 200, text: "fine\n") }, log: Log.everyLine(sink: log))
     }
 
     /// Every 5xx serve can give is there at 0 before the first, so that a

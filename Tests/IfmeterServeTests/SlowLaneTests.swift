@@ -133,7 +133,7 @@ import Testing
         var limits = HTTPLimits()
         limits.threads = 1
         let server = try HTTPServer(
-            address: ListenAddress(host: "127.0.0.1", port: port), limits: limits, logger: { _ in },
+            address: ListenAddress(host: "127.0.0.1", port: port), limits: limits, log: Log.everyLine { _ in },
             handler: { request in
                 request.path == "/slow"
                     ? .later {
@@ -159,7 +159,7 @@ import Testing
         // At the stop, one still being worked out is answered first.
         let late = Gate()
         let server2 = try HTTPServer(
-            address: ListenAddress(host: "127.0.0.1", port: try Self.freePort()), limits: limits, logger: { _ in },
+            address: ListenAddress(host: "127.0.0.1", port: try Self.freePort()), limits: limits, log: Log.everyLine { _ in },
             handler: { _ in
                 .later {
                     late.wait()

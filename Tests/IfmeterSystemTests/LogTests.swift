@@ -71,4 +71,28 @@ import Testing
         for n in 0..<100 { log.write(.info, "site \(n)", site: LogSite(file: "F.swift", line: UInt(n))) }
         #expect(captured.all.count == 65, "64 sites of their own and one shared: \(captured.all.count)")
     }
+
+    /// `Log.everyLine` (state saves, export: said once per change
+    /// already) holds nothing back, however close its lines.
+    @Test func everyLineHoldsNothingBack() {
+        let lines = Mutex<[String]>([])
+        let log = Log.everyLine(prefix: "ifmeter export: ") { line in lines.withLock { $0.append(line) } }
+        for n in 0..<3 { log.warning("writing the textfile failed \(n)") }
+        #expect(lines.withLock { $0 }.count == 3)
+    }
+
+    /// `separate()`: the same sites, counted apart (one writer per
+    /// receiver), with the same prefix, limits and clock.
+    @Test func aSeparateLogCountsItsSitesApart() {
+        let captured = Captured()
+        let log = log(captured)
+        let other = log.separate()
+        // One call site, as a writer's.
+        func fail(_ log: Log) { log.warning("remote write failed") }
+        for target in [log, other, log, other] { fail(target) }
+        #expect(captured.all == ["ifmeter serve: remote write failed", "ifmeter serve: remote write failed"])
+        captured.advance(10)
+        fail(other)
+        #expect(captured.all.last == "ifmeter serve: remote write failed (and 1 more messages like it in the last 10 s)")
+    }
 }
