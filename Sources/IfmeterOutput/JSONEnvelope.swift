@@ -44,8 +44,9 @@ public struct JSONEnvelope: Sendable, Hashable {
     /// `plan list --format json`.
     public static let plans = JSONEnvelope(schema: "ifmeter.plans", version: 1)
     /// serve's `/api/v1/interfaces` and each event of its dashboard's
-    /// stream (`schemas/ifmeter-interfaces.v1.schema.json`).
-    public static let interfaces = JSONEnvelope(schema: "ifmeter.interfaces", version: 1)
+    /// stream (`schemas/ifmeter-interfaces.v2.schema.json`; 2 added each
+    /// interface's `since` and `alias`).
+    public static let interfaces = JSONEnvelope(schema: "ifmeter.interfaces", version: 2)
     /// serve's `/api/v1/routes`: the route verdict of `serve --probe` now.
     public static let routes = JSONEnvelope(schema: "ifmeter.routes", version: 1)
 

@@ -76,6 +76,7 @@ enum DashboardAssets {
         .version, #status, .legend, footer { color: var(--muted); font-size: 0.85rem; }
         a { color: var(--rx); }
         button { font: inherit; color: inherit; background: transparent; border: 1px solid var(--line); border-radius: 4px; padding: 1px 8px; cursor: pointer; }
+        button[aria-pressed="true"] { background: var(--line); font-weight: bold; }
         a:focus-visible, button:focus-visible { outline: 3px solid var(--tx); outline-offset: 2px; }
         h2[tabindex="-1"]:focus { outline: none; }
         .table-wrap { max-width: 100%; }

@@ -121,7 +121,7 @@ public final class LiveBoard: Sendable {
     /// The generation (the pipeline update) the board is as of.
     public var generation: Int { state.withLock { $0.generation } }
 
-    /// `/api/v1/interfaces` (`schemas/ifmeter-interfaces.v1.schema.json`):
+    /// `/api/v1/interfaces` (`schemas/ifmeter-interfaces.v2.schema.json`):
     /// one compact line of JSON, rendered once per sample, the way the
     /// events are (`render`).
     public func document(history: Bool) -> HTTPBody {
@@ -221,6 +221,10 @@ public final class LiveBoard: Sendable {
                 "deletions": .number(String(row.events.deletions)),
             ]),
         ]
+        // Since when its totals run (a Unix time, as the document's own
+        // `time`), and its alias (`ifmeter state alias`) when it has one.
+        if let since = row.since { o["since"] = .number(format3(since)) }
+        if let alias = row.alias { o["alias"] = .string(alias) }
         if let history {
             o["history"] = .array(history.map { .array([.number(rate(Double($0.0))), .number(rate(Double($0.1)))]) })
         }

@@ -157,3 +157,65 @@ struct DashboardBrowserTests {
         try browser.expectNoProblems()
     }
 }
+
+/// One vocabulary for a person (issue 46): the page's rates are in the
+/// unit the commands use (bytes per second) until the bit/s toggle asks
+/// for bits, and stay so after a reload; every time is in one form; each
+/// total says since when, in JSON as a timestamp and on the page in words;
+/// an alias is shown beside its name in the API and on the page.
+@Suite(.enabled(if: Netns.enabled, Comment(rawValue: Netns.reason)), .blocking)
+struct DashboardVocabularyTests {
+    @Test func unitsTimesSinceAndAliasesAreSaidAlike() throws {
+        try Netns.requireRoot()
+        let pair = try VethPair()
+        let folder = try ScenarioFolder("vocabulary")
+        let state = folder["state.db"]
+        let port: UInt16 = 19458
+        let server = try startLoopbackServe(in: pair.a, port: port, ["--state", state])
+        defer { server.stop() }
+        // Given while serve writes the file: it shows from the next sample.
+        let alias = try ifmeter(["state", "alias", "vA", "uplink", "--state", state])
+        #expect(alias.status == 0, "\(alias.err)")
+        try pair.sendUDP(count: 50, payload: 1000)
+
+        // The API: since as a Unix time no later than now, the alias.
+        let document = try waitFor("vA with its alias in /api/v1/interfaces") { () throws -> JSONValue? in
+            let doc = try JSONParser.parse(try RawHTTP.request("/api/v1/interfaces", port: port, in: pair.a.name).text)
+            guard case .array(let rows)? = doc["interfaces"] else { return nil }
+            return rows.first { $0["name"]?.stringValue == "vA" && $0["alias"]?.stringValue == "uplink" }
+        }
+        let since = try #require(document["since"]?.doubleValue, "vA's since: \(document)")
+        #expect(since > 1_600_000_000 && since <= Date().timeIntervalSince1970 + 1)
+
+        let browser = try Browser(in: pair.a)
+        try browser.setViewport(width: 1280, height: 800)
+        try browser.load("http://127.0.0.1:\(port)/")
+        try browser.waitUntil("document.querySelector('#interfaces tbody tr[data-key=\"vA\"] td.rx-rate') !== null")
+        // The name with its alias; the rate in bytes per second.
+        let name: String = try browser.evaluate("document.querySelector('#interfaces tbody tr[data-key=\"vA\"] a').textContent")
+        #expect(name == "uplink (vA)")
+        let rate = "document.querySelector('#interfaces tbody tr[data-key=\"vA\"] td.rx-rate').textContent"
+        #expect(try browser.evaluate(rate, as: String.self).hasSuffix("B/s"), "the commands' unit by default")
+        // Times in one form: HH:MM:SS, 24-hour.
+        try browser.waitUntil("/^Updated [0-2][0-9]:[0-5][0-9]:[0-5][0-9] · every /.test(document.getElementById('status').textContent)")
+        // Since when, in words: the legend (one start for all) and each total.
+        let legend: String = try browser.evaluate("document.getElementById('since-all').textContent")
+        #expect(legend.contains("since 20") || legend.contains("first saw each interface"), "\(legend)")
+        let title: String = try browser.evaluate(
+            "document.querySelector('#interfaces tbody tr[data-key=\"vA\"] td.rx-total').title")
+        #expect(title.range(of: #"^since 20\d\d-\d\d-\d\d [0-2]\d:[0-5]\d$"#, options: .regularExpression) != nil, "\(title)")
+        // The toggle: bits at once, and still after a reload.
+        _ = try browser.evaluate("document.getElementById('units').click(), true", as: Bool.self)
+        try browser.waitUntil("\(rate).endsWith('bit/s')")
+        #expect(try browser.evaluate("document.getElementById('units').getAttribute('aria-pressed')", as: String.self) == "true")
+        try browser.load("http://127.0.0.1:\(port)/")
+        try browser.waitUntil("document.querySelector('#interfaces tbody tr[data-key=\"vA\"] td.rx-rate') !== null")
+        try browser.waitUntil("\(rate).endsWith('bit/s')")
+        // The interface's page: its alias in the title, since in the facts.
+        try browser.load("http://127.0.0.1:\(port)/#i=vA")
+        try browser.waitUntil("document.getElementById('detail-title').textContent === 'uplink (vA)'")
+        try browser.waitUntil("document.getElementById('facts').textContent.includes('bytes) since 20')")
+        try browser.expectNoProblems()
+        _ = try browser.screenshot("vocabulary-1280")
+    }
+}

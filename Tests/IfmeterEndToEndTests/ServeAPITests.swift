@@ -92,7 +92,7 @@ struct ServeAPITests {
             try now.text.write(toFile: file, atomically: true, encoding: .utf8)
             interfaceFiles.append(file)
         }
-        let interfacesCheck = try checkJSONSchema(interfaceFiles, schema: "ifmeter-interfaces.v1.schema.json")
+        let interfacesCheck = try checkJSONSchema(interfaceFiles, schema: "ifmeter-interfaces.v2.schema.json")
         #expect(interfacesCheck.ok, "\(interfacesCheck.output)")
 
         // /usage.png: usage --png's picture, its figures those of usage --png.
