@@ -6,7 +6,7 @@ import IfmeterSystem
 
 /// How a command ended badly. The exit codes are sysexits': 64 for usage,
 /// 65 for bad data, 1 for a runtime failure.
-public enum CLIError: Error, Sendable, Equatable {
+package enum CLIError: Error, Sendable, Equatable {
     /// A flag, an option's value or an argument is wrong.
     case usage(String, command: String)
     /// An input's content is wrong (a trace line, a file's data).
@@ -18,7 +18,7 @@ public enum CLIError: Error, Sendable, Equatable {
     /// leaves outside the tunnels).
     case status(Int32)
 
-    public var exitCode: Int32 {
+    package var exitCode: Int32 {
         switch self {
         case .usage: 64
         case .data: 65
@@ -28,7 +28,7 @@ public enum CLIError: Error, Sendable, Equatable {
     }
 
     /// The one line printed on stderr.
-    public var line: String {
+    package var line: String {
         switch self {
         case .usage(let message, let command):
             "Error: \(message). See '\(command) --help'."
@@ -43,27 +43,27 @@ public enum CLIError: Error, Sendable, Equatable {
 }
 
 /// One option or flag a command accepts.
-public struct OptionSpec: Sendable {
+package struct OptionSpec: Sendable {
     /// `--interval`; a short name like `-o` goes in `short`.
-    public var long: String
-    public var short: String?
+    package var long: String
+    package var short: String?
     /// `duration` for `--interval <duration>`; nil for a flag.
-    public var valueName: String?
-    public var help: String
+    package var valueName: String?
+    package var help: String
     /// Shown as `(default: ...)`.
-    public var defaultText: String?
+    package var defaultText: String?
     /// May be given more than once (values are collected).
-    public var repeatable: Bool
+    package var repeatable: Bool
     /// Left out of `--help` (test and benchmark knobs).
-    public var hidden: Bool
+    package var hidden: Bool
     /// The fixed set of values the option takes, when it has one (kinds,
     /// formats, sources): completions offer them, man pages list them.
-    public var choices: [String]
+    package var choices: [String]
     /// What a free value names (a file, an interface), for completions;
     /// nil: guessed from `valueName` (see `ValueCompletion`).
-    public var completion: ValueCompletion?
+    package var completion: ValueCompletion?
 
-    public init(
+    package init(
         _ long: String, short: String? = nil, value: String? = nil, help: String, default defaultText: String? = nil,
         repeatable: Bool = false, hidden: Bool = false, choices: [String] = [], completion: ValueCompletion? = nil
     ) {
@@ -90,20 +90,20 @@ public struct OptionSpec: Sendable {
 /// `ListOption`, whose `spec` goes into `CommandSpec.options` (help, man
 /// pages, completions and the config file are made from it) and which
 /// `ParsedArguments` is read by, without spelling its name again.
-public protocol OptionHandle: Sendable {
+package protocol OptionHandle: Sendable {
     var spec: OptionSpec { get }
 }
 
 /// A flag: given or not (`p[CommonOptions.bits]`).
-public struct Flag: OptionHandle {
-    public private(set) var spec: OptionSpec
+package struct Flag: OptionHandle {
+    package private(set) var spec: OptionSpec
 
-    public init(_ long: String, short: String? = nil, help: String, hidden: Bool = false) {
+    package init(_ long: String, short: String? = nil, help: String, hidden: Bool = false) {
         spec = OptionSpec(long, short: short, help: help, hidden: hidden)
     }
 
     /// The same flag, read alike, described otherwise for another command.
-    public func helping(_ help: String) -> Flag {
+    package func helping(_ help: String) -> Flag {
         var copy = self
         copy.spec.help = help
         return copy
@@ -112,10 +112,10 @@ public struct Flag: OptionHandle {
 
 /// An option that takes one value, given at most once
 /// (`p[CommonOptions.interval]`: the value, nil when not given).
-public struct Option: OptionHandle {
-    public private(set) var spec: OptionSpec
+package struct Option: OptionHandle {
+    package private(set) var spec: OptionSpec
 
-    public init(
+    package init(
         _ long: String, short: String? = nil, value: String, help: String, default defaultText: String? = nil, hidden: Bool = false,
         choices: [String] = [], completion: ValueCompletion? = nil
     ) {
@@ -124,7 +124,7 @@ public struct Option: OptionHandle {
     }
 
     /// The same option, read alike, described otherwise for another command.
-    public func helping(_ help: String) -> Option {
+    package func helping(_ help: String) -> Option {
         var copy = self
         copy.spec.help = help
         return copy
@@ -133,10 +133,10 @@ public struct Option: OptionHandle {
 
 /// An option that may be given more than once, its values separated by
 /// commas too (`p[CommonOptions.include]`: every value, in order).
-public struct ListOption: OptionHandle {
-    public private(set) var spec: OptionSpec
+package struct ListOption: OptionHandle {
+    package private(set) var spec: OptionSpec
 
-    public init(
+    package init(
         _ long: String, short: String? = nil, value: String, help: String, default defaultText: String? = nil, hidden: Bool = false,
         choices: [String] = [], completion: ValueCompletion? = nil
     ) {
@@ -146,7 +146,7 @@ public struct ListOption: OptionHandle {
     }
 
     /// The same option, read alike, described otherwise for another command.
-    public func helping(_ help: String) -> ListOption {
+    package func helping(_ help: String) -> ListOption {
         var copy = self
         copy.spec.help = help
         return copy
@@ -154,17 +154,17 @@ public struct ListOption: OptionHandle {
 }
 
 /// A positional argument.
-public struct PositionalSpec: Sendable {
-    public var name: String
-    public var help: String
-    public var optional: Bool
+package struct PositionalSpec: Sendable {
+    package var name: String
+    package var help: String
+    package var optional: Bool
     /// The words it takes (`set`, `list`, `remove`), for completions; empty
     /// when it takes any.
-    public var choices: [String]
+    package var choices: [String]
     /// It names an interface or a glob of names (completions offer them).
-    public var isInterface: Bool
+    package var isInterface: Bool
 
-    public init(_ name: String, help: String, optional: Bool = false, choices: [String] = [], isInterface: Bool = false) {
+    package init(_ name: String, help: String, optional: Bool = false, choices: [String] = [], isInterface: Bool = false) {
         self.name = name
         self.help = help
         self.optional = optional
@@ -174,18 +174,18 @@ public struct PositionalSpec: Sendable {
 }
 
 /// What a command accepts, and how to describe it.
-public struct CommandSpec: Sendable {
+package struct CommandSpec: Sendable {
     /// The full command name, `ifmeter sample`.
-    public var name: String
-    public var abstract: String
-    public var discussion: String?
-    public var options: [OptionSpec]
-    public var positionals: [PositionalSpec]
+    package var name: String
+    package var abstract: String
+    package var discussion: String?
+    package var options: [OptionSpec]
+    package var positionals: [PositionalSpec]
 
     /// `--help`, which every command has.
-    public static let helpFlag = Flag("--help", short: "-h", help: "Show help information.")
+    package static let helpFlag = Flag("--help", short: "-h", help: "Show help information.")
 
-    public init(
+    package init(
         name: String, abstract: String, discussion: String? = nil, options: [OptionSpec],
         positionals: [PositionalSpec] = []
     ) {
@@ -197,7 +197,7 @@ public struct CommandSpec: Sendable {
     }
 
     /// The `--help` text.
-    public var help: String {
+    package var help: String {
         var lines = ["OVERVIEW: \(abstract)", ""]
         if let discussion {
             lines.append(discussion)
@@ -253,43 +253,43 @@ public struct CommandSpec: Sendable {
 }
 
 /// Arguments after parsing, before a command validates them.
-public struct ParsedArguments: Sendable {
-    public let spec: CommandSpec
+package struct ParsedArguments: Sendable {
+    package let spec: CommandSpec
     /// What was given, by long name: read through the handles below.
     private var values: [String: [String]] = [:]
     private var flags: Set<String> = []
-    public var positionals: [String] = []
+    package var positionals: [String] = []
     /// The options a config file gave (the command line did not): the
     /// files they name are checked as the state file is.
-    public var fromConfigFile: Set<String> = []
+    package var fromConfigFile: Set<String> = []
     /// `--help` or `-h` was given.
-    public var wantsHelp: Bool { self[CommandSpec.helpFlag] }
+    package var wantsHelp: Bool { self[CommandSpec.helpFlag] }
 
     init(spec: CommandSpec) { self.spec = spec }
 
     /// The flag was given.
-    public subscript(_ flag: Flag) -> Bool { flags.contains(flag.spec.long) }
+    package subscript(_ flag: Flag) -> Bool { flags.contains(flag.spec.long) }
 
     /// The option's value, nil when it was not given.
-    public subscript(_ option: Option) -> String? { values[option.spec.long]?.last }
+    package subscript(_ option: Option) -> String? { values[option.spec.long]?.last }
 
     /// Every value given for the option, comma-separated ones split, empty
     /// ones left out.
-    public subscript(_ option: ListOption) -> [String] {
+    package subscript(_ option: ListOption) -> [String] {
         (values[option.spec.long] ?? []).flatMap { $0.split(separator: ",").map(String.init) }.filter { !$0.isEmpty }
     }
 
     /// Every value given for the option as it was given, before splitting.
-    public func given(_ option: ListOption) -> [String] { values[option.spec.long] ?? [] }
+    package func given(_ option: ListOption) -> [String] { values[option.spec.long] ?? [] }
 
     /// The option or flag was given (a list option even with only empty
     /// values).
-    public func has(_ option: any OptionHandle) -> Bool {
+    package func has(_ option: any OptionHandle) -> Bool {
         values[option.spec.long] != nil || flags.contains(option.spec.long)
     }
 
     /// The command declares the option.
-    public func declares(_ option: any OptionHandle) -> Bool { spec.options.contains { $0.long == option.spec.long } }
+    package func declares(_ option: any OptionHandle) -> Bool { spec.options.contains { $0.long == option.spec.long } }
 
     // By a name known only when running (a config file's key, every option
     // of a spec); a command reads its own options by handle.
@@ -309,10 +309,10 @@ public struct ParsedArguments: Sendable {
         if other.flags.contains(long) { flags.insert(long) } else { flags.remove(long) }
     }
 
-    public func usage(_ message: String) -> CLIError { .usage(message, command: spec.name) }
+    package func usage(_ message: String) -> CLIError { .usage(message, command: spec.name) }
 
     /// Parses `arguments` (without the command's own name) against `spec`.
-    public static func parse(_ arguments: [String], spec: CommandSpec) throws(CLIError) -> ParsedArguments {
+    package static func parse(_ arguments: [String], spec: CommandSpec) throws(CLIError) -> ParsedArguments {
         var parsed = ParsedArguments(spec: spec)
         var i = 0
         var onlyPositionals = false

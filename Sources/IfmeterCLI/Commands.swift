@@ -13,8 +13,8 @@ protocol Command {
     func run() throws(CLIError)
 }
 
-public enum IfmeterCLI {
-    public static let version = "0.1.0"
+package enum IfmeterCLI {
+    package static let version = "0.1.0"
 
     static var commands: [any Command.Type] {
         [
@@ -44,7 +44,7 @@ public enum IfmeterCLI {
 
     /// Runs ifmeter with `arguments` (without the program name) and returns
     /// the exit code.
-    public static func main(_ arguments: [String]) -> Int32 {
+    package static func main(_ arguments: [String]) -> Int32 {
         ProcessStart.prepare()
         do {
             try dispatch(arguments)

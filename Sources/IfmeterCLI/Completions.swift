@@ -4,7 +4,7 @@ import IfmeterSystem
 /// `ifmeter --generate-completion bash|zsh|fish`.
 
 /// What an option's free value names, for completions.
-public enum ValueCompletion: Sendable, Equatable {
+package enum ValueCompletion: Sendable, Equatable {
     /// Anything (a duration, a number, an address): nothing to offer.
     case none
     case file
@@ -36,7 +36,7 @@ extension PositionalSpec {
 }
 
 /// The shells ifmeter writes completions for.
-public enum CompletionShell: String, CaseIterable, Sendable {
+package enum CompletionShell: String, CaseIterable, Sendable {
     case bash, zsh, fish
 
     /// Where `make install` puts the script, under the prefix.

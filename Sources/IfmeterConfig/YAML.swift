@@ -3,17 +3,17 @@ import IfmeterCore
 import IfmeterSystem
 
 /// A problem in a configuration file, at a line (and a column) when known.
-public struct ConfigError: Error, Equatable, Sendable {
-    public var line: Int?
+package struct ConfigError: Error, Equatable, Sendable {
+    package var line: Int?
     /// 1-based, in characters: said where the line itself is not repeated.
-    public var column: Int?
-    public var message: String
+    package var column: Int?
+    package var message: String
     /// A file it names is one another user could change
     /// (`SettingsFile.check`): refused, as a state file is (exit 1), not
     /// bad data.
-    public var refused: Bool
+    package var refused: Bool
 
-    public init(line: Int?, column: Int? = nil, message: String, refused: Bool = false) {
+    package init(line: Int?, column: Int? = nil, message: String, refused: Bool = false) {
         self.line = line
         self.column = column
         self.message = message
@@ -21,14 +21,14 @@ public struct ConfigError: Error, Equatable, Sendable {
     }
 
     /// `path:line` or `path:line:column` (`path` alone without a line).
-    public func location(in path: String) -> String {
+    package func location(in path: String) -> String {
         guard let line else { return path }
         return "\(path):\(line)" + (column.map { ":\($0)" } ?? "")
     }
 }
 
 /// Why a configuration file could not be used.
-public enum ConfigLoadError: Error, Sendable {
+package enum ConfigLoadError: Error, Sendable {
     /// The file cannot be read (missing, a FIFO, a folder...): the command
     /// line names no usable file.
     case unreadable(SystemError)
@@ -44,45 +44,45 @@ public enum ConfigLoadError: Error, Sendable {
 /// aliases and tags are refused (a config needs none, and aliases can
 /// multiply a small file into a huge tree); so are a second document and
 /// duplicate keys (which YAML forbids and libyaml lets through).
-public struct YAMLNode: Sendable, Equatable {
-    public indirect enum Value: Sendable, Equatable {
+package struct YAMLNode: Sendable, Equatable {
+    package indirect enum Value: Sendable, Equatable {
         /// A scalar, and whether it was plain (unquoted).
         case scalar(String, plain: Bool)
         case sequence([YAMLNode])
         case mapping([YAMLEntry])
     }
 
-    public var value: Value
+    package var value: Value
     /// 1-based.
-    public var line: Int
+    package var line: Int
     /// 1-based, in characters.
-    public var column: Int = 1
+    package var column: Int = 1
 
     /// A plain empty scalar, `~` or `null`: nothing given.
-    public var isNull: Bool {
+    package var isNull: Bool {
         if case .scalar(let text, true) = value { return text.isEmpty || text == "~" || text == "null" || text == "Null" || text == "NULL" }
         return false
     }
 }
 
 /// `key: value` in a mapping.
-public struct YAMLEntry: Sendable, Equatable {
-    public var key: String
-    public var line: Int
-    public var value: YAMLNode
+package struct YAMLEntry: Sendable, Equatable {
+    package var key: String
+    package var line: Int
+    package var value: YAMLNode
     /// The key's column (1-based).
-    public var column: Int = 1
+    package var column: Int = 1
 
     /// The key reads as a setting's name: a letter, then letters, digits,
     /// '_', '-' or '.', 64 at most. Only such a key is ever quoted in a
     /// message: a line that is none (a file that is no config at all, a
     /// shadow file's `user:$6$...:` line) is placed by its line and
     /// column, never repeated.
-    public var isNameLike: Bool { YAML.isNameLike(key) }
+    package var isNameLike: Bool { YAML.isNameLike(key) }
 
     /// `unknown key 'name'; expected ...`, the key named only when it reads
     /// as a name (`isNameLike`); otherwise placed by its column.
-    public func unknownKey(expected: String, under section: String? = nil) -> ConfigError {
+    package func unknownKey(expected: String, under section: String? = nil) -> ConfigError {
         let place = section.map { " in \($0)" } ?? ""
         guard isNameLike else {
             return ConfigError(
@@ -92,12 +92,12 @@ public struct YAMLEntry: Sendable, Equatable {
     }
 }
 
-public enum YAML {
+package enum YAML {
     /// How deep mappings and lists may nest.
-    public static let maximumDepth = 64
+    package static let maximumDepth = 64
 
     /// Whether `text` reads as a setting's name (`YAMLEntry.isNameLike`).
-    public static func isNameLike(_ text: String) -> Bool {
+    package static func isNameLike(_ text: String) -> Bool {
         guard let first = text.utf8.first, text.utf8.count <= 64, (first | 0x20) >= UInt8(ascii: "a"), (first | 0x20) <= UInt8(ascii: "z")
         else { return false }
         return text.utf8.allSatisfy { c in
@@ -107,7 +107,7 @@ public enum YAML {
     }
 
     /// Parses `text`: the document's root, nil for an empty file.
-    public static func parse(_ text: String) throws(ConfigError) -> YAMLNode? {
+    package static func parse(_ text: String) throws(ConfigError) -> YAMLNode? {
         var bytes = Array(text.utf8)
         if bytes.isEmpty { return nil }
         var result: Result<YAMLNode?, ConfigError> = .success(nil)
@@ -243,7 +243,7 @@ public enum YAML {
     /// to) to `read`; an error comes back as `path:line: message`. The file
     /// must be one no other user could change (`SettingsFile.check`),
     /// unless `foreignAllowed` (`--allow-foreign-files`).
-    public static func load<Config>(
+    package static func load<Config>(
         _ path: String, foreignAllowed: Bool = false, _ read: (YAMLNode?, String) throws(ConfigError) -> Config
     ) throws(ConfigLoadError) -> Config {
         if !foreignAllowed {
@@ -278,7 +278,7 @@ public enum YAML {
 
 extension YAMLEntry {
     /// The entries of a mapping value; none for an empty value.
-    public func mapping() throws(ConfigError) -> [YAMLEntry] {
+    package func mapping() throws(ConfigError) -> [YAMLEntry] {
         if value.isNull { return [] }
         guard case .mapping(let entries) = value.value else {
             throw ConfigError(line: line, message: "'\(key)' must be a mapping (nested 'key: value' lines), not \(value.kindWords)")
@@ -287,7 +287,7 @@ extension YAMLEntry {
     }
 
     /// A scalar value as text; "" for an empty value.
-    public func string() throws(ConfigError) -> String {
+    package func string() throws(ConfigError) -> String {
         if value.isNull { return "" }
         guard case .scalar(let text, _) = value.value else {
             throw ConfigError(line: line, message: "'\(key)' must be a value, not \(value.kindWords)")
@@ -296,7 +296,7 @@ extension YAMLEntry {
     }
 
     /// The items of a list value; none for an empty value.
-    public func list() throws(ConfigError) -> [YAMLNode] {
+    package func list() throws(ConfigError) -> [YAMLNode] {
         if value.isNull { return [] }
         guard case .sequence(let items) = value.value else {
             throw ConfigError(line: line, message: "'\(key)' must be a list ('- ' items), not \(value.kindWords)")
@@ -305,7 +305,7 @@ extension YAMLEntry {
     }
 
     /// true or false.
-    public func bool() throws(ConfigError) -> Bool {
+    package func bool() throws(ConfigError) -> Bool {
         let text = try string()
         switch text {
         case "true", "True", "TRUE": return true
@@ -317,7 +317,7 @@ extension YAMLEntry {
 
 extension YAMLNode {
     /// `a value`, `a list`, `a mapping`: for messages.
-    public var kindWords: String {
+    package var kindWords: String {
         switch value {
         case .scalar: "a value"
         case .sequence: "a list"
@@ -326,14 +326,14 @@ extension YAMLNode {
     }
 
     /// The root or a list item as a mapping (`what` names it in messages).
-    public func mapping(_ what: String) throws(ConfigError) -> [YAMLEntry] {
+    package func mapping(_ what: String) throws(ConfigError) -> [YAMLEntry] {
         if isNull { return [] }
         guard case .mapping(let entries) = value else { throw ConfigError(line: line, message: "\(what) must be a mapping, not \(kindWords)") }
         return entries
     }
 
     /// A list item as a value.
-    public func string(_ what: String) throws(ConfigError) -> String {
+    package func string(_ what: String) throws(ConfigError) -> String {
         if isNull { return "" }
         guard case .scalar(let text, _) = value else { throw ConfigError(line: line, message: "\(what) must be a value, not \(kindWords)") }
         return text

@@ -8,20 +8,20 @@ import IfmeterSystem
 /// Writes a report every period: the deltas of the period's samples summed
 /// (a failed sample adds nothing), and the totals at its end. The last
 /// period is written when the pipeline finishes (after the last save).
-public final class Exporter: PipelineSink {
+package final class Exporter: PipelineSink {
     /// Where reports go, and how often.
-    public struct Targets: Sendable {
+    package struct Targets: Sendable {
         /// `--json FILE` (replaced each period) or `-` (a line on stdout).
-        public var json: String?
+        package var json: String?
         /// `--json-lines FILE` (appended) or `-`.
-        public var jsonLines: String?
+        package var jsonLines: String?
         /// `--textfile FILE`: the Prometheus exposition, replaced each period.
-        public var textfile: String?
-        public var every: Double
-        public var families: ExpositionFamilies
-        public var version: String
+        package var textfile: String?
+        package var every: Double
+        package var families: ExpositionFamilies
+        package var version: String
 
-        public init(json: String?, jsonLines: String?, textfile: String?, every: Double, families: ExpositionFamilies, version: String) {
+        package init(json: String?, jsonLines: String?, textfile: String?, every: Double, families: ExpositionFamilies, version: String) {
             self.json = json
             self.jsonLines = jsonLines
             self.textfile = textfile
@@ -50,11 +50,11 @@ public final class Exporter: PipelineSink {
     private var failing: [String: Bool] = [:]
     #if os(Linux)
     /// `--probe`: the route feed, and its outside totals at the period's start.
-    public var routes: RouteFeed?
+    package var routes: RouteFeed?
     #endif
     private var outsideAtStart: [OutsideTotal.Key: OutsideTotal] = [:]
 
-    public init(
+    package init(
         targets: Targets, linesFile: JSONLinesFile?, host: String, interval: Double, log: Log,
         stdout: @escaping (String) throws -> Void
     ) {
@@ -66,7 +66,7 @@ public final class Exporter: PipelineSink {
         self.stdout = stdout
     }
 
-    public func receive(_ update: borrowing PipelineUpdate) {
+    package func receive(_ update: borrowing PipelineUpdate) {
         accumulator.add(update.deltas)
         totals.apply(update)
         last = (update.wallTime, update.time, update.health, update.persistence)
@@ -84,7 +84,7 @@ public final class Exporter: PipelineSink {
 
     /// After SIGHUP: the --json-lines file is opened again (logrotate moved
     /// it away); a failure is said, and retried at the next write.
-    public func reopen() {
+    package func reopen() {
         guard let linesFile else { return }
         do {
             try linesFile.reopen()
@@ -93,7 +93,7 @@ public final class Exporter: PipelineSink {
         }
     }
 
-    public func finished() {
+    package func finished() {
         // A period that just ended has nothing after it: a stop then adds
         // no period of 0 seconds with no rates over the last real one.
         guard let last, let start = periodStart, last.time > start.monotonic else { return }

@@ -2,13 +2,13 @@ import CCairo
 import CIfmeterImage
 
 /// A cairo call that failed, with cairo's own words for its status.
-public struct CairoError: Error, Sendable, CustomStringConvertible {
-    public var call: String
-    public var status: String
+package struct CairoError: Error, Sendable, CustomStringConvertible {
+    package var call: String
+    package var status: String
     /// Why libcairo.so.2 could not be loaded (dlerror's words), when that
     /// is the failure: nothing was drawn.
-    public var unloaded: String?
-    public var description: String {
+    package var unloaded: String?
+    package var description: String {
         unloaded.map { "libcairo.so.2 could not be loaded (\($0))" } ?? "\(call) failed: \(status)"
     }
 }

@@ -3,22 +3,22 @@ import CZlib
 /// A PNG's chunks, read and written: enough to put the figures a picture
 /// shows into it as `tEXt` (key, NUL, Latin-1 text), before `IEND`, with
 /// zlib's CRC-32 over each chunk's type and data.
-public enum PNGChunks {
-    public static let signature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+package enum PNGChunks {
+    package static let signature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
 
-    public struct Chunk: Sendable, Hashable {
-        public var type: String
-        public var data: [UInt8]
+    package struct Chunk: Sendable, Hashable {
+        package var type: String
+        package var data: [UInt8]
         /// The CRC the file holds for the chunk.
-        public var crc: UInt32
+        package var crc: UInt32
     }
 
-    public enum Failure: Error, Sendable, Hashable, CustomStringConvertible {
+    package enum Failure: Error, Sendable, Hashable, CustomStringConvertible {
         case notPNG
         case truncated(at: Int)
         case noEnd
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .notPNG: "not a PNG: its first eight bytes are not the PNG signature"
             case .truncated(let at): "the PNG ends inside a chunk at byte \(at)"
@@ -28,12 +28,12 @@ public enum PNGChunks {
     }
 
     /// zlib's CRC-32 of `bytes`, continuing `crc`.
-    public static func crc32(_ bytes: [UInt8], continuing crc: UInt32 = 0) -> UInt32 {
+    package static func crc32(_ bytes: [UInt8], continuing crc: UInt32 = 0) -> UInt32 {
         bytes.withUnsafeBufferPointer { UInt32(CZlib.crc32(UInt(crc), $0.baseAddress, UInt32($0.count))) }
     }
 
     /// The chunks of a PNG in order, with the offset each starts at.
-    public static func read(_ png: [UInt8]) throws(Failure) -> [(offset: Int, chunk: Chunk)] {
+    package static func read(_ png: [UInt8]) throws(Failure) -> [(offset: Int, chunk: Chunk)] {
         guard png.count >= 8, Array(png[0..<8]) == signature else { throw .notPNG }
         var chunks: [(offset: Int, chunk: Chunk)] = []
         var at = 8
@@ -53,7 +53,7 @@ public enum PNGChunks {
     }
 
     /// A chunk as bytes: length, type, data, CRC over type and data.
-    public static func encode(type: String, data: [UInt8]) -> [UInt8] {
+    package static func encode(type: String, data: [UInt8]) -> [UInt8] {
         let body = Array(type.utf8) + data
         let length = UInt32(data.count), crc = crc32(body)
         func be(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
@@ -63,7 +63,7 @@ public enum PNGChunks {
     /// `png` with a `tEXt` chunk of `key` and `text` before its `IEND`.
     /// Text outside printable ASCII is written `\uXXXX` (JSON's escape),
     /// so the Latin-1 chunk carries any name and stays valid JSON.
-    public static func inserting(text: String, key: String, into png: [UInt8]) throws(Failure) -> [UInt8] {
+    package static func inserting(text: String, key: String, into png: [UInt8]) throws(Failure) -> [UInt8] {
         let chunks = try read(png)
         guard let end = chunks.last, end.chunk.type == "IEND" else { throw .noEnd }
         var ascii = ""
@@ -80,7 +80,7 @@ public enum PNGChunks {
     }
 
     /// The text of the first `tEXt` chunk with `key`.
-    public static func text(_ key: String, in png: [UInt8]) throws(Failure) -> String? {
+    package static func text(_ key: String, in png: [UInt8]) throws(Failure) -> String? {
         for (_, c) in try read(png) where c.type == "tEXt" {
             guard let nul = c.data.firstIndex(of: 0), Array(c.data[..<nul]) == Array(key.utf8) else { continue }
             return String(decoding: c.data[(nul + 1)...], as: UTF8.self)

@@ -10,8 +10,8 @@ import IfmeterOutput
 /// estimate caveat is in the picture. The figures drawn are in the PNG as
 /// a `tEXt` chunk (`ifmeter:figures`, compact JSON with `usage --format
 /// json`'s names), so a script or a test reads the numbers the bars show.
-public enum UsagePNG {
-    public static let figuresKey = "ifmeter:figures"
+package enum UsagePNG {
+    package static let figuresKey = "ifmeter:figures"
 
     static let rx: UInt32 = 0x3B7DD8
     static let tx: UInt32 = 0xF28E2B
@@ -28,7 +28,7 @@ public enum UsagePNG {
     static let chartFoot = 40
 
     /// The table's periods, at most `maxBars` (the latest) per interface.
-    public static func chart(_ table: UsageTable, maxBars: Int = 48) throws(CairoError) -> [UInt8] {
+    package static func chart(_ table: UsageTable, maxBars: Int = 48) throws(CairoError) -> [UInt8] {
         let panels = max(1, table.interfaces.count)
         let height = chartTop + panels * chartPanel + chartFoot
         let png = try Cairo.png(width: chartWidth, height: height) { p in
@@ -180,7 +180,7 @@ public enum UsagePNG {
     static let summaryTop = 28
     static let summaryFoot = 34
 
-    public static func summary(_ s: UsageSummary) throws(CairoError) -> [UInt8] {
+    package static func summary(_ s: UsageSummary) throws(CairoError) -> [UInt8] {
         let panels = max(1, s.interfaces.count)
         let height = summaryTop + panels * summaryPanel + summaryFoot
         let asOf = s.asOfWords

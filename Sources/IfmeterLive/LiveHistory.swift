@@ -2,7 +2,7 @@ import IfmeterCore
 import IfmeterSystem
 
 /// How long a detail graph looks back; `t` (or Tab) cycles through them.
-public enum LiveSpan: Int, Sendable, CaseIterable {
+package enum LiveSpan: Int, Sendable, CaseIterable {
     /// One column per sample: the last `LiveModel.historyLength` intervals.
     case recent
     /// 40 s columns: the last hour.
@@ -13,7 +13,7 @@ public enum LiveSpan: Int, Sendable, CaseIterable {
     var next: LiveSpan { LiveSpan(rawValue: (rawValue + 1) % LiveSpan.allCases.count)! }
 
     /// Seconds one column stands for (the recent span's is the interval).
-    public func resolution(interval: Double) -> Double {
+    package func resolution(interval: Double) -> Double {
         switch self {
         case .recent: interval
         case .hour: BucketHistory.hourBucket
@@ -22,7 +22,7 @@ public enum LiveSpan: Int, Sendable, CaseIterable {
     }
 
     /// How many columns the span keeps.
-    public var capacity: Int {
+    package var capacity: Int {
         switch self {
         case .recent: LiveModel.historyLength
         case .hour: BucketHistory.hourCapacity
@@ -31,7 +31,7 @@ public enum LiveSpan: Int, Sendable, CaseIterable {
     }
 
     /// `last 2m`, `last hour`, `last day`.
-    public func title(interval: Double) -> String {
+    package func title(interval: Double) -> String {
         switch self {
         case .recent: "last " + LiveRenderer.shortDuration(interval * Double(LiveModel.historyLength))
         case .hour: "last hour"
@@ -41,7 +41,7 @@ public enum LiveSpan: Int, Sendable, CaseIterable {
 }
 
 /// How the row sparklines are scaled; `a` switches.
-public enum LiveScale: String, Sendable {
+package enum LiveScale: String, Sendable {
     /// Every row on one scale: bars compare across rows.
     case shared
     /// Each row on its own peak: the shape of a quiet row shows.
@@ -51,7 +51,7 @@ public enum LiveScale: String, Sendable {
     case log
 
     /// The next one `a` switches to.
-    public var next: LiveScale {
+    package var next: LiveScale {
         switch self {
         case .shared: .perRow
         case .perRow: .log
@@ -62,11 +62,11 @@ public enum LiveScale: String, Sendable {
 
 /// What the list's rate columns count; `b` switches. The bars and totals
 /// stay in bytes.
-public enum LiveRateUnit: Sendable {
+package enum LiveRateUnit: Sendable {
     case bytes, bits, packets
 
     /// The next one `b` switches to.
-    public var next: LiveRateUnit {
+    package var next: LiveRateUnit {
         switch self {
         case .bytes: .bits
         case .bits: .packets
@@ -78,15 +78,15 @@ public enum LiveRateUnit: Sendable {
 /// Average rates over fixed buckets of (wall clock) time, for the longer
 /// spans: a ring of `capacity` completed buckets plus the one being filled.
 /// Floats: 4 bytes a value, two values a bucket, whatever the run's length.
-public struct BucketHistory: Sendable {
+package struct BucketHistory: Sendable {
     /// 40 s steps: the hour fits 90 columns; 15 min steps: the day fits 96.
-    public static let hourBucket = 40.0
-    public static let hourCapacity = 90
-    public static let dayBucket = 900.0
-    public static let dayCapacity = 96
+    package static let hourBucket = 40.0
+    package static let hourCapacity = 90
+    package static let dayBucket = 900.0
+    package static let dayCapacity = 96
 
-    public let bucketSeconds: Double
-    public let capacity: Int
+    package let bucketSeconds: Double
+    package let capacity: Int
     private var rx: [Float] = []
     private var tx: [Float] = []
     private var start = 0
@@ -94,14 +94,14 @@ public struct BucketHistory: Sendable {
     private var current: Int?
     private var rxBytes = 0.0, txBytes = 0.0, seconds = 0.0
 
-    public init(bucketSeconds: Double, capacity: Int) {
+    package init(bucketSeconds: Double, capacity: Int) {
         self.bucketSeconds = bucketSeconds
         self.capacity = capacity
     }
 
     /// Adds one interval (`seconds` long, ending at `time`) at these rates.
     /// Buckets no interval fell in are kept as unknown (NaN), not zero.
-    public mutating func add(rx rxRate: Double, tx txRate: Double, seconds: Double, at time: Double) {
+    package mutating func add(rx rxRate: Double, tx txRate: Double, seconds: Double, at time: Double) {
         guard seconds > 0, rxRate.isFinite, txRate.isFinite else { return }
         let bucket = Int((time / bucketSeconds).rounded(.down))
         if let current, bucket != current {
@@ -131,11 +131,11 @@ public struct BucketHistory: Sendable {
     }
 
     /// Completed buckets, plus the one being filled.
-    public var count: Int { rx.count + (current == nil ? 0 : 1) }
+    package var count: Int { rx.count + (current == nil ? 0 : 1) }
 
     /// The newest `n` averages (the bucket being filled last), oldest first;
     /// NaN for a bucket with no sample.
-    public func suffix(_ n: Int, tx wantTx: Bool) -> [Double] {
+    package func suffix(_ n: Int, tx wantTx: Bool) -> [Double] {
         let partial = current.map { _ in seconds > 0 ? (wantTx ? txBytes : rxBytes) / seconds : Double.nan }
         let fromRing = min(rx.count, n - (partial == nil ? 0 : 1))
         var out: [Double] = []
@@ -153,8 +153,8 @@ public struct BucketHistory: Sendable {
 /// Names in natural order: runs of digits compare as numbers, so `va2`
 /// comes before `va19`; otherwise code point order. Equal-looking names
 /// (`va01`, `va1`) fall back to plain code point order.
-public enum NaturalOrder {
-    public static func less(_ a: String, _ b: String) -> Bool {
+package enum NaturalOrder {
+    package static func less(_ a: String, _ b: String) -> Bool {
         // Read in place: sorting thousands of names copies none.
         var a = a, b = b
         return a.withUTF8 { x in b.withUTF8 { y in less(x, y) } }
@@ -192,7 +192,7 @@ public enum NaturalOrder {
     }
 
     /// The own namespace first, then namespaces and names in natural order.
-    public static func less(_ a: SeriesKey, _ b: SeriesKey) -> Bool {
+    package static func less(_ a: SeriesKey, _ b: SeriesKey) -> Bool {
         if !ExactText.equal(a.netns, b.netns) {
             if a.netns.isEmpty || b.netns.isEmpty { return a.netns.isEmpty }
             return less(a.netns, b.netns)
@@ -205,19 +205,19 @@ public enum NaturalOrder {
 
 /// An interface's addresses, read for the selected interface only (by the
 /// terminal driver, when the detail is open), never on the sampling path.
-public struct LiveAddresses: Sendable, Equatable {
-    public var key: SeriesKey
+package struct LiveAddresses: Sendable, Equatable {
+    package var key: SeriesKey
     /// Unix time they were read.
-    public var time: Double
-    public var mac: String?
+    package var time: Double
+    package var mac: String?
     /// `10.0.0.1/24`
-    public var ipv4: [String]
+    package var ipv4: [String]
     /// `fe80::1/64`
-    public var ipv6: [String]
+    package var ipv6: [String]
     /// Why they could not be read, when they could not.
-    public var failure: String?
+    package var failure: String?
 
-    public init(key: SeriesKey, time: Double, mac: String? = nil, ipv4: [String] = [], ipv6: [String] = [], failure: String? = nil) {
+    package init(key: SeriesKey, time: Double, mac: String? = nil, ipv4: [String] = [], ipv6: [String] = [], failure: String? = nil) {
         self.key = key
         self.time = time
         self.mac = mac
@@ -230,7 +230,7 @@ public struct LiveAddresses: Sendable, Equatable {
 extension Quality {
     /// The mark the live view puts before a figure: none for an exact
     /// reading, `~` wrap-corrected, `≥` lower bound.
-    public var liveMark: String {
+    package var liveMark: String {
         switch self {
         case .exact: ""
         case .wrapCorrected: "~"

@@ -4,7 +4,7 @@ import IfmeterOutput
 import IfmeterSystem
 
 /// How the rows are ordered; `s` cycles through them.
-public enum LiveSort: String, Sendable, CaseIterable {
+package enum LiveSort: String, Sendable, CaseIterable {
     case rate, total, name
 
     var next: LiveSort {
@@ -14,7 +14,7 @@ public enum LiveSort: String, Sendable, CaseIterable {
 }
 
 /// A key the live view understands, decoded from the terminal's bytes.
-public enum LiveKey: Sendable, Hashable {
+package enum LiveKey: Sendable, Hashable {
     case character(Character)
     case up, down, pageUp, pageDown, home, end
     case enter, escape, backspace
@@ -22,26 +22,26 @@ public enum LiveKey: Sendable, Hashable {
 }
 
 /// What the driver must do after a key.
-public enum LiveAction: Sendable, Equatable {
+package enum LiveAction: Sendable, Equatable {
     case none, redraw, quit, zeroTotals
 }
 
 /// Something that happened to an interface, for the detail pane.
-public struct LiveEvent: Sendable, Hashable {
+package struct LiveEvent: Sendable, Hashable {
     /// Unix time.
-    public var time: Double
-    public var text: String
+    package var time: Double
+    package var text: String
 }
 
 /// Recent rates, oldest first, in a ring: appending never moves the others.
-public struct RateHistory: Sendable {
-    public let capacity: Int
+package struct RateHistory: Sendable {
+    package let capacity: Int
     private var storage: [Double] = []
     private var start = 0
 
-    public init(capacity: Int) { self.capacity = capacity }
+    package init(capacity: Int) { self.capacity = capacity }
 
-    public mutating func append(_ value: Double) {
+    package mutating func append(_ value: Double) {
         if storage.count < capacity {
             storage.append(value)
         } else {
@@ -50,28 +50,28 @@ public struct RateHistory: Sendable {
         }
     }
 
-    public var count: Int { storage.count }
-    public var isEmpty: Bool { storage.isEmpty }
+    package var count: Int { storage.count }
+    package var isEmpty: Bool { storage.isEmpty }
 
     /// Oldest first.
-    public var values: [Double] { Array(storage[start...] + storage[..<start]) }
+    package var values: [Double] { Array(storage[start...] + storage[..<start]) }
 
     /// The newest `n`, oldest first, read from the ring directly.
-    public func suffix(_ n: Int) -> [Double] {
+    package func suffix(_ n: Int) -> [Double] {
         let k = Swift.min(n, storage.count)
         let first = storage.count < capacity ? storage.count - k : (start + capacity - k) % capacity
         return (0..<k).map { storage[(first + $0) % storage.count] }
     }
 
     /// The newest `n` sums of two histories of the same length.
-    public static func sums(_ a: RateHistory, _ b: RateHistory, last n: Int) -> [Double] {
+    package static func sums(_ a: RateHistory, _ b: RateHistory, last n: Int) -> [Double] {
         zip(a.suffix(n), b.suffix(n)).map { $0 + $1 }
     }
 
-    public var peak: Double { storage.max() ?? 0 }
+    package var peak: Double { storage.max() ?? 0 }
 
     /// The highest of the newest `n`, read in place (no copy).
-    public func peak(last n: Int) -> Double {
+    package func peak(last n: Int) -> Double {
         let k = Swift.min(n, storage.count)
         guard k > 0 else { return 0 }
         let first = storage.count < capacity ? storage.count - k : (start + capacity - k) % capacity
@@ -79,41 +79,41 @@ public struct RateHistory: Sendable {
         for j in 0..<k { top = Swift.max(top, storage[(first + j) % storage.count]) }
         return top
     }
-    public var average: Double { storage.isEmpty ? 0 : storage.reduce(0, +) / Double(storage.count) }
+    package var average: Double { storage.isEmpty ? 0 : storage.reduce(0, +) / Double(storage.count) }
 }
 
 /// One interface as the live view shows it.
-public struct LiveInterface: Sendable {
-    public var name: String
-    public var netns: String
-    public var classification: Classification
-    public var index: Int?
-    public var width: CounterWidth
-    public var speedCeilingBps: UInt64?
-    public var reportedSpeedBps: UInt64?
-    public var operstate: String?
-    public var mtu: UInt32?
+package struct LiveInterface: Sendable {
+    package var name: String
+    package var netns: String
+    package var classification: Classification
+    package var index: Int?
+    package var width: CounterWidth
+    package var speedCeilingBps: UInt64?
+    package var reportedSpeedBps: UInt64?
+    package var operstate: String?
+    package var mtu: UInt32?
     /// Bytes per second over the last interval.
-    public var rxRate: Double?
-    public var txRate: Double?
+    package var rxRate: Double?
+    package var txRate: Double?
     /// Quality of the last interval.
-    public var rateQuality: Quality = .exact
+    package var rateQuality: Quality = .exact
     /// Recent rates, at most `LiveModel.historyLength`.
-    public var rxHistory = RateHistory(capacity: LiveModel.historyLength)
-    public var txHistory = RateHistory(capacity: LiveModel.historyLength)
+    package var rxHistory = RateHistory(capacity: LiveModel.historyLength)
+    package var txHistory = RateHistory(capacity: LiveModel.historyLength)
     /// Average rates over the last hour and the last day, in coarser steps.
-    public var hourHistory = BucketHistory(bucketSeconds: BucketHistory.hourBucket, capacity: BucketHistory.hourCapacity)
-    public var dayHistory = BucketHistory(bucketSeconds: BucketHistory.dayBucket, capacity: BucketHistory.dayCapacity)
+    package var hourHistory = BucketHistory(bucketSeconds: BucketHistory.hourBucket, capacity: BucketHistory.hourCapacity)
+    package var dayHistory = BucketHistory(bucketSeconds: BucketHistory.dayBucket, capacity: BucketHistory.dayCapacity)
     /// The last interval's counters (packets, errors, drops) and its length.
-    public var lastCounters = Counters()
-    public var lastSeconds: Double?
-    public var totals: Counters = .zero
-    public var quality: Quality = .exact
-    public var events = EventCounts()
-    public var present = true
+    package var lastCounters = Counters()
+    package var lastSeconds: Double?
+    package var totals: Counters = .zero
+    package var quality: Quality = .exact
+    package var events = EventCounts()
+    package var present = true
     /// Unix time it went away (deleted, or missing from samples).
-    public var goneSince: Double?
-    public var recentEvents: [LiveEvent] = []
+    package var goneSince: Double?
+    package var recentEvents: [LiveEvent] = []
     /// The row's place in (namespace, name) order, and its namespace's
     /// place among the namespaces, for sorting by numbers.
     var nameRank = 0
@@ -123,24 +123,24 @@ public struct LiveInterface: Sendable {
     /// The update that last brought a delta for it.
     var lastDelta = 0
 
-    public var key: SeriesKey { SeriesKey(netns: netns, name: name) }
-    public var kind: InterfaceKind { classification.kind }
-    public var totalRate: Double { (rxRate ?? 0) + (txRate ?? 0) }
-    public var totalPacketRate: Double { (intervalRate(.rxPackets) ?? 0) + (intervalRate(.txPackets) ?? 0) }
-    public var peakRx: Double { rxHistory.peak }
-    public var peakTx: Double { txHistory.peak }
-    public var averageRx: Double { rxHistory.average }
-    public var averageTx: Double { txHistory.average }
+    package var key: SeriesKey { SeriesKey(netns: netns, name: name) }
+    package var kind: InterfaceKind { classification.kind }
+    package var totalRate: Double { (rxRate ?? 0) + (txRate ?? 0) }
+    package var totalPacketRate: Double { (intervalRate(.rxPackets) ?? 0) + (intervalRate(.txPackets) ?? 0) }
+    package var peakRx: Double { rxHistory.peak }
+    package var peakTx: Double { txHistory.peak }
+    package var averageRx: Double { rxHistory.average }
+    package var averageTx: Double { txHistory.average }
 
     /// The last interval's rate of a counter (packets, errors, drops), when
     /// the source counts it.
-    public func intervalRate(_ key: CounterKey) -> Double? {
+    package func intervalRate(_ key: CounterKey) -> Double? {
         guard let lastSeconds, lastSeconds > 0, lastCounters.has(key) else { return nil }
         return Double(lastCounters.value(key)) / lastSeconds
     }
 
     /// The recent history of the span: rx or tx, the newest `n`, oldest first.
-    public func history(_ span: LiveSpan, tx: Bool, last n: Int) -> [Double] {
+    package func history(_ span: LiveSpan, tx: Bool, last n: Int) -> [Double] {
         switch span {
         case .recent: (tx ? txHistory : rxHistory).suffix(n)
         case .hour: hourHistory.suffix(n, tx: tx)
@@ -178,16 +178,16 @@ public struct LiveInterface: Sendable {
 
 /// Everything the screen shows; the renderer is a pure function of it and
 /// the terminal's size. Keys change it through `handle`.
-public struct LiveModel: Sendable {
-    public static let historyLength = 120
-    public static let recentEventLimit = 6
+package struct LiveModel: Sendable {
+    package static let historyLength = 120
+    package static let recentEventLimit = 6
 
-    public var host: String
-    public var source: String
-    public var interval: Double
+    package var host: String
+    package var source: String
+    package var interval: Double
     /// The selected interface: the top row while the selection follows
     /// the top, else the one the user moved to.
-    public var selected: SeriesKey? {
+    package var selected: SeriesKey? {
         get { selectionFollowsTop ? visibleSlots().first.map { rows[$0].key } : pick }
         set {
             pick = newValue
@@ -198,40 +198,40 @@ public struct LiveModel: Sendable {
     /// the user moves it elsewhere: so the busiest stays in view at start,
     /// when the first sample (all rates zero) ranks rows by name only.
     /// Followed, it costs nothing per update: the top is found when drawn.
-    public var selectionFollowsTop = true
+    package var selectionFollowsTop = true
     private var pick: SeriesKey?
-    public var sort: LiveSort = .rate
-    public var unit: LiveRateUnit = .bytes
+    package var sort: LiveSort = .rate
+    package var unit: LiveRateUnit = .bytes
     /// Byte rates are shown in bits per second.
-    public var bits: Bool { unit == .bits }
+    package var bits: Bool { unit == .bits }
     /// The list's rate columns are in packets per second.
-    public var packets: Bool { unit == .packets }
+    package var packets: Bool { unit == .packets }
     /// A glob or a plain part of names; empty shows all.
-    public var filter = ""
+    package var filter = ""
     /// Typing a filter: keys go into `filterDraft`.
-    public var editingFilter = false
-    public var filterDraft = ""
-    public var hiddenKinds: Set<InterfaceKind> = []
-    public var paused = false
-    public var detailOpen = false
-    public var helpOpen = false
+    package var editingFilter = false
+    package var filterDraft = ""
+    package var hiddenKinds: Set<InterfaceKind> = []
+    package var paused = false
+    package var detailOpen = false
+    package var helpOpen = false
     /// Unix time of the data shown.
-    public var now: Double = 0
+    package var now: Double = 0
     /// How long a gone interface stays, greyed out.
-    public var lingerSeconds: Double = 10
+    package var lingerSeconds: Double = 10
     /// A short note for the status line, with the time it was set.
-    public var note: (text: String, time: Double)?
+    package var note: (text: String, time: Double)?
     /// The first row shown (the list scrolls to keep the selection visible).
-    public var scroll = 0
+    package var scroll = 0
     /// Rows the list shows at once (the driver sets it from the renderer's
     /// layout): PgDn and PgUp move by it.
-    public var pageSize = 10
+    package var pageSize = 10
     /// The row sparklines' scale: one for all rows, or each row its own.
-    public var scale: LiveScale = .shared
+    package var scale: LiveScale = .shared
     /// How far back the detail graphs look.
-    public var span: LiveSpan = .recent
+    package var span: LiveSpan = .recent
     /// The selected interface's addresses, when the driver read them.
-    public var addresses: LiveAddresses?
+    package var addresses: LiveAddresses?
     /// The rows, in slots; `slotOf` finds a key's slot, and the slots of
     /// the last update's deltas are kept in their order, so while the
     /// deltas come in the same order (they follow the source's) a row is
@@ -253,39 +253,39 @@ public struct LiveModel: Sendable {
     /// Rows came or went: the name order is to be computed again.
     private var membershipChanged = false
     /// The longest name, in columns (for the name column's width).
-    public private(set) var longestName = 0
+    package private(set) var longestName = 0
     /// Planned interfaces' current cycles, from the state file (live with
     /// --state); drawn as quota bars.
-    public var plans: [PlanGauge] = []
+    package var plans: [PlanGauge] = []
     /// Aliases (`ifmeter state alias`), shown beside the names.
-    public var aliases: [SeriesKey: String] = [:]
+    package var aliases: [SeriesKey: String] = [:]
 
     /// A row's name as the screen shows it: with its alias, if any.
-    public func shownName(_ key: SeriesKey) -> String {
+    package func shownName(_ key: SeriesKey) -> String {
         guard let alias = aliases[key] else { return key.display }
         return key.display + " [" + TerminalText.escaped(alias) + "]"
     }
     /// Physical and tunnel rates of the last sample.
-    public private(set) var summary = TrafficSummary()
+    package private(set) var summary = TrafficSummary()
     /// Where ordinary traffic leaves, and the outside-the-tunnel rate, when
     /// the view follows routes (one namespace).
-    public var route: RouteSummary?
+    package var route: RouteSummary?
 
-    public init(host: String, source: String, interval: Double) {
+    package init(host: String, source: String, interval: Double) {
         self.host = host
         self.source = source
         self.interval = interval
     }
 
     /// How many interfaces the view holds.
-    public var count: Int { slotOf.count }
-    public var isEmpty: Bool { slotOf.isEmpty }
+    package var count: Int { slotOf.count }
+    package var isEmpty: Bool { slotOf.isEmpty }
 
     /// The row of an interface.
-    public func row(for key: SeriesKey) -> LiveInterface? { slotOf[key].map { rows[$0] } }
+    package func row(for key: SeriesKey) -> LiveInterface? { slotOf[key].map { rows[$0] } }
 
     /// The row of an interface of the own namespace.
-    public func row(_ name: String) -> LiveInterface? { row(for: SeriesKey(name: name)) }
+    package func row(_ name: String) -> LiveInterface? { row(for: SeriesKey(name: name)) }
 
     // MARK: data
 
@@ -293,7 +293,7 @@ public struct LiveModel: Sendable {
     /// that changed. `time` is Unix time. A paused view keeps what it shows
     /// and catches up when it resumes. Costs what the update holds: rows are
     /// changed in place, found by position or by one hash.
-    public mutating func update(deltas: [InterfaceDelta], changed: [InterfaceTotals], forgotten: [SeriesKey], time: Double) {
+    package mutating func update(deltas: [InterfaceDelta], changed: [InterfaceTotals], forgotten: [SeriesKey], time: Double) {
         if paused {
             for key in forgotten {
                 pendingChanged[key] = nil
@@ -478,10 +478,10 @@ public struct LiveModel: Sendable {
     }
 
     /// The keys of the rows shown, in order.
-    public var visibleKeys: [SeriesKey] { visibleSlots().map { rows[$0].key } }
+    package var visibleKeys: [SeriesKey] { visibleSlots().map { rows[$0].key } }
 
     /// The rows shown, in order.
-    public var visible: [LiveInterface] { visibleSlots().map { rows[$0] } }
+    package var visible: [LiveInterface] { visibleSlots().map { rows[$0] } }
 
     /// The row in a slot, and the slot of a key (for the renderer).
     func row(at slot: Int) -> LiveInterface { rows[slot] }
@@ -500,7 +500,7 @@ public struct LiveModel: Sendable {
 
     // MARK: keys
 
-    public mutating func handle(_ key: LiveKey) -> LiveAction {
+    package mutating func handle(_ key: LiveKey) -> LiveAction {
         if editingFilter { return handleFilterKey(key) }
         if helpOpen {
             helpOpen = false

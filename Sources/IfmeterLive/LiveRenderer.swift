@@ -5,21 +5,21 @@ import IfmeterSystem
 /// Draws the live view: a pure function from the model and the terminal's
 /// size to screen lines, each exactly `width` columns wide (escape codes
 /// aside), `height` lines in all.
-public struct LiveRenderer: Sendable {
+package struct LiveRenderer: Sendable {
     /// ANSI colours; off for NO_COLOR and dumb terminals.
-    public var color: Bool
+    package var color: Bool
     /// ASCII stand-ins for every drawn character (a locale without UTF-8).
-    public var ascii: Bool
+    package var ascii: Bool
 
-    public init(color: Bool, ascii: Bool = false) {
+    package init(color: Bool, ascii: Bool = false) {
         self.color = color
         self.ascii = ascii
     }
 
-    public static let minimumWidth = 40
-    public static let minimumHeight = 8
+    package static let minimumWidth = 40
+    package static let minimumHeight = 8
 
-    public func render(_ model: LiveModel, width: Int, height: Int) -> [String] {
+    package func render(_ model: LiveModel, width: Int, height: Int) -> [String] {
         let width = max(width, 1), height = max(height, 1)
         guard width >= Self.minimumWidth, height >= Self.minimumHeight else {
             return tooSmall(width: width, height: height)
@@ -99,7 +99,7 @@ public struct LiveRenderer: Sendable {
     static let footerHeight = 2
 
     /// How many rows the list shows at this size (what PgDn and PgUp move).
-    public func listRows(_ model: LiveModel, width: Int, height: Int) -> Int {
+    package func listRows(_ model: LiveModel, width: Int, height: Int) -> Int {
         guard width >= Self.minimumWidth, height >= Self.minimumHeight, !model.helpOpen else { return 1 }
         // The detail's height, without drawing it: a title, speed,
         // addresses and counters; two graphs with a heading each; the time
@@ -399,7 +399,7 @@ public struct LiveRenderer: Sendable {
     }
 
     /// `HH:MM:SS` in UTC of a Unix time.
-    public static func clock(_ time: Double) -> String {
+    package static func clock(_ time: Double) -> String {
         let seconds = Int(time.rounded(.down)) % 86400
         func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
         return "\(two(seconds / 3600)):\(two(seconds % 3600 / 60)):\(two(seconds % 60))"

@@ -6,23 +6,23 @@ import IfmeterSampling
 import IfmeterSystem
 
 /// One line per interface per interval, for pipes and files.
-public final class PlainLines: PipelineSink {
-    public let header: String
+package final class PlainLines: PipelineSink {
+    package let header: String
     let bits: Bool
     /// Lines in ASCII (a locale without UTF-8: `>=` for `≥`).
     let ascii: Bool
     /// The write that failed, which ends the run.
-    public private(set) var failure: SystemError?
+    package private(set) var failure: SystemError?
     /// Every interface's totals, kept from the updates' changes.
     private var totals = TotalsView<InterfaceTotals> { $0 }
 
-    public init(source: String, interval: Double, bits: Bool, ascii: Bool = !localeUsesUTF8()) {
+    package init(source: String, interval: Double, bits: Bool, ascii: Bool = !localeUsesUTF8()) {
         self.bits = bits
         self.ascii = ascii
         header = "# ifmeter live: \(source) every \(Units.duration(interval)), one line per interface per interval. \(Caveat.inline)\n"
     }
 
-    public func receive(_ update: borrowing PipelineUpdate) {
+    package func receive(_ update: borrowing PipelineUpdate) {
         totals.apply(update)
         guard failure == nil, case .sampled = update.outcome, !update.isBaseline else { return }
         let clock = LiveRenderer.clock(update.wallTime)
@@ -48,11 +48,11 @@ public final class PlainLines: PipelineSink {
 
 /// The terminal side of the live view: the model fed by the pipeline,
 /// drawn after each update and each key.
-public final class LiveScreen: PipelineSink {
-    public var model: LiveModel
+package final class LiveScreen: PipelineSink {
+    package var model: LiveModel
     let renderer: LiveRenderer
 
-    public init(pipeline: Pipeline, bits: Bool) {
+    package init(pipeline: Pipeline, bits: Bool) {
         model = LiveModel(host: hostName(), source: pipeline.source.sourceName, interval: pipeline.configuration.interval)
         model.unit = bits ? .bits : .bytes
         let noColor = (environment("NO_COLOR") ?? "").isEmpty == false
@@ -60,14 +60,14 @@ public final class LiveScreen: PipelineSink {
         renderer = LiveRenderer(color: !noColor && !dumb, ascii: !localeUsesUTF8())
     }
 
-    public func receive(_ update: borrowing PipelineUpdate) {
+    package func receive(_ update: borrowing PipelineUpdate) {
         model.update(deltas: update.deltas, changed: update.changed, forgotten: update.forgotten, time: update.wallTime)
         draw()
     }
 
     /// One write per frame: home, then every line at full width. A terminal
     /// that cannot be written any more (hung up) ends the view.
-    public func draw() {
+    package func draw() {
         let (width, height) = TerminalState.size()
         readAddressesIfDue()
         model.pageSize = renderer.listRows(model, width: width, height: height)
@@ -94,13 +94,13 @@ extension LiveScreen {
 
 /// Waits for the next sample while reading keys, resizes and signals; the
 /// view's keys act at once (`r` zeroes the pipeline's totals).
-public struct KeyWaiter: PipelineWaiter {
+package struct KeyWaiter: PipelineWaiter {
     let screen: LiveScreen
     var keysOpen = true
 
-    public init(screen: LiveScreen) { self.screen = screen }
+    package init(screen: LiveScreen) { self.screen = screen }
 
-    public mutating func wait(until deadline: Double, _ pipeline: Pipeline) -> Bool {
+    package mutating func wait(until deadline: Double, _ pipeline: Pipeline) -> Bool {
         while !TerminalState.stopRequested {
             let timeout = deadline - monotonicSeconds()
             if timeout <= 0 { return true }
@@ -142,8 +142,8 @@ public struct KeyWaiter: PipelineWaiter {
 }
 
 /// Turns terminal bytes into keys.
-public enum KeyDecoder {
-    public static func decode(_ bytes: [UInt8]) -> [LiveKey] {
+package enum KeyDecoder {
+    package static func decode(_ bytes: [UInt8]) -> [LiveKey] {
         var keys: [LiveKey] = []
         var i = 0
         while i < bytes.count {

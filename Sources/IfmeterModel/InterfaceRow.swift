@@ -5,34 +5,34 @@ import IfmeterCore
 /// dashboard and the plan gauges read (the exposition calls it
 /// `ExpositionRow`). Less than its totals: at 4000 interfaces every byte
 /// counts.
-public struct InterfaceRow: Sendable, Hashable, SeriesKeyed {
-    public var name: String
-    public var netns: String
-    public var kind: InterfaceKind
-    public var evidence: String
-    public var index: Int?
-    public var width: CounterWidth
-    public var attributes: LinkAttributes?
+package struct InterfaceRow: Sendable, Hashable, SeriesKeyed {
+    package var name: String
+    package var netns: String
+    package var kind: InterfaceKind
+    package var evidence: String
+    package var index: Int?
+    package var width: CounterWidth
+    package var attributes: LinkAttributes?
     /// The kernel counter when ifmeter first saw the interface plus every
     /// delta since (saturating); a counter is present when either was.
-    public var counters: Counters
-    public var quality: Quality
-    public var events: EventCounts
-    public var present: Bool
-    public var kernelStats: KernelLinkStats?
+    package var counters: Counters
+    package var quality: Quality
+    package var events: EventCounts
+    package var present: Bool
+    package var kernelStats: KernelLinkStats?
     /// Bytes per second received and sent over the last sample's interval
     /// (0 when nothing moved or the interval had no length): worked out
     /// once per update by the read model, from the update's deltas.
-    public var rxRate: Double = 0
-    public var txRate: Double = 0
+    package var rxRate: Double = 0
+    package var txRate: Double = 0
     /// Unix time the totals run from: when this process first saw the
     /// interface (nil where no update said, as in a row made from totals
     /// alone).
-    public var since: Double?
+    package var since: Double?
     /// The interface's alias (`ifmeter state alias`), nil without one.
-    public var alias: String?
+    package var alias: String?
 
-    public init(_ t: InterfaceTotals) {
+    package init(_ t: InterfaceTotals) {
         name = t.name
         netns = t.netns
         kind = t.classification.kind
@@ -51,7 +51,7 @@ public struct InterfaceRow: Sendable, Hashable, SeriesKeyed {
 
     /// A row of new totals that keeps what the last row of the series
     /// knew beside them: its rates, since and alias.
-    public init(_ t: InterfaceTotals, keeping last: InterfaceRow?) {
+    package init(_ t: InterfaceTotals, keeping last: InterfaceRow?) {
         self.init(t)
         guard let last else { return }
         rxRate = last.rxRate
@@ -60,5 +60,5 @@ public struct InterfaceRow: Sendable, Hashable, SeriesKeyed {
         alias = last.alias
     }
 
-    public var key: SeriesKey { SeriesKey(netns: netns, name: name) }
+    package var key: SeriesKey { SeriesKey(netns: netns, name: name) }
 }

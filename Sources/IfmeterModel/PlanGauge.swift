@@ -1,25 +1,25 @@
 import IfmeterCore
 
 /// A planned interface's current cycle, as serve exposes it.
-public struct PlanGauge: Sendable, Hashable {
-    public var name: String
-    public var netns: String
+package struct PlanGauge: Sendable, Hashable {
+    package var name: String
+    package var netns: String
     /// Nil while nothing was saved for the interface (its kind is not known).
-    public var kind: InterfaceKind?
-    public var direction: Plan.Direction
-    public var quotaBytes: UInt64?
-    public var usedBytes: UInt64
-    public var lowerBound: Bool
-    public var cycleStart: Int64
-    public var cycleEnd: Int64
+    package var kind: InterfaceKind?
+    package var direction: Plan.Direction
+    package var quotaBytes: UInt64?
+    package var usedBytes: UInt64
+    package var lowerBound: Bool
+    package var cycleStart: Int64
+    package var cycleEnd: Int64
     /// The cycle's last local day, YYYY-MM-DD.
-    public var lastDay: String
+    package var lastDay: String
     /// The cycle's use at its end at its average rate so far (an
     /// estimate, as `usage --cycle` and `--check` give it); nil when it
     /// cannot be told (the cycle's first second).
-    public var projectedBytes: UInt64?
+    package var projectedBytes: UInt64?
 
-    public init(
+    package init(
         name: String, netns: String, kind: InterfaceKind?, direction: Plan.Direction, quotaBytes: UInt64?, usedBytes: UInt64,
         lowerBound: Bool, cycleStart: Int64, cycleEnd: Int64, lastDay: String
     ) {
@@ -40,9 +40,9 @@ public struct PlanGauge: Sendable, Hashable {
     /// shorter one): a minute into a 30-day cycle it would multiply
     /// whatever came first by 43,200, and any backup at midnight would look
     /// like the quota gone.
-    public static let projectionSettles: Int64 = 86400
+    package static let projectionSettles: Int64 = 86400
 
-    public static func projection(used: UInt64, start: Int64, end: Int64, now: Int64) -> UInt64? {
+    package static func projection(used: UInt64, start: Int64, end: Int64, now: Int64) -> UInt64? {
         guard now - start >= min(projectionSettles, (end - start) / 10), now < end, now > start else { return nil }
         let fraction = Double(end - start) / Double(now - start)
         return UInt64(min(9.2e18, (Double(used) * fraction).rounded()))
@@ -53,7 +53,7 @@ extension PlanGauge {
     /// The gauge of `plan` for the interface `key` over one cycle's usage:
     /// the one place a cycle's use, quality and projection become a gauge
     /// (the plan feed's, and a usage table's current rows).
-    public init(plan: Plan, key: SeriesKey, kind: InterfaceKind?, cycle: PeriodUsage, zone: LocalZone, now: Int64) {
+    package init(plan: Plan, key: SeriesKey, kind: InterfaceKind?, cycle: PeriodUsage, zone: LocalZone, now: Int64) {
         let used = plan.direction.used(cycle.counters)
         self.init(
             name: key.name, netns: key.netns, kind: kind, direction: plan.direction, quotaBytes: plan.quotaBytes, usedBytes: used,
@@ -66,7 +66,7 @@ extension PlanGauge {
     /// from the state file's slices: its planned interfaces with usage and,
     /// from `names`, those without (their kind from `kinds`, by stored
     /// name). `key` reads a stored name (`NAME`, `NS/NAME`).
-    public static func current(
+    package static func current(
         plans: [Plan], slices: [UsageSlice], names: [String], kinds: [String: InterfaceKind], zone: LocalZone, now: Int64,
         key: (String) -> SeriesKey
     ) -> [PlanGauge] {

@@ -4,52 +4,52 @@ import Synchronization
 /// serve's typed facts beside the interfaces: what its endpoint, remote
 /// write, its process and the state file say, each as of the last time
 /// its feed set it.
-public struct ServeFacts: Sendable, Hashable {
+package struct ServeFacts: Sendable, Hashable {
     /// What the HTTP endpoint closed to protect itself.
-    public var httpClosed: HTTPConnectionCounts?
+    package var httpClosed: HTTPConnectionCounts?
     /// serve's 5xx answers by path and status: the ones it can give start
     /// at 0 (`expectServerErrors`), so that a rate sees the first.
-    public var serverErrors: [HTTPServerErrorKey: UInt64] = [:]
+    package var serverErrors: [HTTPServerErrorKey: UInt64] = [:]
     /// serve --remote-write: each receiver's status.
-    public var remoteWrite: [RemoteWriteStatus] = []
+    package var remoteWrite: [RemoteWriteStatus] = []
     /// serve's own process figures.
-    public var process: ProcessMetrics?
+    package var process: ProcessMetrics?
     /// `serve --probe`: where the probes leave (nil: no probe).
-    public var routes: RouteExposition?
+    package var routes: RouteExposition?
     /// Planned interfaces' current cycles, with their use as of the last
     /// sample (the state file plus what was counted since its last save).
-    public var plans: [PlanGauge] = []
+    package var plans: [PlanGauge] = []
     /// The aliases (`ifmeter state alias`), by interface.
-    public var aliases: [SeriesKey: String] = [:]
+    package var aliases: [SeriesKey: String] = [:]
     /// The commit the binary was built from.
-    public var revision: String
+    package var revision: String
 
-    public init(revision: String = "unknown") { self.revision = revision }
+    package init(revision: String = "unknown") { self.revision = revision }
 
     /// The 5xx counts, as the exposition lists them.
-    public var serverErrorCounts: [HTTPServerErrorCount] {
+    package var serverErrorCounts: [HTTPServerErrorCount] {
         serverErrors.map { HTTPServerErrorCount(path: $0.key.path, status: $0.key.status, count: $0.value) }
     }
 }
 
 /// What the read model takes from one pipeline update: a copy of the
 /// parts it keeps (an update itself cannot be kept).
-public struct ModelUpdate: Sendable {
+package struct ModelUpdate: Sendable {
     /// The update's sequence: the snapshot's generation.
-    public var sequence: Int
+    package var sequence: Int
     /// A sample was read and applied (rates are worked out only then).
-    public var sampled: Bool
+    package var sampled: Bool
     /// The sample's monotonic time and the wall clock then.
-    public var time: Double
-    public var wallTime: Double
+    package var time: Double
+    package var wallTime: Double
     /// The interval since the sample before.
-    public var seconds: Double?
-    public var changed: [InterfaceTotals]
-    public var forgotten: [SeriesKey]
-    public var deltas: [InterfaceDelta]
-    public var health: PipelineHealth
+    package var seconds: Double?
+    package var changed: [InterfaceTotals]
+    package var forgotten: [SeriesKey]
+    package var deltas: [InterfaceDelta]
+    package var health: PipelineHealth
 
-    public init(
+    package init(
         sequence: Int, sampled: Bool, time: Double, wallTime: Double, seconds: Double?, changed: [InterfaceTotals],
         forgotten: [SeriesKey], deltas: [InterfaceDelta], health: PipelineHealth
     ) {
@@ -68,61 +68,61 @@ public struct ModelUpdate: Sendable {
 /// Every surface's figures as of one update: one row per interface
 /// (sorted by namespace and name) and serve's facts. A value: a reader's
 /// copy never changes under it.
-public struct ModelSnapshot: Sendable {
+package struct ModelSnapshot: Sendable {
     /// The pipeline update the rows are as of (0: none yet).
-    public fileprivate(set) var generation = 0
+    package fileprivate(set) var generation = 0
     /// Changes of the plans or the aliases, which are not the pipeline's:
     /// a render keyed on the generation alone would miss them.
-    public fileprivate(set) var planChanges = 0
+    package fileprivate(set) var planChanges = 0
     fileprivate var view = TotalsView<InterfaceRow>(InterfaceRow.init)
     /// The keys whose rows have a rate other than 0.
     fileprivate var rated: [SeriesKey: (rx: Double, tx: Double)] = [:]
     /// The pipeline's health as of the update (nil: none yet).
-    public fileprivate(set) var health: PipelineHealth?
+    package fileprivate(set) var health: PipelineHealth?
     /// The update's wall clock, and the interval its rates are over.
-    public fileprivate(set) var wallTime: Double = 0
-    public fileprivate(set) var seconds: Double?
-    public fileprivate(set) var facts: ServeFacts
+    package fileprivate(set) var wallTime: Double = 0
+    package fileprivate(set) var seconds: Double?
+    package fileprivate(set) var facts: ServeFacts
     /// The keys of the rows the last update made anew or moved (totals,
     /// facts or rates), and those it forgot: what changed since the
     /// generation before.
-    public fileprivate(set) var moved: [SeriesKey] = []
-    public fileprivate(set) var forgotten: [SeriesKey] = []
+    package fileprivate(set) var moved: [SeriesKey] = []
+    package fileprivate(set) var forgotten: [SeriesKey] = []
 
     /// Every interface's row, sorted by (namespace, name).
-    public var rows: [InterfaceRow] { view.rows }
+    package var rows: [InterfaceRow] { view.rows }
 
     /// One interface's row.
-    public subscript(key: SeriesKey) -> InterfaceRow? { view[key] }
+    package subscript(key: SeriesKey) -> InterfaceRow? { view[key] }
 }
 
 /// The read model: applies each pipeline update once, and publishes the
 /// result as a snapshot under one lock. Every surface (the exposition,
 /// remote write, the dashboard, the plan gauges) renders from it and
 /// keeps no rows of its own.
-public final class ReadModel: Sendable {
+package final class ReadModel: Sendable {
     private let published: Mutex<ModelSnapshot>
 
-    public init(revision: String = "unknown") {
+    package init(revision: String = "unknown") {
         published = Mutex(ModelSnapshot(facts: ServeFacts(revision: revision)))
     }
 
     /// The latest snapshot: a copy that never changes (the next update
     /// copies the rows it changes, if this copy is still held).
-    public func snapshot() -> ModelSnapshot { published.withLock { $0 } }
+    package func snapshot() -> ModelSnapshot { published.withLock { $0 } }
 
     /// Reads the latest snapshot in place, under the lock (an update waits
     /// for `body`): for a render that should not copy every row.
-    public func read<R>(_ body: (borrowing ModelSnapshot) -> R) -> R {
+    package func read<R>(_ body: (borrowing ModelSnapshot) -> R) -> R {
         published.withLock { body($0) }
     }
 
-    public var generation: Int { published.withLock { $0.generation } }
+    package var generation: Int { published.withLock { $0.generation } }
 
     /// Takes an update: its totals (each row keeping its since and alias),
     /// its health, and, for a sample, every row's rates from its deltas.
     /// Costs what changed.
-    public func apply(_ update: ModelUpdate) {
+    package func apply(_ update: ModelUpdate) {
         published.withLock { s in
             // The wall clock of the update's monotonic time: a new row's
             // since is its first sight on the wall clock.
@@ -169,31 +169,31 @@ public final class ReadModel: Sendable {
     // MARK: serve's facts
 
     /// The 5xx answers serve can give, each at 0 until it does.
-    public func expectServerErrors(_ keys: [(path: String, status: Int)]) {
+    package func expectServerErrors(_ keys: [(path: String, status: Int)]) {
         published.withLock { s in
             for key in keys { s.facts.serverErrors[HTTPServerErrorKey(path: key.path, status: key.status), default: 0] += 0 }
         }
     }
 
     /// One more 5xx answer.
-    public func countServerError(path: String, status: Int) {
+    package func countServerError(path: String, status: Int) {
         published.withLock { $0.facts.serverErrors[HTTPServerErrorKey(path: path, status: status), default: 0] += 1 }
     }
 
     /// The endpoint's closed-connection counts.
-    public func setHTTPClosed(_ counts: HTTPConnectionCounts) { published.withLock { $0.facts.httpClosed = counts } }
+    package func setHTTPClosed(_ counts: HTTPConnectionCounts) { published.withLock { $0.facts.httpClosed = counts } }
 
     /// serve's own `process_*` figures.
-    public func setProcess(_ metrics: ProcessMetrics?) { published.withLock { $0.facts.process = metrics } }
+    package func setProcess(_ metrics: ProcessMetrics?) { published.withLock { $0.facts.process = metrics } }
 
     /// What remote write says of its receivers.
-    public func setRemoteWrite(_ statuses: [RemoteWriteStatus]) { published.withLock { $0.facts.remoteWrite = statuses } }
+    package func setRemoteWrite(_ statuses: [RemoteWriteStatus]) { published.withLock { $0.facts.remoteWrite = statuses } }
 
     /// What `serve --probe` shows (nil: no probe).
-    public func setRoutes(_ routes: RouteExposition?) { published.withLock { $0.facts.routes = routes } }
+    package func setRoutes(_ routes: RouteExposition?) { published.withLock { $0.facts.routes = routes } }
 
     /// The plans' gauges; a change is a plan change.
-    public func setPlans(_ gauges: [PlanGauge]) {
+    package func setPlans(_ gauges: [PlanGauge]) {
         published.withLock { s in
             guard s.facts.plans != gauges else { return }
             s.facts.plans = gauges
@@ -202,7 +202,7 @@ public final class ReadModel: Sendable {
     }
 
     /// The aliases; a change is a plan change, and each row takes its own.
-    public func setAliases(_ aliases: [SeriesKey: String]) {
+    package func setAliases(_ aliases: [SeriesKey: String]) {
         published.withLock { s in
             guard s.facts.aliases != aliases else { return }
             s.facts.aliases = aliases

@@ -6,31 +6,31 @@ import IfmeterCore
 /// copy is free (copy on write). The changes are applied one by one, so
 /// keeping it costs what changed: a changed series is found where it was
 /// found last time, else by binary search; many new ones are merged in.
-public struct TotalsView<Row: Sendable & SeriesKeyed>: Sendable {
-    public private(set) var rows: [Row] = []
+package struct TotalsView<Row: Sendable & SeriesKeyed>: Sendable {
+    package private(set) var rows: [Row] = []
     /// The rows' keys, in order (each row names its own: no array of keys
     /// is kept beside them, 130 KB at 4000 interfaces).
-    public var keys: [SeriesKey] { rows.map(\.key) }
+    package var keys: [SeriesKey] { rows.map(\.key) }
     /// Makes a row of totals, given the row the series had (nil: new), so
     /// that what a row keeps beside its totals (its rates, its since) stays.
     private let make: @Sendable (InterfaceTotals, Row?) -> Row
     /// Where the last update's changed series were, in its order.
     private var hints: [Int] = []
 
-    public init(_ make: @escaping @Sendable (InterfaceTotals) -> Row) { self.make = { t, _ in make(t) } }
+    package init(_ make: @escaping @Sendable (InterfaceTotals) -> Row) { self.make = { t, _ in make(t) } }
 
     /// A view whose rows are made from the totals and the row they replace.
-    public init(updating make: @escaping @Sendable (InterfaceTotals, Row?) -> Row) { self.make = make }
+    package init(updating make: @escaping @Sendable (InterfaceTotals, Row?) -> Row) { self.make = make }
 
     /// Takes changes: the totals of series that changed, and the keys of
     /// those forgotten (applied first: a key can be forgotten and seen anew).
-    public mutating func apply(changed: [InterfaceTotals], forgotten: [SeriesKey]) {
+    package mutating func apply(changed: [InterfaceTotals], forgotten: [SeriesKey]) {
         apply(changed: changed, forgotten: forgotten, using: make)
     }
 
     /// The same, with rows made by `make` for this once (what it knows of
     /// the update: its time, the aliases) instead of the view's own.
-    public mutating func apply(
+    package mutating func apply(
         changed: [InterfaceTotals], forgotten: [SeriesKey], using make: (InterfaceTotals, Row?) -> Row
     ) {
         for key in forgotten {
@@ -104,23 +104,23 @@ public struct TotalsView<Row: Sendable & SeriesKeyed>: Sendable {
         return .insert(low)
     }
 
-    public subscript(key: SeriesKey) -> Row? {
+    package subscript(key: SeriesKey) -> Row? {
         if case .found(let at) = position(of: key) { return rows[at] }
         return nil
     }
 
     /// Changes the row of `key` in place, if there is one.
-    public mutating func modify(_ key: SeriesKey, _ body: (inout Row) -> Void) {
+    package mutating func modify(_ key: SeriesKey, _ body: (inout Row) -> Void) {
         if case .found(let at) = position(of: key) { body(&rows[at]) }
     }
 
     /// Changes every row in place.
-    public mutating func modifyAll(_ body: (inout Row) -> Void) {
+    package mutating func modifyAll(_ body: (inout Row) -> Void) {
         for at in rows.indices { body(&rows[at]) }
     }
 
-    public var count: Int { rows.count }
+    package var count: Int { rows.count }
 
     /// Sorted by (namespace, name); free: the rows are kept in that order.
-    public func sorted() -> [Row] { rows }
+    package func sorted() -> [Row] { rows }
 }

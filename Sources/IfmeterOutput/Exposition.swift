@@ -3,20 +3,20 @@ import IfmeterModel
 
 /// What a Prometheus scrape shows: every interface's totals and the
 /// exporter's own health. Built by the serving loop after each sample.
-public struct ExpositionInput: Sendable {
-    public var interfaces: [ExpositionRow]
-    public var health: ExporterHealth
-    public var families: ExpositionFamilies
+package struct ExpositionInput: Sendable {
+    package var interfaces: [ExpositionRow]
+    package var health: ExporterHealth
+    package var families: ExpositionFamilies
     /// `serve --probe`: where the probes leave, and the traffic outside the
     /// tunnels.
-    public var routes: RouteExposition?
+    package var routes: RouteExposition?
     /// Planned interfaces' cycles (serve with --state); none by default.
-    public var plans: [PlanGauge] = []
+    package var plans: [PlanGauge] = []
     /// Aliases by interface (`ifmeter state alias`): the `alias` label of
     /// `ifmeter_interface_info`.
-    public var aliases: [SeriesKey: String] = [:]
+    package var aliases: [SeriesKey: String] = [:]
 
-    public init(interfaces: [ExpositionRow], health: ExporterHealth, families: ExpositionFamilies = .ifmeter, routes: RouteExposition? = nil) {
+    package init(interfaces: [ExpositionRow], health: ExporterHealth, families: ExpositionFamilies = .ifmeter, routes: RouteExposition? = nil) {
         self.interfaces = interfaces
         self.health = health
         self.families = families
@@ -26,10 +26,10 @@ public struct ExpositionInput: Sendable {
 
 /// What the exposition shows of one interface: the read model's row,
 /// the one every surface shows.
-public typealias ExpositionRow = InterfaceRow
+package typealias ExpositionRow = InterfaceRow
 
 /// Which families a scrape holds.
-public enum ExpositionFamilies: String, Sendable, CaseIterable {
+package enum ExpositionFamilies: String, Sendable, CaseIterable {
     /// ifmeter's own families only.
     case ifmeter
     /// ifmeter's, plus node_exporter's `node_network_*_total{device}`.
@@ -39,34 +39,34 @@ public enum ExpositionFamilies: String, Sendable, CaseIterable {
 }
 
 /// The exporter's own metrics.
-public struct ExporterHealth: Sendable, Hashable {
-    public var version: String
-    public var source: String
-    public var samples: UInt64
-    public var sampleErrors: UInt64
+package struct ExporterHealth: Sendable, Hashable {
+    package var version: String
+    package var source: String
+    package var samples: UInt64
+    package var sampleErrors: UInt64
     /// Overflows of the link-notification socket (a burst of link changes).
-    public var overruns: UInt64
-    public var lastSampleSeconds: Double?
+    package var overruns: UInt64
+    package var lastSampleSeconds: Double?
     /// Unix time of the last sample.
-    public var lastSampleTime: Double?
+    package var lastSampleTime: Double?
     /// Unix time the exporter started: the `_created` time of its counters.
-    public var startTime: Double
-    public var intervalSeconds: Double
+    package var startTime: Double
+    package var intervalSeconds: Double
     /// serve's HTTP endpoint: connections it closed to protect itself.
-    public var httpClosed: HTTPConnectionCounts?
+    package var httpClosed: HTTPConnectionCounts?
     /// serve's answers that failed on its side (5xx), by path and status.
-    public var httpServerErrors: [HTTPServerErrorCount] = []
+    package var httpServerErrors: [HTTPServerErrorCount] = []
     /// serve --remote-write: each receiver's queue and counts.
-    public var remoteWrite: [RemoteWriteStatus] = []
+    package var remoteWrite: [RemoteWriteStatus] = []
     /// The commit the binary was built from (`ifmeter_build_info`).
-    public var revision = "unknown"
+    package var revision = "unknown"
     /// serve's own CPU, memory and descriptors (`process_*`), as of the
     /// sample; nil where they cannot be read.
-    public var process: ProcessMetrics?
+    package var process: ProcessMetrics?
     /// With a state file: its saves (`ifmeter_state_*`).
-    public var state: StateHealth?
+    package var state: StateHealth?
 
-    public init(
+    package init(
         version: String, source: String, samples: UInt64 = 0, sampleErrors: UInt64 = 0, overruns: UInt64 = 0,
         lastSampleSeconds: Double? = nil, lastSampleTime: Double? = nil, startTime: Double, intervalSeconds: Double
     ) {
@@ -85,7 +85,7 @@ public struct ExporterHealth: Sendable, Hashable {
 /// Renders an exposition in one format, in pieces: the whole text is never
 /// held at once (at 4000 interfaces it is 5 MB), so it can go straight into
 /// a compressor or a file.
-public protocol ExpositionRenderer: Sendable {
+package protocol ExpositionRenderer: Sendable {
     /// The Content-Type of what `render` produces.
     var contentType: String { get }
     /// Hands the exposition to `sink` in order, in pieces of about `chunk`
@@ -95,7 +95,7 @@ public protocol ExpositionRenderer: Sendable {
 
 extension ExpositionRenderer {
     /// The whole exposition at once (for tests and small outputs).
-    public func render(_ input: ExpositionInput) -> [UInt8] {
+    package func render(_ input: ExpositionInput) -> [UInt8] {
         var all: [UInt8] = []
         render(input, chunk: 64 * 1024) { all.append(contentsOf: $0) }
         return all
@@ -103,10 +103,10 @@ extension ExpositionRenderer {
 }
 
 /// Prometheus text format 0.0.4: what scrapers get by default.
-public struct PrometheusTextRenderer: ExpositionRenderer {
-    public init() {}
-    public let contentType = "text/plain; version=0.0.4; charset=utf-8"
-    public func render(_ input: ExpositionInput, chunk: Int, into sink: (UnsafeRawBufferPointer) -> Void) {
+package struct PrometheusTextRenderer: ExpositionRenderer {
+    package init() {}
+    package let contentType = "text/plain; version=0.0.4; charset=utf-8"
+    package func render(_ input: ExpositionInput, chunk: Int, into sink: (UnsafeRawBufferPointer) -> Void) {
         withoutActuallyEscaping(sink) { sink in
             var writer = ExpositionWriter(visitor: ExpositionText(openMetrics: false, chunk: chunk, sink: sink))
             writer.write(input)
@@ -117,10 +117,10 @@ public struct PrometheusTextRenderer: ExpositionRenderer {
 
 /// OpenMetrics 1.0.0: what Prometheus asks for first. Counter families are
 /// named without `_total` in their metadata, and the text ends with `# EOF`.
-public struct OpenMetricsRenderer: ExpositionRenderer {
-    public init() {}
-    public let contentType = "application/openmetrics-text; version=1.0.0; charset=utf-8"
-    public func render(_ input: ExpositionInput, chunk: Int, into sink: (UnsafeRawBufferPointer) -> Void) {
+package struct OpenMetricsRenderer: ExpositionRenderer {
+    package init() {}
+    package let contentType = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    package func render(_ input: ExpositionInput, chunk: Int, into sink: (UnsafeRawBufferPointer) -> Void) {
         withoutActuallyEscaping(sink) { sink in
             var writer = ExpositionWriter(visitor: ExpositionText(openMetrics: true, chunk: chunk, sink: sink))
             writer.write(input)
@@ -131,8 +131,8 @@ public struct OpenMetricsRenderer: ExpositionRenderer {
 
 /// Picks the exposition format from an Accept header: OpenMetrics when the
 /// client ranks it at least as high as the text format, text otherwise.
-public enum ExpositionNegotiation {
-    public static func prefersOpenMetrics(accept: String?) -> Bool {
+package enum ExpositionNegotiation {
+    package static func prefersOpenMetrics(accept: String?) -> Bool {
         guard let accept, !accept.isEmpty else { return false }
         var openMetrics = -1.0, text = -1.0, any = -1.0
         for part in accept.split(separator: ",") {

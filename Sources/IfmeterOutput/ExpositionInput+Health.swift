@@ -4,7 +4,7 @@ import IfmeterModel
 extension ExpositionInput {
     /// The exposition of `interfaces` with the pipeline's health (what a
     /// scrape and export's --textfile write alike).
-    public init(
+    package init(
         _ interfaces: [ExpositionRow], health: PipelineHealth?, families: ExpositionFamilies, version: String, interval: Double
     ) {
         let health = health ?? PipelineHealth(source: "", startTime: 0)

@@ -2,15 +2,15 @@ import IfmeterCore
 
 /// A periodic export report, schema `ifmeter.export` version 2
 /// (`schemas/ifmeter-report.v2.schema.json`).
-public struct PeriodReport: Sendable {
-    public struct Period: Sendable {
+package struct PeriodReport: Sendable {
+    package struct Period: Sendable {
         /// Unix times (written as RFC 3339) and monotonic seconds.
-        public var startWall: Double
-        public var endWall: Double
-        public var startMonotonic: Double
-        public var endMonotonic: Double
+        package var startWall: Double
+        package var endWall: Double
+        package var startMonotonic: Double
+        package var endMonotonic: Double
 
-        public init(startWall: Double, endWall: Double, startMonotonic: Double, endMonotonic: Double) {
+        package init(startWall: Double, endWall: Double, startMonotonic: Double, endMonotonic: Double) {
             self.startWall = startWall
             self.endWall = endWall
             self.startMonotonic = startMonotonic
@@ -19,36 +19,36 @@ public struct PeriodReport: Sendable {
 
         /// How far the wall clock stepped during the period (`ClockStep`);
         /// 0 without a step.
-        public var clockStepSeconds: Double {
+        package var clockStepSeconds: Double {
             ClockStep.seconds(wall: (startWall, endWall), monotonic: (startMonotonic, endMonotonic))
         }
     }
 
     /// Where the totals come from when they persist (`--state`): the
     /// model's `StateInfo`.
-    public typealias State = StateInfo
+    package typealias State = StateInfo
 
-    public var host: String
-    public var source: String
-    public var period: Period
-    public var interfaces: [InterfaceTotals]
-    public var periodEntries: [SeriesKey: PeriodAccumulator.Entry]
+    package var host: String
+    package var source: String
+    package var period: Period
+    package var interfaces: [InterfaceTotals]
+    package var periodEntries: [SeriesKey: PeriodAccumulator.Entry]
     /// Unix time the totals count from without `--state`.
-    public var since: Double
-    public var state: State?
+    package var since: Double
+    package var state: State?
     /// `export --probe`: where the probes leave at the period's end, and
     /// each tunnel's outside bytes over the period.
-    public var route: RouteExposition?
+    package var route: RouteExposition?
 
     /// When the totals count from: the state's, unless that is no time a
     /// calendar holds (a state file's meta said 1e300, inf or garbage):
     /// then this run's `since`, as for a state without one.
-    public var totalsSince: Double {
+    package var totalsSince: Double {
         guard let state, LocalZone.second(state.since) != nil else { return since }
         return state.since
     }
 
-    public init(
+    package init(
         host: String, source: String, period: Period, interfaces: [InterfaceTotals],
         periodEntries: [SeriesKey: PeriodAccumulator.Entry], since: Double, state: State?
     ) {
@@ -63,13 +63,13 @@ public struct PeriodReport: Sendable {
 }
 
 /// Renders a `PeriodReport` as JSON, with sorted keys.
-public struct PeriodReportRenderer: Sendable {
-    public static var schemaName: String { JSONEnvelope.export.schema }
-    public static var schemaVersion: Int { JSONEnvelope.export.version }
+package struct PeriodReportRenderer: Sendable {
+    package static var schemaName: String { JSONEnvelope.export.schema }
+    package static var schemaVersion: Int { JSONEnvelope.export.version }
 
-    public init() {}
+    package init() {}
 
-    public func value(_ report: PeriodReport) -> JSONValue {
+    package func value(_ report: PeriodReport) -> JSONValue {
         let seconds = report.period.endMonotonic - report.period.startMonotonic
         var summary = TrafficSummary()
         var interfaces: [JSONValue] = []
@@ -167,5 +167,5 @@ public struct PeriodReportRenderer: Sendable {
     }
 
     /// One line of compact JSON.
-    public func line(_ report: PeriodReport) -> String { JSONWriter().string(value(report)) }
+    package func line(_ report: PeriodReport) -> String { JSONWriter().string(value(report)) }
 }

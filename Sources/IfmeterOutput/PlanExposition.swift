@@ -3,7 +3,7 @@ import IfmeterModel
 
 extension UsageTable {
     /// Each planned interface's current cycle, sorted by (namespace, name).
-    public func planGauges() -> [PlanGauge] {
+    package func planGauges() -> [PlanGauge] {
         interfaces.compactMap { i in
             guard let row = i.rows.first(where: { $0.current }), let status = row.plan else { return nil }
             return PlanGauge(

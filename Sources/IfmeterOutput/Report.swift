@@ -2,13 +2,13 @@ import IfmeterCore
 
 /// Totals over a window: what `replay` prints and what a finished `sample`
 /// or `record` run sums up.
-public struct Report: Sendable {
-    public var start: Double?
-    public var end: Double?
-    public var header: TraceHeader
-    public var interfaces: [InterfaceTotals]
+package struct Report: Sendable {
+    package var start: Double?
+    package var end: Double?
+    package var header: TraceHeader
+    package var interfaces: [InterfaceTotals]
 
-    public init(start: Double?, end: Double?, header: TraceHeader = TraceHeader(), interfaces: [InterfaceTotals]) {
+    package init(start: Double?, end: Double?, header: TraceHeader = TraceHeader(), interfaces: [InterfaceTotals]) {
         self.start = start
         self.end = end
         self.header = header
@@ -16,27 +16,27 @@ public struct Report: Sendable {
     }
 
     /// The engine's totals, sorted by (namespace, name).
-    public init(engine: DeltaEngine, header: TraceHeader = TraceHeader()) {
+    package init(engine: DeltaEngine, header: TraceHeader = TraceHeader()) {
         self.init(start: engine.firstTime, end: engine.lastTime, header: header, interfaces: engine.interfaces)
     }
 }
 
 /// Turns a report into text of one format.
-public protocol ReportRenderer: Sendable {
+package protocol ReportRenderer: Sendable {
     func render(_ report: Report) -> String
 }
 
 /// The contract's JSON report (trace v1), with sorted keys and extra detail.
-public struct JSONReportRenderer: ReportRenderer {
-    public var indent: Int
+package struct JSONReportRenderer: ReportRenderer {
+    package var indent: Int
 
-    public init(indent: Int = 2) { self.indent = indent }
+    package init(indent: Int = 2) { self.indent = indent }
 
-    public func render(_ report: Report) -> String {
+    package func render(_ report: Report) -> String {
         JSONWriter(indent: indent).string(value(report)) + "\n"
     }
 
-    public func value(_ report: Report) -> JSONValue {
+    package func value(_ report: Report) -> JSONValue {
         var window: [String: JSONValue] = [
             "start": report.start.map(JSONValue.number) ?? .null,
             "end": report.end.map(JSONValue.number) ?? .null,
@@ -86,12 +86,12 @@ public struct JSONReportRenderer: ReportRenderer {
 }
 
 /// An aligned table in IEC units, with quality marks and the caveats.
-public struct TextReportRenderer: ReportRenderer {
-    public var bits: Bool
+package struct TextReportRenderer: ReportRenderer {
+    package var bits: Bool
 
-    public init(bits: Bool = false) { self.bits = bits }
+    package init(bits: Bool = false) { self.bits = bits }
 
-    public func render(_ report: Report) -> String {
+    package func render(_ report: Report) -> String {
         var lines: [String] = []
         var title = "ifmeter report"
         if let start = report.start, let end = report.end {
@@ -125,25 +125,25 @@ public struct TextReportRenderer: ReportRenderer {
 }
 
 /// Columns padded to their widest cell.
-public struct TextTable: Sendable {
-    public var headers: [String]
-    public var rightAligned: Set<Int>
-    public private(set) var rows: [[String]] = []
+package struct TextTable: Sendable {
+    package var headers: [String]
+    package var rightAligned: Set<Int>
+    package private(set) var rows: [[String]] = []
 
-    public init(headers: [String], rightAligned: Set<Int> = []) {
+    package init(headers: [String], rightAligned: Set<Int> = []) {
         self.headers = headers
         self.rightAligned = rightAligned
     }
 
-    public mutating func add(_ row: [String]) { rows.append(row) }
+    package mutating func add(_ row: [String]) { rows.append(row) }
 
     /// Columns at least this wide (by index): tables printed a part at a
     /// time line up.
-    public var minimumWidths: [Int] = []
+    package var minimumWidths: [Int] = []
 
     /// The lines, headers first unless `headers` is false (a table's later
     /// part).
-    public func lines(headers withHeaders: Bool = true) -> [String] {
+    package func lines(headers withHeaders: Bool = true) -> [String] {
         var widths = headers.map(Self.width)
         for (c, width) in minimumWidths.enumerated() where c < widths.count { widths[c] = max(widths[c], width) }
         for row in rows {
@@ -163,7 +163,7 @@ public struct TextTable: Sendable {
 
     /// Columns a cell takes in a terminal: one per scalar, which holds for the
     /// names, digits and marks ifmeter prints.
-    public static func width(_ s: String) -> Int {
+    package static func width(_ s: String) -> Int {
         // Scalars counted by their UTF-8 lead bytes (every byte but
         // 10xxxxxx continuations): a table of years counts millions.
         var n = 0

@@ -4,22 +4,22 @@ import IfmeterCore
 /// written in: the one list `replay --format` offers, its help, man page
 /// and completions. A new format is a `ReportRenderer` in a file of its own
 /// and one line here (docs/architecture.md, "Adding to ifmeter").
-public enum ReportFormats {
+package enum ReportFormats {
     /// How a renderer is made from the options every format may honour.
-    public struct Format: Sendable {
-        public let name: String
-        public let make: @Sendable (_ bits: Bool) -> any ReportRenderer
+    package struct Format: Sendable {
+        package let name: String
+        package let make: @Sendable (_ bits: Bool) -> any ReportRenderer
     }
 
-    public static let all: [Format] = [
+    package static let all: [Format] = [
         Format(name: "json") { _ in JSONReportRenderer() },
         Format(name: "text") { bits in TextReportRenderer(bits: bits) },
     ]
 
-    public static var names: [String] { all.map(\.name) }
+    package static var names: [String] { all.map(\.name) }
 
     /// The renderer of `name`; nil for a name no format has.
-    public static func renderer(_ name: String, bits: Bool) -> (any ReportRenderer)? {
+    package static func renderer(_ name: String, bits: Bool) -> (any ReportRenderer)? {
         all.first { $0.name == name }?.make(bits)
     }
 }

@@ -1,11 +1,11 @@
 import IfmeterCore
 
 /// What `ifmeter route` reports.
-public struct RouteReport: Sendable {
-    public var probes: [ProbeRoute]
-    public var tunnels: [(underlay: TunnelUnderlay, estimate: OutsideEstimate?)]
+package struct RouteReport: Sendable {
+    package var probes: [ProbeRoute]
+    package var tunnels: [(underlay: TunnelUnderlay, estimate: OutsideEstimate?)]
 
-    public init(probes: [ProbeRoute], tunnels: [(underlay: TunnelUnderlay, estimate: OutsideEstimate?)]) {
+    package init(probes: [ProbeRoute], tunnels: [(underlay: TunnelUnderlay, estimate: OutsideEstimate?)]) {
         self.probes = probes
         self.tunnels = tunnels
     }
@@ -13,16 +13,16 @@ public struct RouteReport: Sendable {
     /// Ordinary traffic leaves outside the tunnels: some probe's packets
     /// would leave by an interface that is not a tunnel. A probe with no
     /// route leaves nowhere, so it does not count against the tunnels.
-    public var leaksOutside: Bool { probes.contains { $0.leavesOutside } }
+    package var leaksOutside: Bool { probes.contains { $0.leavesOutside } }
 
-    public static let caveat = """
+    package static let caveat = """
         The outside estimate is underlay bytes minus tunnel bytes minus tunnel packets x overhead, floored at 0: \
         the traffic that used the underlay without the tunnel (local network traffic, the tunnel's own control \
         traffic, and leaks). It is an estimate from interface counters; a wrong overhead or a second tunnel on \
         the same underlay moves it.
         """
 
-    public func json(window: Bool) -> JSONValue {
+    package func json(window: Bool) -> JSONValue {
         func pair(_ p: (rx: UInt64, tx: UInt64)) -> JSONValue { .object(["rx": .number(p.rx), "tx": .number(p.tx)]) }
         let probes = probes.map { p -> JSONValue in
             var o: [String: JSONValue] = [
@@ -63,7 +63,7 @@ public struct RouteReport: Sendable {
         ])
     }
 
-    public func text(window: Bool, bits: Bool = false) -> String {
+    package func text(window: Bool, bits: Bool = false) -> String {
         var out = ""
         var probeTable = TextTable(headers: ["PROBE", "INTERFACE", "KIND", "EVIDENCE", "GATEWAY", "VIA TUNNEL"])
         for p in probes {

@@ -1,10 +1,10 @@
 import IfmeterCore
 
 /// Renders what `ifmeter list` shows: metadata, no traffic.
-public struct ListRenderer: Sendable {
-    public init() {}
+package struct ListRenderer: Sendable {
+    package init() {}
 
-    public func text(_ sample: Sample, source: String) -> String {
+    package func text(_ sample: Sample, source: String) -> String {
         var table = TextTable(
             headers: ["INDEX", "INTERFACE", "KIND", "EVIDENCE", "WIDTH", "SPEED", "OPERSTATE", "MTU"],
             rightAligned: [0, 4, 7])
@@ -28,7 +28,7 @@ public struct ListRenderer: Sendable {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    public func json(_ sample: Sample, source: String) -> JSONValue {
+    package func json(_ sample: Sample, source: String) -> JSONValue {
         JSONEnvelope.list.document(
             [
                 "source": .string(source),
@@ -60,12 +60,12 @@ public struct ListRenderer: Sendable {
 
 /// Renders one sample's raw counters: what `ifmeter sample` prints without
 /// `--count`.
-public struct SnapshotRenderer: Sendable {
-    public var bits: Bool
+package struct SnapshotRenderer: Sendable {
+    package var bits: Bool
 
-    public init(bits: Bool = false) { self.bits = bits }
+    package init(bits: Bool = false) { self.bits = bits }
 
-    public func text(_ sample: Sample, source: String) -> String {
+    package func text(_ sample: Sample, source: String) -> String {
         var table = TextTable(
             headers: ["INTERFACE", "INDEX", "KIND", "RX", "TX", "RX PKTS", "TX PKTS", "WIDTH"],
             rightAligned: [1, 3, 4, 5, 6])
@@ -89,7 +89,7 @@ public struct SnapshotRenderer: Sendable {
         bits ? Units.fixed(Double(bytes) * 8, 0) + " bit" : Units.bytes(bytes)
     }
 
-    public func json(_ sample: Sample, source: String) -> JSONValue {
+    package func json(_ sample: Sample, source: String) -> JSONValue {
         JSONEnvelope.sample.document(
             [
                 "source": .string(source),
@@ -105,16 +105,16 @@ public struct SnapshotRenderer: Sendable {
 }
 
 /// Renders one interval: each interface's delta, rate and running total.
-public struct IntervalRenderer: Sendable {
-    public var bits: Bool
+package struct IntervalRenderer: Sendable {
+    package var bits: Bool
 
-    public init(bits: Bool = false) { self.bits = bits }
+    package init(bits: Bool = false) { self.bits = bits }
 
     /// `heading`: the interval's wall-clock time as people read it (the
     /// monotonic `t` without it); `clockStep`: how far the wall clock
     /// stepped during the interval (`ClockStep`), said under the heading;
     /// `shown` gathers the quality marks printed, for the legend at the end.
-    public func text(
+    package func text(
         deltas: [InterfaceDelta], totals: (SeriesKey) -> InterfaceTotals?, time: Double, seconds: Double?, heading: String? = nil,
         clockStep: Double = 0, wide: Bool = false, shown: inout Set<Quality>
     ) -> String {
@@ -159,7 +159,7 @@ public struct IntervalRenderer: Sendable {
     /// `clockStep`: as for `text`; `clock_step_seconds` and `note` are
     /// there only when the wall clock stepped (an interval without a step
     /// is as before).
-    public func json(
+    package func json(
         deltas: [InterfaceDelta], totals: (SeriesKey) -> InterfaceTotals?, time: Double, seconds: Double?, wallTime: String? = nil,
         clockStep: Double = 0
     ) -> JSONValue {

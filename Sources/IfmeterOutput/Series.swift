@@ -2,7 +2,7 @@ import IfmeterCore
 import IfmeterModel
 
 /// What a family's samples are, as the exposition types them.
-public enum SeriesKind: Sendable, Hashable {
+package enum SeriesKind: Sendable, Hashable {
     case counter, gauge, info
 
     var text: String {
@@ -17,7 +17,7 @@ public enum SeriesKind: Sendable, Hashable {
 /// A sample's value as the exposition has it: counters and most gauges are
 /// whole numbers (written as digits), the rest doubles (written as Swift's
 /// shortest form that reads back to the same double, `NaN`, `+Inf`, `-Inf`).
-public enum SeriesValue: Sendable, Hashable {
+package enum SeriesValue: Sendable, Hashable {
     case unsigned(UInt64)
     case signed(Int64)
     case double(Double)
@@ -25,7 +25,7 @@ public enum SeriesValue: Sendable, Hashable {
     /// The value as remote write sends it: what parsing its text gives
     /// (every NaN reads back as the one `Double.nan`).
     @inline(__always)
-    public var double: Double {
+    package var double: Double {
         switch self {
         case .unsigned(let v): Double(v)
         case .signed(let v): Double(v)
@@ -51,7 +51,7 @@ public enum SeriesValue: Sendable, Hashable {
 /// as the exposition shows them: a control or invisible character in an
 /// interface name is already the text the outputs show (`\x1b`); the
 /// format's own escapes (backslash, quote, newline) are the writer's.
-public protocol SeriesVisitor {
+package protocol SeriesVisitor {
     /// Whether OpenMetrics' `_created` series are visited (the text format
     /// and remote write have none).
     var visitsCreated: Bool { get }
@@ -67,14 +67,14 @@ public protocol SeriesVisitor {
 }
 
 extension SeriesVisitor {
-    public var visitsCreated: Bool { false }
-    public mutating func family(_ name: String, _ kind: SeriesKind, unit: String?, help: String) {}
+    package var visitsCreated: Bool { false }
+    package mutating func family(_ name: String, _ kind: SeriesKind, unit: String?, help: String) {}
 }
 
 /// Where remote write takes its series from: the series a text scrape
 /// gets (`visitSeries`, under whatever lock keeps them whole), and a place
 /// to show remote write's own status among them.
-public protocol SeriesSource: Sendable {
+package protocol SeriesSource: Sendable {
     /// Visits the latest series, in the order the text exposition has them,
     /// leaving out the series of each interface `keeping` refuses (remote
     /// write's interfaces gone since their final value was pushed).
@@ -85,14 +85,14 @@ public protocol SeriesSource: Sendable {
 
 extension SeriesSource {
     /// Every series, in the text exposition's order.
-    public func visitSeries(_ visitor: inout some SeriesVisitor) { visitSeries(&visitor, keeping: { _ in true }) }
+    package func visitSeries(_ visitor: inout some SeriesVisitor) { visitSeries(&visitor, keeping: { _ in true }) }
 }
 
 extension ExpositionInput {
     /// Visits every series of the text exposition (no `_created`, unless
     /// the visitor asks for them), in its order, but those of the
     /// interfaces `keeping` refuses.
-    public func visitSeries(_ visitor: inout some SeriesVisitor, keeping: (ExpositionRow) -> Bool = { _ in true }) {
+    package func visitSeries(_ visitor: inout some SeriesVisitor, keeping: (ExpositionRow) -> Bool = { _ in true }) {
         var writer = ExpositionWriter(visitor: consume visitor)
         // `keeping` is asked once per row: it may remember what it said.
         let kept = interfaces.filter(keeping)
@@ -109,22 +109,22 @@ extension ExpositionInput {
 
 /// A series, whole: what a `SeriesCollector` keeps (for tests and small
 /// outputs; remote write encodes as it visits).
-public struct CollectedSeries: Sendable, Hashable {
-    public struct Label: Sendable, Hashable {
-        public var name: String
-        public var value: String
-        public init(_ name: String, _ value: String) {
+package struct CollectedSeries: Sendable, Hashable {
+    package struct Label: Sendable, Hashable {
+        package var name: String
+        package var value: String
+        package init(_ name: String, _ value: String) {
             self.name = name
             self.value = value
         }
     }
 
-    public var name: String
+    package var name: String
     /// In the exposition's order.
-    public var labels: [Label]
-    public var value: SeriesValue
+    package var labels: [Label]
+    package var value: SeriesValue
 
-    public init(name: String, labels: [Label], value: SeriesValue) {
+    package init(name: String, labels: [Label], value: SeriesValue) {
         self.name = name
         self.labels = labels
         self.value = value
@@ -132,21 +132,21 @@ public struct CollectedSeries: Sendable, Hashable {
 }
 
 /// Keeps every series visited, in order.
-public struct SeriesCollector: SeriesVisitor {
-    public private(set) var series: [CollectedSeries] = []
+package struct SeriesCollector: SeriesVisitor {
+    package private(set) var series: [CollectedSeries] = []
     private var current = CollectedSeries(name: "", labels: [], value: .unsigned(0))
 
-    public init() {}
+    package init() {}
 
-    public mutating func beginSeries(_ name: String, suffix: String) {
+    package mutating func beginSeries(_ name: String, suffix: String) {
         current = CollectedSeries(name: name + suffix, labels: [], value: .unsigned(0))
     }
 
-    public mutating func label(_ name: String, _ value: String) {
+    package mutating func label(_ name: String, _ value: String) {
         current.labels.append(CollectedSeries.Label(name, value))
     }
 
-    public mutating func endSeries(_ value: SeriesValue) {
+    package mutating func endSeries(_ value: SeriesValue) {
         current.value = value
         series.append(current)
     }

@@ -5,23 +5,23 @@ import IfmeterCore
 /// marked ≥, a plan's quota as a dashed line, axes with byte units, and the
 /// estimate caption. Plain SVG 1.1 (no script, no external resource), so
 /// any browser or `rsvg-convert` renders it.
-public struct UsageChart: Sendable {
-    public var table: UsageTable
+package struct UsageChart: Sendable {
+    package var table: UsageTable
     /// The most recent periods drawn per panel.
-    public var maxBars: Int
+    package var maxBars: Int
 
-    public static let width = 900
+    package static let width = 900
     static let panelHeight = 300
     static let top = 56
     static let left = 92
     static let right = 24
 
-    public init(table: UsageTable, maxBars: Int = 48) {
+    package init(table: UsageTable, maxBars: Int = 48) {
         self.table = table
         self.maxBars = maxBars
     }
 
-    public func svg() -> String {
+    package func svg() -> String {
         let panels = table.interfaces.isEmpty ? 1 : table.interfaces.count
         let height = Self.top + panels * Self.panelHeight + 60
         let w = Self.width
@@ -58,7 +58,7 @@ public struct UsageChart: Sendable {
         return s
     }
 
-    public static func title(_ kind: UsagePeriodKind) -> String {
+    package static func title(_ kind: UsagePeriodKind) -> String {
         switch kind {
         case .fiveMinutes: "five minutes"
         case .hour: "hour"
@@ -151,7 +151,7 @@ public struct UsageChart: Sendable {
     }
 
     /// A label short enough for the axis: an hour's label without its offset.
-    public static func short(_ label: String) -> String {
+    package static func short(_ label: String) -> String {
         if label.count > 16, let plus = label.lastIndex(where: { $0 == "+" || $0 == "-" }), label.distance(from: plus, to: label.endIndex) == 6 {
             return String(label[..<plus])
         }
@@ -192,19 +192,19 @@ public struct UsageChart: Sendable {
     /// every label under 1000 of its unit (900 MiB tops out at 1.0 GiB,
     /// never "1000 MiB"). Computed in `Double`, so any peak up to 2^64-1
     /// has an axis.
-    public struct Axis: Sendable, Hashable {
-        public var step: Double
-        public var ticks: Int
+    package struct Axis: Sendable, Hashable {
+        package var step: Double
+        package var ticks: Int
         /// The unit's index in B, KiB, MiB, ...
-        public var unit: Int
+        package var unit: Int
         /// The step in that unit (0.1 to 500).
-        public var stepInUnit: Double
-        public var decimals: Int
+        package var stepInUnit: Double
+        package var decimals: Int
 
-        public var top: Double { step * Double(ticks) }
+        package var top: Double { step * Double(ticks) }
 
         /// The label of tick `t` (0 is "0").
-        public func label(_ t: Int) -> String {
+        package func label(_ t: Int) -> String {
             t == 0 ? "0" : Units.fixed(stepInUnit * Double(t), decimals) + " " + UsageChart.units[unit]
         }
     }
@@ -212,7 +212,7 @@ public struct UsageChart: Sendable {
     static let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
 
     /// The finest round axis with at most five ticks covering `peak`.
-    public static func axis(_ peak: UInt64) -> Axis {
+    package static func axis(_ peak: UInt64) -> Axis {
         let peak = Double(max(peak, 1))
         var best: Axis?
         var size = 1.0
@@ -246,7 +246,7 @@ public struct UsageChart: Sendable {
     /// then the five special characters become entities. Scalar by scalar:
     /// `<` followed by a combining accent is one `Character`, and must be
     /// escaped all the same.
-    public static func xml(_ text: String) -> String {
+    package static func xml(_ text: String) -> String {
         var out = ""
         for scalar in TerminalText.escaped(text).unicodeScalars {
             switch scalar {

@@ -12,19 +12,19 @@ import IfmeterCore
 /// figures count from it; empty with none). QUALITY is exact,
 /// wrap-corrected or lower-bound (the true figure is at least the one
 /// given). A `;` or control character in a name is written as `\xHH`.
-public struct UsageOneLine: Sendable {
-    public static let version = 1
-    public static let fields = [
+package struct UsageOneLine: Sendable {
+    package static let version = 1
+    package static let fields = [
         "version", "interface", "kind", "day", "day_rx_bytes", "day_tx_bytes", "day_total_bytes", "day_quality", "month",
         "month_rx_bytes", "month_tx_bytes", "month_total_bytes", "month_quality", "since", "all_rx_bytes", "all_tx_bytes",
         "all_total_bytes", "all_quality",
     ]
 
-    public var lines: [String]
+    package var lines: [String]
 
     /// `names`: stored names to show even without usage (zeros); `kinds`
     /// their kinds.
-    public init(slices: [UsageSlice], names: [String], kinds: [String: InterfaceKind], zone: LocalZone, now: Int64) {
+    package init(slices: [UsageSlice], names: [String], kinds: [String: InterfaceKind], zone: LocalZone, now: Int64) {
         let calendar = PeriodCalendar(zone: zone)
         let today = calendar.period(.day, containing: now)
         let month = calendar.period(.month, containing: now)
@@ -58,7 +58,7 @@ public struct UsageOneLine: Sendable {
         return out
     }
 
-    public var text: String { lines.map { $0 + "\n" }.joined() }
+    package var text: String { lines.map { $0 + "\n" }.joined() }
 }
 
 /// Stored names (`NAME`, `NS/NAME`) in the order tables list them.

@@ -3,77 +3,77 @@ import IfmeterModel
 
 /// Usage by period for every interface of a state file: what `usage`
 /// prints, checks and draws.
-public struct UsageTable: Sendable {
+package struct UsageTable: Sendable {
     /// A planned interface's standing in one cycle.
-    public struct PlanStatus: Sendable, Hashable {
-        public var plan: Plan
-        public var usedBytes: UInt64
+    package struct PlanStatus: Sendable, Hashable {
+        package var plan: Plan
+        package var usedBytes: UInt64
         /// used / quota; nil without a quota.
-        public var usedRatio: Double?
+        package var usedRatio: Double?
         /// Used is over the quota (for a lower bound: over for certain).
-        public var over: Bool?
+        package var over: Bool?
         /// The current cycle's use at its end, at its average so far
         /// (an estimate); nil for past cycles.
-        public var projectedBytes: UInt64?
+        package var projectedBytes: UInt64?
     }
 
-    public struct Row: Sendable, Hashable {
-        public var period: UsagePeriod
-        public var counters: Counters
-        public var quality: Quality
-        public var plan: PlanStatus?
+    package struct Row: Sendable, Hashable {
+        package var period: UsagePeriod
+        package var counters: Counters
+        package var quality: Quality
+        package var plan: PlanStatus?
         /// The period holds `now`.
-        public var current: Bool
+        package var current: Bool
         /// The seconds the figures cover: the period's, cut to now for the
         /// current one and to `--begin`/`--end`.
-        public var seconds: Int64 = 0
+        package var seconds: Int64 = 0
 
         /// rx + tx, stopping at 2^64-1.
-        public var totalBytes: UInt64 { counters.rxBytes.saturatingAdd(counters.txBytes) }
+        package var totalBytes: UInt64 { counters.rxBytes.saturatingAdd(counters.txBytes) }
 
         /// rx + tx over the seconds covered, in bits per second (vnStat's
         /// average rate column); nil when no second is covered yet.
-        public var averageBitsPerSecond: Double? {
+        package var averageBitsPerSecond: Double? {
             seconds > 0 ? Double(totalBytes) * 8 / Double(seconds) : nil
         }
     }
 
-    public struct Interface: Sendable {
+    package struct Interface: Sendable {
         /// The stored name: `NAME` or `NS/NAME`.
-        public var stored: String
+        package var stored: String
         /// Nil for a planned interface nothing was saved for yet (no usage,
         /// no row of its own): its kind is not known (not "other", which is
         /// a kind).
-        public var kind: InterfaceKind?
-        public var plan: Plan?
-        public var rows: [Row]
+        package var kind: InterfaceKind?
+        package var plan: Plan?
+        package var rows: [Row]
         /// Its alias (`ifmeter state alias`), shown beside the name.
-        public var alias: String?
+        package var alias: String?
 
         /// The kind, or that it is not known yet.
-        public var kindText: String { kind?.rawValue ?? "kind not known yet" }
+        package var kindText: String { kind?.rawValue ?? "kind not known yet" }
 
-        public var key: SeriesKey {
+        package var key: SeriesKey {
             guard let slash = stored.firstIndex(of: "/") else { return SeriesKey(name: stored) }
             return SeriesKey(netns: String(stored[..<slash]), name: String(stored[stored.index(after: slash)...]))
         }
     }
 
-    public var granularity: UsagePeriodKind
-    public var interfaces: [Interface]
-    public var zone: LocalZone
-    public var now: Int64
+    package var granularity: UsagePeriodKind
+    package var interfaces: [Interface]
+    package var zone: LocalZone
+    package var now: Int64
     /// What the state file says of its writer: reports say when it last
     /// saved, and a stale save first (nil: not known, as in tests).
-    public var saves: SaveStatus?
+    package var saves: SaveStatus?
     /// The state file's path, as reports name it.
-    public var path = ""
+    package var path = ""
     /// Unix time now, to the fraction (`now` is whole seconds): how old the
     /// last save is.
-    public var wallTime: Double
+    package var wallTime: Double
     /// Said instead of "No usage recorded yet" when there are no
     /// interfaces (a filter that matched none of the file's).
-    public var emptyNote: String?
+    package var emptyNote: String?
 
     /// Groups stored slices into periods. `top` keeps each interface's N
     /// biggest days (by total). For cycles, a planned interface's cycle
@@ -85,7 +85,7 @@ public struct UsageTable: Sendable {
     /// usage in between is summed, and only the periods it falls in are
     /// shown; `limit`: at most that many rows per interface, the latest
     /// (`usage --limit`).
-    public init(
+    package init(
         slices: [UsageSlice], plans: [Plan], granularity: UsagePeriodKind, top: Int? = nil, zone: LocalZone, now: Int64,
         names: [String] = [], kinds: [String: InterfaceKind] = [:], begin: Int64? = nil, end: Int64? = nil, limit: Int? = nil,
         cache: PeriodCache? = nil
@@ -140,8 +140,8 @@ public struct UsageTable: Sendable {
     // MARK: checks
 
     /// The outcome of `usage --check`.
-    public struct Check: Sendable {
-        public enum Verdict: Int, Sendable, Comparable {
+    package struct Check: Sendable {
+        package enum Verdict: Int, Sendable, Comparable {
             /// Under now, and the cycle's projection too.
             case under = 0
             /// Under now, but projected over the quota by the cycle's end
@@ -156,12 +156,12 @@ public struct UsageTable: Sendable {
                 case .over: 3
                 }
             }
-            public static func < (a: Verdict, b: Verdict) -> Bool { a.rank < b.rank }
+            package static func < (a: Verdict, b: Verdict) -> Bool { a.rank < b.rank }
         }
-        public var verdict: Verdict
+        package var verdict: Verdict
         /// One line per planned interface, and per plan that matches nothing.
-        public var lines: [String]
-        public var exitCode: Int32 { Int32(verdict.rawValue) }
+        package var lines: [String]
+        package var exitCode: Int32 { Int32(verdict.rawValue) }
     }
 
     /// Every planned interface's current cycle against its quota: over (3)
@@ -173,7 +173,7 @@ public struct UsageTable: Sendable {
     /// `slices`: the stored usage, for the limits per hour, day, month or
     /// year (`Plan.limits`), each checked in the period holding `now` with
     /// the cycle quota's rules.
-    public func check(plans: [Plan], slices: [UsageSlice] = []) -> Check {
+    package func check(plans: [Plan], slices: [UsageSlice] = []) -> Check {
         var verdict = Check.Verdict.under
         var lines: [String] = []
         // A stale file's figures are as of its last save: the use now is
@@ -243,11 +243,11 @@ public struct UsageTable: Sendable {
 
     // MARK: output
 
-    public func json() -> JSONValue { json(interfaces: .array(interfaces.map { json($0, periods: .array($0.rows.map(json))) })) }
+    package func json() -> JSONValue { json(interfaces: .array(interfaces.map { json($0, periods: .array($0.rows.map(json))) })) }
 
     /// The document around `interfaces`; with `next` (a page cut short:
     /// the URL of the next), schema version 7.
-    public func json(interfaces: JSONValue, next: String? = nil) -> JSONValue {
+    package func json(interfaces: JSONValue, next: String? = nil) -> JSONValue {
         var o: [String: JSONValue] = ["granularity": .string(granularity.rawValue), "interfaces": interfaces]
         if let saves { o["state"] = saves.json(now: wallTime, zone: zone, path: path) }
         if let next {
@@ -258,7 +258,7 @@ public struct UsageTable: Sendable {
     }
 
     /// An interface's object around `periods`.
-    public func json(_ i: Interface, periods: JSONValue) -> JSONValue {
+    package func json(_ i: Interface, periods: JSONValue) -> JSONValue {
         var o: [String: JSONValue] = [
             "name": .string(i.key.name), "kind": i.kind.map { .string($0.rawValue) } ?? .null, "periods": periods,
         ]
@@ -267,7 +267,7 @@ public struct UsageTable: Sendable {
         return .object(o)
     }
 
-    public func json(_ row: Row) -> JSONValue {
+    package func json(_ row: Row) -> JSONValue {
         var o: [String: JSONValue] = [
             "period": .string(row.period.label),
             "start": .string(zone.rfc3339(row.period.start)), "end": .string(zone.rfc3339(row.period.end)),
@@ -298,19 +298,19 @@ public struct UsageTable: Sendable {
         return .object(o)
     }
 
-    public static let csvHeader =
+    package static let csvHeader =
         "interface,netns,kind,granularity,period,start,end,rx_bytes,tx_bytes,rx_packets,tx_packets,total_bytes,quality,quota_bytes,used_bytes,over,projected_bytes,estimate,seconds,average_bits_per_second"
 
     /// CSV (RFC 4180 quoting, LF line ends), one row per period; the `estimate` column is always
     /// true: the figures are estimates from interface counters.
-    public func csv() -> String {
+    package func csv() -> String {
         var out = Self.csvHeader + "\n"
         for i in interfaces { out += csv(i, rows: i.rows) }
         return out
     }
 
     /// The CSV lines of some of an interface's rows.
-    public func csv(_ i: Interface, rows: [Row]) -> String {
+    package func csv(_ i: Interface, rows: [Row]) -> String {
         // Scalar by scalar: `"` or `,` followed by a combining accent is one
         // Character, and must be quoted all the same.
         func field(_ s: String) -> String {
@@ -338,9 +338,9 @@ public struct UsageTable: Sendable {
     /// The usage tables' JSON version: 3 added `state` (when the file was
     /// last saved, by whom, and whether that is stale), 5 each period's
     /// `seconds` and `average_bits_per_second`.
-    public static var schemaVersion: Int { JSONEnvelope.usage.version }
+    package static var schemaVersion: Int { JSONEnvelope.usage.version }
 
-    public func text(path: String) -> String {
+    package func text(path: String) -> String {
         var out = textHead(path: path, empty: interfaces.isEmpty)
         var shown = Set<Quality>()
         for i in interfaces {
@@ -355,7 +355,7 @@ public struct UsageTable: Sendable {
 
     /// What comes before the interfaces: how current the figures are, or
     /// that there is nothing to show.
-    public func textHead(path: String, empty: Bool) -> String {
+    package func textHead(path: String, empty: Bool) -> String {
         var out = ""
         if let saves {
             // First, where it cannot be missed: how current the figures are.
@@ -366,7 +366,7 @@ public struct UsageTable: Sendable {
     }
 
     /// An interface's title line.
-    public func textTitle(_ i: Interface) -> String {
+    package func textTitle(_ i: Interface) -> String {
         var title = TerminalText.escaped(i.stored) + (i.alias.map { " [\(TerminalText.escaped($0))]" } ?? "") + " (\(i.kindText))"
         if granularity == .cycle, let plan = i.plan {
             title += ": plan '\(TerminalText.escaped(plan.pattern))', cycle from day \(plan.cycleStartDay)"
@@ -376,7 +376,7 @@ public struct UsageTable: Sendable {
     }
 
     /// An interface's empty table: its headers.
-    public func textTable(_ i: Interface) -> TextTable {
+    package func textTable(_ i: Interface) -> TextTable {
         let header: String =
             switch granularity {
             case .fiveMinutes: "5 MINUTES"
@@ -393,7 +393,7 @@ public struct UsageTable: Sendable {
     }
 
     /// A row's cells; `plan`: the table has the plan's columns.
-    public func textCells(_ r: Row, plan: Bool, shown: inout Set<Quality>) -> [String] {
+    package func textCells(_ r: Row, plan: Bool, shown: inout Set<Quality>) -> [String] {
         let q = r.quality
         shown.insert(q)
         var cells = [
@@ -412,7 +412,7 @@ public struct UsageTable: Sendable {
     }
 
     /// The current cycle's projection under its table, if any.
-    public func textProjection(_ i: Interface) -> String {
+    package func textProjection(_ i: Interface) -> String {
         var out = ""
         for r in i.rows where r.current {
             if let projected = r.plan?.projectedBytes {
@@ -426,7 +426,7 @@ public struct UsageTable: Sendable {
 
     /// What comes after the interfaces: how periods are made, and what the
     /// qualities shown mean.
-    public func textFoot(shown: Set<Quality>) -> String {
+    package func textFoot(shown: Set<Quality>) -> String {
         var out = ""
         if granularity == .fiveMinutes {
             out +=

@@ -7,9 +7,9 @@ import IfmeterCore
 ///
 /// Text columns are as wide as the widest figure could be, so that the
 /// parts of one interface's table line up.
-public struct UsageStream {
-    public let table: UsageTable
-    public let format: String
+package struct UsageStream {
+    package let table: UsageTable
+    package let format: String
     private var shown = Set<Quality>()
     private var interfaces = 0
     private var rows = 0
@@ -17,7 +17,7 @@ public struct UsageStream {
     private var documentTail = ""
     private var interfaceTail = ""
 
-    public init(table: UsageTable, format: String) {
+    package init(table: UsageTable, format: String) {
         self.table = table
         self.format = format
     }
@@ -44,7 +44,7 @@ public struct UsageStream {
     }()
 
     /// What comes first.
-    public mutating func start() -> String {
+    package mutating func start() -> String {
         switch format {
         case "json":
             let document = JSONWriter(indent: 2).string(table.json(interfaces: .string(Self.sentinel)))
@@ -61,7 +61,7 @@ public struct UsageStream {
     /// Some rows of an interface (its rows in order, over as many calls as
     /// it takes); a new interface ends the one before. `whole`: these are
     /// all its rows (its text table is then as wide as they need).
-    public mutating func add(_ interface: UsageTable.Interface, whole: Bool = false) -> String {
+    package mutating func add(_ interface: UsageTable.Interface, whole: Bool = false) -> String {
         var out = ""
         if current?.stored != interface.stored {
             out += endInterface()
@@ -117,7 +117,7 @@ public struct UsageStream {
     /// that nothing was recorded) when no interface had a row.
     /// `next`: where the next page is (JSON: the document's `next`, in
     /// schema version 7), when this one was cut short.
-    public mutating func finish(path: String, next: String? = nil) -> String {
+    package mutating func finish(path: String, next: String? = nil) -> String {
         var out = endInterface()
         switch format {
         case "json":
@@ -137,7 +137,7 @@ public struct UsageStream {
 
     /// What text comes before the first interface: how current the
     /// figures are.
-    public func textHead(path: String) -> String { format == "text" ? table.textHead(path: path, empty: false) : "" }
+    package func textHead(path: String) -> String { format == "text" ? table.textHead(path: path, empty: false) : "" }
 
     /// A rendered value split at the sentinel: the first (the document's
     /// `interfaces`) or the last (an interface's `periods`, after its name)

@@ -7,52 +7,52 @@ import IfmeterCore
 /// used, and the last 24 hours by hour with the peak hour's rate and the
 /// hour limit. Figures are as of the state file's last save, which `asOf`
 /// gives (the drawing's time only when no save is known).
-public struct UsageSummary: Sendable {
+package struct UsageSummary: Sendable {
     /// A limit a figure is measured against: the plan's quota for the
     /// cycle, a `plan set --limit` for today or an hour.
-    public struct Limit: Sendable, Hashable {
+    package struct Limit: Sendable, Hashable {
         /// `quota`, or the limit's period (`day`, `hour`, `month`, `year`).
-        public var kind: String
-        public var bytes: UInt64
-        public var direction: Plan.Direction
+        package var kind: String
+        package var bytes: UInt64
+        package var direction: Plan.Direction
     }
 
-    public struct Figure: Sendable {
-        public var title: String
+    package struct Figure: Sendable {
+        package var title: String
         /// `today`, `cycle` or `all`.
-        public var key: String
-        public var period: UsagePeriod?
-        public var usage: PeriodUsage
+        package var key: String
+        package var period: UsagePeriod?
+        package var usage: PeriodUsage
         /// rx + tx over the seconds from the period's start to `asOf`, in
         /// bits per second; nil for all time or when no second is covered.
-        public var averageBitsPerSecond: Double?
-        public var limit: Limit?
+        package var averageBitsPerSecond: Double?
+        package var limit: Limit?
 
-        public var totalBytes: UInt64 { usage.counters.rxBytes.saturatingAdd(usage.counters.txBytes) }
+        package var totalBytes: UInt64 { usage.counters.rxBytes.saturatingAdd(usage.counters.txBytes) }
 
         /// The limit's direction used over the limit, in percent.
-        public var percentUsed: Double? {
+        package var percentUsed: Double? {
             guard let limit, limit.bytes > 0 else { return nil }
             return Double(limit.direction.used(usage.counters)) / Double(limit.bytes) * 100
         }
     }
 
-    public struct Interface: Sendable {
-        public var name: String
-        public var kind: InterfaceKind?
-        public var plan: Plan?
+    package struct Interface: Sendable {
+        package var name: String
+        package var kind: InterfaceKind?
+        package var plan: Plan?
         /// Today, this cycle, all time.
-        public var figures: [Figure]
+        package var figures: [Figure]
         /// The first day with usage.
-        public var since: String?
+        package var since: String?
         /// The last 24 local hours, the current one last.
-        public var hours: [PeriodUsage]
+        package var hours: [PeriodUsage]
         /// The busiest of those hours' rx + tx over the hour, in bits per
         /// second; nil when none moved a byte.
-        public var peakHourBitsPerSecond: Double?
-        public var hourLimit: Limit?
+        package var peakHourBitsPerSecond: Double?
+        package var hourLimit: Limit?
 
-        public var title: String {
+        package var title: String {
             var title = TerminalText.escaped(name) + " (" + (kind?.rawValue ?? "kind not known yet") + ")"
             if let plan {
                 title += ": plan '\(TerminalText.escaped(plan.pattern))', cycle from day \(plan.cycleStartDay)"
@@ -62,21 +62,21 @@ public struct UsageSummary: Sendable {
         }
     }
 
-    public var interfaces: [Interface]
-    public var zone: LocalZone
+    package var interfaces: [Interface]
+    package var zone: LocalZone
     /// The drawing's instant.
-    public var now: Int64
+    package var now: Int64
     /// The last save (Unix time), when the file says one.
-    public var savedAt: Double?
+    package var savedAt: Double?
 
     /// The instant the figures stand at: the last save, else now.
-    public var asOf: Int64 {
+    package var asOf: Int64 {
         guard let savedAt, savedAt.isFinite, savedAt > 0, savedAt < Double(now) + SaveStatus.futureTolerance else { return now }
         return Int64(savedAt.rounded(.down))
     }
 
     /// The title's words for `asOf`.
-    public var asOfWords: String {
+    package var asOfWords: String {
         guard savedAt != nil else { return "never saved; drawn \(zone.rfc3339(now))" }
         guard asOf != now || savedAt.map({ $0 < Double(now) + SaveStatus.futureTolerance }) == true else {
             return "drawn \(zone.rfc3339(now)) (the last save's time is ahead of this clock)"
@@ -84,7 +84,7 @@ public struct UsageSummary: Sendable {
         return "as of the last save, \(zone.rfc3339(asOf))"
     }
 
-    public init(
+    package init(
         slices: [UsageSlice], plans: [Plan], names: [String] = [], kinds: [String: InterfaceKind] = [:], zone: LocalZone, now: Int64,
         savedAt: Double? = nil
     ) {

@@ -9,27 +9,27 @@ import IfmeterCore
 /// figure carries its exact bytes and quality in `data-` attributes
 /// (`data-percent`, `data-limit` where a limit applies), so a test (or a
 /// script) reads the same numbers `usage --format json` gives.
-public struct UsageSummaryChart: Sendable {
-    public var summary: UsageSummary
+package struct UsageSummaryChart: Sendable {
+    package var summary: UsageSummary
 
     static let width = 900
     static let panelHeight = 214
     static let top = 58
 
-    public init(
+    package init(
         slices: [UsageSlice], plans: [Plan], names: [String] = [], kinds: [String: InterfaceKind] = [:], zone: LocalZone, now: Int64,
         savedAt: Double? = nil
     ) {
         summary = UsageSummary(slices: slices, plans: plans, names: names, kinds: kinds, zone: zone, now: now, savedAt: savedAt)
     }
 
-    public init(summary: UsageSummary) { self.summary = summary }
+    package init(summary: UsageSummary) { self.summary = summary }
 
     static func bits(_ bps: Double?) -> String { bps.map { Units.rate(bytesPerSecond: $0 / 8, bits: true) } ?? "-" }
 
     static func percent(_ p: Double) -> String { Units.fixed(p, 1) + "%" }
 
-    public func svg() -> String {
+    package func svg() -> String {
         let zone = summary.zone
         let panels = max(1, summary.interfaces.count)
         let height = Self.top + panels * Self.panelHeight + 36

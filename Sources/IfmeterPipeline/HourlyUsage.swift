@@ -5,16 +5,16 @@ import IfmeterSystem
 /// Traffic not yet saved, per interface and local hour: each delta is split
 /// across the hours its interval spans (`HourSplit`), so a save that comes
 /// after midnight (or any hour) puts the bytes before it where they belong.
-public struct HourlyUsage: Sendable {
-    public var zone: LocalZone
-    public private(set) var hours: [SeriesKey: [Int64: HourUsage]] = [:]
+package struct HourlyUsage: Sendable {
+    package var zone: LocalZone
+    package private(set) var hours: [SeriesKey: [Int64: HourUsage]] = [:]
 
-    public init(zone: LocalZone = .system) { self.zone = zone }
+    package init(zone: LocalZone = .system) { self.zone = zone }
 
     /// Adds a sample's deltas; `sampleTime` (monotonic) and `wallTime` are
     /// the same instant, so a delta's wall interval is its monotonic one
     /// moved by their difference. Baselines and idle intervals add nothing.
-    public mutating func add(_ deltas: [InterfaceDelta], sampleTime: Double, wallTime: Double) {
+    package mutating func add(_ deltas: [InterfaceDelta], sampleTime: Double, wallTime: Double) {
         for d in deltas where d.change != .baseline {
             if d.isIdle { continue }
             let end = wallTime - (sampleTime - d.time)
@@ -42,7 +42,7 @@ public struct HourlyUsage: Sendable {
     /// it has none. A time no stored hour may start at (a state file's
     /// `saved` of 1e300, inf, or year 20000) marks nothing: no such hour
     /// could be saved or read back.
-    public mutating func markLowerBound(_ key: SeriesKey, at wallTime: Double) {
+    package mutating func markLowerBound(_ key: SeriesKey, at wallTime: Double) {
         guard let second = LocalZone.second(wallTime) else { return }
         let start = zone.hourStart(second)
         guard UsageSlice.startRange.contains(start) else { return }
@@ -75,13 +75,13 @@ public struct HourlyUsage: Sendable {
     }
 
     /// Returns the hours and starts afresh.
-    public mutating func take() -> [SeriesKey: [HourUsage]] {
+    package mutating func take() -> [SeriesKey: [HourUsage]] {
         defer { hours = [:] }
         return hours.mapValues { $0.values.sorted { $0.start < $1.start } }
     }
 
     /// Puts back hours taken but not saved (a failed save).
-    public mutating func putBack(_ taken: [SeriesKey: [HourUsage]]) {
+    package mutating func putBack(_ taken: [SeriesKey: [HourUsage]]) {
         for (key, list) in taken {
             for h in list { add(key, h) }
         }

@@ -4,27 +4,27 @@ import IfmeterStore
 import IfmeterSystem
 
 /// How a pipeline samples.
-public struct PipelineConfiguration: Sendable {
+package struct PipelineConfiguration: Sendable {
     /// Seconds between samples.
-    public var interval: Double
+    package var interval: Double
     /// Which interfaces go on: applied once, to the readings, before the
     /// engine sees them.
-    public var filter: InterfaceFilter
-    public var engine: EngineConfiguration
+    package var filter: InterfaceFilter
+    package var engine: EngineConfiguration
     /// Interfaces gone for longer than this are forgotten; nil keeps them.
-    public var seriesLifetime: Double?
+    package var seriesLifetime: Double?
     /// Stop after this many samples (the first is the baseline); nil runs
     /// until the waiter says stop.
-    public var sampleLimit: Int?
+    package var sampleLimit: Int?
     /// End the loop at the first failed sample (commands that print what
     /// they sample); otherwise failures are counted and sampling goes on.
-    public var stopOnFailure: Bool
+    package var stopOnFailure: Bool
     /// Publish a delta for every interface every interval (what tables and
     /// the live view show); false publishes only those where something
     /// happened (what sums need), which costs what changed.
-    public var idleDeltas: Bool = true
+    package var idleDeltas: Bool = true
 
-    public init(
+    package init(
         interval: Double = 1, filter: InterfaceFilter = InterfaceFilter(), engine: EngineConfiguration = EngineConfiguration(),
         seriesLifetime: Double? = nil, sampleLimit: Int? = nil, stopOnFailure: Bool = false
     ) {
@@ -45,8 +45,8 @@ public struct PipelineConfiguration: Sendable {
 /// over which the next sample is built in place when nothing does; a sink
 /// that needs something later copies out what it needs (`kept()` copies
 /// all of it, sample included, and says so).
-public struct PipelineUpdate: ~Copyable, Sendable {
-    public enum Outcome: Sendable, Hashable {
+package struct PipelineUpdate: ~Copyable, Sendable {
+    package enum Outcome: Sendable, Hashable {
         /// A sample was read and applied.
         case sampled
         /// Reading failed; nothing was applied.
@@ -56,43 +56,43 @@ public struct PipelineUpdate: ~Copyable, Sendable {
     }
 
     /// Bumped by every update: caches key on it.
-    public var sequence: Int
-    public var outcome: Outcome
+    package var sequence: Int
+    package var outcome: Outcome
     /// The first sample: every interface's baseline, no traffic yet.
-    public var isBaseline: Bool
+    package var isBaseline: Bool
     /// When (monotonic seconds: the sample's time), and the wall clock then.
-    public var time: Double
-    public var wallTime: Double
+    package var time: Double
+    package var wallTime: Double
     /// The filtered reading: its link events and its sample.
-    public var reading: SourceReading?
+    package var reading: SourceReading?
     /// Each interface's traffic over the interval (deletions first); with
     /// `idleDeltas` off, only the intervals where something happened.
-    public var deltas: [InterfaceDelta]
+    package var deltas: [InterfaceDelta]
     /// The totals of the series whose totals, quality, events, presence or
     /// facts changed (new ones included): everything a view kept from the
     /// changes needs, so no sink calls back into the pipeline. And the keys
     /// of series forgotten: apply these first (a key can be forgotten and
     /// seen anew).
-    public var changed: [InterfaceTotals]
-    public var forgotten: [SeriesKey]
-    public var health: PipelineHealth
-    public var persistence: PersistenceStatus?
+    package var changed: [InterfaceTotals]
+    package var forgotten: [SeriesKey]
+    package var health: PipelineHealth
+    package var persistence: PersistenceStatus?
     /// The engine's window, monotonic seconds.
-    public var windowStart: Double?
-    public var windowEnd: Double?
+    package var windowStart: Double?
+    package var windowEnd: Double?
 
     /// The time between this sample and the one before it.
-    public var seconds: Double?
+    package var seconds: Double?
     /// On the first sample only: the `--include`/`--exclude` patterns that
     /// matched none of its interfaces (empty when every one did).
-    public var unmatchedPatterns: [UnmatchedPattern]?
+    package var unmatchedPatterns: [UnmatchedPattern]?
     /// How far the wall clock stepped since this pipeline's previous sample
     /// (`ClockStep`: forward positive, back negative); 0 without a step.
-    public var clockStepSeconds: Double = 0
+    package var clockStepSeconds: Double = 0
 
     /// A copy of everything, to keep past this publish: it holds the
     /// sample, so the next sample is built beside it, not over it.
-    public func kept() -> KeptUpdate {
+    package func kept() -> KeptUpdate {
         KeptUpdate(
             sequence: sequence, outcome: outcome, isBaseline: isBaseline, time: time, wallTime: wallTime, reading: reading,
             deltas: deltas, changed: changed, forgotten: forgotten, health: health, persistence: persistence,
@@ -102,30 +102,30 @@ public struct PipelineUpdate: ~Copyable, Sendable {
 
 /// An update kept on purpose (`PipelineUpdate.kept()`), for tests and for
 /// what must look at an update after its publish.
-public struct KeptUpdate: Sendable {
-    public var sequence: Int
-    public var outcome: PipelineUpdate.Outcome
-    public var isBaseline: Bool
-    public var time: Double
-    public var wallTime: Double
-    public var reading: SourceReading?
-    public var deltas: [InterfaceDelta]
-    public var changed: [InterfaceTotals]
-    public var forgotten: [SeriesKey]
-    public var health: PipelineHealth
-    public var persistence: PersistenceStatus?
-    public var windowStart: Double?
-    public var windowEnd: Double?
-    public var seconds: Double?
-    public var clockStepSeconds: Double = 0
+package struct KeptUpdate: Sendable {
+    package var sequence: Int
+    package var outcome: PipelineUpdate.Outcome
+    package var isBaseline: Bool
+    package var time: Double
+    package var wallTime: Double
+    package var reading: SourceReading?
+    package var deltas: [InterfaceDelta]
+    package var changed: [InterfaceTotals]
+    package var forgotten: [SeriesKey]
+    package var health: PipelineHealth
+    package var persistence: PersistenceStatus?
+    package var windowStart: Double?
+    package var windowEnd: Double?
+    package var seconds: Double?
+    package var clockStepSeconds: Double = 0
 }
 
 /// An `--include` or `--exclude` pattern that matched no interface.
-public struct UnmatchedPattern: Sendable, Hashable {
-    public var option: String
-    public var pattern: String
+package struct UnmatchedPattern: Sendable, Hashable {
+    package var option: String
+    package var pattern: String
 
-    public init(option: String, pattern: String) {
+    package init(option: String, pattern: String) {
         self.option = option
         self.pattern = pattern
     }
@@ -139,41 +139,41 @@ private func isSampled(_ outcome: PipelineUpdate.Outcome) -> Bool {
 /// Runs before every sink, for each update: it works out what sinks then
 /// read from it (routes and each tunnel's outside estimate, plan gauges).
 /// Enrichers run in the order added, all of them before the first sink.
-public protocol PipelineEnricher: AnyObject {
+package protocol PipelineEnricher: AnyObject {
     func enrich(_ update: borrowing PipelineUpdate)
 }
 
 /// Something fed by the pipeline: a renderer, an exporter, a cache. Called
 /// on the pipeline's thread, synchronously, after every enricher, in the
 /// order added; keep it short. It borrows the update for the call.
-public protocol PipelineSink: AnyObject {
+package protocol PipelineSink: AnyObject {
     func receive(_ update: borrowing PipelineUpdate)
     /// The loop ended (after the last save).
     func finished()
 }
 
 extension PipelineSink {
-    public func finished() {}
+    package func finished() {}
 }
 
 /// Waits between samples: until a deadline, for a stop signal, for keys.
 /// Returns false to end the loop.
-public protocol PipelineWaiter {
+package protocol PipelineWaiter {
     mutating func wait(until deadline: Double, _ pipeline: Pipeline) -> Bool
 }
 
 /// The clocks a pipeline reads: monotonic seconds (deadlines) and Unix time
 /// (wall-clock stamps, usage periods). Tests forge them.
-public struct PipelineClock: Sendable {
-    public var monotonic: @Sendable () -> Double
-    public var wall: @Sendable () -> Double
+package struct PipelineClock: Sendable {
+    package var monotonic: @Sendable () -> Double
+    package var wall: @Sendable () -> Double
 
-    public init(monotonic: @escaping @Sendable () -> Double, wall: @escaping @Sendable () -> Double) {
+    package init(monotonic: @escaping @Sendable () -> Double, wall: @escaping @Sendable () -> Double) {
         self.monotonic = monotonic
         self.wall = wall
     }
 
-    public static let system = PipelineClock(monotonic: { monotonicSeconds() }, wall: { wallClock() })
+    package static let system = PipelineClock(monotonic: { monotonicSeconds() }, wall: { wallClock() })
 }
 
 /// The one sampling pipeline: source -> filter -> delta engine ->
@@ -182,15 +182,15 @@ public struct PipelineClock: Sendable {
 ///
 /// Synchronous: `step` takes one sample; `run` is the loop, on the calling
 /// thread, sleeping in its waiter between samples.
-public final class Pipeline {
-    public let source: any CounterSource
-    public private(set) var configuration: PipelineConfiguration
-    public private(set) var engine: DeltaEngine
-    public let persistence: StatePersistence?
-    public private(set) var health: PipelineHealth
+package final class Pipeline {
+    package let source: any CounterSource
+    package private(set) var configuration: PipelineConfiguration
+    package private(set) var engine: DeltaEngine
+    package let persistence: StatePersistence?
+    package private(set) var health: PipelineHealth
     /// `--include`/`--exclude` patterns that matched no interface of the
     /// first sample (nil until then, or without patterns).
-    public private(set) var unmatchedPatterns: [UnmatchedPattern]?
+    package private(set) var unmatchedPatterns: [UnmatchedPattern]?
     private var patternsSaid = false
     private var enrichers: [any PipelineEnricher] = []
     private var sinks: [any PipelineSink] = []
@@ -201,7 +201,7 @@ public final class Pipeline {
     private let clock: PipelineClock
 
     /// With `persistence`, the engine starts from the saved totals.
-    public init(
+    package init(
         source: any CounterSource, configuration: PipelineConfiguration, persistence: StatePersistence? = nil,
         clock: PipelineClock = .system
     ) {
@@ -220,7 +220,7 @@ public final class Pipeline {
     /// file at the next save; its usage history stays), what it lets in
     /// starts from its baseline at the next sample, and patterns that match
     /// nothing are said again.
-    public func setFilter(_ filter: InterfaceFilter) {
+    package func setFilter(_ filter: InterfaceFilter) {
         configuration.filter = filter
         engine.forget { key, kind in filter.admits(key, kind: kind) }
         unmatchedPatterns = nil
@@ -230,29 +230,29 @@ public final class Pipeline {
     /// New `--kind-of` rules (serve's SIGHUP): the source classifies every
     /// link again at the next sample, and a `--kind` filter judges the new
     /// kinds.
-    public func setKindOverrides(_ overrides: KindOverrides) {
+    package func setKindOverrides(_ overrides: KindOverrides) {
         source.setKindOverrides(overrides)
     }
 
     /// Removes an enricher or a sink added before (by identity).
-    public func remove(_ subscriber: AnyObject) {
+    package func remove(_ subscriber: AnyObject) {
         enrichers.removeAll { $0 === subscriber }
         sinks.removeAll { $0 === subscriber }
     }
 
     /// Adds an enricher: it sees every update before any sink does.
-    public func add(enricher: any PipelineEnricher) {
+    package func add(enricher: any PipelineEnricher) {
         enrichers.append(enricher)
     }
 
     /// Adds a sink: it sees every update after every enricher.
-    public func add(sink: any PipelineSink) {
+    package func add(sink: any PipelineSink) {
         sinks.append(sink)
     }
 
     /// Takes one sample through every stage and publishes it.
     @discardableResult
-    public func step() -> PipelineUpdate {
+    package func step() -> PipelineUpdate {
         let started = clock.monotonic()
         let reading: SourceReading
         do {
@@ -302,7 +302,7 @@ public final class Pipeline {
     /// The loop: a sample every interval (skipping ahead when late), until
     /// the sample limit or until the waiter says stop; then the last save,
     /// and `pipelineFinished` for every subscriber.
-    public func run(_ waiter: inout some PipelineWaiter) {
+    package func run(_ waiter: inout some PipelineWaiter) {
         defer { finish() }
         let interval = configuration.interval
         var next = clock.monotonic()
@@ -345,7 +345,7 @@ public final class Pipeline {
     }
 
     /// The least time between a sample and an early one.
-    public static let earlyGap = 0.05
+    package static let earlyGap = 0.05
 
     /// A deletion came between samples and a state file should have it.
     private var earlySampleDue = false
@@ -355,7 +355,7 @@ public final class Pipeline {
     /// when the wait should end for a sample now: a deletion came and a
     /// state file keeps the totals (its final counters are then applied and
     /// saved at once; `run` keeps at least `earlyGap` between samples).
-    public func readEvents() -> Bool {
+    package func readEvents() -> Bool {
         guard source.readEvents(), persistence != nil else { return false }
         earlySampleDue = true
         return true
@@ -363,7 +363,7 @@ public final class Pipeline {
 
     /// Zeroes the totals (their quality and events start over) and
     /// publishes the change.
-    public func zeroTotals() {
+    package func zeroTotals() {
         engine.zeroTotals()
         let now = clock.monotonic()
         publish(outcome: .zeroed, reading: nil, deltas: [], time: engine.lastSampleTime ?? now, previous: nil)
@@ -371,22 +371,22 @@ public final class Pipeline {
 
     /// Saves now (when persisting), records the clean stop, and tells the
     /// subscribers the loop ended.
-    public func finish() {
+    package func finish() {
         persistence?.finish(engine, at: engine.lastSampleTime ?? clock.monotonic(), wallTime: clock.wall())
         for sink in sinks { sink.finished() }
     }
 
     /// Saves now, whatever the pace (SIGHUP); no-op without a state file.
-    public func saveNow() {
+    package func saveNow() {
         persistence?.retryNow()
         persistence?.saveIfDue(engine, at: engine.lastSampleTime ?? clock.monotonic(), wallTime: clock.wall(), force: true)
     }
 
     /// Every interface's totals, sorted: costs a sort, so for reports and
     /// period ends, not for every sample.
-    public var totals: [InterfaceTotals] { engine.interfaces }
+    package var totals: [InterfaceTotals] { engine.interfaces }
 
-    public func totals(for key: SeriesKey) -> InterfaceTotals? { engine.totals(for: key) }
+    package func totals(for key: SeriesKey) -> InterfaceTotals? { engine.totals(for: key) }
 
     @discardableResult
     private func publish(
@@ -415,10 +415,10 @@ public final class Pipeline {
 
 /// Waits in real time without any other input; for tests and tools that
 /// stop by the sample limit.
-public struct SleepingWaiter: PipelineWaiter {
-    public init() {}
+package struct SleepingWaiter: PipelineWaiter {
+    package init() {}
 
-    public mutating func wait(until deadline: Double, _ pipeline: Pipeline) -> Bool {
+    package mutating func wait(until deadline: Double, _ pipeline: Pipeline) -> Bool {
         while true {
             let remaining = deadline - monotonicSeconds()
             if remaining <= 0 { return true }

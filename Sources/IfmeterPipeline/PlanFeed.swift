@@ -8,7 +8,7 @@ import IfmeterSystem
 /// after each save, after a plan changed under the running writer, and
 /// when a cycle ends) plus what was counted since the last save that
 /// worked. The save interval decides only what a power cut can lose.
-public final class PlanFeed: PipelineEnricher {
+package final class PlanFeed: PipelineEnricher {
     /// The writer's persistence: the file is read through its store's
     /// connection, never through a descriptor of its own.
     let persistence: StatePersistence
@@ -36,7 +36,7 @@ public final class PlanFeed: PipelineEnricher {
     private var aliases: [SeriesKey: String] = [:]
     private var deliveredAliases: [SeriesKey: String]?
 
-    public init(
+    package init(
         persistence: StatePersistence, deliver: @escaping ([PlanGauge]) -> Void, aliases: (([SeriesKey: String]) -> Void)? = nil
     ) {
         self.persistence = persistence
@@ -44,7 +44,7 @@ public final class PlanFeed: PipelineEnricher {
         deliverAliases = aliases
     }
 
-    public func enrich(_ update: borrowing PipelineUpdate) {
+    package func enrich(_ update: borrowing PipelineUpdate) {
         let saves = update.persistence?.saves ?? 0
         let now = update.wallTime
         var heldByFile = false
@@ -96,7 +96,7 @@ public final class PlanFeed: PipelineEnricher {
 
     /// The planned interfaces' current cycles, read through a writer's
     /// own store.
-    public static func gauges(_ store: StateStore, now: Double) -> [PlanGauge] {
+    package static func gauges(_ store: StateStore, now: Double) -> [PlanGauge] {
         let t = Int64(now.rounded(.down))
         guard let plans = try? store.plans(), !plans.isEmpty, let slices = try? store.slices(since: t - 32 * 86400),
             let stored = try? store.storedInterfaces()
@@ -127,7 +127,7 @@ public final class PlanFeed: PipelineEnricher {
 
     /// The same, read from the file at `path` by a process that does not
     /// write it; none when the file cannot be read.
-    public static func gauges(path: String, now: Double) -> [PlanGauge] {
+    package static func gauges(path: String, now: Double) -> [PlanGauge] {
         // Only planned interfaces' last 32 days (a cycle is at most 31).
         let t = Int64(now.rounded(.down))
         guard let plans = try? StateStore.plans(path: path, verify: false), !plans.isEmpty,

@@ -4,7 +4,7 @@ import IfmeterSystem
 
 /// Where saved totals go: the state file, or in tests a store that fails
 /// when told to.
-public protocol StateSaving: AnyObject {
+package protocol StateSaving: AnyObject {
     /// What the store held when it was opened.
     var restored: [DeltaEngine.SavedSeries] { get }
     /// The store was written during this boot: the kernel counters went on.
@@ -45,36 +45,36 @@ public protocol StateSaving: AnyObject {
 
 extension StateSaving {
     /// A store that keeps no outside estimate saves the rest.
-    public func save(
+    package func save(
         _ saved: [DeltaEngine.SavedSeries], usage: [SeriesKey: UsageEntry], outside: [OutsideTotal], wallTime: Double, full: Bool
     ) throws(StoreError) {
         try save(saved, usage: usage, wallTime: wallTime, full: full)
     }
-    public var restoredOutside: [OutsideTotal] { [] }
-    public var uncleanStop: Bool { false }
-    public var lastSaved: Double? { nil }
-    public func markStopped(wallTime: Double) throws(StoreError) {}
-    public func abandon() {}
-    public func standing() -> StatePathStanding { .same }
-    public func setRetention(_ retention: Retention) {}
-    public func pendingChanges() throws(StoreError) -> [(id: Int64, change: StateChange)] { [] }
-    public func apply(_ change: StateChange, id: Int64) throws(StoreError) {}
-    public func rewritten(now: Double) throws(StoreError) -> (store: any StateSaving, movedAside: String?) { (self, nil) }
+    package var restoredOutside: [OutsideTotal] { [] }
+    package var uncleanStop: Bool { false }
+    package var lastSaved: Double? { nil }
+    package func markStopped(wallTime: Double) throws(StoreError) {}
+    package func abandon() {}
+    package func standing() -> StatePathStanding { .same }
+    package func setRetention(_ retention: Retention) {}
+    package func pendingChanges() throws(StoreError) -> [(id: Int64, change: StateChange)] { [] }
+    package func apply(_ change: StateChange, id: Int64) throws(StoreError) {}
+    package func rewritten(now: Double) throws(StoreError) -> (store: any StateSaving, movedAside: String?) { (self, nil) }
 }
 
 extension StateStore: StateSaving {
-    public var info: StateInfo {
+    package var info: StateInfo {
         StateInfo(path: path, since: since, restored: restoresTotals, sameBoot: sameBoot)
     }
 
-    public func rewritten(now: Double) throws(StoreError) -> (store: any StateSaving, movedAside: String?) {
+    package func rewritten(now: Double) throws(StoreError) -> (store: any StateSaving, movedAside: String?) {
         let (store, aside) = try recreated(now: now)
         return (store, aside)
     }
 
-    public func setRetention(_ retention: Retention) { self.retention = retention }
+    package func setRetention(_ retention: Retention) { self.retention = retention }
 
-    public func save(
+    package func save(
         _ saved: [DeltaEngine.SavedSeries], usage: [SeriesKey: UsageEntry], outside: [OutsideTotal], wallTime: Double, full: Bool
     ) throws(StoreError) {
         try save(saved, usage: usage, outside: Optional(outside), wallTime: wallTime, full: full)
@@ -82,7 +82,7 @@ extension StateStore: StateSaving {
 }
 
 /// Something that happened to the state file that the log should say.
-public enum PersistenceNotice: Sendable, Hashable {
+package enum PersistenceNotice: Sendable, Hashable {
     /// The file was deleted (or its folder) under the writer and written
     /// anew at its path.
     case recreated(path: String)
@@ -94,38 +94,38 @@ public enum PersistenceNotice: Sendable, Hashable {
 }
 
 /// The state of persistence, as updates carry it.
-public struct PersistenceStatus: Sendable {
-    public var info: StateInfo
-    public var saves: Int
+package struct PersistenceStatus: Sendable {
+    package var info: StateInfo
+    package var saves: Int
     /// The last save's failure; nil once a save works again.
-    public var lastError: StoreError?
+    package var lastError: StoreError?
     /// Saves, failures and the last good save, as metrics say them.
-    public var health: StateHealth
+    package var health: StateHealth
     /// What happened to the file since the last update (each said once).
-    public var notices: [PersistenceNotice] = []
+    package var notices: [PersistenceNotice] = []
     /// The sample time (monotonic) the last save that worked holds
     /// everything up to: a save at SIGHUP, between samples, holds the
     /// sample before.
-    public var savedThrough: Double?
+    package var savedThrough: Double?
 }
 
 /// A state file in use: restores the engine, then saves its totals, and
 /// the traffic since the last save into the usage tables, at a slow pace.
 /// Traffic of a failed save is kept for the next one: nothing counted is
 /// dropped. Used from the pipeline's thread.
-public final class StatePersistence {
+package final class StatePersistence {
     /// The store saved to: another one after the file was written anew.
-    public private(set) var store: any StateSaving
+    package private(set) var store: any StateSaving
     /// Seconds between saves.
-    public let every: Double
+    package let every: Double
     /// After a failed save, the next try comes this long after (or at the
     /// next due save, when sooner): a full disk is not hammered every
     /// sample, and a save that can work again does within half a minute.
-    public var retryEvery: Double {
+    package var retryEvery: Double {
         didSet { health.retryEvery = retryEvery }
     }
     private var retryAt: Double?
-    public private(set) var health: StateHealth
+    package private(set) var health: StateHealth
     private var notices: [PersistenceNotice] = []
     private var savedThrough: Double?
     private var usage = PeriodAccumulator()
@@ -139,19 +139,19 @@ public final class StatePersistence {
     private var lastSaveDay: Int64?
     /// The first sample was looked at (after an unclean stop).
     private var reviewed = false
-    public private(set) var saves = 0
-    public private(set) var lastError: StoreError?
+    package private(set) var saves = 0
+    package private(set) var lastError: StoreError?
     /// Each tunnel's outside estimate (`--probe`'s route feed continues
     /// from it and keeps it here each sample): what the file held at the
     /// start, saved with the totals, so `ifmeter_tunnel_outside_bytes_total`
     /// goes on across restarts (and across a route feed a reload replaced).
-    public var outside: [OutsideTotal]
+    package var outside: [OutsideTotal]
     /// What was counted since the last save that worked, for readers
     /// that show current figures (serve's usage tables).
-    public let unsaved = UnsavedUsage()
+    package let unsaved = UnsavedUsage()
 
     /// `zone`: where hours begin (the local time zone; tests pass one).
-    public init(store: any StateSaving, every: Double, zone: LocalZone = .system) {
+    package init(store: any StateSaving, every: Double, zone: LocalZone = .system) {
         self.store = store
         self.every = every
         self.zone = zone
@@ -161,7 +161,7 @@ public final class StatePersistence {
         outside = store.restoredOutside
     }
 
-    public var status: PersistenceStatus {
+    package var status: PersistenceStatus {
         PersistenceStatus(info: store.info, saves: saves, lastError: lastError, health: health, notices: notices, savedThrough: savedThrough)
     }
 
@@ -276,7 +276,7 @@ public final class StatePersistence {
     /// deleted interfaces counted since the last save, and says so: their
     /// totals are lower bounds at the next start. The first deletion after
     /// a quiet minute is saved at once.
-    public var deletionGap: Double = 60
+    package var deletionGap: Double = 60
     private var deletionPending = false
     private var lastDeletionSave: Double?
 
@@ -294,11 +294,11 @@ public final class StatePersistence {
     }
 
     /// The start failed after the store was opened.
-    public func abandon() { store.abandon() }
+    package func abandon() { store.abandon() }
 
     /// How long usage is kept by the hour and the day (a reload changed
     /// `--keep-hours` or `--keep-days`): applied at the next save.
-    public func setRetention(_ retention: Retention) { store.setRetention(retention) }
+    package func setRetention(_ retention: Retention) { store.setRetention(retention) }
 
     /// The file is still at its path, or written there anew (what was
     /// put in its place moved aside): a save into a deleted file keeps
@@ -351,25 +351,25 @@ public final class StatePersistence {
 }
 
 /// Persistent totals for a pipeline (`--state`).
-public struct StateOptions: Sendable {
-    public var path: String
-    public var host: String
+package struct StateOptions: Sendable {
+    package var path: String
+    package var host: String
     /// Where the boot id is read (tests point it at a file of their own).
-    public var bootIDFile: String
+    package var bootIDFile: String
     /// Seconds between saves.
-    public var saveEvery: Double
+    package var saveEvery: Double
     /// How long usage is kept by the hour and by the day (`--keep-hours`,
     /// `--keep-days`).
-    public var retention = Retention.defaults
+    package var retention = Retention.defaults
 
     /// `--save-every`'s default: 5 minutes (issue 23's write budget: at
     /// most 1 MiB an hour with 3 idle interfaces). A restart within a boot
     /// loses nothing at any pace (the kernel's counters hold the traffic
     /// since the last save); the pace is what a power cut or a reboot can
     /// lose, which is then counted as a lower bound.
-    public static let defaultSaveEvery: Double = 300
+    package static let defaultSaveEvery: Double = 300
 
-    public init(
+    package init(
         path: String, host: String, bootIDFile: String = "/proc/sys/kernel/random/boot_id", saveEvery: Double = StateOptions.defaultSaveEvery
     ) {
         self.path = path
@@ -379,7 +379,7 @@ public struct StateOptions: Sendable {
     }
 
     /// Opens the state file, or says why not.
-    public func open(wallTime: Double) throws(StoreError) -> StatePersistence {
+    package func open(wallTime: Double) throws(StoreError) -> StatePersistence {
         guard let bootID = readBootID(bootIDFile) else { throw .noBootID(file: bootIDFile) }
         let store = try StateStore(path: path, host: host, bootID: bootID, now: wallTime, saveEvery: saveEvery)
         store.retention = retention

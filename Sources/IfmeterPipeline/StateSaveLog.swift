@@ -8,19 +8,19 @@ import IfmeterSystem
 /// code prints nothing: `log` writes the line (stderr, or a list a view
 /// shows later); each line is said once per change already, so the
 /// command gives a log that holds none back (`Log.everyLine`).
-public final class StateSaveLog: PipelineSink {
+package final class StateSaveLog: PipelineSink {
     private let log: Log
     private let zone: LocalZone
     /// The cause last said (SQLite's or the system's words), while failing.
     private var saidCause: String?
     private var failuresWhenSaid: UInt64 = 0
 
-    public init(zone: LocalZone = .system, log: Log) {
+    package init(zone: LocalZone = .system, log: Log) {
         self.zone = zone
         self.log = log
     }
 
-    public func receive(_ update: borrowing PipelineUpdate) {
+    package func receive(_ update: borrowing PipelineUpdate) {
         guard let status = update.persistence else { return }
         say(status)
     }
@@ -80,7 +80,7 @@ public final class StateSaveLog: PipelineSink {
     }
 
     /// The line a command ends with (exit 1) when its last save failed.
-    public static func finalFailure(_ status: PersistenceStatus, zone: LocalZone = .system) -> String? {
+    package static func finalFailure(_ status: PersistenceStatus, zone: LocalZone = .system) -> String? {
         guard let error = status.lastError else { return nil }
         // The last save worked; marking the clean stop after it did not.
         if !status.health.failing {

@@ -8,14 +8,14 @@ import Synchronization
 /// current within one sample, as the plan gauges are (issue 46). The
 /// persistence publishes it after each sample and each save; any thread
 /// reads it. The save interval then decides only what a power cut loses.
-public final class UnsavedUsage: Sendable {
+package final class UnsavedUsage: Sendable {
     struct Held: Sendable {
         var hours: [SeriesKey: [Int64: HourUsage]] = [:]
         var kinds: [SeriesKey: InterfaceKind] = [:]
     }
     private let held = Mutex(Held())
 
-    public init() {}
+    package init() {}
 
     func publish(hours: [SeriesKey: [Int64: HourUsage]], kinds: [SeriesKey: InterfaceKind]) {
         held.withLock { $0 = Held(hours: hours, kinds: kinds) }
@@ -24,7 +24,7 @@ public final class UnsavedUsage: Sendable {
     /// The unsaved traffic as the file's rows are read: hour slices, or
     /// five-minute ones, each under its stored name (`NS/NAME` for another
     /// namespace's), sorted by name and start.
-    public func slices(fiveMinutes: Bool) -> [UsageSlice] {
+    package func slices(fiveMinutes: Bool) -> [UsageSlice] {
         let now = held.withLock { $0 }
         var out: [UsageSlice] = []
         for (key, hours) in now.hours {

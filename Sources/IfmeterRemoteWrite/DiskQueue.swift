@@ -35,7 +35,7 @@ import Synchronization
 ///
 /// Bounded: past `maxBytes` of unsent records the oldest go (whole segments
 /// while there are several), counted in `droppedFull`.
-public final class DiskQueue: Sendable {
+package final class DiskQueue: Sendable {
     struct Record: Sendable {
         var offset: Int64
         var length: Int64
@@ -84,27 +84,27 @@ public final class DiskQueue: Sendable {
     }
 
     /// Where a record ends: its segment and the offset after it.
-    public struct Position: Sendable, Equatable {
-        public let sequence: UInt64
-        public let end: Int64
+    package struct Position: Sendable, Equatable {
+        package let sequence: UInt64
+        package let end: Int64
     }
 
     /// Consecutive records of one segment.
-    public struct Batch: Sendable {
+    package struct Batch: Sendable {
         /// Each record's payload, oldest first.
-        public var payloads: [[UInt8]]
+        package var payloads: [[UInt8]]
         /// The payloads joined.
-        public var payload: [UInt8] { Array(payloads.joined()) }
-        public var samples: UInt64
+        package var payload: [UInt8] { Array(payloads.joined()) }
+        package var samples: UInt64
         /// Posted before (a failed try, a kill before its `ack`, or an `ack`
         /// found damaged): the receiver may have it already.
-        public var resent: Bool
+        package var resent: Bool
         let sequence: UInt64
         let end: Int64
     }
 
-    public static let segmentHeaderBytes = 32
-    public static let headerBytes = 28
+    package static let segmentHeaderBytes = 32
+    package static let headerBytes = 28
     static let segmentMagic: [UInt8] = Array("IFQS".utf8)
     static let magic: [UInt8] = Array("IFQ3".utf8)
     static let headMagic: [UInt8] = Array("IFQH".utf8)
@@ -116,22 +116,22 @@ public final class DiskQueue: Sendable {
     static let damagedSuffix = ".damaged"
     static let asideMark = ".corrupt-"
 
-    public let folder: String
-    public let maxBytes: Int64
+    package let folder: String
+    package let maxBytes: Int64
     /// The queue's identity (a hash of its receiver's URL): a segment of
     /// another queue, copied or moved here, is not posted to this receiver.
-    public let identity: UInt64
+    package let identity: UInt64
     let segmentBytes: Int64
     /// What opening found and did (damage, files set aside, samples lost),
     /// one line each, for the caller's log.
-    public let openingNotes: [String]
+    package let openingNotes: [String]
     private let state = Mutex(State())
     private let clock: @Sendable () -> Double
 
     /// Opens (creating) the queue in `folder`, keeping every whole record.
     /// The folder must be one no other user controls (`OwnFolder`); one
     /// that is not is refused, never adopted.
-    public init(folder: String, maxBytes: Int64, identity: UInt64 = 0, wallClock: @escaping @Sendable () -> Double = { wallClock() })
+    package init(folder: String, maxBytes: Int64, identity: UInt64 = 0, wallClock: @escaping @Sendable () -> Double = { wallClock() })
         throws(SystemError)
     {
         self.folder = folder
@@ -196,7 +196,7 @@ public final class DiskQueue: Sendable {
     }
 
     /// A record's bytes: header and payload.
-    public static func record(payload: [UInt8], samples: UInt32, index: UInt64) -> [UInt8] {
+    package static func record(payload: [UInt8], samples: UInt32, index: UInt64) -> [UInt8] {
         var out = magic
         put32(UInt32(payload.count), &out)
         put32(samples, &out)
@@ -218,7 +218,7 @@ public final class DiskQueue: Sendable {
 
     /// Unsent bytes and samples, and the samples dropped for room and lost
     /// to damage.
-    public var counts: (bytes: UInt64, samples: UInt64, droppedFull: UInt64, droppedCorrupt: UInt64) {
+    package var counts: (bytes: UInt64, samples: UInt64, droppedFull: UInt64, droppedCorrupt: UInt64) {
         state.withLock { s in
             var bytes: Int64 = 0
             var samples: UInt64 = 0
@@ -233,14 +233,14 @@ public final class DiskQueue: Sendable {
     }
 
     /// Whether no record waits.
-    public var isEmpty: Bool { state.withLock { s in s.segments.allSatisfy { $0.records.isEmpty } } }
+    package var isEmpty: Bool { state.withLock { s in s.segments.allSatisfy { $0.records.isEmpty } } }
 
     // MARK: appending
 
     /// Appends one record and syncs it; then drops the oldest records
     /// while the unsent ones are over the bound. Returns where it ends.
     @discardableResult
-    public func append(payload: [UInt8], samples: UInt32) throws(SystemError) -> Position {
+    package func append(payload: [UInt8], samples: UInt32) throws(SystemError) -> Position {
         try state.withLock { (s: inout State) throws(SystemError) -> Position in
             let bytes = Self.record(payload: payload, samples: samples, index: s.nextIndex)
             if s.active == nil || (s.segments.last?.size ?? 0) + Int64(bytes.count) > segmentBytes {
@@ -390,7 +390,7 @@ public final class DiskQueue: Sendable {
     /// The oldest unsent records of one segment, up to about `maxBytes` and
     /// `maxRecords` (at least one record); the batch in flight again when
     /// there is one.
-    public func peek(maxBytes: Int, maxRecords: Int = .max, maxSamples: UInt64 = .max) -> Batch? {
+    package func peek(maxBytes: Int, maxRecords: Int = .max, maxSamples: UInt64 = .max) -> Batch? {
         let picked = state.withLock { s -> (Segment, [Record], Bool)? in
             guard let segment = s.segments.first(where: { !$0.records.isEmpty }) else { return nil }
             if let flying = s.inFlight, flying.sequence == segment.sequence, segment.records[0].offset < flying.end {
@@ -446,21 +446,21 @@ public final class DiskQueue: Sendable {
     /// Takes back `samples` counted dropped for room: they were in a request
     /// that reached the receiver after all (posted before the bound dropped
     /// their copy on disk).
-    public func delivered(droppedSamples samples: UInt64) {
+    package func delivered(droppedSamples samples: UInt64) {
         state.withLock { $0.droppedFull -= min($0.droppedFull, samples) }
     }
 
     /// Records that `batch` is about to be posted (synced), unless it was
     /// already: until it is acknowledged, `peek` gives it again with the
     /// same bounds, in this process or after a restart.
-    public func markInFlight(_ batch: Batch) throws(SystemError) {
+    package func markInFlight(_ batch: Batch) throws(SystemError) {
         guard !batch.resent else { return }
         try markInFlight(Position(sequence: batch.sequence, end: batch.end))
     }
 
     /// Records that the unsent records of `position`'s segment up to it
     /// were posted; nothing when they are gone.
-    public func markInFlight(_ position: Position) throws(SystemError) {
+    package func markInFlight(_ position: Position) throws(SystemError) {
         try state.withLock { (s: inout State) throws(SystemError) in
             guard s.holdsUnsent(position.sequence, before: position.end) else { return }
             s.inFlight = (position.sequence, position.end)
@@ -472,12 +472,12 @@ public final class DiskQueue: Sendable {
     /// a segment left with none is deleted. False when the bound dropped
     /// them first.
     @discardableResult
-    public func commit(_ batch: Batch) throws(SystemError) -> Bool { try commit(through: Position(sequence: batch.sequence, end: batch.end)) }
+    package func commit(_ batch: Batch) throws(SystemError) -> Bool { try commit(through: Position(sequence: batch.sequence, end: batch.end)) }
 
     /// Marks the unsent records of `position`'s segment up to it sent (or
     /// refused). False when none was left (the bound dropped them).
     @discardableResult
-    public func commit(through position: Position) throws(SystemError) -> Bool {
+    package func commit(through position: Position) throws(SystemError) -> Bool {
         try state.withLock { (s: inout State) throws(SystemError) -> Bool in
             guard let index = s.segments.firstIndex(where: { $0.sequence == position.sequence }) else { return false }
             let before = s.segments[index].records.count

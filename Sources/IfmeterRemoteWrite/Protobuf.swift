@@ -6,12 +6,12 @@
 ///     message TimeSeries { repeated Label labels = 1; repeated Sample samples = 2; }
 ///     message Label { string name = 1; string value = 2; }
 ///     message Sample { double value = 1; int64 timestamp = 2; }
-public struct ProtobufWriter: Sendable {
-    public var bytes: [UInt8] = []
+package struct ProtobufWriter: Sendable {
+    package var bytes: [UInt8] = []
 
-    public init() {}
+    package init() {}
 
-    public mutating func varint(_ value: UInt64) {
+    package mutating func varint(_ value: UInt64) {
         var v = value
         while v >= 0x80 {
             bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
@@ -20,41 +20,41 @@ public struct ProtobufWriter: Sendable {
         bytes.append(UInt8(v))
     }
 
-    public mutating func tag(_ field: Int, wire: Int) { varint(UInt64(field << 3 | wire)) }
+    package mutating func tag(_ field: Int, wire: Int) { varint(UInt64(field << 3 | wire)) }
 
-    public mutating func bytesField(_ field: Int, _ value: some Collection<UInt8>) {
+    package mutating func bytesField(_ field: Int, _ value: some Collection<UInt8>) {
         tag(field, wire: 2)
         varint(UInt64(value.count))
         bytes.append(contentsOf: value)
     }
 
-    public mutating func stringField(_ field: Int, _ value: String) { bytesField(field, value.utf8) }
+    package mutating func stringField(_ field: Int, _ value: String) { bytesField(field, value.utf8) }
 
-    public mutating func doubleField(_ field: Int, _ value: Double) {
+    package mutating func doubleField(_ field: Int, _ value: Double) {
         tag(field, wire: 1)
         let bits = value.bitPattern
         for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift))) }
     }
 
-    public mutating func int64Field(_ field: Int, _ value: Int64) {
+    package mutating func int64Field(_ field: Int, _ value: Int64) {
         tag(field, wire: 0)
         varint(UInt64(bitPattern: value))
     }
 }
 
 /// One series' sample, as remote write sends it.
-public enum RemoteWriteEncoding {
+package enum RemoteWriteEncoding {
     /// A WriteRequest's `timeseries` entry (field 1, tag and length
     /// included) with one sample: WriteRequests are such entries one after
     /// another, so records of the queue concatenate into a request.
     /// `labels` must be sorted by name and hold `__name__`.
-    public static func appendTimeSeries(to out: inout ProtobufWriter, labels: [(String, String)], value: Double, timestampMs: Int64) {
+    package static func appendTimeSeries(to out: inout ProtobufWriter, labels: [(String, String)], value: Double, timestampMs: Int64) {
         let fields = labelFields(labels)
         fields.withUnsafeBufferPointer { appendTimeSeries(to: &out, labelFields: $0, value: value, timestampMs: timestampMs) }
     }
 
     /// A TimeSeries' label fields (tag 1, length, Label), in order.
-    public static func labelFields(_ labels: [(String, String)]) -> [UInt8] {
+    package static func labelFields(_ labels: [(String, String)]) -> [UInt8] {
         var out = ProtobufWriter()
         for (name, value) in labels {
             var label = ProtobufWriter()
@@ -66,7 +66,7 @@ public enum RemoteWriteEncoding {
     }
 
     /// A `timeseries` entry from its label fields as encoded, one sample.
-    public static func appendTimeSeries(
+    package static func appendTimeSeries(
         to out: inout ProtobufWriter, labelFields: UnsafeBufferPointer<UInt8>, value: Double, timestampMs: Int64
     ) {
         // Sample: tag, 8-byte double, tag, varint.
@@ -85,7 +85,7 @@ public enum RemoteWriteEncoding {
 extension RemoteWriteEncoding {
     /// Cuts a run of `timeseries` entries (one sample each) into runs of at
     /// most `maxSeries`, at entry boundaries: `max_samples_per_send`.
-    public static func split(_ entries: [UInt8], maxSeries: Int) -> [(bytes: [UInt8], count: UInt32)] {
+    package static func split(_ entries: [UInt8], maxSeries: Int) -> [(bytes: [UInt8], count: UInt32)] {
         var parts: [(bytes: [UInt8], count: UInt32)] = []
         var start = 0, at = 0, count: UInt32 = 0
         while at < entries.count {

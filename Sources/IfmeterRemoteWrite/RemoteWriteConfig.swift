@@ -15,50 +15,50 @@ import IfmeterSystem
 ///     queue_config: {capacity, max_samples_per_send, batch_send_deadline, min_backoff, max_backoff}
 ///
 /// Relative file names are relative to the file's folder.
-public struct RemoteWriteConfig: Sendable {
-    public var username: String?
-    public var password: String?
-    public var bearerTokenFile: String?
-    public var caFile: String?
-    public var certFile: String?
-    public var keyFile: String?
-    public var insecureSkipVerify = false
+package struct RemoteWriteConfig: Sendable {
+    package var username: String?
+    package var password: String?
+    package var bearerTokenFile: String?
+    package var caFile: String?
+    package var certFile: String?
+    package var keyFile: String?
+    package var insecureSkipVerify = false
     /// Nil: `defaultTimeoutSeconds`.
-    public var timeoutSeconds: Double?
-    public var externalLabels: [(String, String)] = []
+    package var timeoutSeconds: Double?
+    package var externalLabels: [(String, String)] = []
     /// `write_relabel_configs`, applied in order to every series pushed
     /// (after the external labels, as Prometheus applies them).
-    public var relabel: [RelabelRule] = []
-    public var queue = QueueSettings()
+    package var relabel: [RelabelRule] = []
+    package var queue = QueueSettings()
 
     /// `queue_config`, Prometheus's keys as ifmeter's sender reads them.
-    public struct QueueSettings: Sendable, Equatable {
+    package struct QueueSettings: Sendable, Equatable {
         /// Samples kept in memory while a request is in flight; past them,
         /// pushes go to the queue on disk. Nil: no bound but the pushes'.
-        public var capacity: Int?
+        package var capacity: Int?
         /// Samples in one request at most (a push is split to fit).
-        public var maxSamplesPerSend: Int?
+        package var maxSamplesPerSend: Int?
         /// The longest a sample may wait for its request: ifmeter holds no
         /// push back to fill a batch, so this is met whatever it is.
-        public var batchSendDeadline: Double?
+        package var batchSendDeadline: Double?
         /// The first and the longest wait between retries.
-        public var minBackoff = 0.1
-        public var maxBackoff = 5.0
+        package var minBackoff = 0.1
+        package var maxBackoff = 5.0
 
-        public init() {}
+        package init() {}
     }
 
     /// A request's limit without `remote_timeout`, as Prometheus's.
-    public static let defaultTimeoutSeconds: Double = 30
+    package static let defaultTimeoutSeconds: Double = 30
 
     /// No authentication, the system's CAs, no extra labels.
-    public init() {}
+    package init() {}
 
     /// The file cannot be read, or what it holds is wrong: as a web
     /// config's.
-    public typealias LoadError = ConfigLoadError
+    package typealias LoadError = ConfigLoadError
 
-    public static func validLabelName(_ name: String) -> Bool {
+    package static func validLabelName(_ name: String) -> Bool {
         guard let first = name.utf8.first, first == UInt8(ascii: "_") || (first | 0x20 >= UInt8(ascii: "a") && first | 0x20 <= UInt8(ascii: "z"))
         else { return false }
         return name.utf8.allSatisfy { c in
@@ -70,19 +70,19 @@ public struct RemoteWriteConfig: Sendable {
     /// Reads and checks `path`: it and the files it names must be ones no
     /// other user could change (`SettingsFile.check`), unless
     /// `foreignAllowed`.
-    public static func load(_ path: String, foreignAllowed: Bool = false) throws(LoadError) -> RemoteWriteConfig {
+    package static func load(_ path: String, foreignAllowed: Bool = false) throws(LoadError) -> RemoteWriteConfig {
         try YAML.load(path, foreignAllowed: foreignAllowed) { root, folder throws(ConfigError) in
             try read(root?.mapping("the remote write config") ?? [], folder: folder, foreignAllowed: foreignAllowed)
         }
     }
 
-    public static func parse(_ text: String, folder: String, foreignAllowed: Bool = false) throws(ConfigError) -> RemoteWriteConfig {
+    package static func parse(_ text: String, folder: String, foreignAllowed: Bool = false) throws(ConfigError) -> RemoteWriteConfig {
         try read(try YAML.parse(text)?.mapping("the remote write config") ?? [], folder: folder, foreignAllowed: foreignAllowed)
     }
 
     /// The settings in a mapping's entries (a file's, or a target's in the
     /// main config); relative file names start at `folder`.
-    public static func read(_ entries: [YAMLEntry], folder: String, foreignAllowed: Bool = false) throws(ConfigError) -> RemoteWriteConfig {
+    package static func read(_ entries: [YAMLEntry], folder: String, foreignAllowed: Bool = false) throws(ConfigError) -> RemoteWriteConfig {
         var config = RemoteWriteConfig()
         func file(_ entry: YAMLEntry) throws(ConfigError) -> String {
             let name = try entry.string()

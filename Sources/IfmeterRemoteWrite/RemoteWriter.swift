@@ -7,10 +7,10 @@ import Synchronization
 
 /// One receiver: its queue on disk and the thread that sends it, oldest
 /// first, retrying per Remote-Write 1.0.
-public final class RemoteWriter: Sendable {
+package final class RemoteWriter: Sendable {
     /// The URL without credentials: the `url` label.
-    public let label: String
-    public let queue: DiskQueue
+    package let label: String
+    package let queue: DiskQueue
     let transport: any RemoteWriteTransport
     /// Its own sites (`Log.separate`): one receiver's failures never hide another's.
     let log: Log
@@ -59,7 +59,7 @@ public final class RemoteWriter: Sendable {
 
     private let memory = Mutex(Memory())
 
-    public init(
+    package init(
         url: String, queue: DiskQueue, transport: any RemoteWriteTransport, batchBytes: Int = 4 << 20, minBackoff: Double = 0.1,
         maxBackoff: Double = 5, capacity: Int? = nil, maxSamplesPerSend: Int? = nil, log: Log
     ) {
@@ -77,7 +77,7 @@ public final class RemoteWriter: Sendable {
     /// The URL as the `url` label and the log say it: without a user name
     /// or password (`user:pass@`) and without its query and fragment, where
     /// receivers take API keys (`?api_key=...`).
-    public static func withoutCredentials(_ url: String) -> String {
+    package static func withoutCredentials(_ url: String) -> String {
         let (scheme, authority, rest) = parts(url)
         var path = rest
         if let cut = path.firstIndex(where: { $0 == "?" || $0 == "#" }) { path = path[..<cut] }
@@ -86,7 +86,7 @@ public final class RemoteWriter: Sendable {
     }
 
     /// Whether the URL names a user (and maybe a password) before its host.
-    public static func hasUserInfo(_ url: String) -> Bool { parts(url).authority.contains("@") }
+    package static func hasUserInfo(_ url: String) -> Bool { parts(url).authority.contains("@") }
 
     /// `scheme://`, the authority, and the rest (path, query, fragment).
     static func parts(_ url: String) -> (scheme: Substring, authority: Substring, rest: Substring) {
@@ -96,7 +96,7 @@ public final class RemoteWriter: Sendable {
         return (url[..<range.upperBound], after[..<end], after[end...])
     }
 
-    public var status: RemoteWriteStatus {
+    package var status: RemoteWriteStatus {
         var status = RemoteWriteStatus(url: label)
         let q = queue.counts
         status.queueBytes = q.bytes
@@ -119,7 +119,7 @@ public final class RemoteWriter: Sendable {
     /// The push stays in memory while the sender is idle and nothing waits
     /// on disk; otherwise it is synced to disk before this returns, after
     /// any push in flight (which may yet fail).
-    public func enqueue(payload: [UInt8], samples: UInt32) {
+    package func enqueue(payload: [UInt8], samples: UInt32) {
         guard let compressed = RemoteWriteLibraries.compress(payload) else {
             counts.withLock { $0.unwritable += UInt64(samples) }
             log.warning("remote write \(label): snappy failed; \(samples) samples not queued (counted as dropped, reason write_failed)")
@@ -176,7 +176,7 @@ public final class RemoteWriter: Sendable {
     }
 
     /// Starts the sender thread.
-    public func start() throws(SystemError) {
+    package func start() throws(SystemError) {
         guard !running.exchange(true, ordering: .acquiringAndReleasing) else { return }
         do throws(SystemError) {
             try startThread { self.run() }
@@ -189,7 +189,7 @@ public final class RemoteWriter: Sendable {
     /// Waits up to `timeout` seconds for the pushes held in memory to be
     /// posted (a stop's last push, its stale markers): while the receiver
     /// keeps up they arrive now; otherwise `stop` writes them to disk.
-    public func drain(timeout: Double) {
+    package func drain(timeout: Double) {
         let deadline = monotonicSeconds() + timeout
         while monotonicSeconds() < deadline, running.load(ordering: .acquiring) {
             let idle = memory.withLock { $0.records.isEmpty && $0.flying == nil && !$0.toDisk }
@@ -201,7 +201,7 @@ public final class RemoteWriter: Sendable {
 
     /// Stops the sender after its request in flight; what is queued stays,
     /// pushes in memory (the one in flight too) written to disk first.
-    public func stop() {
+    package func stop() {
         stopping.store(true, ordering: .releasing)
         memory.withLock { m in
             if m.flying != nil || !m.records.isEmpty { spill(&m) }
@@ -249,7 +249,7 @@ public final class RemoteWriter: Sendable {
         running.store(false, ordering: .releasing)
     }
 
-    public enum Attempt: Sendable, Equatable {
+    package enum Attempt: Sendable, Equatable {
         case sent
         case drop
         case retry(retryAfter: Double?)
@@ -257,7 +257,7 @@ public final class RemoteWriter: Sendable {
 
     /// Sends the oldest batch once (from disk, else from memory); nil when
     /// nothing waits.
-    public func sendOnce() -> Attempt? {
+    package func sendOnce() -> Attempt? {
         if let batch = queue.peek(maxBytes: batchBytes, maxSamples: maxSamplesPerSend.map(UInt64.init) ?? .max) { return send(batch) }
         let taken = memory.withLock { m -> (body: [UInt8], samples: UInt64)? in
             // A push may have gone to disk since the peek.
@@ -355,7 +355,7 @@ public final class RemoteWriter: Sendable {
 
     /// A request's body: the one record's snappy block as it is, or the
     /// records' series joined into one block.
-    public static func body(_ batch: DiskQueue.Batch) -> [UInt8]? { body(batch.payloads) }
+    package static func body(_ batch: DiskQueue.Batch) -> [UInt8]? { body(batch.payloads) }
 
     static func body(_ payloads: [[UInt8]]) -> [UInt8]? {
         if payloads.count == 1 { return payloads[0] }
@@ -387,9 +387,9 @@ public final class RemoteWriter: Sendable {
 /// `every` is not longer than the sampling interval. Add it as an enricher
 /// (it shows the writers' status in the exposition) and as a sink after
 /// the scrape feed.
-public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
+package final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
     let source: any SeriesSource
-    public let writers: [RemoteWriter]
+    package let writers: [RemoteWriter]
     let every: Double
     let sampleInterval: Double
     private let lastPushed = Mutex<Double?>(nil)
@@ -406,7 +406,7 @@ public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
     /// nil: a push is one record.
     let maxSamplesPerRecord: Int?
 
-    public init(
+    package init(
         source: any SeriesSource, writers: [RemoteWriter], externalLabels: [(String, String)], relabel: [RelabelRule] = [], every: Double = 0,
         sampleInterval: Double = 1, maxSamplesPerRecord: Int? = nil
     ) {
@@ -420,7 +420,7 @@ public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
     }
 
     /// Whether the sample at `wallTime` is pushed.
-    public func due(_ wallTime: Double) -> Bool {
+    package func due(_ wallTime: Double) -> Bool {
         guard every > sampleInterval else { return true }
         return lastPushed.withLock { last in
             // A clock set back pushes at once.
@@ -430,11 +430,11 @@ public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
         }
     }
 
-    public func enrich(_ update: borrowing PipelineUpdate) {
+    package func enrich(_ update: borrowing PipelineUpdate) {
         source.setRemoteWrite(writers.map(\.status))
     }
 
-    public func receive(_ update: borrowing PipelineUpdate) {
+    package func receive(_ update: borrowing PipelineUpdate) {
         guard case .sampled = update.outcome, due(update.wallTime) else { return }
         let (payload, count) = encode(timestampMs: Int64((update.wallTime * 1000).rounded()))
         enqueue(payload, count)
@@ -442,7 +442,7 @@ public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
 
     /// The loop ended (a stop): every series ends, so its stale marker goes
     /// out, through the queue, before the writers stop.
-    public func finished() {
+    package func finished() {
         let (payload, count) = encoder.withLock { $0.encoder.encodeEnd(timestampMs: Int64((wallClock() * 1000).rounded())) }
         if count > 0 { enqueue(payload, count) }
     }
@@ -466,7 +466,7 @@ public final class RemoteWriteFeed: PipelineEnricher, PipelineSink {
     /// after `--series-lifetime` (which /metrics keeps: a scraper must see
     /// the final value). One that comes back resumes: its totals never
     /// went down.
-    public func encode(timestampMs: Int64) -> ([UInt8], UInt32) {
+    package func encode(timestampMs: Int64) -> ([UInt8], UInt32) {
         encoder.withLock { state in
             var finals: [SeriesKey: Counters] = [:]
             let encoded = state.encoder.encode(timestampMs: timestampMs) { visitor in

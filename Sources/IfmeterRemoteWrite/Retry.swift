@@ -1,13 +1,13 @@
 /// What the sender does with a response (Remote-Write 1.0: 5xx and 429 are
 /// retried, as are network errors; other 4xx are not).
-public enum RetryDecision: Sendable, Equatable {
+package enum RetryDecision: Sendable, Equatable {
     case sent
     case retry
     case drop
 }
 
-public enum RetryPolicy {
-    public static func classify(_ outcome: PostOutcome) -> RetryDecision {
+package enum RetryPolicy {
+    package static func classify(_ outcome: PostOutcome) -> RetryDecision {
         switch outcome.status {
         case 200..<300: return .sent
         case 0, 429, 500..<600: return .retry
@@ -19,7 +19,7 @@ public enum RetryPolicy {
     /// exponential from `minimum` to `maximum`, with jitter (a random
     /// factor from 0.5 to 1); at least Retry-After when the receiver gave
     /// one (up to `retryAfterCap`).
-    public static func delay(
+    package static func delay(
         attempt: Int, retryAfter: Double?, minimum: Double = 0.1, maximum: Double = 5, retryAfterCap: Double = 300,
         random: Double = Double.random(in: 0...1)
     ) -> Double {

@@ -14,7 +14,7 @@ import IfmeterOutput
 /// forgotten, a probe, plan or tunnel gone): this push carries its stale
 /// marker (Remote-Write 1.0: the NaN 0x7ff0000000000002), stamped with
 /// this push's time, after its last sample.
-public struct SeriesEncoder: Sendable, SeriesVisitor {
+package struct SeriesEncoder: Sendable, SeriesVisitor {
     /// A series: its key and then its TimeSeries label fields (tag 1,
     /// length, Label, in order) in `arena`; no allocation of its own.
     struct Entry: Sendable {
@@ -44,18 +44,18 @@ public struct SeriesEncoder: Sendable, SeriesVisitor {
     /// The size of the last push's entries.
     private var lastBytes = 0
 
-    public init(externalLabels: [(String, String)], relabel: [RelabelRule] = []) {
+    package init(externalLabels: [(String, String)], relabel: [RelabelRule] = []) {
         self.externalLabels = externalLabels
         self.relabel = relabel
     }
 
     /// Prometheus' staleness marker: a NaN no arithmetic makes.
-    public static let staleMarker = Double(bitPattern: 0x7ff0_0000_0000_0002)
+    package static let staleMarker = Double(bitPattern: 0x7ff0_0000_0000_0002)
 
     /// The entries of every series `visit` hands the encoder (as a
     /// `SeriesVisitor`: `source.visitSeries(&$0)`), stamped `timestampMs`,
     /// and how many.
-    public mutating func encode(timestampMs: Int64, _ visit: (inout SeriesEncoder) -> Void) -> ([UInt8], UInt32) {
+    package mutating func encode(timestampMs: Int64, _ visit: (inout SeriesEncoder) -> Void) -> ([UInt8], UInt32) {
         pushes &+= 1
         out = ProtobufWriter()
         out.bytes.reserveCapacity(lastBytes + lastBytes / 8 + 4096)
@@ -75,7 +75,7 @@ public struct SeriesEncoder: Sendable, SeriesVisitor {
     /// The push's stamp, while it is visited.
     private var timestampMs: Int64 = 0
 
-    public mutating func beginSeries(_ name: String, suffix: String) {
+    package mutating func beginSeries(_ name: String, suffix: String) {
         key.removeAll(keepingCapacity: true)
         var name = name, suffix = suffix
         appendVarint(UInt64(name.utf8.count + suffix.utf8.count))
@@ -83,7 +83,7 @@ public struct SeriesEncoder: Sendable, SeriesVisitor {
         suffix.withUTF8 { key.append(contentsOf: $0) }
     }
 
-    public mutating func label(_ name: String, _ value: String) {
+    package mutating func label(_ name: String, _ value: String) {
         var name = name, value = value
         name.withUTF8 {
             appendVarint(UInt64($0.count))
@@ -95,7 +95,7 @@ public struct SeriesEncoder: Sendable, SeriesVisitor {
         }
     }
 
-    public mutating func endSeries(_ value: SeriesValue) {
+    package mutating func endSeries(_ value: SeriesValue) {
         let push = pushes
         let hash = FNV1a.hash(key)
         var found = Int(index[hash] ?? -1)
@@ -157,7 +157,7 @@ public struct SeriesEncoder: Sendable, SeriesVisitor {
     /// Stale markers for every series of the last push, stamped
     /// `timestampMs`: what a stopping serve sends, so that the receiver's
     /// instant queries end its series at once instead of 5 minutes later.
-    public mutating func encodeEnd(timestampMs: Int64) -> ([UInt8], UInt32) {
+    package mutating func encodeEnd(timestampMs: Int64) -> ([UInt8], UInt32) {
         var out = ProtobufWriter()
         let count = appendStaleMarkers(to: &out, lastSeen: pushes, timestampMs: timestampMs)
         pushes &+= 1
@@ -206,7 +206,7 @@ public struct SeriesEncoder: Sendable, SeriesVisitor {
     }
 
     /// How many series' labels are kept (for tests).
-    public var kept: Int { entries.count }
+    package var kept: Int { entries.count }
 
     /// The label fields of a series: its own labels and the external ones
     /// it does not have, relabeled, sorted by name; nil when a relabel rule

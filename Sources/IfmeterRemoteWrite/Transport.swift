@@ -4,18 +4,18 @@ import IfmeterSystem
 import Synchronization
 
 /// What one POST came back with.
-public struct PostOutcome: Sendable, Equatable {
+package struct PostOutcome: Sendable, Equatable {
     /// The HTTP status; 0 when no response came (a network error).
-    public var status: Int
+    package var status: Int
     /// Retry-After, in seconds, when the response had one.
-    public var retryAfter: Double?
+    package var retryAfter: Double?
     /// The error, or the start of the response body.
-    public var message: String
+    package var message: String
     /// Bytes of the body that went out (all of it, part of it on an error,
     /// none when no connection was made).
-    public var uploadedBytes: Int
+    package var uploadedBytes: Int
 
-    public init(status: Int, retryAfter: Double? = nil, message: String = "", uploadedBytes: Int = 0) {
+    package init(status: Int, retryAfter: Double? = nil, message: String = "", uploadedBytes: Int = 0) {
         self.status = status
         self.retryAfter = retryAfter
         self.message = message
@@ -25,16 +25,16 @@ public struct PostOutcome: Sendable, Equatable {
 
 /// Sends a request body (snappy-compressed protobuf) to one receiver; used
 /// from one thread at a time.
-public protocol RemoteWriteTransport: Sendable {
+package protocol RemoteWriteTransport: Sendable {
     func post(_ body: [UInt8]) -> PostOutcome
 }
 
 /// libcurl and libsnappy, loaded once, when remote write starts.
-public enum RemoteWriteLibraries {
+package enum RemoteWriteLibraries {
     /// Whether they are loaded; held while loading, so one thread loads.
     private static let loaded = Mutex(false)
 
-    public static func load() throws(SystemError) {
+    package static func load() throws(SystemError) {
         try loaded.withLock { (loaded: inout Bool) throws(SystemError) in
             if loaded { return }
             var error = [CChar](repeating: 0, count: 512)
@@ -46,7 +46,7 @@ public enum RemoteWriteLibraries {
     }
 
     /// Snappy's block format (the libraries must be loaded).
-    public static func compress(_ input: [UInt8]) -> [UInt8]? {
+    package static func compress(_ input: [UInt8]) -> [UInt8]? {
         // The bound is about 1/6 more than the input; snappy writes only what
         // it needs, so the rest is never touched (not zero-filled either).
         let bound = cifm_rw_snappy_max_compressed(input.count)
@@ -61,7 +61,7 @@ public enum RemoteWriteLibraries {
         return ok ? Array(out[...]) : nil
     }
 
-    public static func uncompress(_ input: [UInt8]) -> [UInt8]? {
+    package static func uncompress(_ input: [UInt8]) -> [UInt8]? {
         var length = 0
         guard input.withUnsafeBytes({ cifm_rw_snappy_uncompressed_length($0.baseAddress, $0.count, &length) }) == 0 else { return nil }
         var out = [UInt8](repeating: 0, count: length)
@@ -73,14 +73,14 @@ public enum RemoteWriteLibraries {
 }
 
 /// HTTP through libcurl, with the remote write headers.
-public final class CurlTransport: RemoteWriteTransport, @unchecked Sendable {
+package final class CurlTransport: RemoteWriteTransport, @unchecked Sendable {
     // One handle, used by the one sender thread that owns the transport.
     private let client: UnsafeMutableRawPointer
     let url: String
     let settings: RemoteWriteConfig
     let userAgent: String
 
-    public init(url: String, settings: RemoteWriteConfig, userAgent: String) throws(SystemError) {
+    package init(url: String, settings: RemoteWriteConfig, userAgent: String) throws(SystemError) {
         try RemoteWriteLibraries.load()
         guard let client = cifm_rw_client_new() else { throw .system("curl_easy_init", code: 0) }
         self.client = client
@@ -91,7 +91,7 @@ public final class CurlTransport: RemoteWriteTransport, @unchecked Sendable {
 
     deinit { cifm_rw_client_free(client) }
 
-    public func post(_ body: [UInt8]) -> PostOutcome {
+    package func post(_ body: [UInt8]) -> PostOutcome {
         var token: String?
         if let file = settings.bearerTokenFile {
             guard let text = readSmallFile(file, limit: 4000) else {
@@ -161,29 +161,29 @@ public final class CurlTransport: RemoteWriteTransport, @unchecked Sendable {
 /// (seconds, or an HTTP date) and the start of the body for the log. A body
 /// is read to at most 64 KiB: past that the transfer is stopped, so an
 /// endless body cannot hold the sender.
-public struct ResponseReader: Sendable {
+package struct ResponseReader: Sendable {
     /// The most of a body read.
-    public static let bodyCap = 64 * 1024
+    package static let bodyCap = 64 * 1024
     /// Bytes of the body kept for the log.
-    public static let kept = 255
+    package static let kept = 255
 
     /// Retry-After, in seconds from now; the last such header wins.
-    public private(set) var retryAfter: Double?
+    package private(set) var retryAfter: Double?
     /// The start of the body (`kept` bytes at most).
-    public private(set) var start: [UInt8] = []
+    package private(set) var start: [UInt8] = []
     /// Bytes of the body seen.
-    public private(set) var bodyBytes = 0
+    package private(set) var bodyBytes = 0
     /// The body passed `bodyCap` and was not read further.
-    public private(set) var bodyCut = false
+    package private(set) var bodyCut = false
 
-    public init() {}
+    package init() {}
 
     /// The start of the body, up to a NUL byte, for the log.
-    public var text: String { String(decoding: start.prefix { $0 != 0 }, as: UTF8.self) }
+    package var text: String { String(decoding: start.prefix { $0 != 0 }, as: UTF8.self) }
 
     /// One header line as it came (its CRLF included). `now` is the wall
     /// clock, `date` an HTTP date parser (seconds since the epoch).
-    public mutating func header(_ line: some Collection<UInt8>, now: () -> Double, date: ([UInt8]) -> Int64?) {
+    package mutating func header(_ line: some Collection<UInt8>, now: () -> Double, date: ([UInt8]) -> Int64?) {
         let name = Array("retry-after:".utf8)
         guard line.count > name.count, zip(line, name).allSatisfy({ Self.lowercased($0) == $1 }) else { return }
         // At most 127 bytes of the value, to a NUL; blanks trimmed.
@@ -203,7 +203,7 @@ public struct ResponseReader: Sendable {
     }
 
     /// One chunk of the body; false once it passes `bodyCap` (stop).
-    public mutating func body(_ chunk: some Collection<UInt8>) -> Bool {
+    package mutating func body(_ chunk: some Collection<UInt8>) -> Bool {
         bodyBytes += chunk.count
         if bodyBytes > Self.bodyCap {
             bodyCut = true

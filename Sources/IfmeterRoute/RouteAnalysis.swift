@@ -8,14 +8,14 @@ import IfmeterSystem
 /// What the route commands ask: probes, each tunnel's underlay, endpoint
 /// and overhead where given, and the one namespace whose routing tables
 /// are asked (nil: the own one).
-public struct RouteSettings: Sendable {
-    public var probes: [(text: String, address: IPAddress)]
-    public var underlays: [String: String]
-    public var endpoints: [String: IPAddress]
-    public var overheads: [String: Int]
-    public var namespace: String?
+package struct RouteSettings: Sendable {
+    package var probes: [(text: String, address: IPAddress)]
+    package var underlays: [String: String]
+    package var endpoints: [String: IPAddress]
+    package var overheads: [String: Int]
+    package var namespace: String?
 
-    public init(
+    package init(
         probes: [(text: String, address: IPAddress)], underlays: [String: String], endpoints: [String: IPAddress],
         overheads: [String: Int], namespace: String?
     ) {
@@ -27,7 +27,7 @@ public struct RouteSettings: Sendable {
     }
 
     /// A router in the namespace asked about.
-    public func router(watch: Bool) throws(SystemError) -> Router {
+    package func router(watch: Bool) throws(SystemError) -> Router {
         if let namespace {
             do {
                 return try NetworkNamespace.perform(in: namespace) { try Router(watch: watch) }
@@ -44,7 +44,7 @@ public struct RouteSettings: Sendable {
 /// The two routing questions an analysis asks: where one address would
 /// go, and which default routes there are. `Router` asks the kernel; tests
 /// give a table of their own.
-public protocol RouteTable {
+package protocol RouteTable {
     func lookup(_ address: IPAddress) throws(SystemError) -> RouteDecision
     func defaultRoutes() throws(SystemError) -> [DefaultRoute]
 }
@@ -54,12 +54,12 @@ extension Router: RouteTable {}
 /// Probes and underlays resolved against one sample's interfaces and the
 /// kernel's routes. Used by `route`, and by `serve --probe` at every route
 /// change.
-public struct RouteAnalysis {
+package struct RouteAnalysis {
     let router: any RouteTable
     let interfaces: [InterfaceSample]
     let options: RouteSettings
 
-    public init(router: any RouteTable, interfaces: [InterfaceSample], options: RouteSettings) {
+    package init(router: any RouteTable, interfaces: [InterfaceSample], options: RouteSettings) {
         self.router = router
         self.interfaces = interfaces
         self.options = options
@@ -98,7 +98,7 @@ public struct RouteAnalysis {
     }
 
     /// Each tunnel's underlay, by the first rule that names one.
-    public func tunnels() throws(SystemError) -> [TunnelUnderlay] {
+    package func tunnels() throws(SystemError) -> [TunnelUnderlay] {
         let tunnels = interfaces.filter { $0.classification?.kind == .tunnel }.sorted { $0.key < $1.key }
         guard !tunnels.isEmpty else { return [] }
         // The best default route outside the tunnels, asked once, and only
@@ -134,13 +134,13 @@ public struct RouteAnalysis {
         return found
     }
 
-    public func probes() throws(SystemError) -> [ProbeRoute] {
+    package func probes() throws(SystemError) -> [ProbeRoute] {
         var routes: [ProbeRoute] = []
         for (text, address) in options.probes { routes.append(try probe(text, address)) }
         return routes
     }
 
-    public func report(deltas: [InterfaceDelta]?) throws(SystemError) -> RouteReport {
+    package func report(deltas: [InterfaceDelta]?) throws(SystemError) -> RouteReport {
         let routes = try probes()
         let byName = Dictionary((deltas ?? []).map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         let tunnels = try tunnels().map { t -> (underlay: TunnelUnderlay, estimate: OutsideEstimate?) in

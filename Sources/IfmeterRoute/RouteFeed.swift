@@ -12,10 +12,10 @@ import IfmeterSystem
 /// (`persistence`) they continue from what it kept, and are kept there
 /// each sample for the next save: they never go down across restarts
 /// either.
-public final class RouteFeed: PipelineEnricher {
-    public let router: Router
-    public let options: RouteSettings
-    public private(set) var exposition = RouteExposition()
+package final class RouteFeed: PipelineEnricher {
+    package let router: Router
+    package let options: RouteSettings
+    package private(set) var exposition = RouteExposition()
     private var tunnels: [TunnelUnderlay] = []
     private var totals: [OutsideTotal.Key: OutsideTotal] = [:]
     private var interfaceNames: [String] = []
@@ -24,14 +24,14 @@ public final class RouteFeed: PipelineEnricher {
     /// The state file's persistence, which saves the outside totals.
     private let persistence: StatePersistence?
     /// Called after `publish`, for a subscriber that reads `summary`.
-    public var onPublish: (() -> Void)?
-    public private(set) var lastError: SystemError?
+    package var onPublish: (() -> Void)?
+    package private(set) var lastError: SystemError?
     /// The last interval's outside bytes over every tunnel with an
     /// underlay, its length, and whether that interval's figure is
     /// uncertain; nil while no tunnel has an underlay.
     private(set) var lastOutside: (rx: UInt64, tx: UInt64, seconds: Double, uncertain: Bool)?
 
-    public init(
+    package init(
         options: RouteSettings, persistence: StatePersistence? = nil, publish: @escaping (RouteExposition) -> Void
     ) throws(SystemError) {
         self.options = options
@@ -41,7 +41,7 @@ public final class RouteFeed: PipelineEnricher {
         for total in persistence?.outside ?? [] { totals[total.key] = total }
     }
 
-    public func enrich(_ update: borrowing PipelineUpdate) {
+    package func enrich(_ update: borrowing PipelineUpdate) {
         guard case .sampled = update.outcome, let sample = update.reading?.sample else { return }
         let names = sample.interfaces.map(\.name)
         // Routing changed (a notification), or the links did: ask again.
@@ -101,7 +101,7 @@ public final class RouteFeed: PipelineEnricher {
     }
 
     /// The live view's summary of the same.
-    public var summary: RouteSummary? {
+    package var summary: RouteSummary? {
         guard let first = exposition.egress.first(where: { $0.interface != nil }) ?? exposition.egress.first else { return nil }
         return RouteSummary(
             probe: first.probe, interface: first.interface, viaTunnel: first.viaTunnel,

@@ -21,18 +21,18 @@ import Synchronization
 /// - a name given with `--allow-host` (`*`: any name, no check).
 ///
 /// Anything else gets `refusal`: 421 Misdirected Request and one line.
-public final class AllowedHosts: Sendable {
+package final class AllowedHosts: Sendable {
     /// `--allow-host`'s names, as `normalized` made them.
-    public let configured: Set<String>
+    package let configured: Set<String>
     /// `--allow-host '*'`: every name.
-    public let any: Bool
+    package let any: Bool
     private let listenName: String?
     private let hostName: @Sendable () -> String
     private let canonical = Mutex<String?>(nil)
 
     /// `configured`: names as `normalized` accepts them, or `*`; `hostName`
     /// is asked at each request a name in this list does not allow.
-    public init(configured: [String], listen: ListenAddress?, hostName: @escaping @Sendable () -> String = { IfmeterSystem.hostName() }) {
+    package init(configured: [String], listen: ListenAddress?, hostName: @escaping @Sendable () -> String = { IfmeterSystem.hostName() }) {
         any = configured.contains("*")
         self.configured = Set(configured.compactMap(Self.normalized))
         listenName = listen.flatMap { PeerAddress(parsing: $0.host) == nil ? Self.normalized($0.host) : nil }
@@ -41,7 +41,7 @@ public final class AllowedHosts: Sendable {
 
     /// Looks the host name's canonical name up (getaddrinfo, which may
     /// wait for DNS) on a thread of its own; it is allowed once found.
-    public func lookUpCanonicalName() {
+    package func lookUpCanonicalName() {
         let name = hostName()
         try? startThread { [self] in
             if let found = canonicalHostName(name).flatMap(Self.normalized) { canonical.withLock { $0 = found } }
@@ -49,14 +49,14 @@ public final class AllowedHosts: Sendable {
     }
 
     /// What `judge` says of a request.
-    public enum Verdict: Sendable, Equatable {
+    package enum Verdict: Sendable, Equatable {
         case allowed
         /// The Host header as given.
         case refused(String)
     }
 
     /// Whether a request whose Host header is `host` (nil: none) is answered.
-    public func judge(_ host: String?) -> Verdict {
+    package func judge(_ host: String?) -> Verdict {
         guard let host, !any else { return .allowed }
         guard let name = Self.name(inHost: host) else { return .refused(host) }
         if name.literal || !name.text.contains(".") { return .allowed }
@@ -67,7 +67,7 @@ public final class AllowedHosts: Sendable {
 
     /// The answer to a refused request: 421 and one line naming the name
     /// and how to allow it.
-    public static func refusal(_ host: String) -> HTTPResponse {
+    package static func refusal(_ host: String) -> HTTPResponse {
         let shown = ServeRoutes.shown(host)
         let name = name(inHost: host).map(\.text).map(ServeRoutes.shown) ?? shown
         return HTTPResponse(
@@ -78,7 +78,7 @@ public final class AllowedHosts: Sendable {
     }
 
     /// The line serve's log gets for a refused request.
-    public static func logLine(_ host: String) -> String {
+    package static func logLine(_ host: String) -> String {
         "refused a request for host '\(ServeRoutes.shown(host))' (421): not a name of this server; --allow-host allows one"
     }
 
@@ -86,7 +86,7 @@ public final class AllowedHosts: Sendable {
     /// without a trailing dot; nil when it is no host name (letters,
     /// digits, '-' and '_' in labels of 1 to 63 separated by dots, 253 at
     /// most).
-    public static func normalized(_ text: String) -> String? {
+    package static func normalized(_ text: String) -> String? {
         var name = String(text.lowercased())
         if name.hasSuffix(".") { name.removeLast() }
         guard !name.isEmpty, name.utf8.count <= 253 else { return nil }

@@ -7,9 +7,9 @@ import Synchronization
 /// request still waiting, as libmicrohttpd must have no suspended
 /// connection when it stops. Time is given in milliseconds of a monotonic
 /// clock, so tests move it; the server's timer calls `fire`.
-public final class AuthWaits: Sendable {
+package final class AuthWaits: Sendable {
     /// What a wait ended with.
-    public enum Verdict: Sendable, Equatable {
+    package enum Verdict: Sendable, Equatable {
         case allowed, refused
         /// No room to verify now: 503.
         case busy
@@ -17,7 +17,7 @@ public final class AuthWaits: Sendable {
         case stopping
     }
 
-    public typealias Ticket = UInt64
+    package typealias Ticket = UInt64
 
     private struct Wait {
         var resume: @Sendable (Verdict) -> Void
@@ -35,14 +35,14 @@ public final class AuthWaits: Sendable {
 
     /// `wake` tells the timer that a delayed verdict is due sooner than it
     /// thought.
-    public init(wake: @escaping @Sendable () -> Void = {}) {
+    package init(wake: @escaping @Sendable () -> Void = {}) {
         self.wake = wake
     }
 
     /// Registers a wait: `suspend` (the connection's suspension) runs under
     /// the lock, so no verdict can resume it first; `resume` runs once with
     /// the verdict. Nil when stopping: answer at once then.
-    public func begin(suspend: () -> Void, resume: @escaping @Sendable (Verdict) -> Void) -> Ticket? {
+    package func begin(suspend: () -> Void, resume: @escaping @Sendable (Verdict) -> Void) -> Ticket? {
         state.withLock { state in
             guard !state.closed else { return nil }
             let ticket = state.next
@@ -56,7 +56,7 @@ public final class AuthWaits: Sendable {
     /// Gives the wait its verdict: resumed now, or once `delayMs` have
     /// passed after `nowMs`. Once per ticket, from any thread; a ticket the
     /// stop already resumed is let go of.
-    public func finish(_ ticket: Ticket, _ verdict: Verdict, delayMs: UInt64 = 0, nowMs: UInt64) {
+    package func finish(_ ticket: Ticket, _ verdict: Verdict, delayMs: UInt64 = 0, nowMs: UInt64) {
         let timed = state.withLock { state -> Bool in
             guard var wait = state.waits[ticket] else { return false }
             if delayMs > 0 {
@@ -73,7 +73,7 @@ public final class AuthWaits: Sendable {
 
     /// Resumes the waits whose delay is up; the time the next one is due.
     @discardableResult
-    public func fire(nowMs: UInt64) -> UInt64? {
+    package func fire(nowMs: UInt64) -> UInt64? {
         state.withLock { state in
             var next: UInt64?
             for (ticket, wait) in state.waits {
@@ -92,7 +92,7 @@ public final class AuthWaits: Sendable {
     /// Stopping: no new waits; every one still waiting is resumed now, with
     /// the verdict it was given or `.stopping`. A verification still running
     /// finds its ticket gone.
-    public func close() {
+    package func close() {
         state.withLock { state in
             state.closed = true
             for (_, wait) in state.waits { wait.resume(wait.timed?.verdict ?? .stopping) }
@@ -101,5 +101,5 @@ public final class AuthWaits: Sendable {
     }
 
     /// Requests waiting now.
-    public var count: Int { state.withLock { $0.waits.count } }
+    package var count: Int { state.withLock { $0.waits.count } }
 }

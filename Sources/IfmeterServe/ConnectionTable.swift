@@ -25,14 +25,14 @@ import Synchronization
 /// connection closed, under this table's lock, before it closes the
 /// descriptor, so a closed descriptor is never reused meanwhile). Time is
 /// given in milliseconds of a monotonic clock, so tests move it.
-public final class ConnectionTable: Sendable {
-    public struct Limits: Sendable {
-        public var connections: Int
-        public var perClient: Int
-        public var requestDeadlineMs: UInt64
-        public var sendBudget: Int
+package final class ConnectionTable: Sendable {
+    package struct Limits: Sendable {
+        package var connections: Int
+        package var perClient: Int
+        package var requestDeadlineMs: UInt64
+        package var sendBudget: Int
 
-        public init(connections: Int, perClient: Int, requestDeadlineMs: UInt64, sendBudget: Int) {
+        package init(connections: Int, perClient: Int, requestDeadlineMs: UInt64, sendBudget: Int) {
             self.connections = connections
             self.perClient = perClient
             self.requestDeadlineMs = requestDeadlineMs
@@ -41,9 +41,9 @@ public final class ConnectionTable: Sendable {
     }
 
     /// A connection's entry.
-    public typealias ID = UInt64
+    package typealias ID = UInt64
     /// A response's charge against the send budget.
-    public typealias Charge = UInt64
+    package typealias Charge = UInt64
 
     private struct Entry {
         var fd: Int32
@@ -74,19 +74,19 @@ public final class ConnectionTable: Sendable {
         var sinceMs: UInt64
     }
 
-    public let limits: Limits
+    package let limits: Limits
     private let state = Mutex(State())
     private let close: @Sendable (Int32) -> Void
 
     /// `close` shuts a connection's socket down.
-    public init(limits: Limits, close: @escaping @Sendable (Int32) -> Void) {
+    package init(limits: Limits, close: @escaping @Sendable (Int32) -> Void) {
         self.limits = limits
         self.close = close
     }
 
     /// A connection opened: listed, and room made for it when it is past a
     /// limit (it is closed itself when no other one waits for a request).
-    public func opened(fd: Int32, client: PeerAddress?, nowMs: UInt64) -> ID {
+    package func opened(fd: Int32, client: PeerAddress?, nowMs: UInt64) -> ID {
         state.withLock { state in
             let id = state.nextID
             state.nextID += 1
@@ -109,7 +109,7 @@ public final class ConnectionTable: Sendable {
 
     /// libmicrohttpd closed the connection: unlisted. A response of its
     /// still charged stays so until it is let go of (`release`).
-    public func closed(_ id: ID) {
+    package func closed(_ id: ID) {
         state.withLock { state in
             guard let entry = state.entries.removeValue(forKey: id) else { return }
             if !entry.shut { state.open -= 1 }
@@ -119,19 +119,19 @@ public final class ConnectionTable: Sendable {
 
     /// A request line arrived: a deadline from here on is a slow request,
     /// not a kept-alive connection left idle.
-    public func requestStarted(_ id: ID) {
+    package func requestStarted(_ id: ID) {
         state.withLock { $0.entries[id]?.started = true }
     }
 
     /// The request is whole (a response is queued, or it waits for a
     /// verdict on its credentials): the deadline no longer applies.
-    public func markBusy(_ id: ID) {
+    package func markBusy(_ id: ID) {
         state.withLock { $0.entries[id]?.busy = true }
     }
 
     /// A request ended (answered when `completed`, or aborted): the
     /// connection waits for the next one, under the deadline again.
-    public func requestEnded(_ id: ID, completed: Bool, nowMs: UInt64) {
+    package func requestEnded(_ id: ID, completed: Bool, nowMs: UInt64) {
         state.withLock { state in
             guard var entry = state.entries[id] else { return }
             entry.busy = false
@@ -143,7 +143,7 @@ public final class ConnectionTable: Sendable {
     }
 
     /// Closes the connections whose request is not whole by the deadline.
-    public func sweep(nowMs: UInt64) {
+    package func sweep(nowMs: UInt64) {
         state.withLock { state in
             for (id, entry) in state.entries
             where !entry.busy && !entry.shut && nowMs > entry.sinceMs && nowMs - entry.sinceMs > limits.requestDeadlineMs {
@@ -158,7 +158,7 @@ public final class ConnectionTable: Sendable {
     /// Charges `bytes` for a response being inflated for connection `id`,
     /// closing the connections whose response started first (other than
     /// this one) while it does not fit; the new one is charged in any case.
-    public func charge(_ bytes: Int, for id: ID, nowMs: UInt64) -> Charge {
+    package func charge(_ bytes: Int, for id: ID, nowMs: UInt64) -> Charge {
         state.withLock { state in
             while state.sendBytes + bytes > limits.sendBudget {
                 let oldest = state.charges.filter { $0.value.connection.map { $0 != id } ?? false }
@@ -182,16 +182,16 @@ public final class ConnectionTable: Sendable {
     }
 
     /// The response charged `charge` is let go of: its bytes leave the budget.
-    public func release(_ charge: Charge) {
+    package func release(_ charge: Charge) {
         state.withLock { release(charge, &$0) }
     }
 
     /// Connections closed by the table so far, by reason.
-    public var counts: HTTPConnectionCounts { state.withLock { $0.counts } }
+    package var counts: HTTPConnectionCounts { state.withLock { $0.counts } }
     /// Connections listed and not closed by the table.
-    public var openCount: Int { state.withLock { $0.open } }
+    package var openCount: Int { state.withLock { $0.open } }
     /// Bytes charged to the send budget now.
-    public var sendBytes: Int { state.withLock { $0.sendBytes } }
+    package var sendBytes: Int { state.withLock { $0.sendBytes } }
 
     private func release(_ charge: Charge, _ state: inout State) {
         if let charged = state.charges.removeValue(forKey: charge) { state.sendBytes -= charged.bytes }

@@ -5,13 +5,13 @@ import IfmeterSystem
 /// bcrypt verifications on a few threads of their own, off the request
 /// path: a queue of at most `maxQueued` checks, `workers` at a time. The
 /// queue's lock is held only to take or add a check, never while one runs.
-public final class CryptPool: Sendable {
+package final class CryptPool: Sendable {
     /// Whether a password (no NUL) matches a hash: 1 yes, 0 no, -1 when the
     /// hash cannot be checked.
-    public typealias Check = @Sendable (_ password: [UInt8], _ hash: String) -> Int32
+    package typealias Check = @Sendable (_ password: [UInt8], _ hash: String) -> Int32
     /// Called on a pool thread when a check is done: what it said and how
     /// long it took, in nanoseconds.
-    public typealias Done = @Sendable (_ matched: Int32, _ nanoseconds: UInt64) -> Void
+    package typealias Done = @Sendable (_ matched: Int32, _ nanoseconds: UInt64) -> Void
 
     private struct Job: Sendable {
         var password: [UInt8]
@@ -31,13 +31,13 @@ public final class CryptPool: Sendable {
         case end
     }
 
-    public let workers: Int
-    public let maxQueued: Int
+    package let workers: Int
+    package let maxQueued: Int
     private let state = ConditionLock(State())
 
     /// Starts `workers` threads (at least one). Throws when none can start.
     /// `clock` (seconds) times each check.
-    public init(
+    package init(
         workers: Int, maxQueued: Int, check: @escaping Check = CryptPool.crypt,
         clock: @escaping @Sendable () -> Double = monotonicSeconds
     ) throws(SystemError) {
@@ -62,7 +62,7 @@ public final class CryptPool: Sendable {
     /// Queues a check of `password` against `hash`; with `onlyIfIdle`,
     /// refused unless a worker is free now. True when queued (`done` will
     /// run once), false when refused (full or busy: `done` will not run).
-    public func submit(password: [UInt8], hash: String, onlyIfIdle: Bool, done: @escaping Done) -> Bool {
+    package func submit(password: [UInt8], hash: String, onlyIfIdle: Bool, done: @escaping Done) -> Bool {
         state.update { state in
             let refused =
                 state.released || state.queue.count >= maxQueued
@@ -73,7 +73,7 @@ public final class CryptPool: Sendable {
     }
 
     /// Checks queued or running.
-    public var load: Int { state.withLock { $0.queue.count + $0.running } }
+    package var load: Int { state.withLock { $0.queue.count + $0.running } }
 
     private static func work(_ state: ConditionLock<State>, _ check: Check, _ clock: @Sendable () -> Double) {
         while true {
@@ -98,7 +98,7 @@ public final class CryptPool: Sendable {
     }
 
     /// libcrypt's verdict (crypt_rn, compared in constant time).
-    public static let crypt: Check = { password, hash in
+    package static let crypt: Check = { password, hash in
         guard cryptLoaded else { return -1 }
         var copy = password + [0]
         defer { for i in copy.indices { copy[i] = 0 } }

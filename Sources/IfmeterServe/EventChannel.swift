@@ -7,9 +7,9 @@ import Synchronization
 /// listeners). A listener with nothing new to read waits: `next` takes
 /// what suspends its connection and what resumes it, and a publish
 /// resumes every one waiting. Tested in process (EventChannelTests).
-public final class EventChannel: Sendable {
+package final class EventChannel: Sendable {
     /// What a listener reads next.
-    public enum Next: Sendable {
+    package enum Next: Sendable {
         /// An event, whole (`data: ...` and its blank line), and its number.
         case event(Int, HTTPBody)
         /// Nothing newer than what it read: `suspend` was called, and the
@@ -30,21 +30,21 @@ public final class EventChannel: Sendable {
 
     private let state = Mutex(State())
     /// At most this many listeners at once (a page each): more are refused.
-    public let capacity: Int
+    package let capacity: Int
     /// At most this many of them from one client address, so that one
     /// address cannot take every place (a quarter, as for connections).
-    public let perClient: Int
+    package let perClient: Int
 
-    public init(capacity: Int = 256, perClient: Int? = nil) {
+    package init(capacity: Int = 256, perClient: Int? = nil) {
         self.capacity = capacity
         self.perClient = perClient ?? max(1, capacity / 4)
     }
 
     /// Listeners now.
-    public var listeners: Int { state.withLock { $0.listeners } }
+    package var listeners: Int { state.withLock { $0.listeners } }
 
     /// What `join` says.
-    public enum Join: Sendable, Equatable {
+    package enum Join: Sendable, Equatable {
         case joined
         /// `capacity` listen already (or the channel stopped).
         case full
@@ -55,7 +55,7 @@ public final class EventChannel: Sendable {
     /// A new listener from `client` (nil: an address unknown, counted only
     /// against the capacity), unless the channel, or this client's share
     /// of it, is full, or it stopped.
-    public func join(client: PeerAddress?) -> Join {
+    package func join(client: PeerAddress?) -> Join {
         state.withLock { state in
             guard !state.stopped, state.listeners < capacity else { return .full }
             if let client {
@@ -68,10 +68,10 @@ public final class EventChannel: Sendable {
     }
 
     /// A new listener of no known address.
-    public func join() -> Bool { join(client: nil) == .joined }
+    package func join() -> Bool { join(client: nil) == .joined }
 
     /// A listener went (its connection closed); `client` as it joined.
-    public func leave(client: PeerAddress? = nil) {
+    package func leave(client: PeerAddress? = nil) {
         state.withLock { state in
             state.listeners -= 1
             if let client, let n = state.byClient[client] { state.byClient[client] = n > 1 ? n - 1 : nil }
@@ -79,7 +79,7 @@ public final class EventChannel: Sendable {
     }
 
     /// Sends `data` (one line: no line breaks) to every listener.
-    public func publish(_ data: HTTPBody) {
+    package func publish(_ data: HTTPBody) {
         var event = Array("event: sample\ndata: ".utf8)
         event.reserveCapacity(event.count + data.count + 2)
         if let base = data.base { event.append(contentsOf: UnsafeRawBufferPointer(start: base, count: data.count)) }
@@ -98,7 +98,7 @@ public final class EventChannel: Sendable {
     /// The event after number `seen` (0: none read yet), or a wait, under
     /// the channel's lock so that a publish cannot slip between the check
     /// and the suspension.
-    public func next(after seen: Int, suspend: () -> Void, resume: @escaping @Sendable () -> Void) -> Next {
+    package func next(after seen: Int, suspend: () -> Void, resume: @escaping @Sendable () -> Void) -> Next {
         state.withLock { state in
             if state.stopped { return .end }
             if state.number > seen, let event = state.event { return .event(state.number, event) }
@@ -109,7 +109,7 @@ public final class EventChannel: Sendable {
     }
 
     /// Ends every stream: those waiting are resumed and read the end.
-    public func stop() {
+    package func stop() {
         let waiting = state.withLock { state -> [@Sendable () -> Void] in
             state.stopped = true
             defer { state.waiting = [] }

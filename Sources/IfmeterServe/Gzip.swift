@@ -4,21 +4,21 @@ import IfmeterSystem
 
 /// The window the scrape's gzip streams are deflated with (16 KiB):
 /// inflating one needs no bigger one.
-public let gzipWindowBits: Int32 = 14
+package let gzipWindowBits: Int32 = 14
 
 /// gzip compression of text given in pieces; the compressed whole grows in
 /// one malloc'd buffer, the text itself is never held. zlib level 1: text
 /// this repetitive still shrinks about twentyfold.
-public final class GzipWriter {
+package final class GzipWriter {
     private let deflater: Deflater
     /// Bytes written so far (the inflated size).
-    public private(set) var inputBytes: UInt64 = 0
+    package private(set) var inputBytes: UInt64 = 0
     private var failed = false
     private var finished = false
 
     /// `expectedSize`: the compressed size to make room for at once (such
     /// as the last one's), so the buffer does not grow by doubling.
-    public init?(level: Int32 = 1, expectedSize: Int = 0) {
+    package init?(level: Int32 = 1, expectedSize: Int = 0) {
         // A 16 KiB window and memLevel 7: half zlib's default state (about
         // 130 KB instead of 260), for exposition text whose repeats lie
         // within a few lines of each other.
@@ -27,14 +27,14 @@ public final class GzipWriter {
         self.deflater = deflater
     }
 
-    public func write(_ bytes: UnsafeRawBufferPointer) {
+    package func write(_ bytes: UnsafeRawBufferPointer) {
         guard !finished, !failed, !bytes.isEmpty else { return }
         if !deflater.run(bytes, flush: Z_NO_FLUSH) { failed = true }
         inputBytes += UInt64(bytes.count)
     }
 
     /// The compressed whole; nil when zlib failed.
-    public func finish() -> HTTPBody? {
+    package func finish() -> HTTPBody? {
         guard !finished else { return nil }
         finished = true
         guard !failed, deflater.run(UnsafeRawBufferPointer(start: nil, count: 0), flush: Z_FINISH) else { return nil }
@@ -44,7 +44,7 @@ public final class GzipWriter {
 
 /// gzip-compresses `bytes` (zlib level 1: text this repetitive still
 /// shrinks about tenfold). Nil when zlib fails.
-public func gzip(_ bytes: [UInt8], level: Int32 = 1) -> HTTPBody? {
+package func gzip(_ bytes: [UInt8], level: Int32 = 1) -> HTTPBody? {
     guard let deflater = Deflater(level: level, windowBits: 15, memLevel: 8, capacity: 0) else { return nil }
     let done = bytes.withUnsafeBytes { deflater.run($0, flush: Z_FINISH) }
     guard done, let output = deflater.take(cutting: false) else { return nil }

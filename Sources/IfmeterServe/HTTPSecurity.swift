@@ -4,8 +4,8 @@ import Synchronization
 import IfmeterSystem
 
 /// HTTPS settings: PEM text (not paths), client certificates, versions.
-public struct HTTPTLSSettings: Sendable, Equatable {
-    public enum ClientAuth: Int32, Sendable {
+package struct HTTPTLSSettings: Sendable, Equatable {
+    package enum ClientAuth: Int32, Sendable {
         case none = 0
         /// A certificate is optional; one given must verify against the CA.
         case verifyIfGiven = 1
@@ -13,26 +13,26 @@ public struct HTTPTLSSettings: Sendable, Equatable {
         case requireAndVerify = 2
     }
 
-    public enum Version: Int, Sendable, Comparable {
+    package enum Version: Int, Sendable, Comparable {
         case tls12 = 12, tls13 = 13
-        public static func < (a: Version, b: Version) -> Bool { a.rawValue < b.rawValue }
+        package static func < (a: Version, b: Version) -> Bool { a.rawValue < b.rawValue }
         var gnutlsName: String { self == .tls12 ? "VERS-TLS1.2" : "VERS-TLS1.3" }
     }
 
-    public var certificatePEM: String
-    public var keyPEM: String
-    public var clientCAPEM: String?
-    public var clientAuth: ClientAuth = .none
-    public var minVersion: Version = .tls12
-    public var maxVersion: Version = .tls13
+    package var certificatePEM: String
+    package var keyPEM: String
+    package var clientCAPEM: String?
+    package var clientAuth: ClientAuth = .none
+    package var minVersion: Version = .tls12
+    package var maxVersion: Version = .tls13
 
-    public init(certificatePEM: String, keyPEM: String) {
+    package init(certificatePEM: String, keyPEM: String) {
         self.certificatePEM = certificatePEM
         self.keyPEM = keyPEM
     }
 
     /// The GnuTLS priority string: its defaults, only the versions allowed.
-    public var priorities: String {
+    package var priorities: String {
         let versions = [Version.tls13, .tls12].filter { $0 >= minVersion && $0 <= maxVersion }
         return "NORMAL:-VERS-ALL" + versions.map { ":+" + $0.gnutlsName }.joined()
     }
@@ -81,22 +81,22 @@ public struct HTTPTLSSettings: Sendable, Equatable {
 /// the server the same CPU. Costs are 4 to 16 (checked at start): cost 16
 /// takes about 4 s here. A stop waits for no check: a running one finishes
 /// on its thread, its request answered already by the stopping server.
-public final class BasicAuthenticator: Sendable {
+package final class BasicAuthenticator: Sendable {
     /// The bcrypt costs accepted.
-    public static let costs = 4...16
+    package static let costs = 4...16
     /// Failed checks per client address and second, and the burst above it.
-    public static let failuresPerSecond = 5.0
-    public static let failureBurst = 10.0
+    package static let failuresPerSecond = 5.0
+    package static let failureBurst = 10.0
     /// The queue: past this wait, or this many checks, 503.
-    public static let maxQueueSeconds = 5.0
-    public static let maxQueued = 32
+    package static let maxQueueSeconds = 5.0
+    package static let maxQueued = 32
     /// Client addresses with a bucket; past it, idle buckets are dropped,
     /// and with none idle a new address is throttled.
     static let maxClients = 4096
     static let cacheLimit = 256
 
     /// What a request's credentials come to.
-    public enum Verdict: Sendable, Equatable {
+    package enum Verdict: Sendable, Equatable {
         case allowed
         case refused
         /// 429: too many failures from this address.
@@ -106,7 +106,7 @@ public final class BasicAuthenticator: Sendable {
     }
 
     /// What the request path does with a request's credentials.
-    public enum Assessment: Sendable {
+    package enum Assessment: Sendable {
         /// Answer at once.
         case now(Verdict)
         /// 401, after `seconds` (an unknown user, timed like a check).
@@ -116,7 +116,7 @@ public final class BasicAuthenticator: Sendable {
     }
 
     /// A check of a configured user's password, not started yet.
-    public struct Verification: Sendable {
+    package struct Verification: Sendable {
         fileprivate let password: [UInt8]
         fileprivate let hash: String
         fileprivate let cost: Int
@@ -125,14 +125,14 @@ public final class BasicAuthenticator: Sendable {
     }
 
     /// A client address as the throttle counts it (IPv4, or IPv6 /64).
-    public struct Client: Hashable, Sendable {
-        public var high: UInt64, low: UInt64
-        public init(high: UInt64, low: UInt64) {
+    package struct Client: Hashable, Sendable {
+        package var high: UInt64, low: UInt64
+        package init(high: UInt64, low: UInt64) {
             self.high = high
             self.low = low
         }
         /// For requests whose address is unknown: one bucket for them all.
-        public static let unknown = Client(high: 0, low: 0)
+        package static let unknown = Client(high: 0, low: 0)
     }
 
     fileprivate struct Digest: Hashable, Sendable {
@@ -189,7 +189,7 @@ public final class BasicAuthenticator: Sendable {
     /// `users` maps a user name to a bcrypt hash ($2y$, $2b$ or $2a$, of a
     /// cost in `costs`). Throws when a hash is not one, or when the random
     /// key or the pool's threads cannot be had.
-    public convenience init(users: [String: String]) throws(SystemError) {
+    package convenience init(users: [String: String]) throws(SystemError) {
         try self.init(users: users, check: CryptPool.crypt, clock: monotonicSeconds)
     }
 
@@ -241,7 +241,7 @@ public final class BasicAuthenticator: Sendable {
     var checksQueuedOrRunning: Int { pool.load }
 
     /// The cost of a bcrypt hash (`$2y$10$` + 53 characters), nil when it is not one.
-    public static func bcryptCost(_ hash: String) -> Int? {
+    package static func bcryptCost(_ hash: String) -> Int? {
         let bytes = Array(hash.utf8)
         guard bytes.count == 60, bytes[0] == UInt8(ascii: "$"), bytes[1] == UInt8(ascii: "2"),
             [UInt8(ascii: "a"), UInt8(ascii: "b"), UInt8(ascii: "y")].contains(bytes[2]), bytes[3] == UInt8(ascii: "$"),
@@ -267,7 +267,7 @@ public final class BasicAuthenticator: Sendable {
 
     /// Decides what a request with `authorization` needs, without running
     /// bcrypt; `client` is asked only when a check is due.
-    public func assess(authorization: String?, client: () -> Client) -> Assessment {
+    package func assess(authorization: String?, client: () -> Client) -> Assessment {
         guard let authorization, let (user, password) = Self.basicCredentials(authorization),
             !user.contains(0), !password.contains(0)
         else { return .now(.refused) }
@@ -292,7 +292,7 @@ public final class BasicAuthenticator: Sendable {
 
     /// Starts `verification`; `done` runs once with the verdict, on a pool
     /// thread (or on this one, when the pool refuses it: busy).
-    public func verify(_ verification: Verification, then done: @escaping @Sendable (Verdict) -> Void) {
+    package func verify(_ verification: Verification, then done: @escaping @Sendable (Verdict) -> Void) {
         let queued = submit(verification.password, verification.hash, cost: verification.cost, onlyIfIdle: false) { [self] matched in
             if matched {
                 returnToken(verification.client)
@@ -313,7 +313,7 @@ public final class BasicAuthenticator: Sendable {
 
     /// A verification that will not be started (the request could not
     /// wait): its token goes back.
-    public func abandon(_ verification: Verification) {
+    package func abandon(_ verification: Verification) {
         returnToken(verification.client)
     }
 

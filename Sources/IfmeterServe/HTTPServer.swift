@@ -7,11 +7,11 @@ import Synchronization
 import IfmeterSystem
 
 /// Where to listen: `127.0.0.1:9874`, `0.0.0.0:9874`, `[::]:9874`, `[::1]:9874`.
-public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
-    public var host: String
-    public var port: UInt16
+package struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
+    package var host: String
+    package var port: UInt16
 
-    public init(host: String, port: UInt16) {
+    package init(host: String, port: UInt16) {
         self.host = host
         self.port = port
     }
@@ -19,7 +19,7 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
     /// Parses `HOST:PORT`, `[IPv6]:PORT` or `:PORT` (every address, IPv4
     /// and IPv6, as Go servers read it). HOST may be a name (`localhost`),
     /// resolved when listening. Nil when malformed.
-    public init?(parsing text: String) {
+    package init?(parsing text: String) {
         // No host name or address holds a space (one around the port is
         // refused, not handed to the resolver).
         guard !text.contains(where: \.isWhitespace) else { return nil }
@@ -46,58 +46,58 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
         self.port = port
     }
 
-    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    package var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }
 
 /// Limits that keep slow or broken clients from starving the others.
-public struct HTTPLimits: Sendable {
+package struct HTTPLimits: Sendable {
     /// Threads polling connections with epoll.
-    public var threads: UInt32 = 2
+    package var threads: UInt32 = 2
     /// Open connections; past it a new one closes the oldest connection
     /// still waiting for its request (so a fresh client is always served).
-    public var connections: UInt32 = 1024
+    package var connections: UInt32 = 1024
     /// The same, per client address.
-    public var perClient: UInt32 = 256
+    package var perClient: UInt32 = 256
     /// Seconds of silence after which a connection is closed.
-    public var idleTimeoutSeconds: UInt32 = 10
+    package var idleTimeoutSeconds: UInt32 = 10
     /// Seconds a connection has to deliver a whole request (TLS handshake
     /// included), from its start or from the previous response, however
     /// steadily it trickles bytes.
-    public var requestDeadlineSeconds: Double = 5
+    package var requestDeadlineSeconds: Double = 5
     /// Memory per connection, which bounds request headers (bigger ones get
     /// 431 Request Header Fields Too Large).
-    public var memoryPerConnection: Int = 32 * 1024
+    package var memoryPerConnection: Int = 32 * 1024
     /// Query strings longer than this, or with more parameters, get 414.
-    public var maxQueryBytes: Int = 1024
-    public var maxQueryParameters: UInt32 = 32
+    package var maxQueryBytes: Int = 1024
+    package var maxQueryParameters: UInt32 = 32
     /// Request bodies (nothing here takes one) longer than this get 413,
     /// or the connection closed when the length was not announced.
-    public var maxBodyBytes: UInt64 = 4096
+    package var maxBodyBytes: UInt64 = 4096
     /// Memory held by plain-text responses being inflated from the gzip
     /// render as they are sent (zlib's state and 16 KiB window,
     /// libmicrohttpd's 32 KiB block, and the connection's memory: some
     /// 90 KB each); past it, the connection whose response started first
     /// is closed, so slow readers cannot hold memory without bound (gzip
     /// responses share the render and are not charged).
-    public var sendBudgetBytes: Int = 32 << 20
+    package var sendBudgetBytes: Int = 32 << 20
 
-    public init() {}
+    package init() {}
 }
 
 /// A request as the handler sees it.
-public struct HTTPRequest: Sendable {
-    public var method: String
-    public var path: String
+package struct HTTPRequest: Sendable {
+    package var method: String
+    package var path: String
     /// Header names in lower case.
-    public var headers: [String: String]
+    package var headers: [String: String]
     /// The query's arguments, decoded (`QueryString`).
-    public var query: [String: String]
+    package var query: [String: String]
     /// What is wrong with the query string as sent (a `%00`, a key given
     /// twice), when something is: `query` is empty then, and an endpoint
     /// that reads parameters answers 400 with it.
-    public var queryProblem: HTTPError?
+    package var queryProblem: HTTPError?
 
-    public init(method: String, path: String, headers: [String: String], query: [String: String] = [:], queryProblem: HTTPError? = nil) {
+    package init(method: String, path: String, headers: [String: String], query: [String: String] = [:], queryProblem: HTTPError? = nil) {
         self.method = method
         self.path = path
         self.headers = headers
@@ -108,17 +108,17 @@ public struct HTTPRequest: Sendable {
 
 /// Bytes shared between a cache and the responses that send them, at a
 /// stable address that libmicrohttpd sends from without copying.
-public final class HTTPBody: @unchecked Sendable {
+package final class HTTPBody: @unchecked Sendable {
     // Immutable after init; freed when the last holder lets go.
-    public let base: UnsafeRawPointer?
-    public let count: Int
+    package let base: UnsafeRawPointer?
+    package let count: Int
     /// For gzip bytes: the window they were deflated with (inflating them
     /// needs one as big, no bigger).
-    public let windowBits: Int32
+    package let windowBits: Int32
     private let owned: Bool
 
     /// Copies `bytes`.
-    public init(_ bytes: some Collection<UInt8>) {
+    package init(_ bytes: some Collection<UInt8>) {
         count = bytes.count
         if count == 0 {
             base = nil
@@ -132,7 +132,7 @@ public final class HTTPBody: @unchecked Sendable {
     }
 
     /// Takes memory from `malloc` (zlib's output), freed with `free`.
-    public init(mallocated pointer: UnsafeMutableRawPointer, count: Int, windowBits: Int32 = 15) {
+    package init(mallocated pointer: UnsafeMutableRawPointer, count: Int, windowBits: Int32 = 15) {
         base = UnsafeRawPointer(pointer)
         self.count = count
         self.windowBits = windowBits
@@ -144,13 +144,13 @@ public final class HTTPBody: @unchecked Sendable {
         if owned { base.deallocate() } else { freeMallocated(UnsafeMutableRawPointer(mutating: base)) }
     }
 
-    public var bytes: [UInt8] { base.map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? [] }
+    package var bytes: [UInt8] { base.map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? [] }
 }
 
-public struct HTTPResponse: Sendable {
+package struct HTTPResponse: Sendable {
     /// What goes out: the bytes, or the inflated contents of gzip bytes
     /// (`size` long), inflated piece by piece as the client reads.
-    public enum Payload: Sendable {
+    package enum Payload: Sendable {
         case bytes(HTTPBody)
         case inflated(HTTPBody, size: UInt64)
         /// Server-Sent Events: the channel's newest event each time the
@@ -166,43 +166,43 @@ public struct HTTPResponse: Sendable {
         case stream(HTTPStream)
     }
 
-    public var status: Int
-    public var headers: [(String, String)]
-    public var payload: Payload
+    package var status: Int
+    package var headers: [(String, String)]
+    package var payload: Payload
 
-    public init(status: Int, headers: [(String, String)] = [], body: HTTPBody) {
+    package init(status: Int, headers: [(String, String)] = [], body: HTTPBody) {
         self.status = status
         self.headers = headers
         self.payload = .bytes(body)
     }
 
     /// Sends what `gzipped` holds, uncompressed, without holding it whole.
-    public init(status: Int, headers: [(String, String)] = [], inflating gzipped: HTTPBody, size: UInt64) {
+    package init(status: Int, headers: [(String, String)] = [], inflating gzipped: HTTPBody, size: UInt64) {
         self.status = status
         self.headers = headers
         self.payload = .inflated(gzipped, size: size)
     }
 
     /// A stream of the channel's events (`text/event-stream`).
-    public init(events channel: EventChannel, headers: [(String, String)] = []) {
+    package init(events channel: EventChannel, headers: [(String, String)] = []) {
         self.status = 200
         self.headers = [("Content-Type", "text/event-stream; charset=utf-8"), ("Cache-Control", "no-store")] + headers
         self.payload = .events(channel)
     }
 
-    public init(status: Int, contentType: String = "text/plain; charset=utf-8", text: String, headers: [(String, String)] = []) {
+    package init(status: Int, contentType: String = "text/plain; charset=utf-8", text: String, headers: [(String, String)] = []) {
         self.init(status: status, headers: [("Content-Type", contentType)] + headers, body: HTTPBody(Array(text.utf8)))
     }
 
     /// An answer of `stream`'s pieces, written as they are made.
-    public init(status: Int, headers: [(String, String)] = [], stream: HTTPStream) {
+    package init(status: Int, headers: [(String, String)] = [], stream: HTTPStream) {
         self.status = status
         self.headers = headers
         self.payload = .stream(stream)
     }
 
     /// The answer `work` gives, worked out on the slow lane.
-    public static func later(_ work: @escaping SlowLane.Work) -> HTTPResponse {
+    package static func later(_ work: @escaping SlowLane.Work) -> HTTPResponse {
         HTTPResponse(status: 0, headers: [], payload: .later(work))
     }
 
@@ -214,7 +214,7 @@ public struct HTTPResponse: Sendable {
 
     /// The answer itself: a `later` one worked out here, on this thread
     /// (tests, and callers without a server).
-    public func resolved() -> HTTPResponse {
+    package func resolved() -> HTTPResponse {
         if case .later(let work) = payload { return work() }
         return self
     }
@@ -224,14 +224,14 @@ public struct HTTPResponse: Sendable {
 /// `next` gives the next piece, nil after the last; a stream that fails
 /// midway ends the connection (`failed`), the client seeing no end of
 /// the chunked body rather than a body cut short that looks whole.
-public final class HTTPStream: @unchecked Sendable {
+package final class HTTPStream: @unchecked Sendable {
     // Read by one connection at a time (libmicrohttpd reads in order).
     private let next: () -> [UInt8]?
     private let failed: () -> Bool
     var current: [UInt8] = []
     var offset = 0
 
-    public init(next: @escaping () -> [UInt8]?, failed: @escaping () -> Bool = { false }) {
+    package init(next: @escaping () -> [UInt8]?, failed: @escaping () -> Bool = { false }) {
         self.next = next
         self.failed = failed
     }
@@ -250,7 +250,7 @@ public final class HTTPStream: @unchecked Sendable {
     }
 
     /// Every piece, joined (tests, and callers without a server).
-    public func all() -> [UInt8] {
+    package func all() -> [UInt8] {
         var out: [UInt8] = []
         while let piece = next() { out += piece }
         return out
@@ -262,12 +262,12 @@ public final class HTTPStream: @unchecked Sendable {
 /// quick; HEAD is answered like GET without the body. The policy (which
 /// connection to close, when, and which request waits) is Swift's:
 /// `ConnectionTable`, `AuthWaits` and a timer that runs both.
-public final class HTTPServer: Sendable {
-    public typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
+package final class HTTPServer: Sendable {
+    package typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
     /// Counts a 5xx answer the server gave itself, by the request's path.
-    public typealias ServerErrorCounter = @Sendable (_ path: String, _ status: Int) -> Void
+    package typealias ServerErrorCounter = @Sendable (_ path: String, _ status: Int) -> Void
 
-    public let address: ListenAddress
+    package let address: ListenAddress
     private let context: HTTPServerContext
     private let daemon: Mutex<MHDDaemon?>
 
@@ -277,7 +277,7 @@ public final class HTTPServer: Sendable {
     /// `authenticator` allows when one is given (401 otherwise). Only
     /// requests whose Host `hosts` allows are answered, when given (421
     /// otherwise: DNS rebinding).
-    public init(
+    package init(
         address: ListenAddress, limits: HTTPLimits = HTTPLimits(), tls: HTTPTLSSettings? = nil,
         authenticator: BasicAuthenticator? = nil, hosts: AllowedHosts? = nil, log: Log,
         serverError: @escaping ServerErrorCounter = { _, _ in }, handler: @escaping Handler
@@ -332,7 +332,7 @@ public final class HTTPServer: Sendable {
     /// Basic auth from the next request on (nil: none): what a reload of
     /// the web config's `basic_auth_users` applies. TLS stays as started:
     /// libmicrohttpd takes its certificate and key when the daemon starts.
-    public func setAuthenticator(_ authenticator: BasicAuthenticator?) {
+    package func setAuthenticator(_ authenticator: BasicAuthenticator?) {
         let old = context.authenticator.withLock { current in
             defer { current = authenticator }
             return current
@@ -343,7 +343,7 @@ public final class HTTPServer: Sendable {
     deinit { stop() }
 
     /// Loads libmicrohttpd (once).
-    public static func loadLibrary() throws(SystemError) {
+    package static func loadLibrary() throws(SystemError) {
         var reason = [CChar](repeating: 0, count: 512)
         // IFMETER_LIBMICROHTTPD names another build of the library.
         let library = environment("IFMETER_LIBMICROHTTPD") ?? "libmicrohttpd.so.12"
@@ -357,7 +357,7 @@ public final class HTTPServer: Sendable {
 
     /// Whether GnuTLS takes `tls` (the certificate matches the key, the CA
     /// and versions parse). Throws with GnuTLS's reason.
-    public static func check(_ tls: HTTPTLSSettings) throws(SystemError) {
+    package static func check(_ tls: HTTPTLSSettings) throws(SystemError) {
         try loadLibrary()
         var reason = [CChar](repeating: 0, count: 512)
         let rc = tls.certificatePEM.withCString { cert in
@@ -378,7 +378,7 @@ public final class HTTPServer: Sendable {
     /// Stops accepting; in-flight responses finish. Safe to call twice.
     /// Requests waiting for a verdict are answered first (libmicrohttpd
     /// must have no suspended connection when it stops).
-    public func stop() {
+    package func stop() {
         daemon.withLock { daemon in
             guard let running = daemon else { return }
             // Event streams end, and those waiting for an event are
@@ -396,14 +396,14 @@ public final class HTTPServer: Sendable {
     /// request line by the deadline after a response (kept alive, idle), to
     /// make room for others, and to keep responses being sent within the
     /// send budget, since the start.
-    public var closedCounts: HTTPConnectionCounts { context.table.counts }
+    package var closedCounts: HTTPConnectionCounts { context.table.counts }
 
     /// Slow answers waiting their turn or being worked out now.
-    public var slowRequests: Int { context.slowLane.pending }
+    package var slowRequests: Int { context.slowLane.pending }
 
     /// A listening socket for `address` (the first of its addresses that
     /// binds).
-    public static func listen(on address: ListenAddress) throws(SystemError) -> Int32 {
+    package static func listen(on address: ListenAddress) throws(SystemError) -> Int32 {
         try listeningSocket(host: address.host, port: address.port, named: address.description)
     }
 }

@@ -12,9 +12,9 @@ import Synchronization
 /// rows' rendered JSON until they change, and the documents. The document
 /// is rendered once per sample, when first asked for (a page open or
 /// not), and pushed to the dashboards' event streams as it is.
-public final class LiveBoard: Sendable {
+package final class LiveBoard: Sendable {
     /// How many samples of rates each interface keeps for the rolling graph.
-    public static let historyLength = 60
+    package static let historyLength = 60
 
     struct State: Sendable {
         /// Rates of the last samples by interface, oldest first (rx, tx).
@@ -44,14 +44,14 @@ public final class LiveBoard: Sendable {
     private let interval: Double
     private let version: String
     /// The dashboards' event streams: each sample's document, as one event.
-    public let events = EventChannel()
+    package let events = EventChannel()
 
     /// With `cache`, the board renders the cache's read model (the scrape
     /// feed applies the updates, before the board's feed) and sleeps until
     /// first asked: then it keeps every interface's history from the next
     /// sample on. Without, it follows every update from the first, into a
     /// model of its own.
-    public init(interval: Double, version: String, cache: ScrapeCache? = nil) {
+    package init(interval: Double, version: String, cache: ScrapeCache? = nil) {
         self.interval = interval
         self.version = version
         model = cache?.model ?? ReadModel()
@@ -61,7 +61,7 @@ public final class LiveBoard: Sendable {
 
     /// Wakes the board (a page or a script asked): from now on it keeps
     /// every interface's history.
-    public func wake() {
+    package func wake() {
         guard !state.withLock({ $0.active }) else { return }
         let generation = model.generation
         state.withLock { state in
@@ -73,7 +73,7 @@ public final class LiveBoard: Sendable {
 
     /// Takes an update (once the model has it): what moved, for the next
     /// event, and at a sample each interface's rate into its history.
-    public func apply(_ update: borrowing PipelineUpdate) {
+    package func apply(_ update: borrowing PipelineUpdate) {
         if appliesUpdates { model.apply(ModelUpdate(update)) }
         let sequence = update.sequence
         let applied = update.outcome == .sampled
@@ -119,12 +119,12 @@ public final class LiveBoard: Sendable {
     }
 
     /// The generation (the pipeline update) the board is as of.
-    public var generation: Int { state.withLock { $0.generation } }
+    package var generation: Int { state.withLock { $0.generation } }
 
     /// `/api/v1/interfaces` (`schemas/ifmeter-interfaces.v2.schema.json`):
     /// one compact line of JSON, rendered once per sample, the way the
     /// events are (`render`).
-    public func document(history: Bool) -> HTTPBody {
+    package func document(history: Bool) -> HTTPBody {
         wake()
         let (generation, cached) = state.withLock { ($0.generation, $0.rendered[history]) }
         if let cached, cached.generation == generation { return cached.body }
@@ -250,10 +250,10 @@ public final class LiveBoard: Sendable {
 }
 
 /// Feeds the live board from the pipeline (a sink: after the enrichers).
-public final class LiveBoardFeed: PipelineSink {
+package final class LiveBoardFeed: PipelineSink {
     let board: LiveBoard
 
-    public init(board: LiveBoard) { self.board = board }
+    package init(board: LiveBoard) { self.board = board }
 
-    public func receive(_ update: borrowing PipelineUpdate) { board.apply(update) }
+    package func receive(_ update: borrowing PipelineUpdate) { board.apply(update) }
 }

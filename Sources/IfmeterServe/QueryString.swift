@@ -7,11 +7,11 @@ import IfmeterCore
 /// kept only its last value: both are refused here, with the key, instead
 /// of answering a question that was not asked. Tested in process
 /// (`QueryStringTests`).
-public enum QueryString {
+package enum QueryString {
     /// The parameters of `raw` (what follows the `?`, undecoded), or what
     /// is wrong with it. A key without `=` has the empty value; empty
     /// pieces (`a=1&&b=2`) are skipped.
-    public static func parse(_ raw: some Collection<UInt8>) -> Result<[String: String], HTTPError> {
+    package static func parse(_ raw: some Collection<UInt8>) -> Result<[String: String], HTTPError> {
         var parameters: [String: String] = [:]
         for piece in raw.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
             let equals = piece.firstIndex(of: UInt8(ascii: "="))
@@ -37,7 +37,7 @@ public enum QueryString {
     /// `parameters` as a query string, keys in order, every byte but
     /// letters, digits and `-._~` percent-escaped: what `parse` reads back
     /// (a usage document's `next` URL).
-    public static func encode(_ parameters: [String: String]) -> String {
+    package static func encode(_ parameters: [String: String]) -> String {
         func escaped(_ text: String) -> String {
             var out = ""
             for byte in text.utf8 {

@@ -4,8 +4,8 @@
 /// its `runbook_url` names), `ifmeter --generate-runbook` prints it, and
 /// docs/alerts.md is that output (`RunbookTests` keeps them equal; after
 /// an edit here, `ifmeter --generate-runbook > docs/alerts.md`).
-public enum Runbooks {
-    public static let markdown = #"""
+package enum Runbooks {
+    package static let markdown = #"""
         # Alerts: what each one means and what to do
 
         Back to the [README](../README.md); the rules are in

@@ -9,17 +9,17 @@ import IfmeterSystem
 /// per sample and format when first asked for: every scrape between two
 /// samples gets the same bytes, so scrapes cost a copy, not a render (and
 /// never a netlink dump).
-public final class ScrapeCache: SeriesSource {
+package final class ScrapeCache: SeriesSource {
     /// One format's exposition of one generation, kept gzipped: a client
     /// that takes gzip gets these bytes; another gets them inflated as it
     /// reads. The text itself is never held whole (5 MB at 4000
     /// interfaces; gzipped, a twentieth).
-    public struct Rendered: Sendable {
-        public var generation: Int
-        public var contentType: String
-        public var gzipped: HTTPBody
+    package struct Rendered: Sendable {
+        package var generation: Int
+        package var contentType: String
+        package var gzipped: HTTPBody
         /// The text's length.
-        public var size: UInt64
+        package var size: UInt64
     }
 
     private let families: ExpositionFamilies
@@ -27,14 +27,14 @@ public final class ScrapeCache: SeriesSource {
     private let interval: Double
     /// What a scrape shows: the read model's snapshot. The cache keeps the
     /// renders of it, no rows or facts of its own.
-    public let model: ReadModel
+    package let model: ReadModel
     /// By format: OpenMetrics (true) or text (false).
     private let cache = Mutex<[Bool: Rendered]>([:])
     /// One render at a time: concurrent scrapes of a new sample wait for
     /// the first one's render instead of all rendering it.
     private let rendering = Mutex<Void>(())
 
-    public init(families: ExpositionFamilies, version: String, revision: String = "unknown", interval: Double) {
+    package init(families: ExpositionFamilies, version: String, revision: String = "unknown", interval: Double) {
         self.families = families
         self.version = version
         self.interval = interval
@@ -44,59 +44,59 @@ public final class ScrapeCache: SeriesSource {
     /// Takes an update's changes, during the update, into the read model:
     /// costs what changed (the rows are shared with a render in progress
     /// only while it runs).
-    public func apply(_ update: borrowing PipelineUpdate) {
+    package func apply(_ update: borrowing PipelineUpdate) {
         model.apply(ModelUpdate(update))
     }
 
     /// What `serve --probe` shows now (nil: no probe).
-    public func currentRoutes() -> RouteExposition? { model.read { $0.facts.routes } }
+    package func currentRoutes() -> RouteExposition? { model.read { $0.facts.routes } }
 
     /// Sets what `serve --probe` shows; called before the update that it
     /// belongs to is applied, so a render of that generation has it.
     /// The route families (nil: none, after a reload removed every probe).
-    public func setRoutes(_ routes: RouteExposition?) { model.setRoutes(routes) }
+    package func setRoutes(_ routes: RouteExposition?) { model.setRoutes(routes) }
 
     /// The 5xx answers serve can give, each at 0 until it does.
-    public func expectServerErrors(_ keys: [(path: String, status: Int)]) { model.expectServerErrors(keys) }
+    package func expectServerErrors(_ keys: [(path: String, status: Int)]) { model.expectServerErrors(keys) }
 
     /// One more 5xx answer (shown from the next sample's render on).
-    public func countServerError(path: String, status: Int) { model.countServerError(path: path, status: status) }
+    package func countServerError(path: String, status: Int) { model.countServerError(path: path, status: status) }
 
     /// Sets the endpoint's closed-connection counts (read on the pipeline's
     /// thread after each update, never from a request handler); a render
     /// shows them as of its sample.
-    public func setHTTPClosed(_ counts: HTTPConnectionCounts) { model.setHTTPClosed(counts) }
+    package func setHTTPClosed(_ counts: HTTPConnectionCounts) { model.setHTTPClosed(counts) }
 
     /// Sets serve's own `process_*` figures (on the pipeline's thread,
     /// before the update's render).
-    public func setProcess(_ metrics: ProcessMetrics?) { model.setProcess(metrics) }
+    package func setProcess(_ metrics: ProcessMetrics?) { model.setProcess(metrics) }
 
     /// Sets what remote write shows (on the pipeline's thread, before the
     /// update's render).
-    public func setRemoteWrite(_ statuses: [RemoteWriteStatus]) { model.setRemoteWrite(statuses) }
+    package func setRemoteWrite(_ statuses: [RemoteWriteStatus]) { model.setRemoteWrite(statuses) }
 
     /// The latest generation's text exposition (the series a scrape gets),
     /// in pieces.
-    public func renderText(chunk: Int, into sink: (UnsafeRawBufferPointer) -> Void) {
+    package func renderText(chunk: Int, into sink: (UnsafeRawBufferPointer) -> Void) {
         model.read { PrometheusTextRenderer().render(input($0), chunk: chunk, into: sink) }
     }
 
     /// Visits the latest generation's series, those of the text exposition
     /// (what remote write sends), without rendering them.
-    public func visitSeries(_ visitor: inout some SeriesVisitor, keeping: (ExpositionRow) -> Bool) {
+    package func visitSeries(_ visitor: inout some SeriesVisitor, keeping: (ExpositionRow) -> Bool) {
         model.read { input($0).visitSeries(&visitor, keeping: keeping) }
     }
 
     /// Replaces the plans' gauges (read from the state file after a save);
     /// the next scrape renders afresh.
-    public func setPlans(_ gauges: [PlanGauge]) { model.setPlans(gauges) }
+    package func setPlans(_ gauges: [PlanGauge]) { model.setPlans(gauges) }
 
     /// Replaces the aliases (`state alias`); the next scrape renders afresh.
-    public func setAliases(_ aliases: [SeriesKey: String]) { model.setAliases(aliases) }
+    package func setAliases(_ aliases: [SeriesKey: String]) { model.setAliases(aliases) }
 
     /// The latest exposition in one format, rendered at most once per
     /// generation. Nil only when zlib fails.
-    public func rendered(openMetrics: Bool) -> Rendered? {
+    package func rendered(openMetrics: Bool) -> Rendered? {
         // A change of the plans makes a new generation too.
         let generation = model.read { $0.generation &+ $0.planChanges << 40 }
         if let hit = cache.withLock({ $0[openMetrics] }), hit.generation == generation { return hit }
@@ -147,7 +147,7 @@ public final class ScrapeCache: SeriesSource {
     }
 
     /// The exposition input for totals and the pipeline's health.
-    public static func input(
+    package static func input(
         _ interfaces: [ExpositionRow], health: PipelineHealth?, families: ExpositionFamilies, version: String, interval: Double
     ) -> ExpositionInput {
         ExpositionInput(interfaces, health: health, families: families, version: version, interval: interval)
@@ -157,44 +157,44 @@ public final class ScrapeCache: SeriesSource {
 /// Reads the endpoint's closed-connection counts into the cache after each
 /// update, on the pipeline's thread: a request handler never asks the
 /// server, whose lock it may be called under.
-public final class HTTPClosedFeed: PipelineEnricher {
+package final class HTTPClosedFeed: PipelineEnricher {
     let server: HTTPServer
     let cache: ScrapeCache
 
-    public init(server: HTTPServer, cache: ScrapeCache) {
+    package init(server: HTTPServer, cache: ScrapeCache) {
         self.server = server
         self.cache = cache
     }
 
-    public func enrich(_ update: borrowing PipelineUpdate) {
+    package func enrich(_ update: borrowing PipelineUpdate) {
         cache.setHTTPClosed(server.closedCounts)
     }
 }
 
 /// Reads serve's own `process_*` figures into the cache at each sample, on
 /// the pipeline's thread (a /proc read and a listing of its descriptors).
-public final class ProcessFeed: PipelineEnricher {
+package final class ProcessFeed: PipelineEnricher {
     let cache: ScrapeCache
 
-    public init(cache: ScrapeCache) { self.cache = cache }
+    package init(cache: ScrapeCache) { self.cache = cache }
 
-    public func enrich(_ update: borrowing PipelineUpdate) {
+    package func enrich(_ update: borrowing PipelineUpdate) {
         cache.setProcess(ProcessStats.current())
     }
 }
 
 /// Feeds a scrape cache from the pipeline, and says once when the first
 /// sample is in.
-public final class ScrapeFeed: PipelineSink {
+package final class ScrapeFeed: PipelineSink {
     let cache: ScrapeCache
     private var ready: (() -> Void)?
 
-    public init(cache: ScrapeCache, ready: @escaping () -> Void) {
+    package init(cache: ScrapeCache, ready: @escaping () -> Void) {
         self.cache = cache
         self.ready = ready
     }
 
-    public func receive(_ update: borrowing PipelineUpdate) {
+    package func receive(_ update: borrowing PipelineUpdate) {
         cache.apply(update)
         if let ready {
             ready()

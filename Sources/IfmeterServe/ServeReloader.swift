@@ -7,15 +7,15 @@ import IfmeterSystem
 
 /// serve's remote write: the writers and the feed that pushes to them,
 /// replaced whole when a reload changes them.
-public final class RemoteWriteSet {
-    public var writers: [RemoteWriter] = []
-    public var feed: RemoteWriteFeed?
+package final class RemoteWriteSet {
+    package var writers: [RemoteWriter] = []
+    package var feed: RemoteWriteFeed?
 
-    public init() {}
+    package init() {}
 
     /// Ends every series (its stale marker), lets what is in memory go out
     /// for up to 2 s, then stops; the queues keep the rest on disk.
-    public func stop(ending pipeline: Pipeline? = nil) {
+    package func stop(ending pipeline: Pipeline? = nil) {
         if let pipeline, let feed {
             feed.finished()
             pipeline.remove(feed)
@@ -30,36 +30,36 @@ public final class RemoteWriteSet {
 /// What a reload of serve's settings changes, typed: the command reads its
 /// file and command line again and says here what differs; nil (or false)
 /// is "unchanged". `ServeReloader` applies it.
-public struct ServeReload {
+package struct ServeReload {
     /// Why something of a reload could not be done, in words for the log.
-    public struct Failure: Error {
-        public let words: String
-        public init(_ words: String) { self.words = words }
+    package struct Failure: Error {
+        package let words: String
+        package init(_ words: String) { self.words = words }
     }
 
     /// Starts remote write with the fresh settings (after the running one
     /// stopped): its writers and feed, nil when none is configured now.
-    public typealias RemoteWriteStarter = (Pipeline) throws(Failure) -> (writers: [RemoteWriter], feed: RemoteWriteFeed)?
+    package typealias RemoteWriteStarter = (Pipeline) throws(Failure) -> (writers: [RemoteWriter], feed: RemoteWriteFeed)?
 
     /// The interface filter (`--include`, `--exclude`, `--kind`).
-    public var filter: InterfaceFilter?
+    package var filter: InterfaceFilter?
     /// `--kind-of`: every link classified again at the next sample.
-    public var kindOverrides: KindOverrides?
+    package var kindOverrides: KindOverrides?
     /// Changed remote write settings: the start and the URLs (shown
     /// without credentials) it pushes to; no URLs stops it.
-    public var remoteWrite: (start: RemoteWriteStarter, urls: [String])?
+    package var remoteWrite: (start: RemoteWriteStarter, urls: [String])?
     /// Whether the probes or tunnel options changed, and the new ones
     /// (nil: no probes any more).
-    public var routesChanged = false
-    public var routes: RouteSettings?
+    package var routesChanged = false
+    package var routes: RouteSettings?
     /// Changed `--keep-hours`/`--keep-days`, and how the line says them.
-    public var retention: (retention: Retention, words: String)?
+    package var retention: (retention: Retention, words: String)?
     /// The web config read again (nil: none); its users apply, its TLS may not change.
-    public var webConfig: WebConfig?
+    package var webConfig: WebConfig?
     /// The changed settings a reload cannot apply (said to need a restart).
-    public var restart: Set<String> = []
+    package var restart: Set<String> = []
 
-    public init() {}
+    package init() {}
 }
 
 /// SIGHUP under `--config`: what changed applies to the running serve: a
@@ -72,11 +72,11 @@ public struct ServeReload {
 /// value stays. Each reload is said in one line, at most 10 per 10 s from
 /// each place that says one (a flood of SIGHUPs is applied, every one,
 /// but not said 1,000 times a second).
-public final class ServeReloader {
+package final class ServeReloader {
     /// What a reload took, for the command to count as running.
-    public struct Applied: Sendable, Equatable {
-        public var retention = false
-        public var webConfig = false
+    package struct Applied: Sendable, Equatable {
+        package var retention = false
+        package var webConfig = false
     }
 
     let path: String
@@ -87,16 +87,16 @@ public final class ServeReloader {
     /// The web config running: its users may change, its TLS may not.
     private var webConfig: WebConfig?
     /// The server whose basic auth a reload replaces (nil: push only).
-    public var server: HTTPServer?
+    package var server: HTTPServer?
     #if os(Linux)
     /// The route feed of `--probe` (nil without probes).
-    public var routeFeed: RouteFeed?
+    package var routeFeed: RouteFeed?
     #endif
 
     /// - Parameters:
     ///   - path: the config file, as the lines name it.
     ///   - log: the reload's lines (serve's gives a burst of 10 per 10 s).
-    public init(
+    package init(
         path: String, pushing: RemoteWriteSet, webConfig: WebConfig?, log: Log, publishRoutes: @escaping @Sendable (RouteExposition?) -> Void
     ) {
         self.path = path
@@ -107,12 +107,12 @@ public final class ServeReloader {
     }
 
     /// The file could not be read again: said, and nothing changes.
-    public func failed(_ words: String) {
+    package func failed(_ words: String) {
         log.warning("reloading \(path) after SIGHUP failed: \(words); the running settings stay")
     }
 
     @discardableResult
-    public func apply(_ reload: ServeReload, to pipeline: Pipeline) -> Applied {
+    package func apply(_ reload: ServeReload, to pipeline: Pipeline) -> Applied {
         var applied: [String] = []
         var took = Applied()
         var restart = reload.restart

@@ -5,27 +5,27 @@ import IfmeterUsage
 
 /// A `/api/v1/usage` or `/usage.png` request, checked: its parameters as
 /// sent (for a `next` URL and a log), and the typed request they make.
-public struct UsageQuery: Sendable, Hashable {
+package struct UsageQuery: Sendable, Hashable {
     /// fiveminutes, hour, day, month, year or cycle (`summary`: the picture's).
-    public var granularity: String
+    package var granularity: String
     /// Local dates or times, as `usage --begin`/`--end` take them.
-    public var begin: String?
-    public var end: String?
+    package var begin: String?
+    package var end: String?
     /// One interface (NS/NAME for another namespace's), matched exactly.
-    public var interface: String?
+    package var interface: String?
     /// The last this many periods of each interface.
-    public var limit: Int?
+    package var limit: Int?
     /// At most this many rows in the document, and where a page starts.
-    public var rows: Int?
-    public var after: String?
+    package var rows: Int?
+    package var after: String?
     /// The same, typed: what `UsageDocument` answers.
-    public var request: UsageRequest
+    package var request: UsageRequest
 
-    public static let granularities = UsageRequest.granularityNames.map(\.name)
+    package static let granularities = UsageRequest.granularityNames.map(\.name)
 
     /// A query of these parameters; one that does not parse (which
     /// `ServeRoutes.usageQuery` refuses) asks for the day table.
-    public init(
+    package init(
         granularity: String, begin: String? = nil, end: String? = nil, interface: String? = nil, limit: Int? = nil, rows: Int? = nil,
         after: String? = nil
     ) {
@@ -52,10 +52,10 @@ public struct UsageQuery: Sendable, Hashable {
     }
 
     /// The picture of the last day, this cycle and all time.
-    public var summary: Bool { granularity == "summary" }
+    package var summary: Bool { granularity == "summary" }
 
     /// Its parameters, as given.
-    public var parameters: [String: String] {
+    package var parameters: [String: String] {
         var query = ["granularity": granularity]
         for (key, value) in [("begin", begin), ("end", end), ("interface", interface), ("limit", limit.map(String.init))] {
             if let value { query[key] = value }
@@ -75,12 +75,12 @@ public struct UsageQuery: Sendable, Hashable {
 /// keeps one). The CLI wires a server to `respond(to:)`; the routes,
 /// content negotiation and gzip live here.
 /// A bad request's one line (without its status).
-public struct HTTPError: Error, Sendable, Hashable {
-    public var message: String
-    public init(_ message: String) { self.message = message }
+package struct HTTPError: Error, Sendable, Hashable {
+    package var message: String
+    package init(_ message: String) { self.message = message }
 }
 
-public struct ServeRoutes: Sendable {
+package struct ServeRoutes: Sendable {
     let cache: ScrapeCache
     let version: String
     let board: LiveBoard?
@@ -92,7 +92,7 @@ public struct ServeRoutes: Sendable {
     /// `ifmeter_http_server_errors_total`: no failure is silent.
     let log: Log?
 
-    public init(
+    package init(
         cache: ScrapeCache, version: String, board: LiveBoard? = nil, usage: (@Sendable (UsageQuery) -> HTTPResponse)? = nil,
         usageImage: (@Sendable (UsageQuery) -> HTTPResponse)? = nil, log: Log? = nil
     ) {
@@ -124,7 +124,7 @@ public struct ServeRoutes: Sendable {
     /// `end` are read in `zone` as `usage` reads them, and must be in
     /// order (`UsageRequest.parse`). An unknown key's hint names the
     /// parameters a person gives (`rows` and `after` page: docs/dashboard.md).
-    public static func usageQuery(_ query: [String: String], image: Bool = false, zone: LocalZone = .system) -> Result<UsageQuery, HTTPError> {
+    package static func usageQuery(_ query: [String: String], image: Bool = false, zone: LocalZone = .system) -> Result<UsageQuery, HTTPError> {
         let listed = ["granularity", "begin", "end", "interface", "limit"]
         if let unknown = unknownParameter(query, known: listed + ["rows", "after"], listed: listed) { return .failure(unknown) }
         do throws(UsageQueryError) {
@@ -180,7 +180,7 @@ public struct ServeRoutes: Sendable {
     /// Counts a 5xx answer the HTTP layer gave itself (a full slow lane,
     /// too many pages following, a stop, logins it cannot check now) as
     /// the routes' own are counted; the HTTP layer says it in the log.
-    public func countServerError(path: String, status: Int) {
+    package func countServerError(path: String, status: Int) {
         cache.countServerError(path: Self.servedPaths.contains(path) ? path : "other", status: status)
     }
 
@@ -190,7 +190,7 @@ public struct ServeRoutes: Sendable {
     /// picture are answered `later`, on the server's slow lane: on a
     /// five-year state file they take seconds, which no HTTP thread (and so
     /// no scrape) waits for.
-    public func respond(to request: HTTPRequest) -> HTTPResponse {
+    package func respond(to request: HTTPRequest) -> HTTPResponse {
         let response = route(request)
         if case .later(let work) = response.payload {
             return .later { [self] in account(work(), path: request.path) }
@@ -325,7 +325,7 @@ public struct ServeRoutes: Sendable {
     }
 
     /// Whether Accept-Encoding allows gzip (and does not refuse it, q=0).
-    public static func acceptsGzip(_ header: String?) -> Bool {
+    package static func acceptsGzip(_ header: String?) -> Bool {
         guard let header else { return false }
         for part in header.split(separator: ",") {
             let fields = part.split(separator: ";")

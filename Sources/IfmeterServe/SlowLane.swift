@@ -11,8 +11,8 @@ import IfmeterSystem
 /// address cannot take every place. Stopping answers every
 /// waiting one with `stopping` and waits for the one being worked out, as
 /// libmicrohttpd must have no suspended connection when it stops.
-public final class SlowLane: Sendable {
-    public typealias Work = @Sendable () -> HTTPResponse
+package final class SlowLane: Sendable {
+    package typealias Work = @Sendable () -> HTTPResponse
 
     private struct Job: Sendable {
         let work: Work
@@ -29,20 +29,20 @@ public final class SlowLane: Sendable {
         var started = false
     }
 
-    public let capacity: Int
+    package let capacity: Int
     /// Places one client address may hold.
-    public let perClient: Int
+    package let perClient: Int
     private let state = ConditionLock(State())
     private let stopping: HTTPResponse
 
-    public init(capacity: Int = 16, perClient: Int? = nil, stopping: HTTPResponse) {
+    package init(capacity: Int = 16, perClient: Int? = nil, stopping: HTTPResponse) {
         self.capacity = capacity
         self.perClient = perClient ?? max(1, capacity / 4)
         self.stopping = stopping
     }
 
     /// What `submit` says.
-    public enum Admission: Sendable, Equatable {
+    package enum Admission: Sendable, Equatable {
         case accepted
         /// Full, stopping, or without a thread.
         case full
@@ -51,7 +51,7 @@ public final class SlowLane: Sendable {
     }
 
     /// `submit` for a job of no known client address: true when accepted.
-    public func submit(_ work: @escaping Work, suspend: () -> Void, resume: @escaping @Sendable (HTTPResponse) -> Void) -> Bool {
+    package func submit(_ work: @escaping Work, suspend: () -> Void, resume: @escaping @Sendable (HTTPResponse) -> Void) -> Bool {
         submit(work, client: nil, suspend: suspend, resume: resume) == .accepted
     }
 
@@ -60,7 +60,7 @@ public final class SlowLane: Sendable {
     /// the answer, on the lane's thread (or the stopping one). False when
     /// full or stopping, or when the lane's thread cannot start: answer at
     /// once then. `client`'s jobs count against its share (nil: none).
-    public func submit(
+    package func submit(
         _ work: @escaping Work, client: PeerAddress?, suspend: () -> Void, resume: @escaping @Sendable (HTTPResponse) -> Void
     ) -> Admission {
         let (accepted, start) = state.update { state -> (Admission, Bool) in
@@ -122,7 +122,7 @@ public final class SlowLane: Sendable {
 
     /// Stopping: no new jobs; the waiting ones are answered `stopping` now,
     /// and this returns once the one being worked out has been answered.
-    public func close() {
+    package func close() {
         let waiting = state.update { state -> [Job] in
             state.closed = true
             defer {
@@ -136,5 +136,5 @@ public final class SlowLane: Sendable {
     }
 
     /// Jobs waiting or being worked out now.
-    public var pending: Int { state.withLock { $0.waiting.count + ($0.working ? 1 : 0) } }
+    package var pending: Int { state.withLock { $0.waiting.count + ($0.working ? 1 : 0) } }
 }

@@ -13,7 +13,7 @@ import Synchronization
 /// file, read through its writer's connection a piece at a time. The
 /// status follows from `UsageQueryError`'s case: a bad parameter 400, a
 /// state file not there yet 503, any other failure 500.
-public enum UsageEndpoint {
+package enum UsageEndpoint {
     static let headers = [("Content-Type", "application/json"), ("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff")]
 
     /// The tables, written to the client as their rows are read: at most
@@ -22,7 +22,7 @@ public enum UsageEndpoint {
     /// first byte, which ends the connection.
     /// `unsaved`: the writer's traffic since its last save, added to the
     /// file's rows, so that the tables are current within one sample.
-    public static func tables(
+    package static func tables(
         state path: String, query: UsageQuery, unsaved: UnsavedUsage? = nil, log: Log? = nil
     ) -> HTTPResponse {
         var request = query.request
@@ -59,7 +59,7 @@ public enum UsageEndpoint {
 
     /// The picture: `usage --png`'s for the query (granularity `summary`:
     /// `--summary`'s), of one interface when asked.
-    public static func image(state path: String, query: UsageQuery) -> HTTPResponse {
+    package static func image(state path: String, query: UsageQuery) -> HTTPResponse {
         let image: [UInt8]
         do throws(UsageQueryError) {
             // (The picture was drawn through usage's glob filter once: a

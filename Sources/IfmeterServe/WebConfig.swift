@@ -3,17 +3,17 @@ import IfmeterCore
 import IfmeterSystem
 
 /// A problem in a web config file, at a line when known.
-public typealias WebConfigError = ConfigError
+package typealias WebConfigError = ConfigError
 
 /// `serve --web-config FILE`: Prometheus exporter-toolkit's web
 /// configuration, the parts ifmeter supports.
-public struct WebConfig: Sendable {
-    public var tls: HTTPTLSSettings?
-    public var users: [String: String]
+package struct WebConfig: Sendable {
+    package var tls: HTTPTLSSettings?
+    package var users: [String: String]
 
     /// Neither TLS nor users (an empty file, or comments only): serve
     /// warns that it serves as without --web-config.
-    public var asksForNothing: Bool { tls == nil && users.isEmpty }
+    package var asksForNothing: Bool { tls == nil && users.isEmpty }
 
     static let supportedTLSKeys = ["cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version"]
     static let unsupportedTLSKeys = [
@@ -21,24 +21,24 @@ public struct WebConfig: Sendable {
     ]
 
     /// Why a web config could not be used.
-    public typealias LoadError = ConfigLoadError
+    package typealias LoadError = ConfigLoadError
 
     /// Reads and checks `path`; relative file names in it are relative to
     /// its folder, as exporter-toolkit has them. It and the files it names
     /// must be ones no other user could change (`SettingsFile.check`),
     /// unless `foreignAllowed`.
-    public static func load(_ path: String, foreignAllowed: Bool = false) throws(LoadError) -> WebConfig {
+    package static func load(_ path: String, foreignAllowed: Bool = false) throws(LoadError) -> WebConfig {
         try YAML.load(path, foreignAllowed: foreignAllowed) { root, folder throws(ConfigError) in
             try read(root, folder: folder, foreignAllowed: foreignAllowed)
         }
     }
 
-    public static func parse(_ text: String, folder: String, foreignAllowed: Bool = false) throws(WebConfigError) -> WebConfig {
+    package static func parse(_ text: String, folder: String, foreignAllowed: Bool = false) throws(WebConfigError) -> WebConfig {
         try read(try YAML.parse(text), folder: folder, foreignAllowed: foreignAllowed)
     }
 
     /// The web config in a YAML tree (nil: an empty file).
-    public static func read(_ root: YAMLNode?, folder: String, foreignAllowed: Bool = false) throws(WebConfigError) -> WebConfig {
+    package static func read(_ root: YAMLNode?, folder: String, foreignAllowed: Bool = false) throws(WebConfigError) -> WebConfig {
         var config = WebConfig(tls: nil, users: [:])
         for entry in try root?.mapping("the web config") ?? [] {
             switch entry.key {

@@ -14,18 +14,18 @@ extension StateStore {
         """
 
     /// The longest alias, in characters.
-    public static let longestAlias = 64
+    package static let longestAlias = 64
 
     /// Whether `alias` may be stored: 1 to 64 characters, none of them a
     /// control character, and not only spaces.
-    public static func isValidAlias(_ alias: String) -> Bool {
+    package static func isValidAlias(_ alias: String) -> Bool {
         !alias.isEmpty && alias.count <= longestAlias && !alias.unicodeScalars.contains { $0.properties.generalCategory == .control }
             && alias.contains { $0 != " " }
     }
 
     /// Sets (or with nil removes) the alias of a stored name, in one
     /// transaction.
-    public func setAlias(_ name: String, _ alias: String?) throws(StoreError) {
+    package func setAlias(_ name: String, _ alias: String?) throws(StoreError) {
         try database.transaction { () throws(StoreError) in
             try database.execute(Self.aliasesSchema)
             if let alias {
@@ -53,5 +53,5 @@ extension StateStore {
     }
 
     /// The aliases, through this store's connection.
-    public func aliases() throws(StoreError) -> [String: String] { try Self.readAliases(database) }
+    package func aliases() throws(StoreError) -> [String: String] { try Self.readAliases(database) }
 }

@@ -237,7 +237,7 @@ extension StateStore {
     /// `snapshot` but the slices, with every page and every hour row
     /// checked first (in SQL, keeping none), so that a corrupt file is
     /// refused before a line is written.
-    public static func hourStreamHead(path: String) throws(StoreError) -> UsageSnapshot {
+    package static func hourStreamHead(path: String) throws(StoreError) -> UsageSnapshot {
         try reading(path, verify: true) { db, written throws(StoreError) in try hourStreamHead(db, path: path, written: written) }
     }
 
@@ -286,7 +286,7 @@ extension StateStore {
     /// the latest `limit` when given. `body` is told the interface's kind
     /// (its latest slice's) before its first chunk, and returns false to
     /// stop. Memory holds one chunk, whatever the file's size.
-    public static func streamHours(
+    package static func streamHours(
         path: String, names: [String], from: Int64?, to: Int64?, limit: Int?, chunk: Int = 1024,
         _ body: (_ name: String, _ kind: InterfaceKind, _ slices: [UsageSlice], _ whole: Bool) -> Bool
     ) throws(StoreError) {

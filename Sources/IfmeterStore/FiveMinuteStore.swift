@@ -2,13 +2,13 @@ import IfmeterCore
 import IfmeterSystem
 
 /// One five-minute slot's usage of an interface, to add to the state file.
-public struct FiveMinuteUsage: Sendable, Hashable {
+package struct FiveMinuteUsage: Sendable, Hashable {
     /// Unix time the slot starts (a multiple of 300).
-    public var start: Int64
-    public var counters: Counters
-    public var quality: Quality
+    package var start: Int64
+    package var counters: Counters
+    package var quality: Quality
 
-    public init(start: Int64, counters: Counters, quality: Quality) {
+    package init(start: Int64, counters: Counters, quality: Quality) {
         self.start = start
         self.counters = counters
         self.quality = quality

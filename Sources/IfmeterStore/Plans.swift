@@ -2,16 +2,16 @@ import IfmeterCore
 import IfmeterSystem
 
 /// One local hour's usage of an interface, to add to the state file.
-public struct HourUsage: Sendable, Hashable {
+package struct HourUsage: Sendable, Hashable {
     /// Unix time the local hour starts.
-    public var start: Int64
-    public var counters: Counters
-    public var quality: Quality
+    package var start: Int64
+    package var counters: Counters
+    package var quality: Quality
     /// The same traffic by five-minute slot within the hour (schema 3);
     /// empty for an hour older than the five-minute table keeps.
-    public var fiveMinutes: [FiveMinuteUsage]
+    package var fiveMinutes: [FiveMinuteUsage]
 
-    public init(start: Int64, counters: Counters, quality: Quality, fiveMinutes: [FiveMinuteUsage] = []) {
+    package init(start: Int64, counters: Counters, quality: Quality, fiveMinutes: [FiveMinuteUsage] = []) {
         self.start = start
         self.counters = counters
         self.quality = quality
@@ -111,7 +111,7 @@ extension StateStore {
     /// (days rolled, schema 4) as month-long spans. Read-only.
     /// `verify`: check the pages and schema first (`usage`); a reader that
     /// comes back every save (serve's plan gauges) skips that.
-    public static func slices(path: String, zone: LocalZone = .system, since: Int64? = nil, verify: Bool = true) throws(StoreError) -> [UsageSlice] {
+    package static func slices(path: String, zone: LocalZone = .system, since: Int64? = nil, verify: Bool = true) throws(StoreError) -> [UsageSlice] {
         try reading(path, verify: verify) { db throws(StoreError) in try slices(db, path: path, zone: zone, since: since) }
     }
 
@@ -231,7 +231,7 @@ extension StateStore {
     }
 
     /// The plans of a state file, sorted by pattern. Read-only.
-    public static func plans(path: String, verify: Bool = true) throws(StoreError) -> [Plan] {
+    package static func plans(path: String, verify: Bool = true) throws(StoreError) -> [Plan] {
         try reading(path, verify: verify) { db throws(StoreError) in
             do throws(StoreError) {
                 guard try hasTable(db, "plans") else { return [] }
@@ -268,7 +268,7 @@ extension StateStore {
     /// and the kind each one of the interfaces table was last classified
     /// as: one seen but idle is there without usage, its kind known all the
     /// same (a kind this version does not know is not guessed). Read-only.
-    public static func storedInterfaces(path: String, verify: Bool = true) throws(StoreError)
+    package static func storedInterfaces(path: String, verify: Bool = true) throws(StoreError)
         -> (names: [String], kinds: [String: InterfaceKind])
     {
         try reading(path, verify: verify) { db throws(StoreError) in
@@ -300,7 +300,7 @@ extension StateStore {
     }
 
     /// The plans of this (open) state file.
-    public func plans() throws(StoreError) -> [Plan] { try Self.readPlans(database) }
+    package func plans() throws(StoreError) -> [Plan] { try Self.readPlans(database) }
 
     /// The slices starting at `since` or later, read through this store's
     /// own connection: a writer must not open and close other descriptors
@@ -310,14 +310,14 @@ extension StateStore {
     /// The hours are found through the (name, start) key, one interface at
     /// a time: the plan gauges read a month of them after every save, which
     /// must not scan five years of rows.
-    public func slices(since: Int64, zone: LocalZone = .system) throws(StoreError) -> [UsageSlice] {
+    package func slices(since: Int64, zone: LocalZone = .system) throws(StoreError) -> [UsageSlice] {
         let names = try Self.hourNames(database)
         return try Self.slices(database, path: path, zone: zone, since: since, hours: false)
             + Self.hourSlices(database, names: names, from: since)
     }
 
     /// The stored names and kinds, through this store's connection.
-    public func storedInterfaces() throws(StoreError) -> (names: [String], kinds: [String: InterfaceKind]) {
+    package func storedInterfaces() throws(StoreError) -> (names: [String], kinds: [String: InterfaceKind]) {
         var kinds: [String: InterfaceKind] = [:]
         try database.prepare("SELECT name, kind FROM interfaces").query { row throws(StoreError) in
             if let name = row.text(0), let kind = row.text(1).flatMap(InterfaceKind.init(rawValue:)) { kinds[name] = kind }
@@ -326,10 +326,10 @@ extension StateStore {
     }
 
     /// The stored interface names (those with totals or usage).
-    public func interfaceNames() throws(StoreError) -> [String] { try Self.names(database) }
+    package func interfaceNames() throws(StoreError) -> [String] { try Self.names(database) }
 
     /// Adds or replaces a plan.
-    public func setPlan(_ plan: Plan) throws(StoreError) {
+    package func setPlan(_ plan: Plan) throws(StoreError) {
         try database.transaction { () throws(StoreError) in
             try database.prepare(
                 "INSERT OR REPLACE INTO plans (pattern, cycle_start_day, quota_bytes, direction) VALUES (?, ?, ?, ?)"
@@ -342,7 +342,7 @@ extension StateStore {
     }
 
     /// Removes a plan; returns whether there was one.
-    public func removePlan(_ pattern: String) throws(StoreError) -> Bool {
+    package func removePlan(_ pattern: String) throws(StoreError) -> Bool {
         let existed = try plans().contains { $0.pattern == pattern }
         guard existed else { return false }
         try database.transaction { () throws(StoreError) in

@@ -8,26 +8,26 @@ import IfmeterSystem
 /// that granularity forever. Month rows are always kept: the file has no
 /// coarser row to sum them into, and a year of them per interface is 12
 /// small rows.
-public struct Retention: Sendable, Hashable {
+package struct Retention: Sendable, Hashable {
     /// Seconds of hour rows kept; nil: all.
-    public var hours: Double?
+    package var hours: Double?
     /// Seconds of day rows kept; nil: all.
-    public var days: Double?
+    package var days: Double?
 
-    public init(hours: Double?, days: Double?) {
+    package init(hours: Double?, days: Double?) {
         self.hours = hours
         self.days = days
     }
 
     /// Everything kept (what a store does unless told otherwise).
-    public static let keepAll = Retention(hours: nil, days: nil)
+    package static let keepAll = Retention(hours: nil, days: nil)
 
     /// The writers' defaults: a quarter of hours (`usage --hourly` and
     /// `--begin`/`--end` with times over the last 92 days), ten years of
     /// days (`--daily` and `--top` over a decade), months forever.
-    public static let defaultHours: Double = 92 * 86400
-    public static let defaultDays: Double = 3650 * 86400
-    public static let defaults = Retention(hours: defaultHours, days: defaultDays)
+    package static let defaultHours: Double = 92 * 86400
+    package static let defaultDays: Double = 3650 * 86400
+    package static let defaults = Retention(hours: defaultHours, days: defaultDays)
 
     /// The least each may be. Hours: two days, the five-minute table's 48
     /// hours, the summary picture's last 24 hours and a plan's hour limit
@@ -35,10 +35,10 @@ public struct Retention: Sendable, Hashable {
     /// well). Days: 32 days, so that no month row ever overlaps the
     /// current billing cycle (at most 31 days long), which the plan gauges
     /// and `usage --check` read from its first local midnight.
-    public static let leastHours: Double = 2 * 86400
-    public static let leastDays: Double = 32 * 86400
+    package static let leastHours: Double = 2 * 86400
+    package static let leastDays: Double = 32 * 86400
     /// The most a finite one may be: 100 years (give none to keep all).
-    public static let mostSeconds: Double = 36500 * 86400
+    package static let mostSeconds: Double = 36500 * 86400
 }
 
 extension StateStore {

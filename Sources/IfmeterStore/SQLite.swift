@@ -5,7 +5,7 @@ import Synchronization
 
 /// Why a state file cannot be used, by case: callers pick exit codes and
 /// words from the case, never from the text.
-public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
+package enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     /// No file at the path (reading usage).
     case missing(path: String)
     /// The folder for a new state file does not exist.
@@ -32,7 +32,7 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     /// SQLite failed: the call and its words.
     case sqlite(path: String, call: String, message: String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .missing(let path):
             "no state file at \(path)"
@@ -64,7 +64,7 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The file's content is the problem (not this process, not the system).
-    public var isBadData: Bool {
+    package var isBadData: Bool {
         switch self {
         case .notState, .corrupt, .newerSchema, .olderSchema, .otherHost: true
         default: false

@@ -3,7 +3,7 @@ import IfmeterSystem
 
 /// A change to a state file's history (`ifmeter state`): what vnStat's
 /// `--remove` and `--rename` do to its database.
-public enum StateChange: Sendable, Hashable {
+package enum StateChange: Sendable, Hashable {
     /// Forget an interface: its usage rows and its totals.
     case remove(String)
     /// Merge what one stored name recorded into another (eth0 became
@@ -12,7 +12,7 @@ public enum StateChange: Sendable, Hashable {
     case rename(from: String, to: String)
 
     /// The stored name whose history goes.
-    public var source: String {
+    package var source: String {
         switch self {
         case .remove(let name): name
         case .rename(let from, _): from
@@ -32,7 +32,7 @@ extension StateStore {
     /// Makes `change`: at once when no sampler writes the file (returns
     /// nil), else as a request the sampler applies within a sample (its
     /// totals and unsaved traffic are in its memory): returns its id.
-    public func request(_ change: StateChange) throws(StoreError) -> Int64? {
+    package func request(_ change: StateChange) throws(StoreError) -> Int64? {
         if holdsLock {
             try database.transaction { () throws(StoreError) in try Self.apply(change, database, zone: zone) }
             return nil
@@ -52,7 +52,7 @@ extension StateStore {
     }
 
     /// Whether request `id` is still waiting (read as `usage` reads).
-    public static func requestWaiting(path: String, id: Int64) throws(StoreError) -> Bool {
+    package static func requestWaiting(path: String, id: Int64) throws(StoreError) -> Bool {
         try reading(path, verify: false) { db throws(StoreError) in
             guard try hasTable(db, "state_requests") else { return false }
             var waiting = false
@@ -64,7 +64,7 @@ extension StateStore {
     /// The requests waiting, oldest first; cheap when nothing changed
     /// since the last look (SQLite's data_version says another connection
     /// committed).
-    public func pendingChanges() throws(StoreError) -> [(id: Int64, change: StateChange)] {
+    package func pendingChanges() throws(StoreError) -> [(id: Int64, change: StateChange)] {
         let version = try dataVersion()
         guard version != lastDataVersion else { return [] }
         lastDataVersion = version
@@ -89,14 +89,14 @@ extension StateStore {
     /// The WAL file's size and time change earlier, when the commit's
     /// frames are written and before they are synced and published: a
     /// read in between sees the file as it was.
-    public func dataVersion() throws(StoreError) -> Int64 {
+    package func dataVersion() throws(StoreError) -> Int64 {
         var version: Int64 = 0
         try database.prepare("PRAGMA data_version").query { row throws(StoreError) in version = row.int(0) }
         return version
     }
 
     /// Applies a waiting request and removes it, in one transaction.
-    public func apply(_ change: StateChange, id: Int64) throws(StoreError) {
+    package func apply(_ change: StateChange, id: Int64) throws(StoreError) {
         try database.transaction { () throws(StoreError) in
             try Self.apply(change, database, zone: zone)
             try database.prepare("DELETE FROM state_requests WHERE id = ?").run([.integer(id)])

@@ -3,7 +3,7 @@ import IfmeterCore
 import IfmeterSystem
 
 /// Whether a state file's path still names the file its writer writes.
-public enum StatePathStanding: Sendable, Hashable {
+package enum StatePathStanding: Sendable, Hashable {
     case same
     /// Nothing is there (the file or its folder was deleted).
     case missing
@@ -25,43 +25,43 @@ public enum StatePathStanding: Sendable, Hashable {
 /// lower bounds (the delta engine applies exactly these rules). The meta
 /// table's `running` says whether the last writer stopped cleanly; a
 /// writer holds flock on the file's inode for as long as it runs.
-public final class StateStore {
+package final class StateStore {
     /// 4: day rows summed from the hours (`usage_days`, for `usage`'s
     /// tables); month rows are usage (days rolled by `retention`), schema
     /// 1's copies of its days are gone. 5: each tunnel's outside estimate
     /// (`tunnel_outside`), kept across restarts.
-    public static let schemaVersion = 5
+    package static let schemaVersion = 5
 
-    public let path: String
-    public let host: String
-    public let bootID: String
+    package let path: String
+    package let host: String
+    package let bootID: String
     /// What the file held when it was opened.
-    public let restored: [DeltaEngine.SavedSeries]
+    package let restored: [DeltaEngine.SavedSeries]
     /// Each tunnel's outside estimate as the file held it when opened.
-    public let restoredOutside: [OutsideTotal]
+    package let restoredOutside: [OutsideTotal]
     /// The file was written during this boot: the counters went on.
-    public let sameBoot: Bool
+    package let sameBoot: Bool
     /// Unix time the state began (its totals count from then).
-    public let since: Double
+    package let since: Double
     /// The file was created now.
-    public let isNew: Bool
+    package let isNew: Bool
     /// The ifmeter that wrote the file last did not stop cleanly (kill -9,
     /// a crash, power): what it counted after its last save is gone, except
     /// what the kernel's counters still show.
-    public let uncleanStop: Bool
+    package let uncleanStop: Bool
     /// Unix time of the last save before this start (nil for a new file,
     /// and for one that only `plan` wrote: no sampler saved there yet).
-    public let lastSaved: Double?
+    package let lastSaved: Double?
     /// A sampler (serve, live, export) saved totals here before this start:
     /// they are restored. False for a new file, and for one only `plan`
     /// wrote.
-    public var restoresTotals: Bool { lastSaved != nil || !restored.isEmpty }
+    package var restoresTotals: Bool { lastSaved != nil || !restored.isEmpty }
     /// Opened by a sampler, which marks the file as being written until a
     /// clean stop; `plan` opens it as an editor and leaves that mark alone.
-    public let role: Role
+    package let role: Role
 
     /// Who opens the file for writing.
-    public enum Role: Sendable {
+    package enum Role: Sendable {
         /// serve, live, export: saves totals and usage until it stops.
         case sampler
         /// `plan set` and `plan remove`: change the plans and go.
@@ -100,10 +100,10 @@ public final class StateStore {
 
     /// How long each granularity is kept: applied at each save (writers
     /// set it; `keepAll` until then).
-    public var retention = Retention.keepAll
+    package var retention = Retention.keepAll
     /// Where local days and months begin, for `retention` (tests inject
     /// one).
-    public var zone: LocalZone = .system
+    package var zone: LocalZone = .system
     /// The boundaries the last saved roll rolled before: the next roll
     /// comes when one moves (once a local day) or `retention` changes.
     var rolled: RollMark?
@@ -123,7 +123,7 @@ public final class StateStore {
     /// so that a reader can tell a writer that stopped saving; an editor
     /// changes neither, so a plan set before the first sample makes no
     /// later start look like one after a kill.
-    public init(
+    package init(
         path: String, host: String, bootID: String, now: Double, role: Role = .sampler, saveEvery: Double? = nil
     ) throws(StoreError) {
         self.path = path
@@ -286,7 +286,7 @@ public final class StateStore {
     /// Whether the path still names the file this store writes: a save
     /// into a file deleted (or moved away and replaced) under a running
     /// writer would keep nothing anyone can read.
-    public func standing() -> StatePathStanding {
+    package func standing() -> StatePathStanding {
         guard let now = FileStatus(path) else {
             if currentErrno() == Errno.noSuchFile || currentErrno() == Errno.notADirectory { return .missing }
             return .unknown(SystemError.system("lstat(\(path))"))
@@ -300,7 +300,7 @@ public final class StateStore {
     /// another hand put at the path is moved aside (`PATH.replaced-TIME`),
     /// never written over or removed. The folder is checked as at start:
     /// one that came back owned by another user is refused.
-    public func recreated(now: Double) throws(StoreError) -> (store: StateStore, movedAside: String?) {
+    package func recreated(now: Double) throws(StoreError) -> (store: StateStore, movedAside: String?) {
         let folder = SafeFile.folder(of: path)
         do throws(SystemError) {
             try OwnFolder.check(folder, followingLinks: true)
@@ -386,7 +386,7 @@ public final class StateStore {
 
     /// Records a clean stop (after the last save): the next start knows
     /// that nothing counted is missing.
-    public func markStopped(wallTime: Double) throws(StoreError) {
+    package func markStopped(wallTime: Double) throws(StoreError) {
         try database.transaction { () throws(StoreError) in
             try setMeta.run([.text("running"), .text("0")])
             try setMeta.run([.text("stopped"), .text(String(wallTime))])
@@ -396,7 +396,7 @@ public final class StateStore {
     /// A start that failed after the file was opened (serve could not
     /// listen): a file this start created is removed; one that existed is
     /// left as it was, marked stopped.
-    public func abandon() {
+    package func abandon() {
         if isNew {
             Self.remove(createdFiles)
         } else if !uncleanStop {
@@ -513,7 +513,7 @@ public final class StateStore {
 
     /// A stored name: `NAME`, or `NS/NAME` for another namespace's interface
     /// (neither a namespace nor an interface name holds a `/`).
-    public static func key(_ stored: String) -> SeriesKey {
+    package static func key(_ stored: String) -> SeriesKey {
         guard let slash = stored.firstIndex(of: "/") else { return SeriesKey(name: stored) }
         return SeriesKey(netns: String(stored[..<slash]), name: String(stored[stored.index(after: slash)...]))
     }
@@ -586,7 +586,7 @@ public final class StateStore {
     /// their totals for `--series-lifetime`; a restart forgets them. A
     /// save that is not `full` (one forced by a deletion) rewrites only the
     /// rows whose content changed since they were last written.
-    public func save(
+    package func save(
         _ saved: [DeltaEngine.SavedSeries], usage: [SeriesKey: UsageEntry], wallTime: Double, full: Bool = true
     ) throws(StoreError) {
         try save(saved, usage: usage, outside: nil, wallTime: wallTime, full: full)
@@ -594,7 +594,7 @@ public final class StateStore {
 
     /// The same, and each tunnel's outside estimate (`outside`; nil leaves
     /// the file's as they are), in the same transaction.
-    public func save(
+    package func save(
         _ saved: [DeltaEngine.SavedSeries], usage: [SeriesKey: UsageEntry], outside: [OutsideTotal]?, wallTime: Double, full: Bool
     ) throws(StoreError) {
         var nowWritten = written
@@ -663,21 +663,21 @@ public final class StateStore {
 
     // MARK: reading usage
 
-    public enum Granularity: String, Sendable {
+    package enum Granularity: String, Sendable {
         case day, month
     }
 
-    public struct UsageRow: Sendable, Hashable {
-        public var name: String
-        public var kind: InterfaceKind
-        public var period: String
-        public var counters: Counters
-        public var quality: Quality
+    package struct UsageRow: Sendable, Hashable {
+        package var name: String
+        package var kind: InterfaceKind
+        package var period: String
+        package var counters: Counters
+        package var quality: Quality
     }
 
     /// Usage rows of a state file, by interface then local day or month
     /// (summed from its hours). Read as `reading` reads.
-    public static func usage(path: String, granularity: Granularity, zone: LocalZone = .system) throws(StoreError) -> [UsageRow] {
+    package static func usage(path: String, granularity: Granularity, zone: LocalZone = .system) throws(StoreError) -> [UsageRow] {
         let calendar = PeriodCalendar(zone: zone)
         let slices = try Self.slices(path: path, zone: zone)
         var rows: [UsageRow] = []
@@ -858,15 +858,15 @@ extension StoreError {
 }
 
 /// One interface's traffic to add to the usage tables.
-public struct UsageEntry: Sendable, Hashable {
-    public var kind: InterfaceKind
-    public var counters: Counters
-    public var quality: Quality
+package struct UsageEntry: Sendable, Hashable {
+    package var kind: InterfaceKind
+    package var counters: Counters
+    package var quality: Quality
     /// The same traffic split into local hours (`HourSplit`); when empty,
     /// all of it goes to the hour of the save.
-    public var hours: [HourUsage]
+    package var hours: [HourUsage]
 
-    public init(kind: InterfaceKind, counters: Counters, quality: Quality, hours: [HourUsage] = []) {
+    package init(kind: InterfaceKind, counters: Counters, quality: Quality, hours: [HourUsage] = []) {
         self.kind = kind
         self.counters = counters
         self.quality = quality

@@ -7,9 +7,9 @@ import IfmeterSystem
 /// no second descriptor of the file is opened; elsewhere, `session` keeps
 /// one open for every piece. The pieces are found through the (name,
 /// start) key: one interface's rows only, from where the last piece ended.
-public final class UsagePieces: @unchecked Sendable {
+package final class UsagePieces: @unchecked Sendable {
     // Used by one reader at a time (the usage document being written).
-    public let path: String
+    package let path: String
     private var open: Database?
     private var written = false
 
@@ -20,11 +20,11 @@ public final class UsagePieces: @unchecked Sendable {
 
     /// Pieces that each open the file (serve's: its writer's connection,
     /// borrowed for the piece).
-    public static func eachOpen(path: String) -> UsagePieces { UsagePieces(path: path, open: nil) }
+    package static func eachOpen(path: String) -> UsagePieces { UsagePieces(path: path, open: nil) }
 
     /// Pieces read through one open of the file, for the time `body` runs
     /// (the `usage` command: one view of the file for the whole table).
-    public static func session<T, E: Error>(path: String, _ body: (UsagePieces) throws(E) -> T) throws(StoreError) -> Result<T, E> {
+    package static func session<T, E: Error>(path: String, _ body: (UsagePieces) throws(E) -> T) throws(StoreError) -> Result<T, E> {
         try StateStore.reading(path, verify: true) { db, written throws(StoreError) -> Result<T, E> in
             let pieces = UsagePieces(path: path, open: db)
             pieces.written = written
@@ -54,7 +54,7 @@ public final class UsagePieces: @unchecked Sendable {
 
     /// Everything of the file but its slices (`StateStore.hourStreamHead`),
     /// every page and hour row checked first.
-    public func head() throws(StoreError) -> UsageSnapshot {
+    package func head() throws(StoreError) -> UsageSnapshot {
         guard let open else { return try StateStore.hourStreamHead(path: path) }
         return try StateStore.hourStreamHead(open, path: path, written: written)
     }
@@ -67,13 +67,13 @@ public final class UsagePieces: @unchecked Sendable {
     /// row's); and the first hour to read. With `limit`, only the latest
     /// `limit` rows: the hours from the `limit`-th latest, and the days
     /// only when there are fewer hours. Nil: the interface has no row there.
-    public struct Start: Sendable {
-        public var days: [UsageSlice]
-        public var kind: InterfaceKind
-        public var hoursFrom: Int64
+    package struct Start: Sendable {
+        package var days: [UsageSlice]
+        package var kind: InterfaceKind
+        package var hoursFrom: Int64
     }
 
-    public func start(name: String, from: Int64?, to: Int64?, limit: Int?) throws(StoreError) -> Start? {
+    package func start(name: String, from: Int64?, to: Int64?, limit: Int?) throws(StoreError) -> Start? {
         try read { db throws(StoreError) -> Start? in
             let hasHours = try StateStore.hasTable(db, "usage_hours")
             var days = try StateStore.slices(db, path: path, zone: .system, since: from, hours: false, name: name).filter {
@@ -111,7 +111,7 @@ public final class UsagePieces: @unchecked Sendable {
 
     /// Up to `count` of `name`'s hour rows starting in [`from`, `to`), in
     /// order, each checked.
-    public func hours(name: String, from: Int64, to: Int64?, count: Int) throws(StoreError) -> [UsageSlice] {
+    package func hours(name: String, from: Int64, to: Int64?, count: Int) throws(StoreError) -> [UsageSlice] {
         try read { db throws(StoreError) -> [UsageSlice] in
             guard try StateStore.hasTable(db, "usage_hours") else { return [] }
             var slices: [UsageSlice] = []

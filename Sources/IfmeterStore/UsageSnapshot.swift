@@ -5,18 +5,18 @@ import IfmeterSystem
 /// usage slices, the plans, the stored interfaces and their kinds, and
 /// what the file says of its writer (when it last saved, how often it
 /// saves, whether one writes it now).
-public struct UsageSnapshot: Sendable {
-    public var slices: [UsageSlice]
+package struct UsageSnapshot: Sendable {
+    package var slices: [UsageSlice]
     /// The five-minute rows (schema 3; the last 48 hours a writer kept).
-    public var fiveMinutes: [UsageSlice] = []
-    public var plans: [Plan]
+    package var fiveMinutes: [UsageSlice] = []
+    package var plans: [Plan]
     /// Names with totals or usage, sorted.
-    public var names: [String]
+    package var names: [String]
     /// The kind each name of the interfaces table was last classified as.
-    public var kinds: [String: InterfaceKind]
-    public var saves: SaveStatus
+    package var kinds: [String: InterfaceKind]
+    package var saves: SaveStatus
     /// Aliases by stored name (`state alias`).
-    public var aliases: [String: String] = [:]
+    package var aliases: [String: String] = [:]
 }
 
 extension StateStore {
@@ -38,7 +38,7 @@ extension StateStore {
     /// `since`, as a writer checks them), so a file `usage` calls corrupt
     /// is called so whatever is read of it. `only`: the slices of this
     /// stored name alone are read (the other names are still listed).
-    public static func snapshot(
+    package static func snapshot(
         path: String, zone: LocalZone = .system, since: Int64? = nil, hoursFrom: Int64? = nil, only: String? = nil
     ) throws(StoreError) -> UsageSnapshot {
         try reading(path, verify: false) { db, written throws(StoreError) in

@@ -20,13 +20,13 @@ import Testing
 /// its own, at most `BlockingTrait.width` of them at once (the rest wait
 /// without holding a thread). For tests that start processes, make
 /// namespaces or otherwise wait on the outside world.
-public struct BlockingTrait: TestTrait, SuiteTrait, TestScoping {
+package struct BlockingTrait: TestTrait, SuiteTrait, TestScoping {
     /// How many blocking test cases run at once: `IFMETER_TEST_LANES`, or
     /// two per core. They mostly wait, but what they wait on (ifmeter, a
     /// Prometheus, Chromium, a namespace's traffic) shares the cores: at
     /// four per core both cores stayed near 100 % and about one run in two
     /// lost a test whose deadline or scenario assumed fewer at once.
-    public static let width: Int = {
+    package static let width: Int = {
         if let text = ProcessInfo.processInfo.environment["IFMETER_TEST_LANES"], let lanes = Int(text), lanes > 0 {
             return lanes
         }
@@ -35,15 +35,15 @@ public struct BlockingTrait: TestTrait, SuiteTrait, TestScoping {
 
     static let lanes = Lanes(width: width)
 
-    public var isRecursive: Bool { true }
+    package var isRecursive: Bool { true }
 
     /// A scope for each test case only: a suite holding a lane while its
     /// tests wait for one could leave none free.
-    public func scopeProvider(for test: Test, testCase: Test.Case?) -> Self? {
+    package func scopeProvider(for test: Test, testCase: Test.Case?) -> Self? {
         testCase == nil ? nil : self
     }
 
-    public func provideScope(
+    package func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
         // Given twice (a suite's and a test's own), the second is a no-op:
@@ -72,7 +72,7 @@ public struct BlockingTrait: TestTrait, SuiteTrait, TestScoping {
     /// block its thread on `what` (the helpers that start processes, make
     /// namespaces and poll call this). Threads a test starts itself are
     /// not checked: only the test's own task holds a pool thread.
-    public static func expectLane(_ what: @autoclosure () -> String) {
+    package static func expectLane(_ what: @autoclosure () -> String) {
         guard !inLane, let test = Test.current, withUnsafeCurrentTask(body: { $0 != nil }) else { return }
         Issue.record(
             "\(what()) in a test that is not .blocking: it would hold one of the cooperative pool's few threads. Add .blocking to its @Suite.",
@@ -82,7 +82,7 @@ public struct BlockingTrait: TestTrait, SuiteTrait, TestScoping {
 
 extension Trait where Self == BlockingTrait {
     /// The test's cases wait on threads of their own (see `BlockingTrait`).
-    public static var blocking: Self { BlockingTrait() }
+    package static var blocking: Self { BlockingTrait() }
 }
 
 /// With `IFMETER_TEST_LANE_LOG=FILE`, each blocking test case appends how
@@ -162,7 +162,7 @@ final class ThreadPerJobExecutor: TaskExecutor, @unchecked Sendable {
 }
 #else
 /// Without the Testing module (a static release build), nothing to check.
-public enum BlockingTrait {
-    public static func expectLane(_ what: @autoclosure () -> String) {}
+package enum BlockingTrait {
+    package static func expectLane(_ what: @autoclosure () -> String) {}
 }
 #endif

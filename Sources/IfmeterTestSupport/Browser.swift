@@ -35,37 +35,37 @@ import Glibc
 #endif
 
 /// Something a page did that a test should fail on.
-public struct BrowserProblem: Decodable, Sendable, Equatable, CustomStringConvertible {
+package struct BrowserProblem: Decodable, Sendable, Equatable, CustomStringConvertible {
     /// "dialog" (alert, confirm, prompt, print), "console" (console.error),
     /// "exception" (uncaught, rejections included), "network" (a failed
     /// load), or another source of Chromium's log.
-    public var kind: String
-    public var message: String
-    public var description: String { "\(kind): \(message)" }
+    package var kind: String
+    package var message: String
+    package var description: String { "\(kind): \(message)" }
 }
 
 /// A headless Chromium with a page of its own (see the top of this file).
-public final class Browser {
+package final class Browser {
     /// The viewport's and the document's widths, in CSS pixels.
-    public struct Widths: Decodable, Sendable, CustomStringConvertible {
-        public var innerWidth: Int
-        public var scrollWidth: Int
+    package struct Widths: Decodable, Sendable, CustomStringConvertible {
+        package var innerWidth: Int
+        package var scrollWidth: Int
         /// The page scrolls sideways.
-        public var overflows: Bool { scrollWidth > innerWidth }
-        public var description: String { "scrollWidth \(scrollWidth), innerWidth \(innerWidth)" }
+        package var overflows: Bool { scrollWidth > innerWidth }
+        package var description: String { "scrollWidth \(scrollWidth), innerWidth \(innerWidth)" }
     }
 
     /// A screenshot written by `screenshot(_:)`.
-    public struct Screenshot: Sendable {
-        public var path: String
-        public var width: Int
-        public var height: Int
+    package struct Screenshot: Sendable {
+        package var path: String
+        package var width: Int
+        package var height: Int
     }
 
     /// The profile, the driver's log and chromedriver's: removed by `close()`.
-    public let temporaryDirectory: String
+    package let temporaryDirectory: String
     /// The driver's process group (its pid): Chromium and chromedriver are in it.
-    public let processGroup: pid_t
+    package let processGroup: pid_t
     private let process: ChildProcess
     private var toDriver: Int32
     private var fromDriver: Int32
@@ -74,7 +74,7 @@ public final class Browser {
     private var logPath: String { temporaryDirectory + "/driver.log" }
 
     /// Where screenshots go: `.build/test-artifacts` in the repository.
-    public static let artifacts = repositoryRoot.appendingPathComponent(".build/test-artifacts").path
+    package static let artifacts = repositoryRoot.appendingPathComponent(".build/test-artifacts").path
 
     /// Starts Chromium (in `namespace` when given) with a 1280x800
     /// viewport. TLS: certificates are checked as usual, except that those
@@ -83,7 +83,7 @@ public final class Browser {
     /// `hostResolverRules` is Chromium's `--host-resolver-rules` (`MAP
     /// rebind.attacker.test 127.0.0.1`: that name resolves to that address,
     /// as a DNS rebinding attacker's would).
-    public init(
+    package init(
         in namespace: TestNamespace? = nil, trusting certificates: [String] = [], ignoreCertificateErrors: Bool = false,
         hostResolverRules: String? = nil
     ) throws {
@@ -136,7 +136,7 @@ public final class Browser {
 
     /// Quits Chromium, kills what is left of the driver's process group and
     /// removes the temporary folder. Safe to call twice.
-    public func close() {
+    package func close() {
         guard !closed else { return }
         closed = true
         if process.isRunning, (try? send(["cmd": "quit"])) != nil {
@@ -155,7 +155,7 @@ public final class Browser {
     }
 
     /// The processes of group `group` that are not zombies.
-    public static func livingMembers(of group: pid_t) -> [pid_t] {
+    package static func livingMembers(of group: pid_t) -> [pid_t] {
         guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [] }
         return entries.compactMap { entry -> pid_t? in
             guard let pid = pid_t(entry),
@@ -173,19 +173,19 @@ public final class Browser {
     /// device metrics override: a headless window is at least 500 wide),
     /// for this page and the next ones; throws unless `window.innerWidth`
     /// and `innerHeight` then say so.
-    public func setViewport(width: Int, height: Int) throws {
+    package func setViewport(width: Int, height: Int) throws {
         let size: [Int] = try command(["cmd": "viewport", "width": width, "height": height], what: "the viewport")
         guard size == [width, height] else { throw TestFailure("asked for a \(width)x\(height) viewport, the page has \(size)") }
     }
 
     /// Sends `headers` with every request from now on (subresources too).
-    public func setHeaders(_ headers: [String: String]) throws {
+    package func setHeaders(_ headers: [String: String]) throws {
         let _: String? = try command(["cmd": "headers", "headers": headers], what: "the headers")
     }
 
     /// HTTP basic auth for every request: an `Authorization` header (URLs
     /// with user:password@ do not reach subresources reliably).
-    public func authenticate(user: String, password: String) throws {
+    package func authenticate(user: String, password: String) throws {
         try setHeaders(["Authorization": "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()])
     }
 
@@ -194,7 +194,7 @@ public final class Browser {
     /// shows its error page instead (a refused certificate, a 401 without
     /// the right credentials, no server).
     @discardableResult
-    public func load(_ url: String) throws -> String {
+    package func load(_ url: String) throws -> String {
         struct Loaded: Decodable { var url: String }
         let loaded: Loaded = try command(["cmd": "load", "url": url], what: "loading \(url)", timeout: 90)
         return loaded.url
@@ -202,14 +202,14 @@ public final class Browser {
 
     /// The value of the JavaScript `expression` in the page (a promise is
     /// awaited), decoded from its JSON; throws with the exception it threw.
-    public func evaluate<T: Decodable>(_ expression: String, as type: T.Type = T.self) throws -> T {
+    package func evaluate<T: Decodable>(_ expression: String, as type: T.Type = T.self) throws -> T {
         try command(["cmd": "evaluate", "expression": expression], what: "evaluating \(expression)")
     }
 
     /// Waits until the JavaScript `expression` is truthy, evaluating it
     /// every 50 ms for up to `timeout` seconds; throws with its last value
     /// or exception when it never was.
-    public func waitUntil(_ expression: String, timeout: Double = 60) throws {
+    package func waitUntil(_ expression: String, timeout: Double = 60) throws {
         BlockingTrait.expectLane("Waiting for \(expression)")
         let _: JSONAny = try command(
             ["cmd": "wait", "expression": expression, "timeout": timeout], what: "waiting for \(expression)", timeout: timeout + 30)
@@ -218,12 +218,12 @@ public final class Browser {
     /// Every problem since the browser started, in order: console errors,
     /// uncaught exceptions, failed loads and dialogs. Not the failure of
     /// the /favicon.ico Chromium asks every origin for by itself.
-    public func problems() throws -> [BrowserProblem] {
+    package func problems() throws -> [BrowserProblem] {
         try command(["cmd": "problems"], what: "the problems")
     }
 
     /// Throws, listing them, when the page had any problem.
-    public func expectNoProblems() throws {
+    package func expectNoProblems() throws {
         let problems = try problems()
         if !problems.isEmpty {
             throw TestFailure("the page had \(problems.count) problem(s):\n" + problems.map { "  \($0)" }.joined(separator: "\n"))
@@ -232,14 +232,14 @@ public final class Browser {
 
     /// The viewport's width and the document's (scrollWidth): the page
     /// scrolls sideways when the second is the larger.
-    public func widths() throws -> Widths {
+    package func widths() throws -> Widths {
         try evaluate("({innerWidth: window.innerWidth, scrollWidth: document.documentElement.scrollWidth})")
     }
 
     /// Saves the viewport as a PNG in `.build/test-artifacts`, named after
     /// the running test and `label` (`Suite.test-label.png`); returns
     /// where and its size.
-    public func screenshot(_ label: String) throws -> Screenshot {
+    package func screenshot(_ label: String) throws -> Screenshot {
         try FileManager.default.createDirectory(atPath: Self.artifacts, withIntermediateDirectories: true)
         #if canImport(Testing)
         let test = Test.current.map { $0.id.nameComponents.joined(separator: ".").replacingOccurrences(of: "()", with: "") } ?? "browser"

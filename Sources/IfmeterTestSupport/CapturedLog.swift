@@ -4,18 +4,18 @@ import Synchronization
 /// A `Log` whose lines a test reads: every line kept (none held back)
 /// unless the test asks for limits as a command sets them, on a clock
 /// the test moves.
-public final class CapturedLog: Sendable {
+package final class CapturedLog: Sendable {
     private final class State: Sendable {
         let said = Mutex<[String]>([])
         let now = Mutex<Double>(100)
     }
 
     private let state = State()
-    public let log: Log
+    package let log: Log
 
     /// Every line (`Log.everyLine`), or with `every`, at most `burst` per
     /// `every` seconds of the test's clock from each site.
-    public init(prefix: String = "", every: Double? = nil, burst: Int = 1) {
+    package init(prefix: String = "", every: Double? = nil, burst: Int = 1) {
         let state = state
         let sink: Log.Sink = { line in state.said.withLock { $0.append(line) } }
         if let every {
@@ -25,8 +25,8 @@ public final class CapturedLog: Sendable {
         }
     }
 
-    public var lines: [String] { state.said.withLock { $0 } }
+    package var lines: [String] { state.said.withLock { $0 } }
 
     /// Moves the log's clock on.
-    public func advance(_ seconds: Double) { state.now.withLock { $0 += seconds } }
+    package func advance(_ seconds: Double) { state.now.withLock { $0 += seconds } }
 }

@@ -13,12 +13,12 @@ import IfmeterSystem
 
 /// A program the test started (`spawn`: no signal blocked, only stdin,
 /// stdout and stderr inherited).
-public final class ChildProcess: Sendable {
-    public enum TerminationReason: Sendable { case exit, uncaughtSignal }
+package final class ChildProcess: Sendable {
+    package enum TerminationReason: Sendable { case exit, uncaughtSignal }
 
-    public let processIdentifier: pid_t
+    package let processIdentifier: pid_t
     /// The command line, for messages.
-    public let command: String
+    package let command: String
     /// Running, or reaped with its wait status (nil: reaped by someone
     /// else, the status unknown). Reaping and signalling happen under the
     /// lock: two threads never reap twice, and a signal never goes to a
@@ -32,7 +32,7 @@ public final class ChildProcess: Sendable {
 
     /// Starts `arguments` (the program is searched in PATH) with stdin,
     /// stdout and stderr on the given descriptors (nil: /dev/null).
-    public init(_ arguments: [String], stdin: Int32? = nil, stdout: Int32? = nil, stderr: Int32? = nil) throws {
+    package init(_ arguments: [String], stdin: Int32? = nil, stdout: Int32? = nil, stderr: Int32? = nil) throws {
         command = arguments.joined(separator: " ")
         BlockingTrait.expectLane("Starting \(arguments.first ?? "a process")")
         do {
@@ -103,14 +103,14 @@ public final class ChildProcess: Sendable {
         return false
     }
 
-    public var isRunning: Bool { !poll() }
+    package var isRunning: Bool { !poll() }
 
     /// The CPU seconds it has used, user and system, all its threads: read
     /// from /proc while it runs, from its rusage once it has ended. CPU
     /// time, unlike wall time, does not grow with the machine's load. Nil
     /// when it cannot be read. /proc is read holding the lock that reaps
     /// it: the pid cannot be reaped, and reused, meanwhile.
-    public var cpuSeconds: Double? {
+    package var cpuSeconds: Double? {
         whileRunning(Self.processorSeconds) ?? reaped.withLock { $0?.cpuSeconds }
     }
 
@@ -126,7 +126,7 @@ public final class ChildProcess: Sendable {
     }
 
     /// Waits up to `timeout` seconds; returns false when it is still running.
-    public func wait(timeout: Double) -> Bool {
+    package func wait(timeout: Double) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         var pause = 0.001
         while !poll() {
@@ -142,7 +142,7 @@ public final class ChildProcess: Sendable {
     /// signal's default action, as any program that has not yet set up
     /// its handling, and says nothing of how it stops. Nil once it ended
     /// or when /proc cannot be read.
-    public func handles(_ signal: Int32) -> Bool? {
+    package func handles(_ signal: Int32) -> Bool? {
         whileRunning { pid in
             guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
             let bit = UInt64(1) << UInt64(signal - 1)
@@ -155,14 +155,14 @@ public final class ChildProcess: Sendable {
     }
 
     /// Sends `signal` to the child while it runs.
-    public func signal(_ signal: Int32) {
+    package func signal(_ signal: Int32) {
         reaped.withLock { state in
             if !Self.reap(processIdentifier, &state) { kill(processIdentifier, signal) }
         }
     }
 
     /// Kills the child and reaps it.
-    public func forceStop() {
+    package func forceStop() {
         signal(SIGKILL)
         _ = wait(timeout: 10)
     }
@@ -170,7 +170,7 @@ public final class ChildProcess: Sendable {
     /// Waits for the child to exit; one that is still running after
     /// `timeout` seconds is killed, and its status then says so (signal
     /// 9), which fails the test that expected an exit.
-    public func waitUntilExit(timeout: Double = ChildProcess.defaultTimeout) {
+    package func waitUntilExit(timeout: Double = ChildProcess.defaultTimeout) {
         if !wait(timeout: timeout) { forceStop() }
     }
 
@@ -178,7 +178,7 @@ public final class ChildProcess: Sendable {
     private var rawStatus: Int32? { poll() ? reaped.withLock { $0?.status } : nil }
 
     /// How it ended; `.uncaughtSignal` too while it runs (no exit yet).
-    public var terminationReason: TerminationReason {
+    package var terminationReason: TerminationReason {
         guard let raw = rawStatus else { return .uncaughtSignal }
         return raw & 0x7F == 0 ? .exit : .uncaughtSignal
     }
@@ -186,7 +186,7 @@ public final class ChildProcess: Sendable {
     /// The exit code, or the signal that ended it (as Foundation's Process);
     /// -1 while it runs, so that no test takes a child it never saw end
     /// for one that exited 0.
-    public var terminationStatus: Int32 {
+    package var terminationStatus: Int32 {
         guard let raw = rawStatus else { return -1 }
         return raw & 0x7F == 0 ? (raw >> 8) & 0xFF : raw & 0x7F
     }
@@ -198,7 +198,7 @@ public final class ChildProcess: Sendable {
     }
 
     /// How long any one program a test runs may take before it is killed.
-    public static let defaultTimeout: Double = 180
+    package static let defaultTimeout: Double = 180
 
     /// The timeout, in milliseconds, of the poll(2) the child's main thread
     /// is blocked in; nil while it runs or is blocked in anything else.
@@ -207,12 +207,12 @@ public final class ChildProcess: Sendable {
     /// wait, and takes the next one only once that poll returns. Read from
     /// /proc/PID/syscall (poll on x86_64; ppoll, its timeout read from the
     /// child's memory, on arm64).
-    public var pollTimeout: Int? { whileRunning { pid in Self.pollTimeout(pid) } }
+    package var pollTimeout: Int? { whileRunning { pid in Self.pollTimeout(pid) } }
 
     /// `body`'s reading of the child's /proc, taken holding the lock that
     /// reaps it: not once it has ended (the pid may be another process's by
     /// then), and it cannot be reaped meanwhile.
-    public func whileRunning<T: Sendable>(_ body: (pid_t) -> T?) -> T? {
+    package func whileRunning<T: Sendable>(_ body: (pid_t) -> T?) -> T? {
         reaped.withLock { state -> T? in Self.reap(processIdentifier, &state) ? nil : body(processIdentifier) }
     }
 
@@ -243,7 +243,7 @@ public final class ChildProcess: Sendable {
 /// stderr when it fails, and when it has not finished within `timeout`
 /// seconds (it is killed then).
 @discardableResult
-public func run(
+package func run(
     _ arguments: [String], input: String? = nil, allowFailure: Bool = false,
     timeout: Double = ChildProcess.defaultTimeout
 ) throws -> (out: String, err: String, status: Int32) {
@@ -335,7 +335,7 @@ let ignoreSIGPIPE: Void = { signal(SIGPIPE, SIG_IGN) }()
 /// Runs a program that leaves a daemon behind (tmux) and waits for it:
 /// with every descriptor but /dev/null closed, so the daemon holds none
 /// of the test's pipes.
-public func runDetached(_ arguments: [String]) throws {
+package func runDetached(_ arguments: [String]) throws {
     let child = try ChildProcess(arguments)
     child.waitUntilExit()
     if child.terminationStatus != 0 || child.terminationReason != .exit {

@@ -7,21 +7,21 @@ import Glibc
 import IfmeterSystem
 
 /// A response as the tests read it.
-public struct HTTPResult: Sendable {
-    public var status: Int
+package struct HTTPResult: Sendable {
+    package var status: Int
     /// Header names in lower case.
-    public var headers: [String: String]
-    public var body: [UInt8]
-    public var text: String { String(decoding: body, as: UTF8.self) }
+    package var headers: [String: String]
+    package var body: [UInt8]
+    package var text: String { String(decoding: body, as: UTF8.self) }
 }
 
 /// A minimal HTTP/1.1 client on a raw socket, inside a namespace when
 /// given one, so tests can also send what no well-behaved client would.
-public enum RawHTTP {
+package enum RawHTTP {
     /// Connects to `host:port` (inside `namespace`; from the IPv4 address
     /// `source` when given, so that many connections need not share one
     /// client address), returns the socket.
-    public static func connect(
+    package static func connect(
         _ host: String, _ port: UInt16, in namespace: String?, from source: String? = nil, timeout: Double = 5
     ) throws -> Int32 {
         let open = { () throws -> Int32 in
@@ -68,7 +68,7 @@ public enum RawHTTP {
         return try open()
     }
 
-    public static func send(_ fd: Int32, _ text: String) throws {
+    package static func send(_ fd: Int32, _ text: String) throws {
         let bytes = Array(text.utf8)
         var offset = 0
         while offset < bytes.count {
@@ -80,7 +80,7 @@ public enum RawHTTP {
 
     /// Reads one response: by Content-Length, chunked, or to the end of
     /// the stream.
-    public static func read(_ fd: Int32) throws -> HTTPResult {
+    package static func read(_ fd: Int32) throws -> HTTPResult {
         var data: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         var headerEnd: Int?
@@ -142,7 +142,7 @@ public enum RawHTTP {
     /// GET (or another method) with `Connection: close`. `timeout`: how
     /// long a send or a read may wait (a test that only needs the answer,
     /// however slow, gives a generous one).
-    public static func request(
+    package static func request(
         _ path: String, method: String = "GET", host: String = "127.0.0.1", port: UInt16, in namespace: String?,
         headers: [String: String] = [:], timeout: Double = 5
     ) throws -> HTTPResult {
@@ -166,13 +166,13 @@ public enum RawHTTP {
 
 /// A background process the test started (ifmeter serve, prometheus, ...),
 /// terminated when the value goes away.
-public final class Background: Sendable {
-    public let process: ChildProcess
-    public let stderrPath: String
+package final class Background: Sendable {
+    package let process: ChildProcess
+    package let stderrPath: String
     /// What it is, in its log's file name and in failures.
-    public let name: String
+    package let name: String
 
-    public init(_ arguments: [String], name: String) throws {
+    package init(_ arguments: [String], name: String) throws {
         self.name = name
         stderrPath = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-\(name)-\(UUID().uuidString).log").path
         let log = open(stderrPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
@@ -186,13 +186,13 @@ public final class Background: Sendable {
         try? FileManager.default.removeItem(atPath: stderrPath)
     }
 
-    public var log: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
+    package var log: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
 
     /// SIGTERM, then SIGKILL after `grace` seconds; returns the exit status.
     /// The grace is generous: a clean stop (a last save) on a busy machine
     /// can take seconds, and a healthy process is gone long before.
     @discardableResult
-    public func stop(grace: Double = 60) -> Int32 {
+    package func stop(grace: Double = 60) -> Int32 {
         process.signal(SIGTERM)
         process.waitUntilExit(timeout: grace)
         return process.terminationStatus
@@ -200,12 +200,12 @@ public final class Background: Sendable {
 
     /// For a `waitFor` body: ends the wait at once when it has exited (what
     /// is waited for can no longer come), with its log.
-    public func requireRunning() throws {
+    package func requireRunning() throws {
         guard process.isRunning else { throw WaitAborted("\(name) exited: \(log)") }
     }
 
     /// Resident memory in KiB (VmRSS), while it runs.
-    public var residentKiB: Int? {
+    package var residentKiB: Int? {
         process.whileRunning { pid -> Int? in
             guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
             for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
@@ -219,9 +219,9 @@ public final class Background: Sendable {
 /// Thrown from inside a `waitFor` body when what is waited for can no
 /// longer happen (the process that would do it exited): the wait ends at
 /// once instead of at its deadline. Any other error means "not yet".
-public struct WaitAborted: Error, CustomStringConvertible {
-    public var description: String
-    public init(_ description: String) { self.description = description }
+package struct WaitAborted: Error, CustomStringConvertible {
+    package var description: String
+    package init(_ description: String) { self.description = description }
 }
 
 /// Polls until `body` returns a value, or fails after `timeout` seconds.
@@ -231,7 +231,7 @@ public struct WaitAborted: Error, CustomStringConvertible {
 /// while a release build and another test run shared both cores). `body`
 /// runs every `every` seconds; what it throws counts as "not yet" (the
 /// last error is in the failure), but `WaitAborted`, which fails at once.
-public func waitFor<T>(_ what: String, timeout: Double = 60, every: Double = 0.1, _ body: () throws -> T?) throws -> T {
+package func waitFor<T>(_ what: String, timeout: Double = 60, every: Double = 0.1, _ body: () throws -> T?) throws -> T {
     BlockingTrait.expectLane("Waiting for \(what)")
     let deadline = Date().addingTimeInterval(timeout)
     var lastError: Error?
@@ -250,7 +250,7 @@ public func waitFor<T>(_ what: String, timeout: Double = 60, every: Double = 0.1
 
 /// `startServe` listening on 127.0.0.1:`port` only, in `ns` (plus
 /// `extra`): what a browser in the namespace opens.
-public func startLoopbackServe(in ns: TestNamespace, port: UInt16, _ extra: [String] = []) throws -> Background {
+package func startLoopbackServe(in ns: TestNamespace, port: UInt16, _ extra: [String] = []) throws -> Background {
     try startServe(in: ns, port: port, ["--listen", "127.0.0.1:\(port)"] + extra)
 }
 
@@ -259,7 +259,7 @@ public func startLoopbackServe(in ns: TestNamespace, port: UInt16, _ extra: [Str
 /// that ends by running its arguments, when given) and waits until it
 /// says it listens on `port`. serve says so after its first sample, once
 /// its socket answers: plain HTTP or TLS, with or without basic auth.
-public func startServe(
+package func startServe(
     in ns: TestNamespace, port: UInt16 = 9874, interval: String = "300ms", environment: [String: String] = [:],
     name: String = "serve", wrapper: [String] = [], _ extra: [String] = []
 ) throws -> Background {

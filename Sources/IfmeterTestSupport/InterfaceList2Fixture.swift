@@ -24,63 +24,63 @@ import IfmeterSampling
 /// Little-endian bytes written field by field. Each write names the offset
 /// its field has in XNU's structure; a write elsewhere fails, so the offsets
 /// in the comments below are checked by every build of a fixture.
-public struct FieldWriter {
-    public init() {}
+package struct FieldWriter {
+    package init() {}
 
-    public var bytes: [UInt8] = []
-    public var count: Int { bytes.count }
+    package var bytes: [UInt8] = []
+    package var count: Int { bytes.count }
 
     private func at(_ offset: Int) {
         precondition(bytes.count == offset, "field written at \(bytes.count), declared at \(offset)")
     }
 
-    public mutating func u8(_ offset: Int, _ value: UInt8) {
+    package mutating func u8(_ offset: Int, _ value: UInt8) {
         at(offset)
         bytes.append(value)
     }
 
-    public mutating func u16(_ offset: Int, _ value: UInt16) {
+    package mutating func u16(_ offset: Int, _ value: UInt16) {
         at(offset)
         bytes += (0..<2).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) }
     }
 
-    public mutating func u32(_ offset: Int, _ value: UInt32) {
+    package mutating func u32(_ offset: Int, _ value: UInt32) {
         at(offset)
         bytes += (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) }
     }
 
-    public mutating func u64(_ offset: Int, _ value: UInt64) {
+    package mutating func u64(_ offset: Int, _ value: UInt64) {
         at(offset)
         bytes += (0..<8).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) }
     }
 
-    public mutating func raw(_ offset: Int, _ value: [UInt8]) {
+    package mutating func raw(_ offset: Int, _ value: [UInt8]) {
         at(offset)
         bytes += value
     }
 
     /// Zeros up to `length`.
-    public mutating func zeros(to length: Int) {
+    package mutating func zeros(to length: Int) {
         bytes += [UInt8](repeating: 0, count: max(0, length - bytes.count))
     }
 
     /// The message's length into its first field (`*_msglen`, u16 @0).
-    public mutating func patchLength() {
+    package mutating func patchLength() {
         bytes[0] = UInt8(bytes.count & 0xff)
         bytes[1] = UInt8(bytes.count >> 8)
     }
 }
 
 /// rtsock.c's ROUNDUP32: a sockaddr takes its length rounded up to 4 (4 when 0).
-public func roundup32(_ length: Int) -> Int { length > 0 ? 1 + ((length - 1) | 3) : 4 }
+package func roundup32(_ length: Int) -> Int { length > 0 ? 1 + ((length - 1) | 3) : 4 }
 
-public enum IfList2Fixture {
-    public static let rtaGateway: UInt32 = 0x2, rtaNetmask: UInt32 = 0x4, rtaIFP: UInt32 = 0x10
-    public static let rtaIFA: UInt32 = 0x20, rtaBRD: UInt32 = 0x80
+package enum IfList2Fixture {
+    package static let rtaGateway: UInt32 = 0x2, rtaNetmask: UInt32 = 0x4, rtaIFP: UInt32 = 0x10
+    package static let rtaIFA: UInt32 = 0x20, rtaBRD: UInt32 = 0x80
 
     /// struct sockaddr_dl (if_dl.h), `sdl_len` at least sizeof (20), and
     /// with `padded` the zeros of ROUNDUP32 after it, as rt_msg2 writes it.
-    public static func sockaddrDL(index: UInt16, type: UInt8, name: String, address: [UInt8], padded: Bool = true) -> [UInt8] {
+    package static func sockaddrDL(index: UInt16, type: UInt8, name: String, address: [UInt8], padded: Bool = true) -> [UInt8] {
         let name = Array(name.utf8)
         let length = max(20, 8 + name.count + address.count)
         var w = FieldWriter()
@@ -102,7 +102,7 @@ public enum IfList2Fixture {
     /// if_data64 (if_var.h) at 32, then the RTA_IFP sockaddr_dl; with
     /// `gateway`, an RTA_GATEWAY sockaddr before it (RTAX_GATEWAY 1 comes
     /// before RTAX_IFP 4).
-    public static func interfaceInfo2(
+    package static func interfaceInfo2(
         _ r: InterfaceList2.Record, version: UInt8 = 5, type: UInt8 = 0x12, gateway: [UInt8]? = nil
     ) -> [UInt8] {
         var w = FieldWriter()
@@ -153,7 +153,7 @@ public enum IfList2Fixture {
 
     /// An RTM_NEWADDR message: struct ifa_msghdr (if.h), then RTA_NETMASK,
     /// RTA_IFA and RTA_BRD, three sockaddr_in.
-    public static func newAddress(index: UInt16) -> [UInt8] {
+    package static func newAddress(index: UInt16) -> [UInt8] {
         var w = FieldWriter()
         w.u16(0, 0) // ifam_msglen (patched at the end)
         w.u8(2, 5) // ifam_version: RTM_VERSION
@@ -175,7 +175,7 @@ public enum IfList2Fixture {
     /// An RTM_NEWMADDR2 message: struct ifma_msghdr2 (if.h), then
     /// RTA_GATEWAY (the group's link-level address), RTA_IFP (the
     /// interface's sockaddr_dl) and RTA_IFA (a sockaddr_in6 group).
-    public static func newMulticastAddress2(index: UInt16, name: String) -> [UInt8] {
+    package static func newMulticastAddress2(index: UInt16, name: String) -> [UInt8] {
         var w = FieldWriter()
         w.u16(0, 0) // ifmam_msglen (patched at the end)
         w.u8(2, 5) // ifmam_version: RTM_VERSION
@@ -195,7 +195,7 @@ public enum IfList2Fixture {
     }
 
     /// A record with every counter above 2^32 and no two alike.
-    public static func record(
+    package static func record(
         _ name: String, index: Int, type: UInt8, mac: [UInt8] = [], seed: UInt64, flags: UInt32 = 0x8863
     ) -> InterfaceList2.Record {
         func c(_ field: UInt64) -> UInt64 { (1 << 32) + seed * 1_000_000_007 + field * 65_537 }
@@ -206,7 +206,7 @@ public enum IfList2Fixture {
             sndDrops: 0xdead_0000 | UInt32(seed), linkAddress: mac)
     }
 
-    public static let en0 = record("en0", index: 4, type: 6, mac: [0xa4, 0x83, 0xe7, 0x12, 0x34, 0x56], seed: 1)
-    public static let pdp = record("pdp_ip0", index: 9, type: 0xff, seed: 2, flags: 0x8851)
-    public static let utun3 = record("utun3", index: 23, type: 1, seed: 3, flags: 0x8051)
+    package static let en0 = record("en0", index: 4, type: 6, mac: [0xa4, 0x83, 0xe7, 0x12, 0x34, 0x56], seed: 1)
+    package static let pdp = record("pdp_ip0", index: 9, type: 0xff, seed: 2, flags: 0x8851)
+    package static let utun3 = record("utun3", index: 23, type: 1, seed: 3, flags: 0x8051)
 }

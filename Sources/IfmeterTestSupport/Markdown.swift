@@ -3,9 +3,9 @@ import Foundation
 /// What tests read of a Markdown document: its prose (outside fenced
 /// code) and its headings' anchors, as GitHub makes them. The README's
 /// links and the alerts' runbook URLs are checked against these.
-public enum Markdown {
+package enum Markdown {
     /// The lines outside fenced code blocks, with their 1-based numbers.
-    public static func prose(_ text: String) -> [(number: Int, line: String)] {
+    package static func prose(_ text: String) -> [(number: Int, line: String)] {
         var fenced = false
         var result: [(Int, String)] = []
         for (i, line) in text.components(separatedBy: "\n").enumerated() {
@@ -20,7 +20,7 @@ public enum Markdown {
 
     /// GitHub's anchor for a heading: lower case, punctuation dropped,
     /// spaces made hyphens; a repeated heading gets `-1`, `-2`, ...
-    public static func anchors(_ text: String) -> Set<String> {
+    package static func anchors(_ text: String) -> Set<String> {
         var seen: [String: Int] = [:]
         var result: Set<String> = []
         for (_, line) in prose(text) where line.hasPrefix("#") {

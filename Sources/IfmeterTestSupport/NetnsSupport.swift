@@ -13,34 +13,34 @@ import IfmeterSystem
 /// Integration tests need root to make network namespaces. Without root
 /// they skip with this reason, unless IFMETER_REQUIRE_NETNS=1 (set by
 /// `.ci/run`), which makes them run and fail instead.
-public enum Netns {
-    public static let isRoot = geteuid() == 0
-    public static let required = ProcessInfo.processInfo.environment["IFMETER_REQUIRE_NETNS"] == "1"
-    public static let enabled = isRoot || required
-    public static let reason =
+package enum Netns {
+    package static let isRoot = geteuid() == 0
+    package static let required = ProcessInfo.processInfo.environment["IFMETER_REQUIRE_NETNS"] == "1"
+    package static let enabled = isRoot || required
+    package static let reason =
         "skipped: creating network namespaces needs root (run as root; IFMETER_REQUIRE_NETNS=1 turns this skip into a failure)"
 
     /// Fails the test when it must run but cannot.
-    public static func requireRoot() throws {
+    package static func requireRoot() throws {
         if !isRoot {
             throw TestFailure("IFMETER_REQUIRE_NETNS=1 but not running as root: network namespace tests cannot run")
         }
     }
 }
 
-public struct TestFailure: Error, CustomStringConvertible {
-    public var description: String
-    public init(_ description: String) { self.description = description }
+package struct TestFailure: Error, CustomStringConvertible {
+    package var description: String
+    package init(_ description: String) { self.description = description }
 }
 
 /// The room a block from malloc really has (malloc_usable_size): tests
 /// check that a kept buffer holds no slack.
-public func mallocUsableSize(_ block: UnsafeRawPointer?) -> Int { cifm_usable_size(block) }
+package func mallocUsableSize(_ block: UnsafeRawPointer?) -> Int { cifm_usable_size(block) }
 
 extension Sample {
     /// The reading of the interface named `name`; a failure that lists the
     /// names the sample has when it has no such one.
-    public func reading(_ name: String) throws -> InterfaceSample {
+    package func reading(_ name: String) throws -> InterfaceSample {
         guard let reading = interfaces.first(where: { $0.name == name }) else {
             throw TestFailure("\(name) not in sample: \(interfaces.map(\.name))")
         }
@@ -51,19 +51,19 @@ extension Sample {
 /// A network namespace of the test's own, with a unique name, removed when
 /// the value goes away (also when the test fails). Namespaces left by a
 /// crashed test run are removed by the next run.
-public final class TestNamespace: @unchecked Sendable {
-    public let name: String
+package final class TestNamespace: @unchecked Sendable {
+    package let name: String
     private static let counter = Counter()
     private static let cleaned: Void = removeStale()
 
-    public convenience init() throws {
+    package convenience init() throws {
         try self.init(named: Self.uniqueName())
     }
 
     /// A namespace of this name (one from `uniqueName`, so that a crashed
     /// run's is cleaned up); a test that recreates one under the same name
     /// makes each instance with this.
-    public init(named name: String) throws {
+    package init(named name: String) throws {
         _ = Self.cleaned
         self.name = name
         try run(["ip", "netns", "add", name])
@@ -76,24 +76,24 @@ public final class TestNamespace: @unchecked Sendable {
     deinit { remove() }
 
     /// A name no other namespace of this test run has.
-    public static func uniqueName() -> String {
+    package static func uniqueName() -> String {
         "ifmt-\(getpid())-\(counter.next())-\(UInt16.random(in: 0...UInt16.max))"
     }
 
-    public func remove() {
+    package func remove() {
         _ = try? run(["ip", "netns", "del", name], allowFailure: true)
     }
 
     /// `ip -n NAME ...`
     @discardableResult
-    public func ip(_ arguments: String...) throws -> String {
+    package func ip(_ arguments: String...) throws -> String {
         try run(["ip", "-n", name] + arguments).out
     }
 
     /// Waits until `device`'s carrier is up (LOWER_UP, no NO-CARRIER): it
     /// comes a moment after `up` (linkwatch), and until then a veth drops
     /// what it is given, uncounted.
-    public func waitForCarrier(_ device: String, timeout: Double = 60) throws {
+    package func waitForCarrier(_ device: String, timeout: Double = 60) throws {
         // Polled often: every veth pair a test makes waits here.
         _ = try waitFor("\(device)'s carrier", timeout: timeout, every: 0.02) {
             let link = try ip("-o", "link", "show", "dev", device)
@@ -107,7 +107,7 @@ public final class TestNamespace: @unchecked Sendable {
     /// running in parallel holds a copy of its descriptor until it execs
     /// (EBUSY), so that is waited out (waitFor's deadline). errno is read on
     /// the thread that entered the namespace.
-    public func openTun(_ device: String, tap: Bool = false) throws -> Int32 {
+    package func openTun(_ device: String, tap: Bool = false) throws -> Int32 {
         let what = "\(tap ? "tap" : "tun") \(device)"
         return try waitFor("\(what) to be free of the last one's descriptor (EBUSY)", every: 0.01) { () throws -> Int32? in
             let opened: Result<Int32, SystemError>
@@ -143,11 +143,11 @@ public final class TestNamespace: @unchecked Sendable {
 
     /// `ip netns exec NAME ...`: a command inside, with sysfs remounted for it.
     @discardableResult
-    public func exec(_ arguments: [String], allowFailure: Bool = false) throws -> (out: String, err: String, status: Int32) {
+    package func exec(_ arguments: [String], allowFailure: Bool = false) throws -> (out: String, err: String, status: Int32) {
         try run(["ip", "netns", "exec", name] + arguments, allowFailure: allowFailure)
     }
 
-    public func ifindex(_ interface: String) throws -> Int {
+    package func ifindex(_ interface: String) throws -> Int {
         let text = try ip("-o", "link", "show", "dev", interface)
         guard let index = Int(text.split(separator: ":").first ?? "") else { throw TestFailure("no index in \(text)") }
         return index
@@ -180,15 +180,15 @@ public final class TestNamespace: @unchecked Sendable {
 
 /// Two namespaces joined by a veth pair, quiet: no IPv6, static neighbours
 /// (no ARP), so the only frames are the ones a test sends.
-public final class VethPair: @unchecked Sendable {
-    public let a: TestNamespace, b: TestNamespace
-    public let nameA: String, nameB: String
-    public let ipA = "10.77.0.1", ipB = "10.77.0.2"
-    public let macA = "02:00:00:00:77:01", macB = "02:00:00:00:77:02"
+package final class VethPair: @unchecked Sendable {
+    package let a: TestNamespace, b: TestNamespace
+    package let nameA: String, nameB: String
+    package let ipA = "10.77.0.1", ipB = "10.77.0.2"
+    package let macA = "02:00:00:00:77:01", macB = "02:00:00:00:77:02"
 
     /// `nameA` in A, `nameB` in B (the README's examples name them as a
     /// reader's machine would).
-    public init(nameA: String = "vA", nameB: String = "vB") throws {
+    package init(nameA: String = "vA", nameB: String = "vB") throws {
         self.nameA = nameA
         self.nameB = nameB
         a = try TestNamespace()
@@ -207,11 +207,11 @@ public final class VethPair: @unchecked Sendable {
     }
 
     /// Bytes a veth counts for one UDP datagram: Ethernet, IPv4, UDP headers.
-    public static func frameBytes(payload: Int) -> UInt64 { UInt64(14 + 20 + 8 + payload) }
+    package static func frameBytes(payload: Int) -> UInt64 { UInt64(14 + 20 + 8 + payload) }
 
     /// Opens a UDP socket bound to B's address (so no ICMP comes back), sends
     /// `count` datagrams of `payload` bytes from A, and closes both.
-    public func sendUDP(count: Int, payload: Int, port: UInt16 = 9999) throws {
+    package func sendUDP(count: Int, payload: Int, port: UInt16 = 9999) throws {
         try IfmeterTestSupport.sendUDP(from: a, to: ipB, in: b, port: port, count: count, payload: payload)
     }
 }
@@ -219,7 +219,7 @@ public final class VethPair: @unchecked Sendable {
 /// Sends `count` UDP datagrams of `payload` bytes from namespace `from` to
 /// `ip`, where a socket bound in `receiver`'s namespace takes them (so no
 /// ICMP comes back); `pace` microseconds between datagrams.
-public func sendUDP(
+package func sendUDP(
     from sender: TestNamespace, to ip: String, in receiver: TestNamespace, port: UInt16, count: Int, payload: Int, pace: UInt32 = 0
 ) throws {
     // The port, or the next free one: a run with eight tests at once once
@@ -257,7 +257,7 @@ public func sendUDP(
     }
 }
 
-public func sockaddrIn(_ ip: String, _ port: UInt16) -> sockaddr_in {
+package func sockaddrIn(_ ip: String, _ port: UInt16) -> sockaddr_in {
     var addr = sockaddr_in()
     addr.sin_family = sa_family_t(AF_INET)
     addr.sin_port = port.bigEndian
@@ -265,7 +265,7 @@ public func sockaddrIn(_ ip: String, _ port: UInt16) -> sockaddr_in {
     return addr
 }
 
-public func udpSocket(bindTo ip: String?, port: UInt16) throws -> Int32 {
+package func udpSocket(bindTo ip: String?, port: UInt16) throws -> Int32 {
     let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { throw TestFailure("socket: \(String(cString: strerror(errno)))") }
     if let ip {
@@ -280,7 +280,7 @@ public func udpSocket(bindTo ip: String?, port: UInt16) throws -> Int32 {
 
 /// An IPv4/UDP packet from 10.88.0.2 to 10.99.99.99 (no route, dropped
 /// quietly after the tun counts it), `payload` bytes of data.
-public func ipv4Packet(payload: Int) -> [UInt8] {
+package func ipv4Packet(payload: Int) -> [UInt8] {
     let total = 20 + 8 + payload
     var p = [UInt8](repeating: 0, count: total)
     p[0] = 0x45
@@ -299,7 +299,7 @@ public func ipv4Packet(payload: Int) -> [UInt8] {
 }
 
 /// The ifmeter executable built beside the test runner (IFMETER_BIN overrides).
-public func ifmeterBinary() throws -> String {
+package func ifmeterBinary() throws -> String {
     if let path = ProcessInfo.processInfo.environment["IFMETER_BIN"] { return path }
     var candidates: [String] = []
     let runner = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
@@ -312,7 +312,7 @@ public func ifmeterBinary() throws -> String {
 }
 
 /// Runs ifmeter with arguments, returning stdout, stderr and the exit code.
-public func ifmeter(_ arguments: [String], input: String? = nil, in namespace: TestNamespace? = nil) throws
+package func ifmeter(_ arguments: [String], input: String? = nil, in namespace: TestNamespace? = nil) throws
     -> (out: String, err: String, status: Int32)
 {
     let binary = try ifmeterBinary()
@@ -321,13 +321,13 @@ public func ifmeter(_ arguments: [String], input: String? = nil, in namespace: T
 }
 
 /// The repository's root, from this file's path.
-public let repositoryRoot = URL(fileURLWithPath: #filePath)
+package let repositoryRoot = URL(fileURLWithPath: #filePath)
     .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
 /// Validates JSON files against `schemas/ifmeter-report.v2.schema.json`
 /// (or another file of `schemas/`) with check-jsonschema (PyPI, installed
 /// by `make test` in .build/venv).
-public func checkJSONSchema(_ files: [String], schema name: String = "ifmeter-report.v2.schema.json") throws -> (ok: Bool, output: String) {
+package func checkJSONSchema(_ files: [String], schema name: String = "ifmeter-report.v2.schema.json") throws -> (ok: Bool, output: String) {
     let tool =
         ProcessInfo.processInfo.environment["IFMETER_CHECK_JSONSCHEMA"]
         ?? repositoryRoot.appendingPathComponent(".build/venv/bin/check-jsonschema").path
@@ -342,7 +342,7 @@ public func checkJSONSchema(_ files: [String], schema name: String = "ifmeter-re
 /// Sends `count` Ethernet frames of `size` bytes (headers included) out of
 /// `interface` in the namespace through a packet socket: broadcast, of an
 /// experimental EtherType (0x88B5), so nothing answers them.
-public func sendFrames(in namespace: String, interface: String, count: Int, size: Int = 300) throws {
+package func sendFrames(in namespace: String, interface: String, count: Int, size: Int = 300) throws {
     try NetworkNamespace.perform(in: namespace) { () throws in
         let fd = socket(AF_PACKET, Int32(SOCK_RAW.rawValue), 0)
         guard fd >= 0 else { throw TestFailure("packet socket: \(String(cString: strerror(errno)))") }
@@ -370,7 +370,7 @@ public func sendFrames(in namespace: String, interface: String, count: Int, size
 
 /// An interface's eight counters as sysfs says them, read inside its
 /// namespace (`ip netns exec` mounts that namespace's sysfs).
-public func sysfsCounters(_ namespace: TestNamespace, _ interface: String) throws -> Counters {
+package func sysfsCounters(_ namespace: TestNamespace, _ interface: String) throws -> Counters {
     let names = CounterKey.allCases.map(\.jsonKey)
     let script = names.map { "cat /sys/class/net/\(interface)/statistics/\($0)" }.joined(separator: "; ")
     let values = try namespace.exec(["sh", "-c", script]).out.split(separator: "\n").compactMap { UInt64($0) }

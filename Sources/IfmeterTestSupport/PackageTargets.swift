@@ -2,8 +2,8 @@ import Foundation
 import IfmeterCore
 
 /// One target of Package.swift, as `swift package dump-package` gives it.
-public struct PackageTarget: Sendable {
-    public enum Kind: Sendable, Equatable {
+package struct PackageTarget: Sendable {
+    package enum Kind: Sendable, Equatable {
         /// A Swift module (a library, an executable, the tests' support).
         case swift
         /// A C target: a system library (a module map) or C sources.
@@ -14,30 +14,30 @@ public struct PackageTarget: Sendable {
 
     /// One dependency: a target's name, and the platforms its condition
     /// names (nil without a condition: every platform).
-    public struct Dependency: Sendable, Equatable {
-        public let name: String
-        public let platforms: [String]?
+    package struct Dependency: Sendable, Equatable {
+        package let name: String
+        package let platforms: [String]?
 
-        public init(name: String, platforms: [String]?) {
+        package init(name: String, platforms: [String]?) {
             self.name = name
             self.platforms = platforms
         }
 
         /// SwiftPM's names of Apple's platforms, as dump-package spells them.
-        public static let applePlatforms: Set<String> = ["macos", "ios", "tvos", "watchos", "visionos", "maccatalyst", "driverkit"]
+        package static let applePlatforms: Set<String> = ["macos", "ios", "tvos", "watchos", "visionos", "maccatalyst", "driverkit"]
 
         /// Whether SwiftPM builds it on some Apple platform.
-        public var reachesApplePlatforms: Bool { platforms.map { !Self.applePlatforms.isDisjoint(with: $0) } ?? true }
+        package var reachesApplePlatforms: Bool { platforms.map { !Self.applePlatforms.isDisjoint(with: $0) } ?? true }
     }
 
-    public let name: String
-    public let kind: Kind
+    package let name: String
+    package let kind: Kind
     /// The targets it declares it depends on, in Package.swift's order.
-    public var dependencies: [String] { conditionalDependencies.map(\.name) }
+    package var dependencies: [String] { conditionalDependencies.map(\.name) }
     /// The same, with their platform conditions.
-    public var conditionalDependencies: [Dependency]
+    package var conditionalDependencies: [Dependency]
 
-    public init(name: String, kind: Kind, conditionalDependencies: [Dependency]) {
+    package init(name: String, kind: Kind, conditionalDependencies: [Dependency]) {
         self.name = name
         self.kind = kind
         self.conditionalDependencies = conditionalDependencies
@@ -45,17 +45,17 @@ public struct PackageTarget: Sendable {
 
     /// Its folder: `Sources/<name>`, or `Tests/<name>` for a test target
     /// (Package.swift sets no paths).
-    public var folder: URL { repositoryRoot.appendingPathComponent((kind == .test ? "Tests/" : "Sources/") + name) }
+    package var folder: URL { repositoryRoot.appendingPathComponent((kind == .test ? "Tests/" : "Sources/") + name) }
 
     /// The package's targets, read once per test run: `dump-package` is
     /// the manifest as SwiftPM evaluates it, so no test parses Swift.
-    public static let all: Result<[PackageTarget], TestFailure> = {
+    package static let all: Result<[PackageTarget], TestFailure> = {
         do { return .success(try load()) } catch let failure as TestFailure { return .failure(failure) } catch {
             return .failure(TestFailure("\(error)"))
         }
     }()
 
-    public static func load() throws -> [PackageTarget] {
+    package static func load() throws -> [PackageTarget] {
         let dump = try run(
             [
                 "swift", "package", "--package-path", repositoryRoot.path, "--scratch-path",
@@ -106,7 +106,7 @@ public struct PackageTarget: Sendable {
 
     /// The files under the target's folder whose names end in one of
     /// `suffixes`, as paths relative to the repository, sorted.
-    public func files(endingIn suffixes: [String]) -> [String] {
+    package func files(endingIn suffixes: [String]) -> [String] {
         guard let files = FileManager.default.enumerator(atPath: folder.path) else { return [] }
         var found: [String] = []
         for case let file as String in files where suffixes.contains(where: { file.hasSuffix($0) }) {
@@ -122,7 +122,7 @@ extension [PackageTarget] {
     /// The targets a product's `targets` bring along on an Apple platform:
     /// themselves and every dependency whose condition does not leave it
     /// out there, recursively, sorted by name.
-    public func appleClosure(of roots: [String]) -> [PackageTarget] {
+    package func appleClosure(of roots: [String]) -> [PackageTarget] {
         let byName = Dictionary(uniqueKeysWithValues: map { ($0.name, $0) })
         var seen: Set<String> = [], todo = roots
         while let name = todo.popLast() {

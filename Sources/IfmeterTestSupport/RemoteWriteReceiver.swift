@@ -4,8 +4,8 @@ import Foundation
 /// namespace): it answers as its `behaviour` says and writes down every
 /// request, so a test reads what arrived instead of trusting the sender's
 /// own counters.
-public final class RemoteWriteReceiver: @unchecked Sendable {
-    public enum Behaviour: String, Sendable {
+package final class RemoteWriteReceiver: @unchecked Sendable {
+    package enum Behaviour: String, Sendable {
         /// 204 to a POST to /api/v1/write.
         case accept
         /// 307 from any other path to /api/v1/write (then 204 there).
@@ -14,8 +14,8 @@ public final class RemoteWriteReceiver: @unchecked Sendable {
         case endlessBody = "endless"
     }
 
-    public let folder: String
-    public let port: UInt16
+    package let folder: String
+    package let port: UInt16
     private let process: Background
 
     /// The receiver's script: one line per request in `requests`
@@ -71,7 +71,7 @@ public final class RemoteWriteReceiver: @unchecked Sendable {
 
     /// Starts the receiver in `namespace` on 127.0.0.1:`port`, writing
     /// into `folder` (which must exist), and waits until it listens.
-    public init(in namespace: String, port: UInt16, folder: String, behaviour: Behaviour = .accept) throws {
+    package init(in namespace: String, port: UInt16, folder: String, behaviour: Behaviour = .accept) throws {
         self.folder = folder
         self.port = port
         try Self.script.write(toFile: folder + "/receiver.py", atomically: true, encoding: .utf8)
@@ -87,7 +87,7 @@ public final class RemoteWriteReceiver: @unchecked Sendable {
     deinit { _ = process.stop() }
 
     /// One line per request, oldest first.
-    public var requests: [(method: String, path: String, status: Int, bodyBytes: Int, sentBytes: Int)] {
+    package var requests: [(method: String, path: String, status: Int, bodyBytes: Int, sentBytes: Int)] {
         let text = (try? String(contentsOfFile: folder + "/requests", encoding: .utf8)) ?? ""
         return text.split(separator: "\n").compactMap { line in
             let f = line.split(separator: " ")
@@ -97,12 +97,12 @@ public final class RemoteWriteReceiver: @unchecked Sendable {
     }
 
     /// The body of request `n` (from 1), as it arrived (snappy-compressed).
-    public func body(_ n: Int) -> [UInt8] {
+    package func body(_ n: Int) -> [UInt8] {
         (try? [UInt8](Data(contentsOf: URL(fileURLWithPath: "\(folder)/body-\(n)")))) ?? []
     }
 
     /// The headers of request `n`, as Python printed them.
-    public func headers(_ n: Int) -> String {
+    package func headers(_ n: Int) -> String {
         (try? String(contentsOfFile: "\(folder)/headers-\(n)", encoding: .utf8)) ?? ""
     }
 }

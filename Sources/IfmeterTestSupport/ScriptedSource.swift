@@ -3,19 +3,19 @@ import IfmeterSystem
 
 /// A counter source that plays a script: readings and failures, in order,
 /// so the pipeline is tested without root or a kernel.
-public final class ScriptedSource: CounterSource {
-    public enum Step: Sendable {
+package final class ScriptedSource: CounterSource {
+    package enum Step: Sendable {
         case reading(SourceReading)
         case failure(SystemError)
     }
 
-    public let sourceName = "scripted"
-    public private(set) var steps: [Step]
-    public private(set) var position = 0
+    package let sourceName = "scripted"
+    package private(set) var steps: [Step]
+    package private(set) var position = 0
 
-    public init(_ steps: [Step]) { self.steps = steps }
+    package init(_ steps: [Step]) { self.steps = steps }
 
-    public func read() throws(SystemError) -> SourceReading {
+    package func read() throws(SystemError) -> SourceReading {
         guard position < steps.count else { throw SystemError(call: "scripted read", message: "the script has ended") }
         defer { position += 1 }
         switch steps[position] {
@@ -28,7 +28,7 @@ public final class ScriptedSource: CounterSource {
 extension ScriptedSource.Step {
     /// A sample at `t` of interfaces given as (name, index, rx, tx), with
     /// packets a hundredth of the bytes; deletions and overruns before it.
-    public static func sample(
+    package static func sample(
         _ t: Double, _ interfaces: [(String, Int, UInt64, UInt64)], kind: InterfaceKind = .ethernet,
         deleted: [DeletionEvent] = [], overruns: Int = 0
     ) -> Self {
@@ -42,19 +42,19 @@ extension ScriptedSource.Step {
                     })))
     }
 
-    public static func failed(_ message: String = "scripted failure") -> Self {
+    package static func failed(_ message: String = "scripted failure") -> Self {
         .failure(SystemError(call: "scripted read", errno: 5, message: message))
     }
 }
 
 /// One scripted interface reading: packets are a hundredth of the bytes.
-public func scriptedInterface(_ name: String, _ index: Int, _ rx: UInt64, _ tx: UInt64, kind: InterfaceKind = .ethernet) -> InterfaceSample {
+package func scriptedInterface(_ name: String, _ index: Int, _ rx: UInt64, _ tx: UInt64, kind: InterfaceKind = .ethernet) -> InterfaceSample {
     InterfaceSample(
         name: name, index: index, classification: Classification(kind: kind, evidence: "scripted"),
         counters: Counters(rxBytes: rx, txBytes: tx, rxPackets: rx / 100, txPackets: tx / 100))
 }
 
 /// A deletion event with final counters, as `scriptedInterface` builds them.
-public func scriptedDeletion(_ t: Double, _ name: String, _ index: Int, _ rx: UInt64, _ tx: UInt64) -> DeletionEvent {
+package func scriptedDeletion(_ t: Double, _ name: String, _ index: Int, _ rx: UInt64, _ tx: UInt64) -> DeletionEvent {
     DeletionEvent(time: t, interface: scriptedInterface(name, index, rx, tx))
 }

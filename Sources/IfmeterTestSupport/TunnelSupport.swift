@@ -11,11 +11,11 @@ import IfmeterSystem
 /// (`tA` 10.78.0.1 and `tB` 10.78.0.2, point to point), and a forwarder in
 /// this process that carries each tun's packets as UDP over the veth (port
 /// 5555 on both ends), as a VPN client does. Its underlay is the veth.
-public final class UDPTunnel: @unchecked Sendable {
-    public let pair: VethPair
-    public let tunA: String, tunB: String
-    public let ipA = "10.78.0.1", ipB = "10.78.0.2"
-    public static let port: UInt16 = 5555
+package final class UDPTunnel: @unchecked Sendable {
+    package let pair: VethPair
+    package let tunA: String, tunB: String
+    package let ipA = "10.78.0.1", ipB = "10.78.0.2"
+    package static let port: UInt16 = 5555
     private var fds: [Int32] = []
     /// What the forwarding threads share with this value; they hold it,
     /// not the tunnel, so the tunnel (and its namespaces) can go away.
@@ -27,7 +27,7 @@ public final class UDPTunnel: @unchecked Sendable {
     }
     private let control = Control()
 
-    public init(over pair: VethPair, tunA: String = "tA", tunB: String = "tB") throws {
+    package init(over pair: VethPair, tunA: String = "tA", tunB: String = "tB") throws {
         self.pair = pair
         self.tunA = tunA
         self.tunB = tunB
@@ -54,7 +54,7 @@ public final class UDPTunnel: @unchecked Sendable {
     deinit { stop() }
 
     /// Stops the forwarder and closes the tuns (which deletes them).
-    public func stop() {
+    package func stop() {
         guard !control.stopping.exchange(true, ordering: .relaxed) else { return }
         control.finished.wait()
         for fd in fds { close(fd) }
@@ -101,7 +101,7 @@ public final class UDPTunnel: @unchecked Sendable {
     /// receives them (so no ICMP comes back).
     /// Returns once the forwarder carried them all into B's tun, when A's
     /// route to `ip` is the tunnel.
-    public func sendUDP(to ip: String, port: UInt16, count: Int, payload: Int) throws {
+    package func sendUDP(to ip: String, port: UInt16, count: Int, payload: Int) throws {
         let throughTheTunnel = try pair.a.ip("route", "get", ip).contains(" dev \(tunA) ")
         let before = control.deliveredToB.load(ordering: .relaxed)
         // Paced, so that the forwarder's socket buffers never drop.

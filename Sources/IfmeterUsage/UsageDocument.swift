@@ -13,21 +13,21 @@ import IfmeterSystem
 /// With `request.rows`, at most that many rows are written; when more
 /// remain, `next` says where the next page starts (and the JSON document
 /// says it as `next`, through `link`).
-public final class UsageDocument {
-    public let request: UsageRequest
-    public let format: String
+package final class UsageDocument {
+    package let request: UsageRequest
+    package let format: String
     /// Everything of the file but its rows: plans, kinds, aliases, saves.
-    public let head: UsageSnapshot
+    package let head: UsageSnapshot
     /// The names and kinds the file holds, before any filter (what
     /// `usage` says when its filter keeps none).
-    public let known: (names: [String], kinds: [String: InterfaceKind])
+    package let known: (names: [String], kinds: [String: InterfaceKind])
     /// What the text says instead of "No usage recorded yet" (set before
     /// the first piece).
-    public var emptyNote: String?
+    package var emptyNote: String?
     /// The `next` URL of a JSON page, from where it ends.
-    public var link: ((UsageCursor) -> String)?
+    package var link: ((UsageCursor) -> String)?
     /// Where the next page starts, once a page is cut short.
-    public private(set) var next: UsageCursor?
+    package private(set) var next: UsageCursor?
 
     let pieces: UsagePieces
     let filter: InterfaceFilter
@@ -67,7 +67,7 @@ public final class UsageDocument {
     /// slices, or five-minute ones for that table), added to the file's
     /// rows: serve's figures, current within one sample. The `usage`
     /// command gives none: it shows the file as of its last save.
-    public init(
+    package init(
         _ request: UsageRequest, pieces: UsagePieces, format: String = "json", filter: InterfaceFilter = InterfaceFilter(), top: Int? = nil,
         wall: Double, chunk: Int = 1024, unsaved: [UsageSlice] = []
     ) throws(UsageQueryError) {
@@ -137,7 +137,7 @@ public final class UsageDocument {
     }
 
     /// The next piece of the document, nil after the last.
-    public func piece() throws(UsageQueryError) -> String? {
+    package func piece() throws(UsageQueryError) -> String? {
         guard !finished else { return nil }
         guard var stream else {
             var template = UsageTable(slices: [], plans: head.plans, granularity: request.granularity, top: top, zone: .system, now: now)
@@ -268,7 +268,7 @@ extension UsageRequest {
     /// tables need none; `--check` today's (a limit per hour), `--summary`
     /// the last 24 hours', `--begin`/`--end` with a time of day those from
     /// that day on; hours every hour (nil).
-    public func hoursFrom(now: Int64, check: Bool = false, summary: Bool = false, oneline: Bool = false, zone: LocalZone = .system) -> Int64? {
+    package func hoursFrom(now: Int64, check: Bool = false, summary: Bool = false, oneline: Bool = false, zone: LocalZone = .system) -> Int64? {
         if granularity == .hour, !check, !summary, !oneline { return nil }
         let calendar = PeriodCalendar(zone: zone)
         var from = Int64.max

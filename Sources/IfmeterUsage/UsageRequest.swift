@@ -5,25 +5,25 @@ import IfmeterSystem
 /// What usage is asked for, typed: the `usage` command's options and
 /// `/api/v1/usage`'s and `/usage.png`'s parameters both become one of
 /// these, and `UsageDocument` answers it.
-public struct UsageRequest: Sendable, Hashable {
+package struct UsageRequest: Sendable, Hashable {
     /// The rows: hour, day, month, year, cycle, five minutes or top days.
-    public var granularity: UsagePeriodKind
+    package var granularity: UsagePeriodKind
     /// Only usage from `begin` (a Unix time) on, and before `end`: already
     /// resolved in the local zone (`LocalZone.unix(localDateOrTime:end:)`).
-    public var begin: Int64?
-    public var end: Int64?
+    package var begin: Int64?
+    package var end: Int64?
     /// One interface, by its stored name (`NS/NAME` for another
     /// namespace's), matched exactly: only its rows are read.
-    public var interface: String?
+    package var interface: String?
     /// The latest `limit` periods of each interface.
-    public var limit: Int?
+    package var limit: Int?
     /// At most this many rows in the document (nil: every row); when more
     /// remain, the document says where to go on (`UsageDocument.next`).
-    public var rows: Int?
+    package var rows: Int?
     /// Rows after this one only (a page after the first).
-    public var after: UsageCursor?
+    package var after: UsageCursor?
 
-    public init(
+    package init(
         granularity: UsagePeriodKind, begin: Int64? = nil, end: Int64? = nil, interface: String? = nil, limit: Int? = nil, rows: Int? = nil,
         after: UsageCursor? = nil
     ) {
@@ -38,22 +38,22 @@ public struct UsageRequest: Sendable, Hashable {
 
     /// The HTTP parameters' names for the granularities (`usage`'s flags
     /// without their dashes and plural).
-    public static let granularityNames: [(name: String, kind: UsagePeriodKind)] = [
+    package static let granularityNames: [(name: String, kind: UsagePeriodKind)] = [
         ("fiveminutes", .fiveMinutes), ("hour", .hour), ("day", .day), ("month", .month), ("year", .year), ("cycle", .cycle),
     ]
 
     /// Rows of a document over HTTP when the query gives no `rows`, and the
     /// most it may ask for (docs/state-and-usage.md): a page of hours is a
     /// few MB of JSON, read and written a chunk at a time.
-    public static let defaultRows = 10_000
-    public static let maximumRows = 50_000
+    package static let defaultRows = 10_000
+    package static let maximumRows = 50_000
 
     /// A request from HTTP parameters (`granularity`, `begin`, `end`,
     /// `interface`, `limit`, `rows`, `after`); `summary` is a granularity of
     /// the picture's only (`image`). `begin` and `end` are read in `zone`
     /// as `usage --begin`/`--end` read them, and must be in order. A bad
     /// value is refused naming its parameter.
-    public static func parse(_ query: [String: String], image: Bool = false, zone: LocalZone = .system) throws(UsageQueryError) -> (
+    package static func parse(_ query: [String: String], image: Bool = false, zone: LocalZone = .system) throws(UsageQueryError) -> (
         request: UsageRequest, summary: Bool
     ) {
         let granularity = query["granularity"] ?? "day"
@@ -106,7 +106,7 @@ public struct UsageRequest: Sendable, Hashable {
     }
 
     /// A value from a request, safe to print: escaped, and cut at 64 characters.
-    public static func shown(_ text: String) -> String {
+    package static func shown(_ text: String) -> String {
         let escaped = TerminalText.escaped(text)
         return escaped.count > 64 ? String(escaped.prefix(64)) + "…" : escaped
     }
@@ -114,28 +114,28 @@ public struct UsageRequest: Sendable, Hashable {
 
 /// Where a page of a usage document ended: its last row's interface
 /// (stored name) and start. Written `START:NAME` in a `next` URL.
-public struct UsageCursor: Sendable, Hashable, CustomStringConvertible {
-    public var interface: String
-    public var start: Int64
+package struct UsageCursor: Sendable, Hashable, CustomStringConvertible {
+    package var interface: String
+    package var start: Int64
 
-    public init(interface: String, start: Int64) {
+    package init(interface: String, start: Int64) {
         self.interface = interface
         self.start = start
     }
 
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         guard let colon = text.firstIndex(of: ":"), let start = Int64(text[..<colon]) else { return nil }
         let name = String(text[text.index(after: colon)...])
         guard !name.isEmpty, name.utf8.count <= 256 else { return nil }
         self.init(interface: name, start: start)
     }
 
-    public var description: String { "\(start):\(interface)" }
+    package var description: String { "\(start):\(interface)" }
 }
 
 /// Why a usage request was not answered, typed: what HTTP status it is
 /// (`status`) follows from the case, never from the words.
-public enum UsageQueryError: Error, Sendable {
+package enum UsageQueryError: Error, Sendable {
     /// The request's fault: this parameter, and what is wrong with it.
     case badParameter(String, String)
     /// The state file cannot be read now: not there yet (serve makes it at
@@ -147,7 +147,7 @@ public enum UsageQueryError: Error, Sendable {
     case drawing(String)
 
     /// 400, 503 or 500.
-    public var status: Int {
+    package var status: Int {
         switch self {
         case .badParameter: 400
         case .unavailable: 503
@@ -156,7 +156,7 @@ public enum UsageQueryError: Error, Sendable {
     }
 
     /// What a store's failure is for a reader.
-    public init(_ error: StoreError) {
+    package init(_ error: StoreError) {
         switch error {
         case .missing, .noFolder, .inUse: self = .unavailable(error)
         default: self = .failed(error)
@@ -164,7 +164,7 @@ public enum UsageQueryError: Error, Sendable {
     }
 
     /// Its one line.
-    public var message: String {
+    package var message: String {
         switch self {
         case .badParameter(_, let message): message
         case .unavailable(let error), .failed(let error): error.description
@@ -178,7 +178,7 @@ extension UsageRequest {
     /// time) when set, so that a test prints one table several ways (the
     /// command's, serve's) at one instant instead of guessing that no
     /// second passed between them.
-    public static func clock() -> Double {
+    package static func clock() -> Double {
         environment("IFMETER_USAGE_NOW").flatMap(Double.init).flatMap { $0.isFinite ? $0 : nil } ?? wallClock()
     }
 }

@@ -8,20 +8,20 @@ import IfmeterSystem
 /// the pictures (`usage --svg`/`--png` and `/usage.png`), `usage --check`
 /// and `usage --oneline`. The tables alone are written a piece at a time
 /// instead (`UsageDocument`).
-public struct UsageWhole: Sendable {
+package struct UsageWhole: Sendable {
     /// What was read: the admitted slices (hours, with day rows standing
     /// for the hours before `hoursFrom`), plans, kinds, aliases, saves.
-    public var snapshot: UsageSnapshot
+    package var snapshot: UsageSnapshot
     /// The stored names the filter admits.
-    public var names: [String]
+    package var names: [String]
     /// The names and kinds the file holds, before any filter.
-    public var known: (names: [String], kinds: [String: InterfaceKind])
-    public var table: UsageTable
+    package var known: (names: [String], kinds: [String: InterfaceKind])
+    package var table: UsageTable
 
     /// `check`: the current cycles and limits (a year's days at most),
     /// `summary` the summary picture's periods, `oneline` today and this
     /// month; else `request`'s table.
-    public init(
+    package init(
         _ request: UsageRequest, path: String, filter: InterfaceFilter = InterfaceFilter(), top: Int? = nil, wall: Double, check: Bool = false,
         summary: Bool = false, oneline: Bool = false
     ) throws(UsageQueryError) {
@@ -69,14 +69,14 @@ public struct UsageWhole: Sendable {
     }
 
     /// The summary picture's figures, as of the file's last save.
-    public func summary() -> UsageSummary {
+    package func summary() -> UsageSummary {
         UsageSummary(
             slices: snapshot.slices, plans: snapshot.plans, names: names, kinds: snapshot.kinds, zone: .system, now: table.now,
             savedAt: snapshot.saves.savedAt)
     }
 
     /// The picture as a PNG: the summary, or the table's chart.
-    public func png(summary: Bool) throws(CairoError) -> [UInt8] {
+    package func png(summary: Bool) throws(CairoError) -> [UInt8] {
         summary ? try UsagePNG.summary(self.summary()) : try UsagePNG.chart(table)
     }
 }

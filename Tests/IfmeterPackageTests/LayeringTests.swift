@@ -254,6 +254,39 @@ import Testing
         #expect(seen == Self.belowTheRenderers.count, "every module below the renderers is in Package.swift")
     }
 
+    /// `public` is the library's promise alone (issue 46): only the
+    /// `Ifmeter` product's modules (the library and what it is built of)
+    /// declare anything `public`; every other module shares what it
+    /// shares inside the package with `package`, so that no module but
+    /// the library's reads as an API. A declaration's modifier is read
+    /// before any string or comment on its line.
+    @Test func onlyTheLibrarysModulesSayPublic() throws {
+        let targets = try PackageTarget.all.get()
+        var closure = Set(["Ifmeter"]), todo = ["Ifmeter"]
+        while let name = todo.popLast() {
+            for dependency in targets.first(where: { $0.name == name })?.dependencies ?? [] where closure.insert(dependency).inserted {
+                todo.append(dependency)
+            }
+        }
+        var checked = 0
+        for target in targets where target.kind == .swift && !closure.contains(target.name) {
+            for file in target.files(endingIn: [".swift"]) {
+                let text = try String(contentsOf: repositoryRoot.appendingPathComponent(file), encoding: .utf8)
+                checked += 1
+                for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                    guard !line.trimmingCharacters(in: .whitespaces).hasPrefix("//") else { continue }
+                    let code = line.prefix { $0 != "\"" }.split(separator: "//", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+                    let words = code.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "(" })
+                    if words.contains("public") {
+                        Issue.record("\(file):\(index + 1): \(target.name) is not the library's: 'package', not 'public'")
+                    }
+                }
+            }
+        }
+        #expect(closure.contains("IfmeterCore") && !closure.contains("IfmeterServe"), "\(closure.sorted())")
+        #expect(checked > 100, "\(checked) files read")
+    }
+
     @Test func importLinesAreRead() {
         #expect(Self.importedModule("import CNetlink") == "CNetlink")
         #expect(Self.importedModule("@preconcurrency import CSQLite") == "CSQLite")
