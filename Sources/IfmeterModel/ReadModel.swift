@@ -88,6 +88,10 @@ package struct ModelSnapshot: Sendable {
     /// generation before.
     package fileprivate(set) var moved: [SeriesKey] = []
     package fileprivate(set) var forgotten: [SeriesKey] = []
+    /// Rows whose alias changed since the last update: moved at the next
+    /// one, so that what keeps a row's rendering (the dashboard's
+    /// fragments, its events) shows the new alias on an idle interface.
+    fileprivate var aliased: [SeriesKey] = []
 
     /// Every interface's row, sorted by (namespace, name).
     package var rows: [InterfaceRow] { view.rows }
@@ -128,7 +132,8 @@ package final class ReadModel: Sendable {
             // since is its first sight on the wall clock.
             let offset = update.wallTime - update.time
             let aliases = s.facts.aliases
-            var moved = update.changed.map(\.key)
+            var moved = update.changed.map(\.key) + s.aliased
+            s.aliased = []
             s.view.apply(changed: update.changed, forgotten: update.forgotten) { t, last in
                 var row = InterfaceRow(t, keeping: last)
                 if last == nil {
@@ -207,10 +212,15 @@ package final class ReadModel: Sendable {
             guard s.facts.aliases != aliases else { return }
             s.facts.aliases = aliases
             s.planChanges += 1
+            var changed: [SeriesKey] = []
             s.view.modifyAll { row in
                 let alias = aliases[row.key]
-                if row.alias != alias { row.alias = alias }
+                if row.alias != alias {
+                    row.alias = alias
+                    changed.append(row.key)
+                }
             }
+            s.aliased += changed
         }
     }
 }

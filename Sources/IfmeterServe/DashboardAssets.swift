@@ -40,7 +40,7 @@ enum DashboardAssets {
         <thead><tr><th scope="col">Interface</th><th scope="col">Kind</th><th scope="col" class="num">Receive</th><th scope="col" class="num">Send</th><th scope="col" class="num">Received</th><th scope="col" class="num">Sent</th><th scope="col">Last minutes</th></tr></thead>
         <tbody></tbody>
         </table></div>
-        <p class="legend"><span class="rx">■</span> received <span class="tx">■</span> sent · <span id="since-all">Received and Sent count from when serve first saw each interface</span> · ≥ a lower bound (traffic was lost to a reset) · ~ a 32-bit wrap corrected</p>
+        <p class="legend"><span class="rx">■</span> received <span class="tx">■</span> sent · <span id="since-all">Received and Sent continue the kernel's counters from when serve first saw each interface</span> · ≥ a lower bound (traffic was lost to a reset) · ~ a 32-bit wrap corrected</p>
         </section>
         <section id="detail" hidden aria-labelledby="detail-title">
         <h2 id="detail-title"></h2>
@@ -169,7 +169,9 @@ enum DashboardAssets {
           // by their start.
           const periodName = (p, granularity) => granularity === "hour" || granularity === "fiveminutes" ? when(p.start) : p.period;
           // Since when a total runs, in words.
-          const sinceText = (i) => i.since != null ? "since " + when(i.since) : "since serve first saw it";
+          // The totals continue the kernel's counters from when serve
+          // first saw the interface: said so, not as traffic since then.
+          const sinceText = (i) => "the kernel's count when serve first saw it" + (i.since != null ? " (" + when(i.since) + ")" : "") + ", plus all since";
           const nameOf = (i) => i.alias ? i.alias + " (" + keyOf(i) + ")" : keyOf(i);
           const mark = (quality) => quality === "lower-bound" ? "≥ " : quality === "wrap-corrected" ? "~ " : "";
           function keyOf(i) { return i.netns ? i.netns + "/" + i.name : i.name; }
@@ -265,8 +267,8 @@ enum DashboardAssets {
             }
             document.body.dataset.generation = doc.generation;
             const sinces = new Set(doc.interfaces.map((i) => i.since == null ? "" : when(i.since)));
-            if (!doc.partial && sinces.size === 1 && !sinces.has("")) document.getElementById("since-all").textContent = "Received and Sent since " + [...sinces][0];
-            else if (!doc.partial) document.getElementById("since-all").textContent = "Received and Sent count from when serve first saw each interface (a total's tooltip says when)";
+            if (!doc.partial && sinces.size === 1 && !sinces.has("")) document.getElementById("since-all").textContent = "Received and Sent continue the kernel's counters from when serve first saw each interface (" + [...sinces][0] + ")";
+            else if (!doc.partial) document.getElementById("since-all").textContent = "Received and Sent continue the kernel's counters from when serve first saw each interface (a total's tooltip says when)";
             status(Number(doc.time) > 0 ? "Updated " + clock(Number(doc.time)) + " · every " + doc.interval_seconds + " s" : "Rates from the next sample on");
             if (state.selected) showFacts(state.selected);
           }
@@ -280,8 +282,9 @@ enum DashboardAssets {
               ...(i.alias ? [["Alias", i.alias]] : []),
               ["Kind", i.kind + " (evidence: " + i.evidence + ")"],
               ["Receive", rate(i.rx_bytes_per_second)], ["Send", rate(i.tx_bytes_per_second)],
-              ["Received", mark(i.quality) + bytes(i.rx_bytes) + " (" + i.rx_bytes + " bytes) " + sinceText(i)],
-              ["Sent", mark(i.quality) + bytes(i.tx_bytes) + " (" + i.tx_bytes + " bytes) " + sinceText(i)],
+              ["Received", mark(i.quality) + bytes(i.rx_bytes) + " (" + i.rx_bytes + " bytes)"],
+              ["Sent", mark(i.quality) + bytes(i.tx_bytes) + " (" + i.tx_bytes + " bytes)"],
+              ["Totals from", sinceText(i)],
               ["Quality", i.quality], ["Present", i.present ? "yes" : "no (deleted)"],
               ["Events", "recreated " + i.events.recreations + ", deleted " + i.events.deletions + ", counter resets " + i.events.resets + ", 32-bit wraps " + i.events.wraps],
             ];
@@ -354,7 +357,7 @@ enum DashboardAssets {
                 sections.push(picture);
               }
               for (const [granularity, title, count] of granularities) {
-                const doc = await getJSON("/api/v1/usage?granularity=" + granularity + "&interface=" + encodeURIComponent(key));
+                const doc = await getJSON("/api/v1/usage?granularity=" + granularity + "&limit=" + count + "&interface=" + encodeURIComponent(key));
                 const found = doc.interfaces.find((i) => keyOf(i) === key);
                 const periods = found ? found.periods.slice(-count) : [];
                 const section = el("section", { class: "usage", "data-granularity": granularity });

@@ -135,6 +135,13 @@ package final class LiveBoard: Sendable {
             // under the lock: what a page follows each sample costs what
             // changed, not every interface.
             return state.withLock { state in
+                // A snapshot of another update than the board's (one came
+                // between them): rendered, but its rows not kept as the
+                // board's, nor the document as its generation's.
+                guard snapshot.generation == state.generation else {
+                    var copy = state
+                    return HTTPBody(Self.render(snapshot, &copy, keys: nil, history: false, interval: interval, version: version))
+                }
                 let body = HTTPBody(
                     Self.render(snapshot, &state, keys: nil, history: false, interval: interval, version: version))
                 state.rendered[false] = (state.generation, body)

@@ -203,9 +203,14 @@ package struct ServeRoutes: Sendable {
         countServerError(path: path, status: response.status)
         if case .bytes(let body) = response.payload {
             let text = String(decoding: UnsafeRawBufferPointer(start: body.base, count: min(body.count, 300)), as: UTF8.self)
-            log?.error("answered \(path) with \(text.split(separator: "\n").first.map(String.init) ?? String(response.status))")
+            // One kind per route and status: a 503 of one route does not
+            // hide a 500 of another (the routes are a fixed few).
+            let site = LogSite(file: #fileID + " " + (Self.servedPaths.contains(path) ? path : "other"), line: UInt(response.status))
+            log?.write(.error, "answered \(path) with \(text.split(separator: "\n").first.map(String.init) ?? String(response.status))", site: site)
         } else {
-            log?.error("answered \(path) with \(response.status)")
+            log?.write(
+                .error, "answered \(path) with \(response.status)",
+                site: LogSite(file: #fileID + " " + (Self.servedPaths.contains(path) ? path : "other"), line: UInt(response.status)))
         }
         return Self.withoutDetail(response)
     }

@@ -200,10 +200,16 @@ struct DashboardVocabularyTests {
         try browser.waitUntil("/^Updated [0-2][0-9]:[0-5][0-9]:[0-5][0-9] · every /.test(document.getElementById('status').textContent)")
         // Since when, in words: the legend (one start for all) and each total.
         let legend: String = try browser.evaluate("document.getElementById('since-all').textContent")
-        #expect(legend.contains("since 20") || legend.contains("first saw each interface"), "\(legend)")
+        #expect(
+            legend.range(of: #"from when serve first saw each interface \(20\d\d-\d\d-\d\d [0-2]\d:[0-5]\d\)$"#, options: .regularExpression) != nil,
+            "\(legend)")
         let title: String = try browser.evaluate(
             "document.querySelector('#interfaces tbody tr[data-key=\"vA\"] td.rx-total').title")
-        #expect(title.range(of: #"^since 20\d\d-\d\d-\d\d [0-2]\d:[0-5]\d$"#, options: .regularExpression) != nil, "\(title)")
+        #expect(
+            title.range(
+                of: #"^the kernel's count when serve first saw it \(20\d\d-\d\d-\d\d [0-2]\d:[0-5]\d\), plus all since$"#, options: .regularExpression
+            )
+                != nil, "\(title)")
         // The toggle: bits at once, and still after a reload.
         _ = try browser.evaluate("document.getElementById('units').click(), true", as: Bool.self)
         try browser.waitUntil("\(rate).endsWith('bit/s')")
@@ -214,7 +220,7 @@ struct DashboardVocabularyTests {
         // The interface's page: its alias in the title, since in the facts.
         try browser.load("http://127.0.0.1:\(port)/#i=vA")
         try browser.waitUntil("document.getElementById('detail-title').textContent === 'uplink (vA)'")
-        try browser.waitUntil("document.getElementById('facts').textContent.includes('bytes) since 20')")
+        try browser.waitUntil("document.getElementById('facts').textContent.includes('Totals fromthe kernel\\'s count when serve first saw it (20')")
         try browser.expectNoProblems()
         _ = try browser.screenshot("vocabulary-1280")
     }

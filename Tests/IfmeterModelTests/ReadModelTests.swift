@@ -124,6 +124,21 @@ import Testing
         #expect(model.snapshot().forgotten == [SeriesKey(name: "eth1")])
     }
 
+    /// An alias given to an idle interface moves its row at the next
+    /// update, so that what keeps rows' renderings (the dashboard's
+    /// fragments and events) shows it without traffic.
+    @Test func anAliasMovesAnIdleRowAtTheNextUpdate() {
+        let model = ReadModel()
+        model.apply(Self.update(1, time: 100, wall: 1000, changed: [Self.totals("eth0", rx: 0, tx: 0), Self.totals("eth1", rx: 0, tx: 0)]))
+        model.apply(Self.update(2, time: 101, wall: 1001, changed: []))
+        #expect(model.snapshot().moved.isEmpty, "nothing moved")
+        model.setAliases([SeriesKey(name: "eth1"): "backup"])
+        model.apply(Self.update(3, time: 102, wall: 1002, changed: []))
+        #expect(model.snapshot().moved == [SeriesKey(name: "eth1")])
+        model.apply(Self.update(4, time: 103, wall: 1003, changed: []))
+        #expect(model.snapshot().moved.isEmpty, "once")
+    }
+
     @Test func serveFactsAreKeptBesideTheRows() {
         let model = ReadModel(revision: "abc")
         model.expectServerErrors([(path: "/usage", status: 500)])

@@ -74,7 +74,7 @@ struct OneModelScenarios {
         try browser.load("http://127.0.0.1:\(port)/")
         let cell = "document.querySelector('#interfaces tbody tr[data-key=\"vA\"] td.tx-total')"
         try browser.waitUntil("\(cell) !== null && \(cell).dataset.bytes === '\(metrics)'")
-        #expect(try browser.evaluate("\(cell).title", as: String.self).hasPrefix("since 20"))
+        #expect(try browser.evaluate("\(cell).title", as: String.self).hasPrefix("the kernel's count when serve first saw it (20"))
         #expect(
             try browser.evaluate("document.querySelector('#interfaces tbody tr[data-key=\"vA\"] a').textContent", as: String.self) == "uplink (vA)")
         try browser.load("http://127.0.0.1:\(port)/#i=vA")
