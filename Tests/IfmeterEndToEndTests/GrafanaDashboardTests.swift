@@ -73,6 +73,9 @@ struct GrafanaDashboardTests {
     /// never `lo`; with the exclusion emptied, `lo` is the first of each.
     @Test func aThousandInterfacesPerHostShowTopKAndNoLo() throws {
         try Netns.requireRoot()
+        // Not beside a test of the whole machine's namespaces (or of a thousand interfaces).
+        MachineWideInterfaces.take()
+        defer { MachineWideInterfaces.give() }
         let hub = try TestNamespace()
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ifmeter-grafana-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
